@@ -1,0 +1,21 @@
+//! `baton.v1` protobuf types and tonic services, generated at build time from
+//! `proto/baton/v1/baton.proto` without a system `protoc`.
+//!
+//! Generated types stay at the edges of baton: the node converts them to its own domain
+//! types in one place (`baton_node::server::convert`), the client in `baton_client`.
+
+#![allow(clippy::all, missing_docs)]
+
+/// Version 1 of the wire API.
+pub mod v1 {
+    tonic::include_proto!("baton.v1");
+}
+
+/// Response metadata key naming the leader's address, sent with UNAVAILABLE when a node
+/// knows the leader, and with every answer a follower forwarded.
+pub const LEADER_METADATA_KEY: &str = "x-baton-leader";
+
+/// Request metadata key a follower sets when it forwards a request to the leader; a node
+/// that receives a forwarded request it cannot serve answers UNAVAILABLE instead of
+/// forwarding again (no forwarding loops).
+pub const FORWARDED_METADATA_KEY: &str = "x-baton-forwarded";
