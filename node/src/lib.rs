@@ -1,1 +1,23 @@
+//! baton-node: a Raft-replicated store of ownership tokens.
+//!
+//! Layout:
+//! - `core`    the pure lease state machine (no I/O, no clock);
+//! - `store`   openraft log store and state machine on sled (fsync'd);
+//! - `expiry`  per-node lease countdowns and the leader's `Expire` proposals;
+//! - `network` the Raft transport over tonic;
+//! - `server`  the gRPC services (Baton, Cluster, Raft) and request forwarding;
+//! - `config`  node configuration, validated as one;
+//! - `node`    wiring: open storage, start Raft, serve, shut down.
+//!
+//! Data path of a claim: `server::baton` validates the request and proposes a
+//! `core::LogCommand` with `Raft::client_write` (a follower forwards it to the leader);
+//! openraft appends it to the sled log (fsync'd) and replicates it; once committed,
+//! `store::StateMachine::apply` runs `core::LeaseTable::apply` with the entry's log index
+//! (the fencing token), persists the change and starts the lease's countdown in
+//! `expiry::Countdowns`; the handler turns the `core::Outcome` into the gRPC answer.
 
+pub mod core;
+pub mod clock;
+pub mod expiry;
+pub mod raft_types;
+pub mod store;

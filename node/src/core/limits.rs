@@ -1,0 +1,43 @@
+//! Every limit of baton, named in one place (SPEC "Bad input and limits").
+//!
+//! Units come last in each name. The gRPC edge and the pure core both check them; the core's
+//! checks are what make a bad command deterministic to refuse on every node.
+
+/// A key is 1..=512 bytes of UTF-8 without control characters.
+pub const KEY_BYTES_MAX: usize = 512;
+/// A holder name is 1..=128 bytes without control characters.
+pub const HOLDER_NAME_BYTES_MAX: usize = 128;
+/// A client id (random, per process) is 1..=64 bytes of printable ASCII.
+pub const CLIENT_ID_BYTES_MAX: usize = 64;
+/// The reason given with an operator's revoke: 1..=1024 bytes.
+pub const REASON_BYTES_MAX: usize = 1024;
+/// A board prefix is at most a key long.
+pub const PREFIX_BYTES_MAX: usize = KEY_BYTES_MAX;
+
+/// The longest lease: one hour (SPEC "Lease").
+pub const TTL_MS_MAX: u64 = 3_600_000;
+/// The shortest lease the core accepts from any configuration. A node's configured minimum
+/// (`ttl_ms_min`, at least twice the election timeout) is checked at the edge and is never
+/// below this floor.
+pub const TTL_MS_FLOOR: u64 = 100;
+
+/// Leases one `Board` answer lists at most; more are paged with `start_after`.
+pub const BOARD_LEASES_MAX: usize = 1_000;
+
+/// Clients whose latest answers the state machine remembers for de-duplication. When more
+/// clients appear, the one idle for the longest (by log index) is forgotten.
+pub const DEDUP_CLIENTS_MAX: usize = 10_000;
+/// Answers remembered per client: a client may have this many requests in flight and still
+/// get every retry de-duplicated.
+pub const DEDUP_ANSWERS_PER_CLIENT_MAX: usize = 16;
+
+/// Largest gRPC message a node accepts or sends on the client API.
+pub const REQUEST_BYTES_MAX: usize = 256 * 1024;
+/// Largest Raft message between nodes (a snapshot chunk is smaller, see node config).
+pub const RAFT_MESSAGE_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+// Relations between limits, checked at compile time.
+const _: () = assert!(TTL_MS_FLOOR < TTL_MS_MAX);
+const _: () = assert!(KEY_BYTES_MAX + HOLDER_NAME_BYTES_MAX + REASON_BYTES_MAX < REQUEST_BYTES_MAX);
+const _: () = assert!(DEDUP_ANSWERS_PER_CLIENT_MAX >= 1);
+const _: () = assert!(BOARD_LEASES_MAX * (KEY_BYTES_MAX + HOLDER_NAME_BYTES_MAX + 256) < 4 * 1024 * 1024);

@@ -1,0 +1,23 @@
+//! The lease core: pure, deterministic, no I/O, no clock, no tokio.
+//!
+//! Layout:
+//! - `limits`   every named limit;
+//! - `types`    log commands (`LogCommand`, `Op`) and their `Outcome`s;
+//! - `validate` input rules shared with the gRPC edge;
+//! - `table`    `LeaseTable::apply(index, command) -> Outcome`.
+//!
+//! Data path: a gRPC handler validates a request and proposes a `LogCommand` to Raft; once
+//! the entry commits, every node's state machine calls `LeaseTable::apply` with the entry's
+//! log index (which becomes the fencing token of a grant) and the leader returns the
+//! `Outcome` to the client.
+
+pub mod limits;
+pub mod table;
+pub mod types;
+pub mod validate;
+
+#[cfg(test)]
+mod tests;
+
+pub use table::{Changes, ClientSession, LeaseTable};
+pub use types::{FencingToken, Holder, Lease, LogCommand, Op, Outcome, RequestId};

@@ -1,0 +1,444 @@
+//! Unit tests of the pure lease core: every operation, every refusal, the limits at and past
+//! their boundaries, de-duplication, and `Expire` racing `Renew`.
+
+use super::limits::*;
+use super::*;
+
+fn holder(name: &str, client: &str) -> Holder {
+    Holder {
+        name: name.into(),
+        client_id: client.into(),
+    }
+}
+
+fn cmd(op: Op) -> LogCommand {
+    LogCommand {
+        request_id: None,
+        leader_unix_ms: 1_000,
+        op,
+    }
+}
+
+fn cmd_from(client: &str, seq: u64, op: Op) -> LogCommand {
+    LogCommand {
+        request_id: Some(RequestId {
+            client_id: client.into(),
+            seq,
+        }),
+        leader_unix_ms: 1_000,
+        op,
+    }
+}
+
+fn claim(key: &str, h: &Holder, ttl_ms: u64) -> LogCommand {
+    cmd(Op::Claim {
+        key: key.into(),
+        holder: h.clone(),
+        ttl_ms,
+    })
+}
+
+fn renew(key: &str, token: u64) -> LogCommand {
+    cmd(Op::Renew {
+        key: key.into(),
+        token,
+    })
+}
+
+fn release(key: &str, token: u64) -> LogCommand {
+    cmd(Op::Release {
+        key: key.into(),
+        token,
+    })
+}
+
+fn expire(key: &str, token: u64, basis: u64) -> LogCommand {
+    cmd(Op::Expire {
+        key: key.into(),
+        token,
+        basis,
+    })
+}
+
+fn granted(outcome: Outcome) -> Lease {
+    match outcome {
+        Outcome::Granted { lease, .. } => lease,
+        other => panic!("expected a grant, got {other:?}"),
+    }
+}
+
+fn invalid(outcome: Outcome) -> String {
+    match outcome {
+        Outcome::Invalid { message } => message,
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+}
+
+#[test]
+fn claim_of_free_key_grants_token_equal_to_log_index() {
+    let mut t = LeaseTable::default();
+    let a = holder("a", "ca");
+    let lease = granted(t.apply(7, &claim("tasks/1", &a, 5_000)));
+    assert_eq!(lease.token, 7);
+    assert_eq!(lease.basis, 7);
+    assert_eq!(lease.holder, a);
+    assert_eq!(lease.ttl_ms, 5_000);
+    assert_eq!(lease.since_unix_ms, 1_000);
+    assert_eq!(t.lease("tasks/1"), Some(&lease));
+}
+
+#[test]
+fn claim_of_held_key_is_refused_naming_holder_and_token() {
+    let mut t = LeaseTable::default();
+    let a = holder("a", "ca");
+    granted(t.apply(3, &claim("k", &a, 5_000)));
+    match t.apply(4, &claim("k", &holder("b", "cb"), 5_000)) {
+        Outcome::Held {
+            lease,
+            same_name_other_process,
+        } => {
+            assert_eq!(lease.holder, a);
+            assert_eq!(lease.token, 3);
+            assert!(!same_name_other_process);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(t.lease("k").unwrap().holder, a);
+}
+
+#[test]
+fn same_name_other_process_is_refused_and_told_so() {
+    let mut t = LeaseTable::default();
+    granted(t.apply(3, &claim("k", &holder("claude@a", "p1"), 5_000)));
+    match t.apply(4, &claim("k", &holder("claude@a", "p2"), 5_000)) {
+        Outcome::Held {
+            same_name_other_process,
+            lease,
+        } => {
+            assert!(same_name_other_process);
+            assert_eq!(lease.holder.client_id, "p1");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn reclaim_by_same_process_keeps_token_and_renews() {
+    let mut t = LeaseTable::default();
+    let a = holder("a", "ca");
+    granted(t.apply(3, &claim("k", &a, 5_000)));
+    match t.apply(9, &claim("k", &a, 8_000)) {
+        Outcome::Granted {
+            lease,
+            already_held,
+        } => {
+            assert!(already_held);
+            assert_eq!(lease.token, 3);
+            assert_eq!(lease.basis, 9);
+            assert_eq!(lease.ttl_ms, 8_000);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn renew_with_current_token_moves_basis_and_keeps_token() {
+    let mut t = LeaseTable::default();
+    granted(t.apply(3, &claim("k", &holder("a", "ca"), 5_000)));
+    match t.apply(5, &renew("k", 3)) {
+        Outcome::Renewed { lease } => {
+            assert_eq!(lease.token, 3);
+            assert_eq!(lease.basis, 5);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn renew_and_release_with_stale_token_are_lost_and_change_nothing() {
+    let mut t = LeaseTable::default();
+    granted(t.apply(3, &claim("k", &holder("a", "ca"), 5_000)));
+    assert!(matches!(t.apply(4, &release("k", 3)), Outcome::Released { .. }));
+    let b = granted(t.apply(5, &claim("k", &holder("b", "cb"), 5_000)));
+    let before = t.clone();
+    for outcome in [t.apply(6, &renew("k", 3)), t.apply(7, &release("k", 3))] {
+        match outcome {
+            Outcome::Lost { current } => assert_eq!(current.as_ref(), Some(&b)),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(t, before);
+}
+
+#[test]
+fn renew_of_free_key_is_lost_with_no_holder() {
+    let mut t = LeaseTable::default();
+    assert_eq!(
+        t.apply(2, &renew("k", 1)),
+        Outcome::Lost { current: None }
+    );
+}
+
+#[test]
+fn release_frees_the_key_and_next_claim_gets_a_larger_token() {
+    let mut t = LeaseTable::default();
+    let first = granted(t.apply(3, &claim("k", &holder("a", "ca"), 5_000)));
+    assert!(matches!(t.apply(4, &release("k", first.token)), Outcome::Released { .. }));
+    assert_eq!(t.lease("k"), None);
+    let second = granted(t.apply(5, &claim("k", &holder("b", "cb"), 5_000)));
+    assert!(second.token > first.token);
+}
+
+#[test]
+fn expire_with_current_basis_frees_the_key() {
+    let mut t = LeaseTable::default();
+    let l = granted(t.apply(3, &claim("k", &holder("a", "ca"), 5_000)));
+    match t.apply(4, &expire("k", l.token, l.basis)) {
+        Outcome::Expired { lease } => assert_eq!(lease, l),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(t.lease("k"), None);
+}
+
+#[test]
+fn expire_that_raced_a_renewal_is_ignored() {
+    let mut t = LeaseTable::default();
+    let l = granted(t.apply(3, &claim("k", &holder("a", "ca"), 5_000)));
+    // The leader counted from the grant (basis 3) and proposed Expire; the renewal at index
+    // 4 was committed before it.
+    assert!(matches!(t.apply(4, &renew("k", 3)), Outcome::Renewed { .. }));
+    assert_eq!(t.apply(5, &expire("k", l.token, 3)), Outcome::ExpireIgnored);
+    assert_eq!(t.lease("k").unwrap().basis, 4);
+}
+
+#[test]
+fn expire_of_an_older_grant_does_not_free_a_newer_holder() {
+    let mut t = LeaseTable::default();
+    granted(t.apply(3, &claim("k", &holder("a", "ca"), 5_000)));
+    t.apply(4, &release("k", 3));
+    let b = granted(t.apply(5, &claim("k", &holder("b", "cb"), 5_000)));
+    assert_eq!(t.apply(6, &expire("k", 3, 3)), Outcome::ExpireIgnored);
+    assert_eq!(t.lease("k"), Some(&b));
+}
+
+#[test]
+fn revoke_frees_a_held_key_and_reports_it() {
+    let mut t = LeaseTable::default();
+    let l = granted(t.apply(3, &claim("k", &holder("a", "ca"), 5_000)));
+    let revoke = |key: &str| {
+        cmd(Op::Revoke {
+            key: key.into(),
+            reason: "stuck agent".into(),
+        })
+    };
+    assert_eq!(
+        t.apply(4, &revoke("k")),
+        Outcome::Revoked { previous: Some(l) }
+    );
+    assert_eq!(t.apply(5, &revoke("k")), Outcome::Revoked { previous: None });
+}
+
+#[test]
+fn retried_request_returns_its_first_answer_and_applies_once() {
+    let mut t = LeaseTable::default();
+    let a = holder("a", "ca");
+    let op = Op::Claim {
+        key: "k".into(),
+        holder: a.clone(),
+        ttl_ms: 5_000,
+    };
+    let first = t.apply(3, &cmd_from("ca", 1, op.clone()));
+    // Meanwhile the lease is released and someone else claims it.
+    t.apply(4, &release("k", 3));
+    granted(t.apply(5, &claim("k", &holder("b", "cb"), 5_000)));
+    // The retry of seq 1 (e.g. after a leader change) gets the first answer, not a new one.
+    let retry = t.apply(6, &cmd_from("ca", 1, op));
+    assert_eq!(retry, first);
+    assert_eq!(t.lease("k").unwrap().holder.name, "b");
+}
+
+#[test]
+fn retried_refusal_is_also_remembered() {
+    let mut t = LeaseTable::default();
+    granted(t.apply(3, &claim("k", &holder("a", "ca"), 5_000)));
+    let op = Op::Claim {
+        key: "k".into(),
+        holder: holder("b", "cb"),
+        ttl_ms: 5_000,
+    };
+    let first = t.apply(4, &cmd_from("cb", 1, op.clone()));
+    assert!(matches!(first, Outcome::Held { .. }));
+    t.apply(5, &release("k", 3));
+    // Even though the key is free now, the retry answers what the request got the first time.
+    assert_eq!(t.apply(6, &cmd_from("cb", 1, op)), first);
+    assert_eq!(t.lease("k"), None);
+}
+
+#[test]
+fn dedup_keeps_a_bounded_window_per_client_and_refuses_older_seqs() {
+    let mut t = LeaseTable::default();
+    let n = DEDUP_ANSWERS_PER_CLIENT_MAX as u64 + 5;
+    for seq in 1..=n {
+        let op = Op::Claim {
+            key: format!("k{seq}"),
+            holder: holder("a", "ca"),
+            ttl_ms: 5_000,
+        };
+        granted(t.apply(seq, &cmd_from("ca", seq, op)));
+    }
+    let s = t.session("ca").unwrap();
+    assert_eq!(s.answers.len(), DEDUP_ANSWERS_PER_CLIENT_MAX);
+    assert_eq!(s.forgotten_seq_max, 5);
+    let old = Op::Claim {
+        key: "new".into(),
+        holder: holder("a", "ca"),
+        ttl_ms: 5_000,
+    };
+    let msg = invalid(t.apply(100, &cmd_from("ca", 2, old)));
+    assert!(msg.contains("too old"), "{msg}");
+    assert_eq!(t.lease("new"), None, "a refused request changes nothing");
+}
+
+#[test]
+fn dedup_sessions_are_bounded_evicting_the_longest_idle_client() {
+    let mut t = LeaseTable::default();
+    for i in 0..=DEDUP_CLIENTS_MAX as u64 {
+        let op = Op::Renew {
+            key: "k".into(),
+            token: 1,
+        };
+        t.apply(i + 1, &cmd_from(&format!("c{i}"), 1, op));
+    }
+    assert!(t.session("c0").is_none(), "the longest idle client is forgotten");
+    assert!(t.session("c1").is_some());
+    assert!(t.session(&format!("c{DEDUP_CLIENTS_MAX}")).is_some());
+}
+
+#[test]
+fn key_limits_hold_at_and_past_the_boundary() {
+    let mut t = LeaseTable::default();
+    let a = holder("a", "ca");
+    let at_limit = "k".repeat(KEY_BYTES_MAX);
+    granted(t.apply(1, &claim(&at_limit, &a, 5_000)));
+    let past = "k".repeat(KEY_BYTES_MAX + 1);
+    let msg = invalid(t.apply(2, &claim(&past, &a, 5_000)));
+    assert!(msg.contains("513 bytes") && msg.contains("512"), "{msg}");
+    assert!(invalid(t.apply(3, &claim("", &a, 5_000))).contains("empty"));
+    assert!(invalid(t.apply(4, &claim("a\nb", &a, 5_000))).contains("control"));
+    assert_eq!(t.lease_count(), 1, "refused claims change nothing");
+}
+
+#[test]
+fn holder_limits_hold_at_and_past_the_boundary() {
+    let mut t = LeaseTable::default();
+    granted(t.apply(1, &claim("k1", &holder(&"h".repeat(HOLDER_NAME_BYTES_MAX), "c"), 5_000)));
+    let msg = invalid(t.apply(
+        2,
+        &claim("k2", &holder(&"h".repeat(HOLDER_NAME_BYTES_MAX + 1), "c"), 5_000),
+    ));
+    assert!(msg.contains("holder name"), "{msg}");
+    invalid(t.apply(3, &claim("k3", &holder("", "c"), 5_000)));
+    invalid(t.apply(4, &claim("k4", &holder("h", ""), 5_000)));
+    invalid(t.apply(
+        5,
+        &claim("k5", &holder("h", &"c".repeat(CLIENT_ID_BYTES_MAX + 1)), 5_000),
+    ));
+    assert_eq!(t.lease_count(), 1);
+}
+
+#[test]
+fn ttl_limits_hold_at_and_past_the_boundary() {
+    let mut t = LeaseTable::default();
+    let a = holder("a", "ca");
+    granted(t.apply(1, &claim("max", &a, TTL_MS_MAX)));
+    granted(t.apply(2, &claim("min", &a, TTL_MS_FLOOR)));
+    let msg = invalid(t.apply(3, &claim("over", &a, TTL_MS_MAX + 1)));
+    assert!(msg.contains("out of range"), "{msg}");
+    invalid(t.apply(4, &claim("under", &a, TTL_MS_FLOOR - 1)));
+    invalid(t.apply(5, &claim("zero", &a, 0)));
+    assert_eq!(t.lease_count(), 2);
+}
+
+#[test]
+fn token_zero_and_bad_request_ids_are_refused() {
+    let mut t = LeaseTable::default();
+    assert!(invalid(t.apply(1, &renew("k", 0))).contains("token 0"));
+    let op = Op::Renew {
+        key: "k".into(),
+        token: 1,
+    };
+    assert!(invalid(t.apply(2, &cmd_from("c", 0, op.clone()))).contains("seq"));
+    invalid(t.apply(3, &cmd_from("has space", 1, op)));
+    assert!(t.session("c").is_none());
+}
+
+#[test]
+fn revoke_reason_limits_hold() {
+    let mut t = LeaseTable::default();
+    let ok = cmd(Op::Revoke {
+        key: "k".into(),
+        reason: "r".repeat(REASON_BYTES_MAX),
+    });
+    assert!(matches!(t.apply(1, &ok), Outcome::Revoked { .. }));
+    let past = cmd(Op::Revoke {
+        key: "k".into(),
+        reason: "r".repeat(REASON_BYTES_MAX + 1),
+    });
+    invalid(t.apply(2, &past));
+    invalid(t.apply(
+        3,
+        &cmd(Op::Revoke {
+            key: "k".into(),
+            reason: String::new(),
+        }),
+    ));
+}
+
+#[test]
+fn board_lists_a_prefix_in_pages() {
+    let mut t = LeaseTable::default();
+    let a = holder("a", "ca");
+    for (i, key) in ["a/1", "a/2", "a/3", "b/1"].iter().enumerate() {
+        granted(t.apply(i as u64 + 1, &claim(key, &a, 5_000)));
+    }
+    let (page, more) = t.board("a/", "", 2);
+    assert_eq!(page.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(), ["a/1", "a/2"]);
+    assert!(more);
+    let (page, more) = t.board("a/", "a/2", 2);
+    assert_eq!(page.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(), ["a/3"]);
+    assert!(!more);
+    assert_eq!(t.board("", "", 10).0.len(), 4);
+}
+
+#[test]
+fn changes_name_exactly_the_keys_and_clients_written() {
+    let mut t = LeaseTable::default();
+    let mut changes = Changes::default();
+    let op = Op::Claim {
+        key: "k".into(),
+        holder: holder("a", "ca"),
+        ttl_ms: 5_000,
+    };
+    t.apply_tracked(1, &cmd_from("ca", 1, op), &mut changes);
+    assert!(changes.keys.contains("k") && changes.clients.contains("ca"));
+    let mut changes = Changes::default();
+    t.apply_tracked(2, &claim("k", &holder("b", "cb"), 5_000), &mut changes);
+    assert!(changes.keys.is_empty(), "a refusal writes no key");
+}
+
+#[test]
+fn table_survives_a_serde_round_trip_with_its_index() {
+    let mut t = LeaseTable::default();
+    let op = Op::Claim {
+        key: "k".into(),
+        holder: holder("a", "ca"),
+        ttl_ms: 5_000,
+    };
+    t.apply(1, &cmd_from("ca", 1, op.clone()));
+    let bytes = serde_json::to_vec(&t).unwrap();
+    let mut back: LeaseTable = serde_json::from_slice(&bytes).unwrap();
+    back.rebuild_index();
+    assert_eq!(back, t);
+    // The restored table still de-duplicates.
+    assert_eq!(back.apply(2, &cmd_from("ca", 1, op.clone())), t.apply(2, &cmd_from("ca", 1, op)));
+}

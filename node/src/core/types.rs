@@ -1,0 +1,146 @@
+//! The lease core's domain types: what a log entry asks for and what applying it answered.
+//!
+//! These are baton's own types; protobuf never reaches the core (conversions live in
+//! `server::convert`). They are serde-encoded into the Raft log and snapshots, so changing
+//! them changes the on-disk format.
+
+use serde::{Deserialize, Serialize};
+
+/// A fencing token: the Raft log index of the entry that granted a lease.
+pub type FencingToken = u64;
+
+/// Who holds, or wants, a key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    /// Human-readable claimant name, e.g. `claude@host-a`.
+    pub name: String,
+    /// Random per-process id: two processes with the same name are different holders.
+    pub client_id: String,
+}
+
+/// A live lease on one key. A key without a `Lease` is free.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub key: String,
+    pub holder: Holder,
+    /// Log index of the granting entry; stays the same across renewals.
+    pub token: FencingToken,
+    /// Log index of the grant or of the latest renewal: the instant each node counts the TTL
+    /// from is its own apply of this entry, and an `Expire` must name it to take effect.
+    pub basis: u64,
+    pub ttl_ms: u64,
+    /// Leader's wall clock at the grant; for people only, decides nothing.
+    pub since_unix_ms: u64,
+    /// Leader's wall clock at the latest renewal; for people only.
+    pub renewed_unix_ms: u64,
+}
+
+/// Makes a mutating request exactly-once across retries.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RequestId {
+    pub client_id: String,
+    pub seq: u64,
+}
+
+/// One Raft log entry's payload: an operation plus who sent it and the proposing leader's
+/// wall clock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogCommand {
+    /// Set for client requests (de-duplicated); `None` for the leader's own entries (`Expire`).
+    pub request_id: Option<RequestId>,
+    /// The proposing leader's wall-clock time in ms since the Unix epoch. Informational:
+    /// recorded as "since"/"renewed at", never compared to decide anything.
+    pub leader_unix_ms: u64,
+    pub op: Op,
+}
+
+/// The mutating operations. Each is one Raft log entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    Claim {
+        key: String,
+        holder: Holder,
+        ttl_ms: u64,
+    },
+    Renew {
+        key: String,
+        token: FencingToken,
+    },
+    Release {
+        key: String,
+        token: FencingToken,
+    },
+    /// Proposed by the leader when the TTL counted from its own apply of `basis` has run
+    /// out. Takes effect only if the lease still has this token and basis: an `Expire` that
+    /// raced a renewal names an old basis and is ignored.
+    Expire {
+        key: String,
+        token: FencingToken,
+        basis: u64,
+    },
+    /// Operator force-release.
+    Revoke {
+        key: String,
+        reason: String,
+    },
+}
+
+impl Op {
+    /// The key the operation is about.
+    pub fn key(&self) -> &str {
+        match self {
+            Op::Claim { key, .. }
+            | Op::Renew { key, .. }
+            | Op::Release { key, .. }
+            | Op::Expire { key, .. }
+            | Op::Revoke { key, .. } => key,
+        }
+    }
+}
+
+/// What applying one entry answered. Refusals are outcomes, not errors: they are part of
+/// normal operation and must be de-duplicated like grants.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The claimant holds the key. `already_held`: it held it before (same client id), so the
+    /// token is unchanged and the lease was renewed.
+    Granted { lease: Lease, already_held: bool },
+    /// Someone else holds the key.
+    Held {
+        lease: Lease,
+        same_name_other_process: bool,
+    },
+    Renewed { lease: Lease },
+    Released { lease: Lease },
+    /// The presented token is not current; `current` is who holds the key now, if anyone.
+    Lost { current: Option<Lease> },
+    Expired { lease: Lease },
+    /// An `Expire` that lost a race with a renewal, release or new grant: nothing changed.
+    ExpireIgnored,
+    Revoked { previous: Option<Lease> },
+    /// Bad input: nothing changed. The message says what to fix.
+    Invalid { message: String },
+    /// Entries that carry no operation (blank, membership).
+    None,
+}
+
+impl Outcome {
+    /// The lease whose expiry countdown this outcome (re)starts, if any.
+    pub fn started_countdown(&self) -> Option<&Lease> {
+        match self {
+            Outcome::Granted { lease, .. } | Outcome::Renewed { lease } => Some(lease),
+            _ => None,
+        }
+    }
+
+    /// The key whose lease this outcome ended, if any.
+    pub fn ended_lease(&self) -> Option<&Lease> {
+        match self {
+            Outcome::Released { lease } | Outcome::Expired { lease } => Some(lease),
+            Outcome::Revoked {
+                previous: Some(lease),
+            } => Some(lease),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! Group commit: one thread makes sled's writes durable for everyone waiting.
+//!
+//! Why a thread: sled 0.34.7's concurrent `flush_async` can deadlock (sled #1308), and on
+//! Linux its `flush` is a `sync_file_range`, not an fsync. So one blocking thread calls
+//! `Db::flush` and then `sync_data` on the db file, and answers every request that arrived
+//! before it started; requests that arrive meanwhile share the next round.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::mpsc;
+
+use openraft::storage::LogFlushed;
+
+use crate::raft_types::TypeConfig;
+
+enum Waiter {
+    /// openraft's append callback: fired once the appended entries are on disk.
+    Append(LogFlushed<TypeConfig>),
+    /// Anyone else (vote, truncate, purge) waiting for durability.
+    Notify(tokio::sync::oneshot::Sender<Result<(), String>>),
+}
+
+/// Handle to the flusher thread. Cheap to clone.
+#[derive(Clone)]
+pub struct Flusher {
+    tx: mpsc::Sender<Waiter>,
+}
+
+impl Flusher {
+    /// Starts the flusher thread for `db`, whose main file lives in `dir/db`.
+    pub fn start(db: sled::Db, dir: &Path) -> io::Result<Flusher> {
+        let file = File::open(dir.join("db"))?;
+        let (tx, rx) = mpsc::channel::<Waiter>();
+        std::thread::Builder::new()
+            .name("baton-flush".into())
+            .spawn(move || {
+                // Ends when every Flusher handle is dropped.
+                while let Ok(first) = rx.recv() {
+                    let mut batch = vec![first];
+                    batch.extend(rx.try_iter());
+                    let result = db
+                        .flush()
+                        .map(|_| ())
+                        .map_err(io::Error::other)
+                        .and_then(|()| file.sync_data());
+                    for waiter in batch {
+                        match (waiter, &result) {
+                            (Waiter::Append(cb), Ok(())) => cb.log_io_completed(Ok(())),
+                            (Waiter::Append(cb), Err(e)) => {
+                                cb.log_io_completed(Err(io::Error::new(e.kind(), e.to_string())))
+                            }
+                            (Waiter::Notify(tx), r) => {
+                                let _ = tx.send(r.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+                            }
+                        }
+                    }
+                }
+            })?;
+        Ok(Flusher { tx })
+    }
+
+    /// Fires `callback` once everything written so far is on disk.
+    pub fn after_sync(&self, callback: LogFlushed<TypeConfig>) -> io::Result<()> {
+        self.tx
+            .send(Waiter::Append(callback))
+            .map_err(|_| io::Error::other("flusher thread stopped"))
+    }
+
+    /// Waits until everything written so far is on disk.
+    pub async fn sync(&self) -> io::Result<()> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.tx
+            .send(Waiter::Notify(tx))
+            .map_err(|_| io::Error::other("flusher thread stopped"))?;
+        rx.await
+            .map_err(|_| io::Error::other("flusher thread stopped"))?
+            .map_err(io::Error::other)
+    }
+}

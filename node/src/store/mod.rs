@@ -1,0 +1,185 @@
+//! Durable storage: the openraft log store and state machine on one sled database.
+//!
+//! Layout of a data dir:
+//! - `baton.id`       which node of which cluster this dir belongs to (checked at start);
+//! - `sled/`          the sled database: trees `raft_log` (big-endian index -> entry),
+//!   `raft_meta` (vote, committed, last purged), `sm_data` (leases, client sessions),
+//!   `sm_meta` (last applied, membership);
+//! - `snapshots/`     the current snapshot file, written, fsync'd and renamed into place.
+
+mod flush;
+mod log_store;
+mod state_machine;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use log_store::LogStore;
+pub use state_machine::{SmState, StateMachine};
+
+use crate::expiry::Countdowns;
+use crate::raft_types::NodeId;
+use std::sync::Arc;
+
+/// Version of the data dir layout; a dir of another version is refused.
+pub const DATA_FORMAT: u32 = 1;
+const IDENTITY_FILE: &str = "baton.id";
+
+/// Why a data dir cannot be used. Each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("data dir {dir}: {source}")]
+    Io {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "data dir {dir} is not empty and has no {IDENTITY_FILE}: it is not a baton data dir; \
+         give --data-dir an empty or baton directory"
+    )]
+    Foreign { dir: PathBuf },
+    #[error("data dir {dir} has a corrupt {IDENTITY_FILE} ({detail}); restore it from a backup or wipe the dir and rejoin")]
+    CorruptIdentity { dir: PathBuf, detail: String },
+    #[error(
+        "data dir {dir} belongs to node {found_node} of cluster {found_cluster:?}, but this is \
+         node {node} of cluster {cluster:?}; give each node its own data dir"
+    )]
+    WrongIdentity {
+        dir: PathBuf,
+        found_node: NodeId,
+        found_cluster: String,
+        node: NodeId,
+        cluster: String,
+    },
+    #[error("data dir {dir} has format {found}, this baton reads format {DATA_FORMAT}")]
+    WrongFormat { dir: PathBuf, found: u32 },
+    #[error("data dir {dir}: cannot open the sled store (in use by another process, or corrupt): {source}")]
+    Sled {
+        dir: PathBuf,
+        #[source]
+        source: sled::Error,
+    },
+    #[error("data dir {dir}: stored state is unreadable ({detail}); restore from a backup or wipe the dir and rejoin")]
+    CorruptState { dir: PathBuf, detail: String },
+}
+
+/// Who a data dir belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Identity {
+    format: u32,
+    node_id: NodeId,
+    cluster_name: String,
+}
+
+/// Opens (or creates) the data dir of `node_id` in `cluster_name` and returns its log store
+/// and state machine.
+pub fn open(
+    dir: &Path,
+    node_id: NodeId,
+    cluster_name: &str,
+    countdowns: Arc<Countdowns>,
+) -> Result<(LogStore, StateMachine), OpenError> {
+    let io = |source| OpenError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    check_identity(dir, node_id, cluster_name)?;
+    let db = sled::Config::new()
+        .path(dir.join("sled"))
+        .open()
+        .map_err(|source| OpenError::Sled {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+    let flusher = flush::Flusher::start(db.clone(), &dir.join("sled")).map_err(io)?;
+    let log = LogStore::open(&db, flusher.clone()).map_err(|source| OpenError::Sled {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    let sm = StateMachine::open(&db, flusher, &dir.join("snapshots"), countdowns).map_err(
+        |detail| OpenError::CorruptState {
+            dir: dir.to_path_buf(),
+            detail,
+        },
+    )?;
+    Ok((log, sm))
+}
+
+fn check_identity(dir: &Path, node_id: NodeId, cluster_name: &str) -> Result<(), OpenError> {
+    let io = |source| OpenError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let want = Identity {
+        format: DATA_FORMAT,
+        node_id,
+        cluster_name: cluster_name.to_string(),
+    };
+    let id_path = dir.join(IDENTITY_FILE);
+    match std::fs::read(&id_path) {
+        Ok(bytes) => {
+            let found: Identity = serde_json::from_slice(&bytes).map_err(|e| {
+                OpenError::CorruptIdentity {
+                    dir: dir.to_path_buf(),
+                    detail: e.to_string(),
+                }
+            })?;
+            if found.format != DATA_FORMAT {
+                return Err(OpenError::WrongFormat {
+                    dir: dir.to_path_buf(),
+                    found: found.format,
+                });
+            }
+            if found != want {
+                return Err(OpenError::WrongIdentity {
+                    dir: dir.to_path_buf(),
+                    found_node: found.node_id,
+                    found_cluster: found.cluster_name,
+                    node: node_id,
+                    cluster: cluster_name.to_string(),
+                });
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir).map_err(io)?;
+            if std::fs::read_dir(dir).map_err(io)?.next().is_some() {
+                return Err(OpenError::Foreign {
+                    dir: dir.to_path_buf(),
+                });
+            }
+            let bytes = serde_json::to_vec_pretty(&want).expect("identity serializes");
+            write_durably(&id_path, &bytes).map_err(io)
+        }
+        Err(e) => Err(io(e)),
+    }
+}
+
+/// Writes `bytes` to `path` so that after a crash the file is either absent/old or complete:
+/// write a temp file, fsync it, rename it into place, fsync the directory.
+pub(crate) fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Encoding of everything baton stores or sends between nodes.
+pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    bincode::serialize(value).expect("baton types always serialize")
+}
+
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, bincode::Error> {
+    bincode::deserialize(bytes)
+}
+
+#[cfg(test)]
+mod tests;

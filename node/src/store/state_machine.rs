@@ -1,0 +1,357 @@
+//! The openraft state machine: a thin adapter that runs `core::LeaseTable::apply` and
+//! persists what it changed.
+//!
+//! The table lives in memory (reads are served from it) and is written through to sled:
+//! each `apply` batch writes the changed leases and client sessions, `last_applied` and the
+//! membership in one multi-tree transaction, so they recover as one unit. Countdowns for
+//! lease expiry are started here, at this node's apply instant (see `expiry`).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use openraft::storage::RaftStateMachine;
+use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
+use serde::{Deserialize, Serialize};
+use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
+
+use super::flush::Flusher;
+use super::{decode, encode, write_durably};
+use crate::core::{Changes, ClientSession, Lease, LeaseTable, Outcome};
+use crate::expiry::Countdowns;
+use crate::raft_types::{
+    Entry, LogId, Snapshot, SnapshotData, SnapshotMeta, StorageError, StoredMembership,
+    TypeConfig,
+};
+
+const LEASE_PREFIX: &[u8] = b"l/";
+const SESSION_PREFIX: &[u8] = b"s/";
+const KEY_APPLIED: &[u8] = b"last_applied";
+const KEY_MEMBERSHIP: &[u8] = b"membership";
+/// Set while a received snapshot is being copied into `sm_data`; if a crash leaves it set,
+/// the copy is redone from the snapshot file at the next start.
+const KEY_INSTALLING: &[u8] = b"installing";
+const SNAPSHOT_FILE: &str = "current.snapshot";
+
+/// The state machine's state: the lease table plus what openraft needs to know about it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SmState {
+    pub table: LeaseTable,
+    pub last_applied: Option<LogId>,
+    pub membership: StoredMembership,
+}
+
+/// What a snapshot file holds.
+#[derive(Serialize, Deserialize)]
+struct SnapshotFile {
+    meta: SnapshotMeta,
+    state: SmState,
+}
+
+struct Shared {
+    state: RwLock<SmState>,
+    /// Leases and client sessions.
+    data: sled::Tree,
+    /// `last_applied`, membership, the install marker.
+    meta: sled::Tree,
+    flusher: Flusher,
+    snapshot_dir: PathBuf,
+    /// Serializes snapshot file writes, so an older snapshot never replaces a newer one.
+    snapshot_lock: tokio::sync::Mutex<()>,
+    countdowns: Arc<Countdowns>,
+}
+
+/// The state machine. Clones share state: the gRPC server keeps one to serve reads.
+#[derive(Clone)]
+pub struct StateMachine {
+    shared: Arc<Shared>,
+}
+
+fn lease_key(key: &str) -> Vec<u8> {
+    [LEASE_PREFIX, key.as_bytes()].concat()
+}
+
+fn session_key(client_id: &str) -> Vec<u8> {
+    [SESSION_PREFIX, client_id.as_bytes()].concat()
+}
+
+fn sled_err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+impl StateMachine {
+    pub(super) fn open(
+        db: &sled::Db,
+        flusher: Flusher,
+        snapshot_dir: &Path,
+        countdowns: Arc<Countdowns>,
+    ) -> Result<StateMachine, String> {
+        std::fs::create_dir_all(snapshot_dir).map_err(sled_err)?;
+        let data = db.open_tree("sm_data").map_err(sled_err)?;
+        let meta = db.open_tree("sm_meta").map_err(sled_err)?;
+        let sm = StateMachine {
+            shared: Arc::new(Shared {
+                state: RwLock::new(SmState::default()),
+                data,
+                meta,
+                flusher,
+                snapshot_dir: snapshot_dir.to_path_buf(),
+                snapshot_lock: tokio::sync::Mutex::new(()),
+                countdowns,
+            }),
+        };
+        let mut state = sm.load_from_sled()?;
+        let snapshot = sm.read_snapshot_file()?;
+        let interrupted_install = sm.shared.meta.get(KEY_INSTALLING).map_err(sled_err)?.is_some();
+        if let Some(file) = snapshot {
+            // The snapshot is newer than the stored state if an install was interrupted, or
+            // if a power loss dropped state-machine writes that were never fsync'd (the log
+            // holds them, but may already be purged up to the snapshot).
+            if interrupted_install || file.state.last_applied > state.last_applied {
+                sm.write_all_to_sled(&file.state).map_err(sled_err)?;
+                state = file.state;
+            }
+        }
+        sm.shared.countdowns.restart_all(state.table.leases());
+        *sm.shared.state.write().expect("state lock") = state;
+        Ok(sm)
+    }
+
+    fn load_from_sled(&self) -> Result<SmState, String> {
+        let mut leases = Vec::new();
+        for item in self.shared.data.scan_prefix(LEASE_PREFIX) {
+            let (_, bytes) = item.map_err(sled_err)?;
+            leases.push(decode::<Lease>(&bytes).map_err(sled_err)?);
+        }
+        let mut sessions = Vec::new();
+        for item in self.shared.data.scan_prefix(SESSION_PREFIX) {
+            let (key, bytes) = item.map_err(sled_err)?;
+            let id = String::from_utf8(key[SESSION_PREFIX.len()..].to_vec()).map_err(sled_err)?;
+            sessions.push((id, decode::<ClientSession>(&bytes).map_err(sled_err)?));
+        }
+        let last_applied = match self.shared.meta.get(KEY_APPLIED).map_err(sled_err)? {
+            Some(b) => decode(&b).map_err(sled_err)?,
+            None => None,
+        };
+        let membership = match self.shared.meta.get(KEY_MEMBERSHIP).map_err(sled_err)? {
+            Some(b) => decode(&b).map_err(sled_err)?,
+            None => StoredMembership::default(),
+        };
+        Ok(SmState {
+            table: LeaseTable::from_parts(leases, sessions),
+            last_applied,
+            membership,
+        })
+    }
+
+    fn read_snapshot_file(&self) -> Result<Option<SnapshotFile>, String> {
+        match std::fs::read(self.shared.snapshot_dir.join(SNAPSHOT_FILE)) {
+            Ok(bytes) => {
+                let mut file: SnapshotFile = decode(&bytes).map_err(sled_err)?;
+                file.state.table.rebuild_index();
+                Ok(Some(file))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Replaces everything in `sm_data`/`sm_meta` with `state`, under the install marker.
+    fn write_all_to_sled(&self, state: &SmState) -> Result<(), sled::Error> {
+        let s = &self.shared;
+        s.meta.insert(KEY_INSTALLING, &[1u8])?;
+        s.data.clear()?;
+        let mut batch = sled::Batch::default();
+        for lease in state.table.leases() {
+            batch.insert(lease_key(&lease.key), encode(lease));
+        }
+        for (id, session) in state.table.sessions() {
+            batch.insert(session_key(id), encode(session));
+        }
+        s.data.apply_batch(batch)?;
+        s.meta.insert(KEY_APPLIED, encode(&state.last_applied))?;
+        s.meta.insert(KEY_MEMBERSHIP, encode(&state.membership))?;
+        s.meta.remove(KEY_INSTALLING)?;
+        Ok(())
+    }
+
+    /// Reads the state under the lock: for serving reads.
+    pub fn read<T>(&self, f: impl FnOnce(&SmState) -> T) -> T {
+        f(&self.shared.state.read().expect("state lock"))
+    }
+
+    pub fn countdowns(&self) -> &Arc<Countdowns> {
+        &self.shared.countdowns
+    }
+
+    /// Writes the keys and sessions in `changes`, plus `last_applied` and membership, in one
+    /// transaction.
+    fn persist(&self, state: &SmState, changes: &Changes) -> Result<(), StorageError> {
+        let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        for key in &changes.keys {
+            writes.push((lease_key(key), state.table.lease(key).map(encode)));
+        }
+        for id in &changes.clients {
+            writes.push((session_key(id), state.table.session(id).map(encode)));
+        }
+        let applied = encode(&state.last_applied);
+        let membership = encode(&state.membership);
+        let s = &self.shared;
+        (&s.data, &s.meta)
+            .transaction(|(data, meta)| {
+                // Re-run on conflict, so no side effects beyond the transaction.
+                for (key, value) in &writes {
+                    match value {
+                        Some(v) => data.insert(key.as_slice(), v.as_slice())?,
+                        None => data.remove(key.as_slice())?,
+                    };
+                }
+                meta.insert(KEY_APPLIED, applied.as_slice())?;
+                meta.insert(KEY_MEMBERSHIP, membership.as_slice())?;
+                Ok::<(), ConflictableTransactionError<()>>(())
+            })
+            .map_err(|e: TransactionError<()>| {
+                StorageIOError::write_state_machine(&std::io::Error::other(format!("{e:?}"))).into()
+            })
+    }
+
+    async fn write_snapshot_file(&self, file: &SnapshotFile) -> Result<(), StorageError> {
+        let _guard = self.shared.snapshot_lock.lock().await;
+        if let Some(current) = self.read_snapshot_file().map_err(|e| {
+            StorageIOError::read_snapshot(None, &std::io::Error::other(e))
+        })? {
+            if current.meta.last_log_id > file.meta.last_log_id {
+                return Ok(());
+            }
+        }
+        let bytes = encode(file);
+        let path = self.shared.snapshot_dir.join(SNAPSHOT_FILE);
+        tokio::task::spawn_blocking(move || write_durably(&path, &bytes))
+            .await
+            .map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?
+            .map_err(|e| StorageIOError::write_snapshot(Some(file.meta.signature()), &e))?;
+        Ok(())
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        Ok(self.read(|s| (s.last_applied, s.membership.clone())))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Outcome>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut outcomes = Vec::new();
+        let mut changes = Changes::default();
+        let mut state = self.shared.state.write().expect("state lock");
+        for entry in entries {
+            state.last_applied = Some(entry.log_id);
+            let outcome = match entry.payload {
+                EntryPayload::Blank => Outcome::None,
+                EntryPayload::Membership(m) => {
+                    state.membership = StoredMembership::new(Some(entry.log_id), m);
+                    Outcome::None
+                }
+                EntryPayload::Normal(cmd) => {
+                    let outcome = state.table.apply_tracked(entry.log_id.index, &cmd, &mut changes);
+                    // Countdowns start at this node's own apply instant.
+                    let key = cmd.op.key();
+                    if let Some(lease) = outcome.started_countdown() {
+                        self.shared.countdowns.start(lease);
+                    } else if state.table.lease(key).is_none() {
+                        self.shared.countdowns.stop(key);
+                    }
+                    outcome
+                }
+            };
+            outcomes.push(outcome);
+        }
+        self.persist(&state, &changes)?;
+        Ok(outcomes)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        // Copy the state now, between applies: the builder runs concurrently with later
+        // applies and must not see a half-applied state.
+        SnapshotBuilder {
+            sm: self.clone(),
+            state: Some(self.read(|s| s.clone())),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotData>, StorageError> {
+        Ok(Box::new(std::io::Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<SnapshotData>,
+    ) -> Result<(), StorageError> {
+        let mut state: SmState = decode(snapshot.get_ref())
+            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+        state.table.rebuild_index();
+        // The file first: if a crash interrupts the copy into sled, the next start redoes it.
+        let file = SnapshotFile {
+            meta: meta.clone(),
+            state,
+        };
+        self.write_snapshot_file(&file).await?;
+        self.write_all_to_sled(&file.state)
+            .map_err(|e| StorageIOError::write_state_machine(&e))?;
+        self.shared
+            .flusher
+            .sync()
+            .await
+            .map_err(|e| StorageIOError::write_state_machine(&e))?;
+        self.shared.countdowns.restart_all(file.state.table.leases());
+        *self.shared.state.write().expect("state lock") = file.state;
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
+        let file = self
+            .read_snapshot_file()
+            .map_err(|e| StorageIOError::read_snapshot(None, &std::io::Error::other(e)))?;
+        Ok(file.map(|f| Snapshot {
+            snapshot: Box::new(std::io::Cursor::new(encode(&f.state))),
+            meta: f.meta,
+        }))
+    }
+}
+
+/// Builds a snapshot from a copy of the state taken between applies.
+pub struct SnapshotBuilder {
+    sm: StateMachine,
+    state: Option<SmState>,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
+        let state = self.state.take().unwrap_or_default();
+        let snapshot_id = match state.last_applied {
+            Some(id) => format!("{}-{}-{}", id.leader_id, id.index, crate::expiry::wall_clock_unix_ms()),
+            None => format!("empty-{}", crate::expiry::wall_clock_unix_ms()),
+        };
+        let meta = SnapshotMeta {
+            last_log_id: state.last_applied,
+            last_membership: state.membership.clone(),
+            snapshot_id,
+        };
+        let data = encode(&state);
+        self.sm
+            .write_snapshot_file(&SnapshotFile {
+                meta: meta.clone(),
+                state,
+            })
+            .await?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(std::io::Cursor::new(data)),
+        })
+    }
+}
