@@ -21,3 +21,7 @@ pub mod clock;
 pub mod expiry;
 pub mod raft_types;
 pub mod store;
+pub mod network;
+pub mod config;
+pub mod server;
+pub mod node;

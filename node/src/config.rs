@@ -1,0 +1,303 @@
+//! Node configuration: one type, read from a TOML file, env vars and flags (in that order of
+//! precedence, lowest first), then validated as one by consuming it.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::core::limits::{TTL_MS_FLOOR, TTL_MS_MAX};
+use crate::raft_types::NodeId;
+
+/// Everything a node can be told. Every field has a default, so an empty config runs a
+/// single-node cluster on 127.0.0.1 with `./baton-data`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeConfig {
+    /// This node's id in the cluster (>= 1).
+    pub node_id: NodeId,
+    /// Where the gRPC server (Baton, Cluster and Raft services) listens.
+    pub listen: String,
+    /// The address other nodes and clients use to reach this node; defaults to `listen`.
+    pub advertise: Option<String>,
+    pub data_dir: PathBuf,
+    /// A cluster's name: data dirs and Raft messages of another cluster are refused.
+    pub cluster_name: String,
+    /// `1=host:port,2=host:port,...`: the voters a new cluster starts with. Empty: a
+    /// single-node cluster of this node.
+    pub initial_cluster: String,
+    pub heartbeat_ms: u64,
+    pub election_timeout_min_ms: u64,
+    pub election_timeout_max_ms: u64,
+    /// Shortest lease a client may ask for; at least twice the election timeout, so that a
+    /// lease outlives a leader change.
+    pub ttl_ms_min: u64,
+    /// Longest lease a client may ask for; at most one hour.
+    pub ttl_ms_max: u64,
+    /// How often the leader looks for leases whose TTL ran out.
+    pub expiry_tick_ms: u64,
+    /// Build a snapshot after this many log entries since the last one.
+    pub snapshot_logs: u64,
+    /// How long a write may wait to commit before the client is told UNAVAILABLE.
+    pub write_timeout_ms: u64,
+    /// `text` or `json` log lines.
+    pub log_format: String,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            node_id: 1,
+            listen: "127.0.0.1:7001".into(),
+            advertise: None,
+            data_dir: PathBuf::from("baton-data"),
+            cluster_name: "baton".into(),
+            initial_cluster: String::new(),
+            heartbeat_ms: 100,
+            election_timeout_min_ms: 500,
+            election_timeout_max_ms: 1_000,
+            ttl_ms_min: 2_000,
+            ttl_ms_max: TTL_MS_MAX,
+            expiry_tick_ms: 50,
+            snapshot_logs: 5_000,
+            write_timeout_ms: 10_000,
+            log_format: "text".into(),
+        }
+    }
+}
+
+/// A config that passed `validate`.
+#[derive(Debug, Clone)]
+pub struct ValidConfig {
+    pub node_id: NodeId,
+    pub listen: SocketAddr,
+    pub advertise: String,
+    pub data_dir: PathBuf,
+    pub cluster_name: String,
+    /// The initial voters and their addresses (just this node for a single-node cluster).
+    pub initial_members: BTreeMap<NodeId, String>,
+    pub raft: openraft::Config,
+    pub ttl_ms_min: u64,
+    pub ttl_ms_max: u64,
+    pub expiry_tick: Duration,
+    pub write_timeout: Duration,
+    pub json_logs: bool,
+}
+
+/// A config that cannot run, with what to change.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid config: {0}")]
+pub struct ConfigError(pub String);
+
+fn bad<T>(msg: String) -> Result<T, ConfigError> {
+    Err(ConfigError(msg))
+}
+
+impl NodeConfig {
+    /// Parses a TOML config file's text.
+    pub fn from_toml(text: &str) -> Result<NodeConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError(format!("config file: {e}")))
+    }
+
+    /// Checks every field and every rule between fields.
+    pub fn validate(self) -> Result<ValidConfig, ConfigError> {
+        if self.node_id == 0 {
+            return bad("node_id must be 1 or more".into());
+        }
+        let listen: SocketAddr = self.listen.parse().map_err(|e| {
+            ConfigError(format!("listen {:?} is not host:port with an IP host: {e}", self.listen))
+        })?;
+        let advertise = self.advertise.clone().unwrap_or_else(|| self.listen.clone());
+        if self.cluster_name.is_empty() || self.cluster_name.len() > 64 {
+            return bad("cluster_name must be 1 to 64 bytes".into());
+        }
+        if self.heartbeat_ms == 0 || self.heartbeat_ms >= self.election_timeout_min_ms {
+            return bad(format!(
+                "heartbeat_ms ({}) must be above 0 and below election_timeout_min_ms ({})",
+                self.heartbeat_ms, self.election_timeout_min_ms
+            ));
+        }
+        if self.election_timeout_min_ms >= self.election_timeout_max_ms {
+            return bad(format!(
+                "election_timeout_min_ms ({}) must be below election_timeout_max_ms ({})",
+                self.election_timeout_min_ms, self.election_timeout_max_ms
+            ));
+        }
+        if self.ttl_ms_min < 2 * self.election_timeout_max_ms || self.ttl_ms_min < TTL_MS_FLOOR {
+            return bad(format!(
+                "ttl_ms_min ({}) must be at least twice election_timeout_max_ms ({}), so a lease \
+                 outlives a leader change",
+                self.ttl_ms_min, self.election_timeout_max_ms
+            ));
+        }
+        if self.ttl_ms_max > TTL_MS_MAX || self.ttl_ms_max < self.ttl_ms_min {
+            return bad(format!(
+                "ttl_ms_max ({}) must be between ttl_ms_min ({}) and {TTL_MS_MAX}",
+                self.ttl_ms_max, self.ttl_ms_min
+            ));
+        }
+        if self.expiry_tick_ms == 0 || self.expiry_tick_ms > self.ttl_ms_min {
+            return bad(format!(
+                "expiry_tick_ms ({}) must be between 1 and ttl_ms_min ({})",
+                self.expiry_tick_ms, self.ttl_ms_min
+            ));
+        }
+        if self.write_timeout_ms < self.election_timeout_max_ms {
+            return bad(format!(
+                "write_timeout_ms ({}) must be at least election_timeout_max_ms ({})",
+                self.write_timeout_ms, self.election_timeout_max_ms
+            ));
+        }
+        if self.snapshot_logs == 0 {
+            return bad("snapshot_logs must be 1 or more".into());
+        }
+        let json_logs = match self.log_format.as_str() {
+            "text" => false,
+            "json" => true,
+            other => return bad(format!("log_format {other:?} must be text or json")),
+        };
+        let initial_members = if self.initial_cluster.trim().is_empty() {
+            BTreeMap::from([(self.node_id, advertise.clone())])
+        } else {
+            parse_initial_cluster(&self.initial_cluster)?
+        };
+        match initial_members.get(&self.node_id) {
+            None => {
+                return bad(format!(
+                    "node_id {} is not in initial_cluster {:?}",
+                    self.node_id, self.initial_cluster
+                ))
+            }
+            Some(addr) if self.advertise.is_some() && *addr != advertise => {
+                return bad(format!(
+                    "initial_cluster gives node {} the address {addr}, but advertise is {advertise}",
+                    self.node_id
+                ))
+            }
+            Some(_) => {}
+        }
+        // The advertised address is what peers dial: take it from initial_cluster.
+        let advertise = initial_members[&self.node_id].clone();
+        let raft = openraft::Config {
+            cluster_name: self.cluster_name.clone(),
+            heartbeat_interval: self.heartbeat_ms,
+            election_timeout_min: self.election_timeout_min_ms,
+            election_timeout_max: self.election_timeout_max_ms,
+            install_snapshot_timeout: 10_000,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_logs),
+            max_in_snapshot_log_to_keep: 1_000,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| ConfigError(format!("raft settings: {e}")))?;
+        Ok(ValidConfig {
+            node_id: self.node_id,
+            listen,
+            advertise,
+            data_dir: self.data_dir,
+            cluster_name: self.cluster_name,
+            initial_members,
+            raft,
+            ttl_ms_min: self.ttl_ms_min,
+            ttl_ms_max: self.ttl_ms_max,
+            expiry_tick: Duration::from_millis(self.expiry_tick_ms),
+            write_timeout: Duration::from_millis(self.write_timeout_ms),
+            json_logs,
+        })
+    }
+}
+
+/// Parses `1=host:port,2=host:port`.
+pub fn parse_initial_cluster(text: &str) -> Result<BTreeMap<NodeId, String>, ConfigError> {
+    let mut members = BTreeMap::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((id, addr)) = part.split_once('=') else {
+            return bad(format!("initial_cluster entry {part:?} is not id=host:port"));
+        };
+        let id: NodeId = id
+            .trim()
+            .parse()
+            .ok()
+            .filter(|id| *id > 0)
+            .ok_or_else(|| ConfigError(format!("initial_cluster entry {part:?}: id must be a number >= 1")))?;
+        let addr = addr.trim();
+        if addr.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).is_none() {
+            return bad(format!("initial_cluster entry {part:?}: address must be host:port"));
+        }
+        if members.insert(id, addr.to_string()).is_some() {
+            return bad(format!("initial_cluster names node {id} twice"));
+        }
+    }
+    if members.is_empty() {
+        return bad("initial_cluster is empty".into());
+    }
+    Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_a_valid_single_node_cluster() {
+        let v = NodeConfig::default().validate().unwrap();
+        assert_eq!(v.initial_members, BTreeMap::from([(1, "127.0.0.1:7001".to_string())]));
+        assert_eq!(v.data_dir, PathBuf::from("baton-data"));
+    }
+
+    #[test]
+    fn ttl_min_must_be_twice_the_election_timeout() {
+        let c = NodeConfig {
+            ttl_ms_min: 1_999,
+            ..Default::default()
+        };
+        let e = c.validate().unwrap_err();
+        assert!(e.0.contains("twice"), "{e}");
+        let c = NodeConfig {
+            ttl_ms_min: 2_000,
+            ..Default::default()
+        };
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn heartbeat_must_be_below_election_timeout() {
+        let c = NodeConfig {
+            heartbeat_ms: 500,
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().0.contains("heartbeat_ms"));
+    }
+
+    #[test]
+    fn node_must_be_in_initial_cluster() {
+        let c = NodeConfig {
+            node_id: 4,
+            initial_cluster: "1=127.0.0.1:1,2=127.0.0.1:2".into(),
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().0.contains("not in initial_cluster"));
+    }
+
+    #[test]
+    fn initial_cluster_errors_name_the_entry() {
+        for (text, want) in [
+            ("1=a:1,1=b:2", "twice"),
+            ("x=a:1", "id must be"),
+            ("1=nohost", "host:port"),
+            ("1:a:1", "id=host:port"),
+        ] {
+            let e = parse_initial_cluster(text).unwrap_err();
+            assert!(e.0.contains(want), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn toml_file_with_unknown_field_is_refused() {
+        assert!(NodeConfig::from_toml("node_id = 2\nlisten = \"127.0.0.1:9\"").is_ok());
+        let e = NodeConfig::from_toml("nodeid = 2").unwrap_err();
+        assert!(e.0.contains("unknown field"), "{e}");
+    }
+}

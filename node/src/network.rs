@@ -1,0 +1,167 @@
+//! The Raft transport: openraft messages over the internal gRPC service `Raft`.
+//!
+//! Messages are bincode-encoded openraft types in a `bytes` field, addressed to a node id
+//! and a cluster name that the receiver checks, so a wrong address in a membership config
+//! cannot make a node act on traffic meant for another (split-brain guard).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use baton_proto::v1::raft_client::RaftClient;
+use baton_proto::v1::{RaftReply, RaftRequest};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::core::limits::RAFT_MESSAGE_BYTES_MAX;
+use crate::raft_types::{Node, NodeId, TypeConfig};
+use crate::store::{decode, encode};
+
+/// Makes one `Peer` per target, sharing one lazily connected channel per address.
+#[derive(Clone)]
+pub struct Network {
+    cluster_name: String,
+    /// openraft asks for a client per voter on every linearizable read; reuse channels.
+    channels: Arc<Mutex<HashMap<String, Channel>>>,
+}
+
+impl Network {
+    pub fn new(cluster_name: String) -> Network {
+        Network {
+            cluster_name,
+            channels: Arc::default(),
+        }
+    }
+
+    fn channel(&self, addr: &str) -> Result<Channel, String> {
+        let mut channels = self.channels.lock().expect("channel cache lock");
+        if let Some(ch) = channels.get(addr) {
+            return Ok(ch.clone());
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| format!("bad node address {addr:?}: {e}"))?
+            .tcp_nodelay(true)
+            .connect_timeout(std::time::Duration::from_secs(1));
+        let ch = endpoint.connect_lazy();
+        channels.insert(addr.to_string(), ch.clone());
+        Ok(ch)
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Peer;
+
+    async fn new_client(&mut self, target: NodeId, node: &Node) -> Peer {
+        Peer {
+            target,
+            cluster_name: self.cluster_name.clone(),
+            client: self.channel(&node.addr).map(|ch| {
+                RaftClient::new(ch)
+                    .max_decoding_message_size(RAFT_MESSAGE_BYTES_MAX)
+                    .max_encoding_message_size(RAFT_MESSAGE_BYTES_MAX)
+            }),
+        }
+    }
+}
+
+/// A connection to one peer.
+pub struct Peer {
+    target: NodeId,
+    cluster_name: String,
+    /// Err when the configured address is unusable: every RPC then reports it unreachable.
+    client: Result<RaftClient<Channel>, String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct TransportError(String);
+
+/// Which RPC of the `Raft` service to call.
+enum Method {
+    AppendEntries,
+    Vote,
+    InstallSnapshot,
+}
+
+impl Peer {
+    async fn call<Req, Resp, E>(
+        &mut self,
+        method: Method,
+        rpc: &Req,
+        option: RPCOption,
+    ) -> Result<Resp, RPCError<NodeId, Node, RaftError<NodeId, E>>>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let client = match &mut self.client {
+            Ok(c) => c,
+            Err(e) => return Err(RPCError::Unreachable(Unreachable::new(&TransportError(e.clone())))),
+        };
+        let mut request = tonic::Request::new(RaftRequest {
+            target_node_id: self.target,
+            cluster_name: self.cluster_name.clone(),
+            payload: encode(rpc),
+        });
+        request.set_timeout(option.hard_ttl());
+        let reply = match method {
+            Method::AppendEntries => client.append_entries(request).await,
+            Method::Vote => client.vote(request).await,
+            Method::InstallSnapshot => client.install_snapshot(request).await,
+        };
+        let reply: RaftReply = match reply {
+            Ok(r) => r.into_inner(),
+            Err(status) => {
+                let e = TransportError(format!("{}: {}", status.code(), status.message()));
+                return Err(match status.code() {
+                    tonic::Code::InvalidArgument | tonic::Code::Internal => {
+                        RPCError::Network(NetworkError::new(&e))
+                    }
+                    // Down, slow, or not the node we meant: back off before retrying.
+                    _ => RPCError::Unreachable(Unreachable::new(&e)),
+                });
+            }
+        };
+        let result: Result<Resp, RaftError<NodeId, E>> = decode(&reply.payload)
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for Peer {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId>>> {
+        self.call(Method::AppendEntries, &rpc, option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, Node, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        self.call(Method::InstallSnapshot, &rpc, option).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId>>> {
+        self.call(Method::Vote, &rpc, option).await
+    }
+}

@@ -1,0 +1,129 @@
+//! Wiring of one node: open the data dir, start Raft, bootstrap the cluster if new, run the
+//! expiry loop and the gRPC server until the caller's shutdown signal, then stop cleanly.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use baton_proto::v1::baton_server::BatonServer as BatonService;
+use baton_proto::v1::cluster_server::ClusterServer as ClusterService;
+use baton_proto::v1::raft_server::RaftServer as RaftService;
+use openraft::error::InitializeError;
+use openraft::BasicNode;
+use tokio::net::TcpListener;
+
+use crate::clock::MonotonicClock;
+use crate::config::ValidConfig;
+use crate::core::limits::{RAFT_MESSAGE_BYTES_MAX, REQUEST_BYTES_MAX};
+use crate::expiry::{self, Countdowns};
+use crate::network::Network;
+use crate::raft_types::Raft;
+use crate::server::{baton, cluster, convert::TtlBounds, raft};
+use crate::store::{self, OpenError};
+
+/// Why a node stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error("raft failed to start or stopped: {0}")]
+    Raft(String),
+    #[error("gRPC server failed: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+/// Runs a node on `listener` until `shutdown` resolves.
+pub async fn run(
+    cfg: ValidConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), NodeError> {
+    let countdowns = Arc::new(Countdowns::new(Arc::new(MonotonicClock)));
+    let (log, sm) = store::open(&cfg.data_dir, cfg.node_id, &cfg.cluster_name, countdowns.clone())?;
+    let network = Network::new(cfg.cluster_name.clone());
+    let raft = Raft::new(cfg.node_id, Arc::new(cfg.raft.clone()), network, log, sm.clone())
+        .await
+        .map_err(|e| NodeError::Raft(e.to_string()))?;
+
+    bootstrap(&raft, &cfg).await?;
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let expiry_task = tokio::spawn(expiry::run(
+        raft.clone(),
+        countdowns,
+        cfg.expiry_tick,
+        stop_rx,
+    ));
+
+    let ctx = Arc::new(baton::Ctx::new(
+        raft.clone(),
+        sm.clone(),
+        TtlBounds {
+            min_ms: cfg.ttl_ms_min,
+            max_ms: cfg.ttl_ms_max,
+        },
+        cfg.write_timeout,
+    ));
+    let baton_svc = BatonService::new(baton::BatonServer { ctx })
+        .max_decoding_message_size(REQUEST_BYTES_MAX);
+    let cluster_svc = ClusterService::new(cluster::ClusterServer {
+        raft: raft.clone(),
+        sm,
+        cluster_name: cfg.cluster_name.clone(),
+    });
+    let raft_svc = RaftService::new(raft::RaftServer {
+        raft: raft.clone(),
+        node_id: cfg.node_id,
+        cluster_name: cfg.cluster_name.clone(),
+    })
+    .max_decoding_message_size(RAFT_MESSAGE_BYTES_MAX)
+    .max_encoding_message_size(RAFT_MESSAGE_BYTES_MAX);
+
+    tracing::info!(
+        node_id = cfg.node_id, listen = %cfg.listen, advertise = %cfg.advertise,
+        data_dir = %cfg.data_dir.display(), cluster = %cfg.cluster_name, "baton node serving"
+    );
+    let served = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(baton_svc)
+        .add_service(cluster_svc)
+        .add_service(raft_svc)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown,
+        )
+        .await;
+
+    tracing::info!(node_id = cfg.node_id, "shutting down");
+    let _ = stop_tx.send(true);
+    let _ = expiry_task.await;
+    let stopped = raft.shutdown().await;
+    served?;
+    stopped.map_err(|e| NodeError::Raft(e.to_string()))
+}
+
+/// Initializes a new cluster with the configured initial members. Every initial member
+/// does this with the same membership, which openraft documents as safe; a node that is
+/// already part of a cluster (a restart on an existing data dir) skips it and rejoins.
+async fn bootstrap(raft: &Raft, cfg: &ValidConfig) -> Result<(), NodeError> {
+    if raft
+        .is_initialized()
+        .await
+        .map_err(|e| NodeError::Raft(e.to_string()))?
+    {
+        tracing::info!(node_id = cfg.node_id, "rejoining the cluster from the data dir");
+        return Ok(());
+    }
+    let members = cfg
+        .initial_members
+        .iter()
+        .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
+        .collect::<std::collections::BTreeMap<_, _>>();
+    match raft.initialize(members).await {
+        Ok(()) => {
+            tracing::info!(node_id = cfg.node_id, members = ?cfg.initial_members, "initialized a new cluster");
+            Ok(())
+        }
+        Err(openraft::error::RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+        Err(e) => Err(NodeError::Raft(e.to_string())),
+    }
+}

@@ -1,0 +1,447 @@
+//! The `Baton` gRPC service: the lease operations.
+//!
+//! Any node accepts any request. Writes must be proposed by the leader, and linearizable
+//! reads must be confirmed by it (openraft's read-index: the leader checks with a quorum that
+//! it still leads, then waits until it has applied up to that point), so a follower forwards
+//! both to the leader, once, and passes the answer back with the leader's address in the
+//! `x-baton-leader` metadata so the client can go there directly next time. A forwarded
+//! request that reaches a node which is not the leader (leadership moved) is answered
+//! UNAVAILABLE rather than forwarded again: no loops, and the client's retry finds the new
+//! leader. `stale` reads are served from the local state machine by any node.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use baton_proto::v1 as pb;
+use baton_proto::v1::baton_client::BatonClient;
+use baton_proto::{FORWARDED_METADATA_KEY, LEADER_METADATA_KEY};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Response, Status};
+
+use super::convert::{self, TtlBounds};
+use crate::core::limits::{BOARD_LEASES_MAX, REQUEST_BYTES_MAX};
+use crate::core::validate;
+use crate::core::{LogCommand, Op, Outcome, RequestId};
+use crate::expiry::wall_clock_unix_ms;
+use crate::raft_types::Raft;
+use crate::store::StateMachine;
+
+/// How long a forwarded request may take at the leader.
+pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(15);
+/// Pause between attempts to confirm leadership when a quorum round fell short.
+pub const READ_RETRY_BACKOFF: Duration = Duration::from_millis(20);
+
+/// Why this node did not answer a request itself.
+enum Refusal {
+    /// Only the leader can do this; `leader` is its address if known.
+    NotLeader { leader: Option<String> },
+    Status(Status),
+}
+
+impl From<Status> for Refusal {
+    fn from(s: Status) -> Self {
+        Refusal::Status(s)
+    }
+}
+
+/// What the handlers share.
+pub struct Ctx {
+    pub raft: Raft,
+    pub sm: StateMachine,
+    pub ttl: TtlBounds,
+    pub write_timeout: Duration,
+    /// One lazily connected client per leader address, for forwarding.
+    leaders: Mutex<HashMap<String, BatonClient<Channel>>>,
+}
+
+impl Ctx {
+    pub fn new(raft: Raft, sm: StateMachine, ttl: TtlBounds, write_timeout: Duration) -> Ctx {
+        Ctx {
+            raft,
+            sm,
+            ttl,
+            write_timeout,
+            leaders: Mutex::default(),
+        }
+    }
+
+    fn leader_client(&self, addr: &str) -> Result<BatonClient<Channel>, Status> {
+        let mut leaders = self.leaders.lock().expect("leader cache lock");
+        if let Some(c) = leaders.get(addr) {
+            return Ok(c.clone());
+        }
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| Status::internal(format!("leader address {addr:?} is unusable: {e}")))?
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(1))
+            .connect_lazy();
+        let client = BatonClient::new(channel)
+            .max_decoding_message_size(REQUEST_BYTES_MAX * 64)
+            .max_encoding_message_size(REQUEST_BYTES_MAX);
+        leaders.insert(addr.to_string(), client.clone());
+        Ok(client)
+    }
+
+    /// Proposes an operation and waits for the outcome of its apply.
+    async fn propose(
+        &self,
+        request_id: Option<RequestId>,
+        op: Op,
+    ) -> Result<(Outcome, u64), Refusal> {
+        let cmd = LogCommand {
+            request_id,
+            leader_unix_ms: wall_clock_unix_ms(),
+            op,
+        };
+        let written = tokio::time::timeout(self.write_timeout, self.raft.client_write(cmd)).await;
+        match written {
+            Err(_) => Err(Status::unavailable(format!(
+                "the write did not commit within {} ms (no quorum?); retry with the same request id",
+                self.write_timeout.as_millis()
+            ))
+            .into()),
+            Ok(Ok(resp)) => match resp.data {
+                Outcome::Invalid { message } => Err(Status::invalid_argument(message).into()),
+                outcome => Ok((outcome, resp.log_id.index)),
+            },
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+                Err(Refusal::NotLeader {
+                    leader: f.leader_node.map(|n| n.addr),
+                })
+            }
+            Ok(Err(e)) => Err(Status::unavailable(format!("write failed: {e}")).into()),
+        }
+    }
+
+    /// Confirms this node is the leader and has applied everything committed before now.
+    async fn linearize(&self) -> Result<(), Refusal> {
+        let deadline = Instant::now() + self.write_timeout;
+        loop {
+            match self.raft.ensure_linearizable().await {
+                Ok(_) => return Ok(()),
+                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                    return Err(Refusal::NotLeader {
+                        leader: f.leader_node.map(|n| n.addr),
+                    })
+                }
+                // One quorum round falls short on a blip (openraft #1852): try again.
+                Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))
+                    if Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(READ_RETRY_BACKOFF).await
+                }
+                Err(e) => {
+                    return Err(Status::unavailable(format!(
+                        "cannot confirm leadership for a linearizable read ({e}); retry, or read stale"
+                    ))
+                    .into())
+                }
+            }
+        }
+    }
+
+    fn revision(&self) -> u64 {
+        self.sm.read(|s| s.last_applied.map(|l| l.index).unwrap_or(0))
+    }
+
+    fn lease(&self, lease: &crate::core::Lease) -> pb::Lease {
+        convert::lease(lease, self.sm.countdowns())
+    }
+
+    async fn claim(&self, req: pb::ClaimRequest) -> Result<pb::ClaimResponse, Refusal> {
+        let (id, op) = convert::claim(req, self.ttl)?;
+        let (outcome, revision) = self.propose(id, op).await?;
+        use pb::claim_response::Outcome as O;
+        let outcome = match outcome {
+            Outcome::Granted {
+                lease,
+                already_held,
+            } => O::Granted(pb::Granted {
+                lease: Some(self.lease(&lease)),
+                already_held,
+            }),
+            Outcome::Held {
+                lease,
+                same_name_other_process,
+            } => O::Held(pb::Held {
+                lease: Some(self.lease(&lease)),
+                same_name_other_process,
+            }),
+            other => return Err(unexpected(other)),
+        };
+        Ok(pb::ClaimResponse {
+            outcome: Some(outcome),
+            revision,
+        })
+    }
+
+    fn lost(&self, current: Option<crate::core::Lease>) -> pb::Lost {
+        pb::Lost {
+            current: current.map(|l| self.lease(&l)),
+        }
+    }
+
+    async fn renew(&self, req: pb::RenewRequest) -> Result<pb::RenewResponse, Refusal> {
+        let (id, op) = convert::renew(req)?;
+        let (outcome, revision) = self.propose(id, op).await?;
+        use pb::renew_response::Outcome as O;
+        let outcome = match outcome {
+            Outcome::Renewed { lease } => O::Renewed(self.lease(&lease)),
+            Outcome::Lost { current } => O::Lost(self.lost(current)),
+            other => return Err(unexpected(other)),
+        };
+        Ok(pb::RenewResponse {
+            outcome: Some(outcome),
+            revision,
+        })
+    }
+
+    async fn release(&self, req: pb::ReleaseRequest) -> Result<pb::ReleaseResponse, Refusal> {
+        let (id, op) = convert::release(req)?;
+        let (outcome, revision) = self.propose(id, op).await?;
+        use pb::release_response::Outcome as O;
+        let outcome = match outcome {
+            Outcome::Released { lease } => O::Released(self.lease(&lease)),
+            Outcome::Lost { current } => O::Lost(self.lost(current)),
+            other => return Err(unexpected(other)),
+        };
+        Ok(pb::ReleaseResponse {
+            outcome: Some(outcome),
+            revision,
+        })
+    }
+
+    async fn revoke(&self, req: pb::RevokeRequest) -> Result<pb::RevokeResponse, Refusal> {
+        let (id, op) = convert::revoke(req)?;
+        let key = op.key().to_string();
+        let (outcome, revision) = self.propose(id, op).await?;
+        match outcome {
+            Outcome::Revoked { previous } => {
+                tracing::warn!(key = %key, revision, token = previous.as_ref().map(|l| l.token),
+                    "operator revoked a lease");
+                Ok(pb::RevokeResponse {
+                    revoked: previous.map(|l| self.lease(&l)),
+                    revision,
+                })
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn probe(&self, req: pb::ProbeRequest) -> Result<pb::ProbeResponse, Refusal> {
+        validate::key(&req.key).map_err(convert::invalid)?;
+        if !req.stale {
+            self.linearize().await?;
+        }
+        let lease = self.sm.read(|s| s.table.lease(&req.key).cloned());
+        Ok(pb::ProbeResponse {
+            lease: lease.map(|l| self.lease(&l)),
+            revision: self.revision(),
+        })
+    }
+
+    async fn board(&self, req: pb::BoardRequest) -> Result<pb::BoardResponse, Refusal> {
+        validate::prefix(&req.prefix).map_err(convert::invalid)?;
+        validate::prefix(&req.start_after).map_err(convert::invalid)?;
+        let limit = match req.limit as usize {
+            0 => BOARD_LEASES_MAX,
+            n if n > BOARD_LEASES_MAX => {
+                return Err(Status::invalid_argument(format!(
+                    "limit {n} is above the maximum {BOARD_LEASES_MAX}: page with start_after"
+                ))
+                .into())
+            }
+            n => n,
+        };
+        if !req.stale {
+            self.linearize().await?;
+        }
+        let (leases, truncated) = self.sm.read(|s| {
+            let (page, truncated) = s.table.board(&req.prefix, &req.start_after, limit);
+            (page.into_iter().cloned().collect::<Vec<_>>(), truncated)
+        });
+        Ok(pb::BoardResponse {
+            leases: leases.iter().map(|l| self.lease(l)).collect(),
+            truncated,
+            revision: self.revision(),
+        })
+    }
+
+    async fn check_token(
+        &self,
+        req: pb::CheckTokenRequest,
+    ) -> Result<pb::CheckTokenResponse, Refusal> {
+        validate::key(&req.key).map_err(convert::invalid)?;
+        validate::token(req.token).map_err(convert::invalid)?;
+        // Always linearizable: a stale "yes" would defeat fencing.
+        self.linearize().await?;
+        let lease = self.sm.read(|s| s.table.lease(&req.key).cloned());
+        Ok(pb::CheckTokenResponse {
+            current: lease.as_ref().is_some_and(|l| l.token == req.token),
+            lease: lease.map(|l| self.lease(&l)),
+            revision: self.revision(),
+        })
+    }
+}
+
+/// An outcome that cannot answer this operation: a bug, reported as INTERNAL.
+fn unexpected(outcome: Outcome) -> Refusal {
+    tracing::error!(?outcome, "state machine answered an operation with the wrong outcome");
+    Status::internal(format!("unexpected outcome {outcome:?}")).into()
+}
+
+fn with_leader<T>(mut r: Response<T>, leader: &str) -> Response<T> {
+    if let Ok(v) = MetadataValue::try_from(leader) {
+        r.metadata_mut().insert(LEADER_METADATA_KEY, v);
+    }
+    r
+}
+
+fn unavailable(leader: Option<&str>, why: &str) -> Status {
+    let mut status = Status::unavailable(match leader {
+        Some(l) => format!("{why}; the leader is {l}"),
+        None => format!("{why}; no leader is known (election in progress or no quorum)"),
+    });
+    if let Some(v) = leader.and_then(|l| MetadataValue::try_from(l).ok()) {
+        status.metadata_mut().insert(LEADER_METADATA_KEY, v);
+    }
+    status
+}
+
+/// The gRPC service.
+pub struct BatonServer {
+    pub ctx: Arc<Ctx>,
+}
+
+impl BatonServer {
+    /// Serves `req` here, or forwards it once to the leader (see the module doc).
+    async fn serve<Req, Resp, LF, RF>(
+        &self,
+        req: Request<Req>,
+        local: impl FnOnce(Arc<Ctx>, Req) -> LF,
+        remote: impl FnOnce(BatonClient<Channel>, Request<Req>) -> RF,
+    ) -> Result<Response<Resp>, Status>
+    where
+        Req: Clone,
+        LF: Future<Output = Result<Resp, Refusal>>,
+        RF: Future<Output = Result<Response<Resp>, Status>>,
+    {
+        let forwarded = req.metadata().contains_key(FORWARDED_METADATA_KEY);
+        let msg = req.into_inner();
+        match local(self.ctx.clone(), msg.clone()).await {
+            Ok(resp) => Ok(Response::new(resp)),
+            Err(Refusal::Status(s)) => Err(s),
+            Err(Refusal::NotLeader {
+                leader: Some(addr),
+            }) if !forwarded => {
+                let client = self.ctx.leader_client(&addr)?;
+                let mut fwd = Request::new(msg);
+                fwd.metadata_mut()
+                    .insert(FORWARDED_METADATA_KEY, MetadataValue::from_static("1"));
+                fwd.set_timeout(FORWARD_TIMEOUT);
+                match remote(client, fwd).await {
+                    Ok(resp) => Ok(with_leader(Response::new(resp.into_inner()), &addr)),
+                    Err(s) if s.code() == tonic::Code::Unavailable => Err(unavailable(
+                        Some(&addr),
+                        &format!("forwarding to the leader failed: {}", s.message()),
+                    )),
+                    Err(s) => Err(s),
+                }
+            }
+            Err(Refusal::NotLeader { leader }) => {
+                Err(unavailable(leader.as_deref(), "this node is not the leader"))
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl pb::baton_server::Baton for BatonServer {
+    async fn claim(
+        &self,
+        req: Request<pb::ClaimRequest>,
+    ) -> Result<Response<pb::ClaimResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.claim(m).await },
+            |mut c, r| async move { c.claim(r).await },
+        )
+        .await
+    }
+
+    async fn renew(
+        &self,
+        req: Request<pb::RenewRequest>,
+    ) -> Result<Response<pb::RenewResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.renew(m).await },
+            |mut c, r| async move { c.renew(r).await },
+        )
+        .await
+    }
+
+    async fn release(
+        &self,
+        req: Request<pb::ReleaseRequest>,
+    ) -> Result<Response<pb::ReleaseResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.release(m).await },
+            |mut c, r| async move { c.release(r).await },
+        )
+        .await
+    }
+
+    async fn probe(
+        &self,
+        req: Request<pb::ProbeRequest>,
+    ) -> Result<Response<pb::ProbeResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.probe(m).await },
+            |mut c, r| async move { c.probe(r).await },
+        )
+        .await
+    }
+
+    async fn board(
+        &self,
+        req: Request<pb::BoardRequest>,
+    ) -> Result<Response<pb::BoardResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.board(m).await },
+            |mut c, r| async move { c.board(r).await },
+        )
+        .await
+    }
+
+    async fn check_token(
+        &self,
+        req: Request<pb::CheckTokenRequest>,
+    ) -> Result<Response<pb::CheckTokenResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.check_token(m).await },
+            |mut c, r| async move { c.check_token(r).await },
+        )
+        .await
+    }
+
+    async fn revoke(
+        &self,
+        req: Request<pb::RevokeRequest>,
+    ) -> Result<Response<pb::RevokeResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.revoke(m).await },
+            |mut c, r| async move { c.revoke(r).await },
+        )
+        .await
+    }
+}

@@ -1,0 +1,61 @@
+//! The internal `Raft` gRPC service: hands peers' messages to openraft after checking they
+//! are meant for this node of this cluster.
+
+use baton_proto::v1::raft_server::Raft as RaftService;
+use baton_proto::v1::{RaftReply, RaftRequest};
+use serde::de::DeserializeOwned;
+use tonic::{Request, Response, Status};
+
+use crate::raft_types::{NodeId, Raft};
+use crate::store::{decode, encode};
+
+pub struct RaftServer {
+    pub raft: Raft,
+    pub node_id: NodeId,
+    pub cluster_name: String,
+}
+
+impl RaftServer {
+    /// Decodes a peer's message after checking its address.
+    fn open<T: DeserializeOwned>(&self, req: Request<RaftRequest>) -> Result<T, Status> {
+        let req = req.into_inner();
+        if req.target_node_id != self.node_id || req.cluster_name != self.cluster_name {
+            // A peer with a wrong address for us: refuse rather than act as another node.
+            return Err(Status::failed_precondition(format!(
+                "this is node {} of cluster {:?}, not node {} of cluster {:?}",
+                self.node_id, self.cluster_name, req.target_node_id, req.cluster_name
+            )));
+        }
+        decode(&req.payload).map_err(|e| Status::invalid_argument(format!("bad raft message: {e}")))
+    }
+}
+
+fn reply<T: serde::Serialize>(result: T) -> Result<Response<RaftReply>, Status> {
+    Ok(Response::new(RaftReply {
+        payload: encode(&result),
+    }))
+}
+
+#[tonic::async_trait]
+impl RaftService for RaftServer {
+    async fn append_entries(
+        &self,
+        req: Request<RaftRequest>,
+    ) -> Result<Response<RaftReply>, Status> {
+        let rpc = self.open(req)?;
+        reply(self.raft.append_entries(rpc).await)
+    }
+
+    async fn vote(&self, req: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
+        let rpc = self.open(req)?;
+        reply(self.raft.vote(rpc).await)
+    }
+
+    async fn install_snapshot(
+        &self,
+        req: Request<RaftRequest>,
+    ) -> Result<Response<RaftReply>, Status> {
+        let rpc = self.open(req)?;
+        reply(self.raft.install_snapshot(rpc).await)
+    }
+}
