@@ -107,9 +107,15 @@ impl NodeConfig {
             return bad("node_id must be 1 or more".into());
         }
         let listen: SocketAddr = self.listen.parse().map_err(|e| {
-            ConfigError(format!("listen {:?} is not host:port with an IP host: {e}", self.listen))
+            ConfigError(format!(
+                "listen {:?} is not host:port with an IP host: {e}",
+                self.listen
+            ))
         })?;
-        let advertise = self.advertise.clone().unwrap_or_else(|| self.listen.clone());
+        let advertise = self
+            .advertise
+            .clone()
+            .unwrap_or_else(|| self.listen.clone());
         if self.cluster_name.is_empty() || self.cluster_name.len() > 64 {
             return bad("cluster_name must be 1 to 64 bytes".into());
         }
@@ -170,12 +176,10 @@ impl NodeConfig {
                     self.node_id, self.initial_cluster
                 ))
             }
-            Some(addr) if self.advertise.is_some() && *addr != advertise => {
-                return bad(format!(
-                    "initial_cluster gives node {} the address {addr}, but advertise is {advertise}",
-                    self.node_id
-                ))
-            }
+            Some(addr) if self.advertise.is_some() && *addr != advertise => return bad(format!(
+                "initial_cluster gives node {} the address {addr}, but advertise is {advertise}",
+                self.node_id
+            )),
             Some(_) => {}
         }
         // The advertised address is what peers dial: take it from initial_cluster.
@@ -214,17 +218,24 @@ pub fn parse_initial_cluster(text: &str) -> Result<BTreeMap<NodeId, String>, Con
     let mut members = BTreeMap::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let Some((id, addr)) = part.split_once('=') else {
-            return bad(format!("initial_cluster entry {part:?} is not id=host:port"));
+            return bad(format!(
+                "initial_cluster entry {part:?} is not id=host:port"
+            ));
         };
-        let id: NodeId = id
-            .trim()
-            .parse()
-            .ok()
-            .filter(|id| *id > 0)
-            .ok_or_else(|| ConfigError(format!("initial_cluster entry {part:?}: id must be a number >= 1")))?;
+        let id: NodeId = id.trim().parse().ok().filter(|id| *id > 0).ok_or_else(|| {
+            ConfigError(format!(
+                "initial_cluster entry {part:?}: id must be a number >= 1"
+            ))
+        })?;
         let addr = addr.trim();
-        if addr.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).is_none() {
-            return bad(format!("initial_cluster entry {part:?}: address must be host:port"));
+        if addr
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse::<u16>().ok())
+            .is_none()
+        {
+            return bad(format!(
+                "initial_cluster entry {part:?}: address must be host:port"
+            ));
         }
         if members.insert(id, addr.to_string()).is_some() {
             return bad(format!("initial_cluster names node {id} twice"));
@@ -243,7 +254,10 @@ mod tests {
     #[test]
     fn defaults_are_a_valid_single_node_cluster() {
         let v = NodeConfig::default().validate().unwrap();
-        assert_eq!(v.initial_members, BTreeMap::from([(1, "127.0.0.1:7001".to_string())]));
+        assert_eq!(
+            v.initial_members,
+            BTreeMap::from([(1, "127.0.0.1:7001".to_string())])
+        );
         assert_eq!(v.data_dir, PathBuf::from("baton-data"));
     }
 
@@ -278,7 +292,11 @@ mod tests {
             initial_cluster: "1=127.0.0.1:1,2=127.0.0.1:2".into(),
             ..Default::default()
         };
-        assert!(c.validate().unwrap_err().0.contains("not in initial_cluster"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .0
+            .contains("not in initial_cluster"));
     }
 
     #[test]

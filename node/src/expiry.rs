@@ -172,7 +172,9 @@ pub async fn run(
                         key = %key, token = countdown.token, basis = countdown.basis,
                         revision = resp.log_id.index, outcome = ?resp.data, "proposed expiry"
                     ),
-                    Err(e) => tracing::debug!(key = %key, error = %e, "expiry proposal failed; will retry"),
+                    Err(e) => {
+                        tracing::debug!(key = %key, error = %e, "expiry proposal failed; will retry")
+                    }
                 }
                 in_flight.lock().expect("in-flight lock").remove(&id);
             });

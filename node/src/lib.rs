@@ -16,12 +16,12 @@
 //! (the fencing token), persists the change and starts the lease's countdown in
 //! `expiry::Countdowns`; the handler turns the `core::Outcome` into the gRPC answer.
 
-pub mod core;
 pub mod clock;
-pub mod expiry;
-pub mod raft_types;
-pub mod store;
-pub mod network;
 pub mod config;
-pub mod server;
+pub mod core;
+pub mod expiry;
+pub mod network;
 pub mod node;
+pub mod raft_types;
+pub mod server;
+pub mod store;

@@ -11,7 +11,11 @@ use baton_node::config::NodeConfig;
 use clap::Parser;
 
 #[derive(Debug, Parser)]
-#[command(name = "baton-node", version, about = "A node of baton, the replicated store of ownership tokens")]
+#[command(
+    name = "baton-node",
+    version,
+    about = "A node of baton, the replicated store of ownership tokens"
+)]
 struct Args {
     /// TOML config file (fields as in NodeConfig: node_id, listen, data_dir, ...).
     #[arg(long, env = "BATON_CONFIG")]
@@ -71,9 +75,20 @@ impl Args {
             ($($field:ident),*) => { $( if let Some(v) = self.$field { c.$field = v; } )* };
         }
         overlay!(
-            node_id, listen, data_dir, cluster_name, initial_cluster, heartbeat_ms,
-            election_timeout_min_ms, election_timeout_max_ms, ttl_ms_min, ttl_ms_max,
-            expiry_tick_ms, snapshot_logs, write_timeout_ms, log_format
+            node_id,
+            listen,
+            data_dir,
+            cluster_name,
+            initial_cluster,
+            heartbeat_ms,
+            election_timeout_min_ms,
+            election_timeout_max_ms,
+            ttl_ms_min,
+            ttl_ms_max,
+            expiry_tick_ms,
+            snapshot_logs,
+            write_timeout_ms,
+            log_format
         );
         if self.advertise.is_some() {
             c.advertise = self.advertise;
@@ -85,7 +100,9 @@ impl Args {
 fn init_tracing(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "info,openraft=warn,sled=warn".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else {

@@ -105,7 +105,11 @@ impl Peer {
     {
         let client = match &mut self.client {
             Ok(c) => c,
-            Err(e) => return Err(RPCError::Unreachable(Unreachable::new(&TransportError(e.clone())))),
+            Err(e) => {
+                return Err(RPCError::Unreachable(Unreachable::new(&TransportError(
+                    e.clone(),
+                ))))
+            }
         };
         let mut request = tonic::Request::new(RaftRequest {
             target_node_id: self.target,
@@ -122,17 +126,13 @@ impl Peer {
             Ok(r) => r.into_inner(),
             Err(status) => {
                 let e = TransportError(format!("{}: {}", status.code(), status.message()));
-                return Err(match status.code() {
-                    tonic::Code::InvalidArgument | tonic::Code::Internal => {
-                        RPCError::Network(NetworkError::new(&e))
-                    }
-                    // Down, slow, or not the node we meant: back off before retrying.
-                    _ => RPCError::Unreachable(Unreachable::new(&e)),
-                });
+                // Down, slow, or not the node we meant (a wrong address in the membership):
+                // back off before retrying rather than hammer it.
+                return Err(RPCError::Unreachable(Unreachable::new(&e)));
             }
         };
-        let result: Result<Resp, RaftError<NodeId, E>> = decode(&reply.payload)
-            .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let result: Result<Resp, RaftError<NodeId, E>> =
+            decode(&reply.payload).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 }

@@ -38,11 +38,22 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), NodeError> {
     let countdowns = Arc::new(Countdowns::new(Arc::new(MonotonicClock)));
-    let (log, sm) = store::open(&cfg.data_dir, cfg.node_id, &cfg.cluster_name, countdowns.clone())?;
+    let (log, sm) = store::open(
+        &cfg.data_dir,
+        cfg.node_id,
+        &cfg.cluster_name,
+        countdowns.clone(),
+    )?;
     let network = Network::new(cfg.cluster_name.clone());
-    let raft = Raft::new(cfg.node_id, Arc::new(cfg.raft.clone()), network, log, sm.clone())
-        .await
-        .map_err(|e| NodeError::Raft(e.to_string()))?;
+    let raft = Raft::new(
+        cfg.node_id,
+        Arc::new(cfg.raft.clone()),
+        network,
+        log,
+        sm.clone(),
+    )
+    .await
+    .map_err(|e| NodeError::Raft(e.to_string()))?;
 
     bootstrap(&raft, &cfg).await?;
 
@@ -63,8 +74,8 @@ pub async fn run(
         },
         cfg.write_timeout,
     ));
-    let baton_svc = BatonService::new(baton::BatonServer { ctx })
-        .max_decoding_message_size(REQUEST_BYTES_MAX);
+    let baton_svc =
+        BatonService::new(baton::BatonServer { ctx }).max_decoding_message_size(REQUEST_BYTES_MAX);
     let cluster_svc = ClusterService::new(cluster::ClusterServer {
         raft: raft.clone(),
         sm,
@@ -110,7 +121,10 @@ async fn bootstrap(raft: &Raft, cfg: &ValidConfig) -> Result<(), NodeError> {
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?
     {
-        tracing::info!(node_id = cfg.node_id, "rejoining the cluster from the data dir");
+        tracing::info!(
+            node_id = cfg.node_id,
+            "rejoining the cluster from the data dir"
+        );
         return Ok(());
     }
     let members = cfg

@@ -40,4 +40,5 @@ pub const RAFT_MESSAGE_BYTES_MAX: usize = 64 * 1024 * 1024;
 const _: () = assert!(TTL_MS_FLOOR < TTL_MS_MAX);
 const _: () = assert!(KEY_BYTES_MAX + HOLDER_NAME_BYTES_MAX + REASON_BYTES_MAX < REQUEST_BYTES_MAX);
 const _: () = assert!(DEDUP_ANSWERS_PER_CLIENT_MAX >= 1);
-const _: () = assert!(BOARD_LEASES_MAX * (KEY_BYTES_MAX + HOLDER_NAME_BYTES_MAX + 256) < 4 * 1024 * 1024);
+const _: () =
+    assert!(BOARD_LEASES_MAX * (KEY_BYTES_MAX + HOLDER_NAME_BYTES_MAX + 256) < 4 * 1024 * 1024);

@@ -114,7 +114,12 @@ impl LeaseTable {
 
     /// `apply`, also noting in `changes` which keys and client sessions it changed, for the
     /// storage adapter to write back.
-    pub fn apply_tracked(&mut self, index: u64, cmd: &LogCommand, changes: &mut Changes) -> Outcome {
+    pub fn apply_tracked(
+        &mut self,
+        index: u64,
+        cmd: &LogCommand,
+        changes: &mut Changes,
+    ) -> Outcome {
         if let Some(id) = &cmd.request_id {
             if let Err(e) = validate::request_id(id) {
                 return Outcome::Invalid { message: e.0 };
@@ -154,8 +159,7 @@ impl LeaseTable {
     }
 
     fn remember(&mut self, index: u64, id: &RequestId, outcome: &Outcome, changes: &mut Changes) {
-        if !self.sessions.contains_key(&id.client_id) && self.sessions.len() >= DEDUP_CLIENTS_MAX
-        {
+        if !self.sessions.contains_key(&id.client_id) && self.sessions.len() >= DEDUP_CLIENTS_MAX {
             // Forget the client idle for the longest. Deterministic: ordered by log index.
             if let Some((_, idle)) = self.by_activity.pop_first() {
                 self.sessions.remove(&idle);
@@ -177,7 +181,13 @@ impl LeaseTable {
         changes.clients.insert(id.client_id.clone());
     }
 
-    fn apply_op(&mut self, index: u64, now_unix_ms: u64, op: &Op, changes: &mut Changes) -> Outcome {
+    fn apply_op(
+        &mut self,
+        index: u64,
+        now_unix_ms: u64,
+        op: &Op,
+        changes: &mut Changes,
+    ) -> Outcome {
         let key = op.key();
         let current = self.leases.get(key);
         let outcome = match op {
@@ -267,12 +277,22 @@ impl LeaseTable {
             assert!(lease.token <= lease.basis, "basis before token on {key}");
             assert!(lease.basis <= index, "basis from the future on {key}");
         }
-        assert!(self.sessions.len() <= DEDUP_CLIENTS_MAX, "too many sessions");
-        assert_eq!(self.sessions.len(), self.by_activity.len(), "activity index");
+        assert!(
+            self.sessions.len() <= DEDUP_CLIENTS_MAX,
+            "too many sessions"
+        );
+        assert_eq!(
+            self.sessions.len(),
+            self.by_activity.len(),
+            "activity index"
+        );
         if let Some(id) = &cmd.request_id {
             if let Some(session) = self.sessions.get(&id.client_id) {
                 assert!(session.answers.len() <= DEDUP_ANSWERS_PER_CLIENT_MAX);
-                assert_eq!(self.by_activity.get(&session.last_index), Some(&id.client_id));
+                assert_eq!(
+                    self.by_activity.get(&session.last_index),
+                    Some(&id.client_id)
+                );
             }
         }
     }

@@ -158,7 +158,10 @@ fn renew_with_current_token_moves_basis_and_keeps_token() {
 fn renew_and_release_with_stale_token_are_lost_and_change_nothing() {
     let mut t = LeaseTable::default();
     granted(t.apply(3, &claim("k", &holder("a", "ca"), 5_000)));
-    assert!(matches!(t.apply(4, &release("k", 3)), Outcome::Released { .. }));
+    assert!(matches!(
+        t.apply(4, &release("k", 3)),
+        Outcome::Released { .. }
+    ));
     let b = granted(t.apply(5, &claim("k", &holder("b", "cb"), 5_000)));
     let before = t.clone();
     for outcome in [t.apply(6, &renew("k", 3)), t.apply(7, &release("k", 3))] {
@@ -173,17 +176,17 @@ fn renew_and_release_with_stale_token_are_lost_and_change_nothing() {
 #[test]
 fn renew_of_free_key_is_lost_with_no_holder() {
     let mut t = LeaseTable::default();
-    assert_eq!(
-        t.apply(2, &renew("k", 1)),
-        Outcome::Lost { current: None }
-    );
+    assert_eq!(t.apply(2, &renew("k", 1)), Outcome::Lost { current: None });
 }
 
 #[test]
 fn release_frees_the_key_and_next_claim_gets_a_larger_token() {
     let mut t = LeaseTable::default();
     let first = granted(t.apply(3, &claim("k", &holder("a", "ca"), 5_000)));
-    assert!(matches!(t.apply(4, &release("k", first.token)), Outcome::Released { .. }));
+    assert!(matches!(
+        t.apply(4, &release("k", first.token)),
+        Outcome::Released { .. }
+    ));
     assert_eq!(t.lease("k"), None);
     let second = granted(t.apply(5, &claim("k", &holder("b", "cb"), 5_000)));
     assert!(second.token > first.token);
@@ -206,7 +209,10 @@ fn expire_that_raced_a_renewal_is_ignored() {
     let l = granted(t.apply(3, &claim("k", &holder("a", "ca"), 5_000)));
     // The leader counted from the grant (basis 3) and proposed Expire; the renewal at index
     // 4 was committed before it.
-    assert!(matches!(t.apply(4, &renew("k", 3)), Outcome::Renewed { .. }));
+    assert!(matches!(
+        t.apply(4, &renew("k", 3)),
+        Outcome::Renewed { .. }
+    ));
     assert_eq!(t.apply(5, &expire("k", l.token, 3)), Outcome::ExpireIgnored);
     assert_eq!(t.lease("k").unwrap().basis, 4);
 }
@@ -235,7 +241,10 @@ fn revoke_frees_a_held_key_and_reports_it() {
         t.apply(4, &revoke("k")),
         Outcome::Revoked { previous: Some(l) }
     );
-    assert_eq!(t.apply(5, &revoke("k")), Outcome::Revoked { previous: None });
+    assert_eq!(
+        t.apply(5, &revoke("k")),
+        Outcome::Revoked { previous: None }
+    );
 }
 
 #[test]
@@ -309,7 +318,10 @@ fn dedup_sessions_are_bounded_evicting_the_longest_idle_client() {
         };
         t.apply(i + 1, &cmd_from(&format!("c{i}"), 1, op));
     }
-    assert!(t.session("c0").is_none(), "the longest idle client is forgotten");
+    assert!(
+        t.session("c0").is_none(),
+        "the longest idle client is forgotten"
+    );
     assert!(t.session("c1").is_some());
     assert!(t.session(&format!("c{DEDUP_CLIENTS_MAX}")).is_some());
 }
@@ -331,17 +343,32 @@ fn key_limits_hold_at_and_past_the_boundary() {
 #[test]
 fn holder_limits_hold_at_and_past_the_boundary() {
     let mut t = LeaseTable::default();
-    granted(t.apply(1, &claim("k1", &holder(&"h".repeat(HOLDER_NAME_BYTES_MAX), "c"), 5_000)));
+    granted(t.apply(
+        1,
+        &claim(
+            "k1",
+            &holder(&"h".repeat(HOLDER_NAME_BYTES_MAX), "c"),
+            5_000,
+        ),
+    ));
     let msg = invalid(t.apply(
         2,
-        &claim("k2", &holder(&"h".repeat(HOLDER_NAME_BYTES_MAX + 1), "c"), 5_000),
+        &claim(
+            "k2",
+            &holder(&"h".repeat(HOLDER_NAME_BYTES_MAX + 1), "c"),
+            5_000,
+        ),
     ));
     assert!(msg.contains("holder name"), "{msg}");
     invalid(t.apply(3, &claim("k3", &holder("", "c"), 5_000)));
     invalid(t.apply(4, &claim("k4", &holder("h", ""), 5_000)));
     invalid(t.apply(
         5,
-        &claim("k5", &holder("h", &"c".repeat(CLIENT_ID_BYTES_MAX + 1)), 5_000),
+        &claim(
+            "k5",
+            &holder("h", &"c".repeat(CLIENT_ID_BYTES_MAX + 1)),
+            5_000,
+        ),
     ));
     assert_eq!(t.lease_count(), 1);
 }
@@ -402,10 +429,16 @@ fn board_lists_a_prefix_in_pages() {
         granted(t.apply(i as u64 + 1, &claim(key, &a, 5_000)));
     }
     let (page, more) = t.board("a/", "", 2);
-    assert_eq!(page.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(), ["a/1", "a/2"]);
+    assert_eq!(
+        page.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(),
+        ["a/1", "a/2"]
+    );
     assert!(more);
     let (page, more) = t.board("a/", "a/2", 2);
-    assert_eq!(page.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(), ["a/3"]);
+    assert_eq!(
+        page.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(),
+        ["a/3"]
+    );
     assert!(!more);
     assert_eq!(t.board("", "", 10).0.len(), 4);
 }
@@ -440,5 +473,8 @@ fn table_survives_a_serde_round_trip_with_its_index() {
     back.rebuild_index();
     assert_eq!(back, t);
     // The restored table still de-duplicates.
-    assert_eq!(back.apply(2, &cmd_from("ca", 1, op.clone())), t.apply(2, &cmd_from("ca", 1, op)));
+    assert_eq!(
+        back.apply(2, &cmd_from("ca", 1, op.clone())),
+        t.apply(2, &cmd_from("ca", 1, op))
+    );
 }

@@ -104,22 +104,37 @@ impl Op {
 pub enum Outcome {
     /// The claimant holds the key. `already_held`: it held it before (same client id), so the
     /// token is unchanged and the lease was renewed.
-    Granted { lease: Lease, already_held: bool },
+    Granted {
+        lease: Lease,
+        already_held: bool,
+    },
     /// Someone else holds the key.
     Held {
         lease: Lease,
         same_name_other_process: bool,
     },
-    Renewed { lease: Lease },
-    Released { lease: Lease },
+    Renewed {
+        lease: Lease,
+    },
+    Released {
+        lease: Lease,
+    },
     /// The presented token is not current; `current` is who holds the key now, if anyone.
-    Lost { current: Option<Lease> },
-    Expired { lease: Lease },
+    Lost {
+        current: Option<Lease>,
+    },
+    Expired {
+        lease: Lease,
+    },
     /// An `Expire` that lost a race with a renewal, release or new grant: nothing changed.
     ExpireIgnored,
-    Revoked { previous: Option<Lease> },
+    Revoked {
+        previous: Option<Lease>,
+    },
     /// Bad input: nothing changed. The message says what to fix.
-    Invalid { message: String },
+    Invalid {
+        message: String,
+    },
     /// Entries that carry no operation (blank, membership).
     None,
 }

@@ -94,12 +94,18 @@ pub fn prefix(prefix: &str) -> Result<(), InvalidInput> {
 pub fn op(op: &Op) -> Result<(), InvalidInput> {
     key(op.key())?;
     match op {
-        Op::Claim { holder: h, ttl_ms: t, .. } => {
+        Op::Claim {
+            holder: h,
+            ttl_ms: t,
+            ..
+        } => {
             holder(h)?;
             ttl_ms(*t, TTL_MS_FLOOR, TTL_MS_MAX)
         }
         Op::Renew { token: t, .. } | Op::Release { token: t, .. } => token(*t),
-        Op::Expire { token: t, basis, .. } => {
+        Op::Expire {
+            token: t, basis, ..
+        } => {
             token(*t)?;
             if basis < t {
                 return invalid(format!("expire basis {basis} is before token {t}"));

@@ -38,7 +38,9 @@ pub const READ_RETRY_BACKOFF: Duration = Duration::from_millis(20);
 /// Why this node did not answer a request itself.
 enum Refusal {
     /// Only the leader can do this; `leader` is its address if known.
-    NotLeader { leader: Option<String> },
+    NotLeader {
+        leader: Option<String>,
+    },
     Status(Status),
 }
 
@@ -134,18 +136,17 @@ impl Ctx {
                 {
                     tokio::time::sleep(READ_RETRY_BACKOFF).await
                 }
-                Err(e) => {
-                    return Err(Status::unavailable(format!(
-                        "cannot confirm leadership for a linearizable read ({e}); retry, or read stale"
-                    ))
-                    .into())
-                }
+                Err(e) => return Err(Status::unavailable(format!(
+                    "cannot confirm leadership for a linearizable read ({e}); retry, or read stale"
+                ))
+                .into()),
             }
         }
     }
 
     fn revision(&self) -> u64 {
-        self.sm.read(|s| s.last_applied.map(|l| l.index).unwrap_or(0))
+        self.sm
+            .read(|s| s.last_applied.map(|l| l.index).unwrap_or(0))
     }
 
     fn lease(&self, lease: &crate::core::Lease) -> pb::Lease {
@@ -290,7 +291,10 @@ impl Ctx {
 
 /// An outcome that cannot answer this operation: a bug, reported as INTERNAL.
 fn unexpected(outcome: Outcome) -> Refusal {
-    tracing::error!(?outcome, "state machine answered an operation with the wrong outcome");
+    tracing::error!(
+        ?outcome,
+        "state machine answered an operation with the wrong outcome"
+    );
     Status::internal(format!("unexpected outcome {outcome:?}")).into()
 }
 
@@ -335,9 +339,7 @@ impl BatonServer {
         match local(self.ctx.clone(), msg.clone()).await {
             Ok(resp) => Ok(Response::new(resp)),
             Err(Refusal::Status(s)) => Err(s),
-            Err(Refusal::NotLeader {
-                leader: Some(addr),
-            }) if !forwarded => {
+            Err(Refusal::NotLeader { leader: Some(addr) }) if !forwarded => {
                 let client = self.ctx.leader_client(&addr)?;
                 let mut fwd = Request::new(msg);
                 fwd.metadata_mut()
@@ -352,9 +354,10 @@ impl BatonServer {
                     Err(s) => Err(s),
                 }
             }
-            Err(Refusal::NotLeader { leader }) => {
-                Err(unavailable(leader.as_deref(), "this node is not the leader"))
-            }
+            Err(Refusal::NotLeader { leader }) => Err(unavailable(
+                leader.as_deref(),
+                "this node is not the leader",
+            )),
         }
     }
 }

@@ -21,7 +21,7 @@ impl RaftServer {
         let req = req.into_inner();
         if req.target_node_id != self.node_id || req.cluster_name != self.cluster_name {
             // A peer with a wrong address for us: refuse rather than act as another node.
-            return Err(Status::failed_precondition(format!(
+            return Err(Status::invalid_argument(format!(
                 "this is node {} of cluster {:?}, not node {} of cluster {:?}",
                 self.node_id, self.cluster_name, req.target_node_id, req.cluster_name
             )));

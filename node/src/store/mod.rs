@@ -98,12 +98,13 @@ pub fn open(
         dir: dir.to_path_buf(),
         source,
     })?;
-    let sm = StateMachine::open(&db, flusher, &dir.join("snapshots"), countdowns).map_err(
-        |detail| OpenError::CorruptState {
-            dir: dir.to_path_buf(),
-            detail,
-        },
-    )?;
+    let sm =
+        StateMachine::open(&db, flusher, &dir.join("snapshots"), countdowns).map_err(|detail| {
+            OpenError::CorruptState {
+                dir: dir.to_path_buf(),
+                detail,
+            }
+        })?;
     Ok((log, sm))
 }
 
@@ -120,12 +121,11 @@ fn check_identity(dir: &Path, node_id: NodeId, cluster_name: &str) -> Result<(),
     let id_path = dir.join(IDENTITY_FILE);
     match std::fs::read(&id_path) {
         Ok(bytes) => {
-            let found: Identity = serde_json::from_slice(&bytes).map_err(|e| {
-                OpenError::CorruptIdentity {
+            let found: Identity =
+                serde_json::from_slice(&bytes).map_err(|e| OpenError::CorruptIdentity {
                     dir: dir.to_path_buf(),
                     detail: e.to_string(),
-                }
-            })?;
+                })?;
             if found.format != DATA_FORMAT {
                 return Err(OpenError::WrongFormat {
                     dir: dir.to_path_buf(),

@@ -19,8 +19,7 @@ use super::{decode, encode, write_durably};
 use crate::core::{Changes, ClientSession, Lease, LeaseTable, Outcome};
 use crate::expiry::Countdowns;
 use crate::raft_types::{
-    Entry, LogId, Snapshot, SnapshotData, SnapshotMeta, StorageError, StoredMembership,
-    TypeConfig,
+    Entry, LogId, Snapshot, SnapshotData, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
 
 const LEASE_PREFIX: &[u8] = b"l/";
@@ -101,7 +100,12 @@ impl StateMachine {
         };
         let mut state = sm.load_from_sled()?;
         let snapshot = sm.read_snapshot_file()?;
-        let interrupted_install = sm.shared.meta.get(KEY_INSTALLING).map_err(sled_err)?.is_some();
+        let interrupted_install = sm
+            .shared
+            .meta
+            .get(KEY_INSTALLING)
+            .map_err(sled_err)?
+            .is_some();
         if let Some(file) = snapshot {
             // The snapshot is newer than the stored state if an install was interrupted, or
             // if a power loss dropped state-machine writes that were never fsync'd (the log
@@ -216,9 +220,10 @@ impl StateMachine {
 
     async fn write_snapshot_file(&self, file: &SnapshotFile) -> Result<(), StorageError> {
         let _guard = self.shared.snapshot_lock.lock().await;
-        if let Some(current) = self.read_snapshot_file().map_err(|e| {
-            StorageIOError::read_snapshot(None, &std::io::Error::other(e))
-        })? {
+        if let Some(current) = self
+            .read_snapshot_file()
+            .map_err(|e| StorageIOError::read_snapshot(None, &std::io::Error::other(e)))?
+        {
             if current.meta.last_log_id > file.meta.last_log_id {
                 return Ok(());
             }
@@ -257,7 +262,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     Outcome::None
                 }
                 EntryPayload::Normal(cmd) => {
-                    let outcome = state.table.apply_tracked(entry.log_id.index, &cmd, &mut changes);
+                    let outcome = state
+                        .table
+                        .apply_tracked(entry.log_id.index, &cmd, &mut changes);
                     // Countdowns start at this node's own apply instant.
                     let key = cmd.op.key();
                     if let Some(lease) = outcome.started_countdown() {
@@ -308,7 +315,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .sync()
             .await
             .map_err(|e| StorageIOError::write_state_machine(&e))?;
-        self.shared.countdowns.restart_all(file.state.table.leases());
+        self.shared
+            .countdowns
+            .restart_all(file.state.table.leases());
         *self.shared.state.write().expect("state lock") = file.state;
         Ok(())
     }
@@ -334,7 +343,12 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
         let state = self.state.take().unwrap_or_default();
         let snapshot_id = match state.last_applied {
-            Some(id) => format!("{}-{}-{}", id.leader_id, id.index, crate::expiry::wall_clock_unix_ms()),
+            Some(id) => format!(
+                "{}-{}-{}",
+                id.leader_id,
+                id.index,
+                crate::expiry::wall_clock_unix_ms()
+            ),
             None => format!("empty-{}", crate::expiry::wall_clock_unix_ms()),
         };
         let meta = SnapshotMeta {

@@ -32,16 +32,23 @@ fn countdowns() -> Arc<Countdowns> {
 fn data_dir_of_another_node_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     drop(open(dir.path(), 1, "prod", countdowns()).unwrap());
-    let err = open(dir.path(), 2, "prod", countdowns()).err().expect("refused");
+    let err = open(dir.path(), 2, "prod", countdowns())
+        .err()
+        .expect("refused");
     let msg = err.to_string();
-    assert!(msg.contains("belongs to node 1") && msg.contains("node 2"), "{msg}");
+    assert!(
+        msg.contains("belongs to node 1") && msg.contains("node 2"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn data_dir_of_another_cluster_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     drop(open(dir.path(), 1, "prod", countdowns()).unwrap());
-    let err = open(dir.path(), 1, "staging", countdowns()).err().expect("refused");
+    let err = open(dir.path(), 1, "staging", countdowns())
+        .err()
+        .expect("refused");
     assert!(err.to_string().contains("\"prod\""), "{err}");
 }
 
@@ -49,11 +56,15 @@ fn data_dir_of_another_cluster_is_refused() {
 fn foreign_and_corrupt_data_dirs_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("something.txt"), b"not baton").unwrap();
-    let err = open(dir.path(), 1, "prod", countdowns()).err().expect("refused");
+    let err = open(dir.path(), 1, "prod", countdowns())
+        .err()
+        .expect("refused");
     assert!(matches!(err, OpenError::Foreign { .. }), "{err}");
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join(IDENTITY_FILE), b"{garbage").unwrap();
-    let err = open(dir.path(), 1, "prod", countdowns()).err().expect("refused");
+    let err = open(dir.path(), 1, "prod", countdowns())
+        .err()
+        .expect("refused");
     assert!(matches!(err, OpenError::CorruptIdentity { .. }), "{err}");
 }

@@ -1,0 +1,223 @@
+//! Test harness: real `baton-node` processes on loopback, each with its own free port and
+//! temp data dir, started here and stopped by PID (SIGKILL) when the test ends.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio::sync::{Mutex, MutexGuard};
+
+use baton_client::{Client, ClientConfig};
+
+/// Cluster tests run one at a time: several 3-node clusters at once on a 2-core machine
+/// would turn election timing into noise.
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+pub async fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().await
+}
+
+pub fn node_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_baton-node"))
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct NodeProc {
+    pub id: u64,
+    pub addr: String,
+    pub data_dir: PathBuf,
+    pub log: PathBuf,
+    pub child: Option<Child>,
+}
+
+/// A cluster of real node processes.
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub nodes: BTreeMap<u64, NodeProc>,
+    pub initial_cluster: String,
+    pub extra_args: Vec<String>,
+}
+
+impl Cluster {
+    /// Starts `n` nodes forming one cluster and waits for a leader.
+    pub async fn start(n: u64) -> Cluster {
+        Self::start_with(n, &[]).await
+    }
+
+    pub async fn start_with(n: u64, extra_args: &[&str]) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let addrs: BTreeMap<u64, String> = (1..=n)
+            .map(|id| (id, format!("127.0.0.1:{}", free_port())))
+            .collect();
+        let initial_cluster = addrs
+            .iter()
+            .map(|(id, a)| format!("{id}={a}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let nodes = addrs
+            .into_iter()
+            .map(|(id, addr)| {
+                let node = NodeProc {
+                    id,
+                    data_dir: dir.path().join(format!("node{id}")),
+                    log: dir.path().join(format!("node{id}.log")),
+                    addr,
+                    child: None,
+                };
+                (id, node)
+            })
+            .collect();
+        let mut cluster = Cluster {
+            dir,
+            nodes,
+            initial_cluster,
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+        };
+        for id in 1..=n {
+            cluster.start_node(id);
+        }
+        cluster.leader(Duration::from_secs(20)).await;
+        cluster
+    }
+
+    pub fn start_node(&mut self, id: u64) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        assert!(node.child.is_none(), "node {id} is already running");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&node.log)
+            .unwrap();
+        let child = Command::new(node_bin())
+            .arg("--node-id")
+            .arg(id.to_string())
+            .arg("--listen")
+            .arg(&node.addr)
+            .arg("--data-dir")
+            .arg(&node.data_dir)
+            .arg("--initial-cluster")
+            .arg(&self.initial_cluster)
+            .args(&self.extra_args)
+            .env("RUST_LOG", "info,openraft=warn")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start baton-node");
+        node.child = Some(child);
+    }
+
+    /// kill -9 by PID.
+    pub fn kill(&mut self, id: u64) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        if let Some(mut child) = node.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn endpoints(&self) -> Vec<String> {
+        self.nodes.values().map(|n| n.addr.clone()).collect()
+    }
+
+    pub fn running(&self) -> Vec<u64> {
+        self.nodes
+            .values()
+            .filter(|n| n.child.is_some())
+            .map(|n| n.id)
+            .collect()
+    }
+
+    /// A client that knows every node.
+    pub async fn client(&self) -> Client {
+        Client::connect(ClientConfig {
+            endpoints: self.endpoints(),
+            retry_deadline: Duration::from_secs(20),
+            ..ClientConfig::default()
+        })
+        .await
+        .unwrap()
+    }
+
+    /// A client that talks to one node only.
+    pub async fn client_of(&self, id: u64) -> Client {
+        Client::connect(ClientConfig {
+            endpoints: vec![self.nodes[&id].addr.clone()],
+            retry_deadline: Duration::from_secs(20),
+            ..ClientConfig::default()
+        })
+        .await
+        .unwrap()
+    }
+
+    /// Waits until every running node agrees on one leader that is running; returns its id.
+    pub async fn leader(&self, timeout: Duration) -> u64 {
+        let deadline = Instant::now() + timeout;
+        let running = self.running();
+        loop {
+            let mut leaders = Vec::new();
+            for id in &running {
+                let c = Client::connect(ClientConfig {
+                    endpoints: vec![self.nodes[id].addr.clone()],
+                    retry_deadline: Duration::from_millis(500),
+                    request_timeout: Duration::from_millis(500),
+                    ..ClientConfig::default()
+                })
+                .await
+                .unwrap();
+                match c.status_of(&self.nodes[id].addr).await {
+                    Ok(s) => leaders.push(s.leader_id),
+                    Err(_) => leaders.push(None),
+                }
+            }
+            if let Some(Some(l)) = leaders.first() {
+                if leaders.iter().all(|x| *x == Some(*l)) && running.contains(l) {
+                    return *l;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no agreed leader within {timeout:?}: {leaders:?}\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Every node's log, for failure messages.
+    pub fn logs(&self) -> String {
+        self.nodes
+            .values()
+            .map(|n| {
+                let text = std::fs::read_to_string(&n.log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                format!(
+                    "--- node {} log (last 40 lines) ---\n{}",
+                    n.id,
+                    tail.join("\n")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let ids: Vec<u64> = self.nodes.keys().copied().collect();
+        for id in ids {
+            self.kill(id);
+        }
+    }
+}
