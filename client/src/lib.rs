@@ -1,1 +1,57 @@
+//! baton-client: the Rust library agents use to claim, renew and release ownership tokens
+//! on a baton cluster, and the `baton` CLI built on it.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), baton_client::Error> {
+//! use std::time::Duration;
+//! use baton_client::{ClaimOutcome, Client, ClientConfig};
+//!
+//! let client = Client::connect(ClientConfig::with_endpoints(["127.0.0.1:7001"])).await?;
+//! match client.claim("tasks/evidence-42", "claude@host-a", Duration::from_secs(30)).await? {
+//!     ClaimOutcome::Granted(grant) => {
+//!         // Work until grant.safe_deadline, renewing before it; pass grant.lease.token to
+//!         // every resource that checks fencing tokens.
+//!     }
+//!     ClaimOutcome::Held { lease, .. } => {
+//!         // Someone else owns the task: stand down.
+//!         println!("held by {} (token {})", lease.holder_name, lease.token);
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - [`config`]: [`ClientConfig`], validated into [`config::ValidConfig`]; endpoint syntax.
+//! - [`client`]: [`Client`], the operations, leader cache, endpoint rotation and retries.
+//! - `retry`: which failures are retried and the backoff between attempts (pure).
+//! - [`types`]: the client's own lease and outcome types, serialisable for scripts.
+//! - `convert`: the one place that reads generated protobuf types.
+//! - [`error`]: [`Error`], typed from gRPC statuses.
+//!
+//! # Data path
+//! A call builds the protobuf request once (with a fresh `RequestId` if it mutates), then
+//! [`Client`] sends clones of it: to the leader if a node named one in `x-baton-leader`,
+//! else to the current endpoint of the rotation. `UNAVAILABLE`, connection failures and
+//! timeouts are retried with jittered exponential backoff (50 ms to 1 s) until the retry
+//! deadline; the cluster de-duplicates repeated request ids, so a retried write is applied
+//! once. The reply is converted into [`types`] and, for a grant, stamped with its safe
+//! deadline counted from the first attempt's send time.
+//!
+//! The `baton` binary (`src/main.rs`, `src/cli/`) is a thin edge over this library.
 
+pub mod client;
+pub mod config;
+mod convert;
+pub mod error;
+#[cfg(test)]
+mod fake_node;
+mod retry;
+pub mod types;
+
+pub use client::Client;
+pub use config::{normalize_endpoint, ClientConfig, ValidConfig, DEFAULT_ENDPOINT};
+pub use error::Error;
+pub use types::{
+    safe_deadline, Board, ClaimOutcome, ClusterStatus, Grant, LeaseInfo, Member, Probe, ReadMode,
+    ReleaseOutcome, RenewOutcome, TokenCheck,
+};

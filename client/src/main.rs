@@ -1,1 +1,70 @@
-fn main(){}
+//! `baton`: the command line over [`baton_client`]. See `baton --help`.
+//!
+//! Results go to stdout (text, or one JSON object with `--output json`); errors go to stderr
+//! as one `error: ...` line. The exit code says how it went: 0 ok, 1 error, 2 usage, 3 held /
+//! lost / stale token (stand down), 4 cluster unavailable.
+
+mod cli;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::args::Cli;
+use cli::exit::{error_exit_code, EXIT_ERROR};
+
+fn main() -> ExitCode {
+    // clap prints usage errors itself and exits with 2, as the SPEC asks.
+    let cli = Cli::parse();
+    init_tracing();
+
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    };
+    match runtime.block_on(cli::run(cli)) {
+        Ok(rendered) => {
+            if let Err(error) = print_stdout(&rendered.stdout) {
+                eprintln!("error: cannot write the result: {error}");
+                return ExitCode::from(EXIT_ERROR);
+            }
+            if let Some(line) = &rendered.error_line {
+                eprintln!("error: {line}");
+            }
+            ExitCode::from(rendered.verdict.exit_code())
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(error_exit_code(&error))
+        }
+    }
+}
+
+/// Writes the result; a reader that went away (`baton board | head -1`) is not an error.
+fn print_stdout(text: &str) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// Logs go to stderr, off unless `BATON_LOG` asks (e.g. `BATON_LOG=debug` shows retries).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -176,10 +176,12 @@ impl NodeConfig {
                     self.node_id, self.initial_cluster
                 ))
             }
-            Some(addr) if self.advertise.is_some() && *addr != advertise => return bad(format!(
+            Some(addr) if self.advertise.is_some() && *addr != advertise => {
+                return bad(format!(
                 "initial_cluster gives node {} the address {addr}, but advertise is {advertise}",
                 self.node_id
-            )),
+            ))
+            }
             Some(_) => {}
         }
         // The advertised address is what peers dial: take it from initial_cluster.
@@ -191,7 +193,10 @@ impl NodeConfig {
             election_timeout_max: self.election_timeout_max_ms,
             install_snapshot_timeout: 10_000,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_logs),
-            max_in_snapshot_log_to_keep: 1_000,
+            // Keep as many entries as a snapshot interval (at most 1000) after each snapshot,
+            // so a briefly lagging follower catches up from the log, a long-gone one from the
+            // snapshot.
+            max_in_snapshot_log_to_keep: self.snapshot_logs.min(1_000),
             ..Default::default()
         }
         .validate()

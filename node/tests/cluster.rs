@@ -405,3 +405,145 @@ async fn a_new_leader_keeps_counting_instead_of_granting_a_fresh_ttl() {
         "the new leader restarted the TTL: freed {freed_after:?} after the claim"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_missed_purged_entries_catches_up_from_a_snapshot() {
+    let _serial = serial().await;
+    let mut cluster = Cluster::start_with(3, &["--snapshot-logs", "20"]).await;
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let follower = *cluster.running().iter().find(|id| **id != leader).unwrap();
+    cluster.kill(follower);
+    let client = cluster.client().await;
+    let mut last = 0;
+    for i in 0..120 {
+        let g = granted(
+            client
+                .claim(&format!("tasks/snap-{i}"), "snapper", TTL)
+                .await
+                .unwrap(),
+        );
+        last = g.lease.token;
+    }
+    // The leader has purged the entries the follower missed, so only a snapshot helps.
+    cluster.start_node(follower);
+    let lagging = cluster.client_of(follower).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let board = lagging.board("tasks/snap-", 0, "", ReadMode::Stale).await;
+        if let Ok(b) = &board {
+            if b.leases.len() == 120 && b.leases.iter().any(|l| l.token == last) {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "follower did not catch up: {:?}\n{}",
+            board.map(|b| b.leases.len()),
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let log = std::fs::read_to_string(&cluster.nodes[&follower].log).unwrap();
+    assert!(
+        cluster.nodes[&follower]
+            .data_dir
+            .join("snapshots/current.snapshot")
+            .exists(),
+        "the follower installed a snapshot\n{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_a_node_cleanly_and_it_rejoins_on_restart() {
+    let _serial = serial().await;
+    let mut cluster = Cluster::start(3).await;
+    let client = cluster.client().await;
+    let g = granted(client.claim("tasks/term", "t", TTL).await.unwrap());
+    let node = cluster.nodes.get_mut(&2).unwrap();
+    let mut child = node.child.take().unwrap();
+    let pid = child.id().to_string();
+    let ok = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "node did not stop on SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "clean exit on SIGTERM: {status:?}");
+    cluster.start_node(2);
+    let restarted = cluster.client_of(2).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let p = restarted.probe("tasks/term", ReadMode::Stale).await;
+        if matches!(&p, Ok(p) if p.lease.as_ref().map(|l| l.token) == Some(g.lease.token)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no rejoin: {p:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_refuses_a_data_dir_of_another_node_and_bad_config() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = common::free_port();
+    let run = |args: &[&str]| {
+        std::process::Command::new(common::node_bin())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let listen = format!("127.0.0.1:{port}");
+    let data_s = data.to_str().unwrap();
+    // Make node 1's data dir by running node 1 briefly.
+    let mut child = std::process::Command::new(common::node_bin())
+        .args(["--node-id", "1", "--listen", &listen, "--data-dir", data_s])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !data.join("baton.id").exists() {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let out = run(&[
+        "--node-id",
+        "2",
+        "--listen",
+        &listen,
+        "--data-dir",
+        data_s,
+        "--initial-cluster",
+        &format!("2={listen}"),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("belongs to node 1"), "{err}");
+
+    let out = run(&["--node-id", "1", "--ttl-ms-min", "10", "--data-dir", data_s]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("ttl_ms_min"), "{err}");
+
+    let out = run(&[
+        "--node-id",
+        "4",
+        "--initial-cluster",
+        "1=127.0.0.1:1",
+        "--data-dir",
+        data_s,
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not in initial_cluster"));
+}

@@ -18,11 +18,20 @@ pub struct ClientSession {
     /// Log index of this client's latest request: orders clients for eviction.
     pub last_index: u64,
     /// The latest answers, oldest first, at most `DEDUP_ANSWERS_PER_CLIENT_MAX`.
-    pub answers: VecDeque<(u64, Outcome)>,
+    pub answers: VecDeque<Answer>,
     /// Highest seq whose answer was dropped from `answers`. A request at or below it that is
     /// not in `answers` may have been applied already, so it is refused rather than applied
     /// a second time.
     pub forgotten_seq_max: u64,
+}
+
+/// One remembered answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answer {
+    pub seq: u64,
+    /// `Op::fingerprint` of the request that got this answer.
+    pub op_fingerprint: u64,
+    pub outcome: Outcome,
 }
 
 /// Keys and clients an apply changed, for the storage adapter to write back.
@@ -124,7 +133,7 @@ impl LeaseTable {
             if let Err(e) = validate::request_id(id) {
                 return Outcome::Invalid { message: e.0 };
             }
-            if let Some(earlier) = self.remembered(id) {
+            if let Some(earlier) = self.remembered(id, &cmd.op) {
                 return earlier;
             }
         }
@@ -133,7 +142,7 @@ impl LeaseTable {
             Ok(()) => self.apply_op(index, cmd.leader_unix_ms, &cmd.op, changes),
         };
         if let Some(id) = &cmd.request_id {
-            self.remember(index, id, &outcome, changes);
+            self.remember(index, id, cmd.op.fingerprint(), &outcome, changes);
         }
         #[cfg(debug_assertions)]
         self.check_invariants(index, cmd);
@@ -141,10 +150,19 @@ impl LeaseTable {
     }
 
     /// The first answer to a retried request, or a refusal if that answer was forgotten.
-    fn remembered(&self, id: &RequestId) -> Option<Outcome> {
+    fn remembered(&self, id: &RequestId, op: &Op) -> Option<Outcome> {
         let session = self.sessions.get(&id.client_id)?;
-        if let Some((_, outcome)) = session.answers.iter().find(|(seq, _)| *seq == id.seq) {
-            return Some(outcome.clone());
+        if let Some(answer) = session.answers.iter().find(|a| a.seq == id.seq) {
+            if answer.op_fingerprint != op.fingerprint() {
+                return Some(Outcome::Invalid {
+                    message: format!(
+                        "request id ({}, {}) was already used for a different request: \
+                         give each request its own seq",
+                        id.client_id, id.seq
+                    ),
+                });
+            }
+            return Some(answer.outcome.clone());
         }
         if id.seq <= session.forgotten_seq_max {
             return Some(Outcome::Invalid {
@@ -158,7 +176,14 @@ impl LeaseTable {
         None
     }
 
-    fn remember(&mut self, index: u64, id: &RequestId, outcome: &Outcome, changes: &mut Changes) {
+    fn remember(
+        &mut self,
+        index: u64,
+        id: &RequestId,
+        op_fingerprint: u64,
+        outcome: &Outcome,
+        changes: &mut Changes,
+    ) {
         if !self.sessions.contains_key(&id.client_id) && self.sessions.len() >= DEDUP_CLIENTS_MAX {
             // Forget the client idle for the longest. Deterministic: ordered by log index.
             if let Some((_, idle)) = self.by_activity.pop_first() {
@@ -172,10 +197,14 @@ impl LeaseTable {
         }
         session.last_index = index;
         self.by_activity.insert(index, id.client_id.clone());
-        session.answers.push_back((id.seq, outcome.clone()));
+        session.answers.push_back(Answer {
+            seq: id.seq,
+            op_fingerprint,
+            outcome: outcome.clone(),
+        });
         while session.answers.len() > DEDUP_ANSWERS_PER_CLIENT_MAX {
-            if let Some((seq, _)) = session.answers.pop_front() {
-                session.forgotten_seq_max = session.forgotten_seq_max.max(seq);
+            if let Some(dropped) = session.answers.pop_front() {
+                session.forgotten_seq_max = session.forgotten_seq_max.max(dropped.seq);
             }
         }
         changes.clients.insert(id.client_id.clone());

@@ -86,6 +86,57 @@ pub enum Op {
 }
 
 impl Op {
+    /// A stable 64-bit fingerprint of the operation (FNV-1a over a fixed encoding), kept with
+    /// each remembered answer so that a request id reused for a *different* operation is
+    /// refused instead of answered with another request's outcome. Hand-rolled, not
+    /// `std::hash`, because every node must compute the same value whatever it was built with.
+    pub fn fingerprint(&self) -> u64 {
+        const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+        const PRIME: u64 = 0x0000_0100_0000_01b3;
+        let mut hash = OFFSET;
+        let mut feed = |bytes: &[u8]| {
+            for b in bytes.iter().chain(&[0xff]) {
+                hash ^= u64::from(*b);
+                hash = hash.wrapping_mul(PRIME);
+            }
+        };
+        match self {
+            Op::Claim {
+                key,
+                holder,
+                ttl_ms,
+            } => {
+                feed(b"claim");
+                feed(key.as_bytes());
+                feed(holder.name.as_bytes());
+                feed(holder.client_id.as_bytes());
+                feed(&ttl_ms.to_le_bytes());
+            }
+            Op::Renew { key, token } => {
+                feed(b"renew");
+                feed(key.as_bytes());
+                feed(&token.to_le_bytes());
+            }
+            Op::Release { key, token } => {
+                feed(b"release");
+                feed(key.as_bytes());
+                feed(&token.to_le_bytes());
+            }
+            Op::Expire { key, token, basis } => {
+                feed(b"expire");
+                feed(key.as_bytes());
+                feed(&token.to_le_bytes());
+                feed(&basis.to_le_bytes());
+            }
+            Op::Revoke { key, reason } => {
+                feed(b"revoke");
+                feed(key.as_bytes());
+                feed(reason.as_bytes());
+            }
+        }
+        hash
+    }
+
     /// The key the operation is about.
     pub fn key(&self) -> &str {
         match self {

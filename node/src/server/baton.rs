@@ -136,10 +136,12 @@ impl Ctx {
                 {
                     tokio::time::sleep(READ_RETRY_BACKOFF).await
                 }
-                Err(e) => return Err(Status::unavailable(format!(
+                Err(e) => {
+                    return Err(Status::unavailable(format!(
                     "cannot confirm leadership for a linearizable read ({e}); retry, or read stale"
                 ))
-                .into()),
+                    .into())
+                }
             }
         }
     }

@@ -1,0 +1,90 @@
+//! Exit codes of `baton`, as the SPEC fixes them: scripts branch on these.
+
+use baton_client::Error;
+
+/// Success.
+pub const EXIT_OK: u8 = 0;
+/// Any error not covered below, including the server refusing bad input.
+pub const EXIT_ERROR: u8 = 1;
+/// Bad usage: clap exits with this code itself; a bad `--endpoints` or `--client-id` value
+/// exits with it too.
+pub const EXIT_USAGE: u8 = 2;
+/// Held, lost or stale token: someone else owns the key, stand down.
+pub const EXIT_STAND_DOWN: u8 = 3;
+/// The cluster gave no answer before the retry deadline.
+pub const EXIT_UNAVAILABLE: u8 = 4;
+
+/// How a command that got an answer ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The caller got what it asked for, or a neutral answer (a free key on probe).
+    Ok,
+    /// Held, lost or stale: the caller does not own the key.
+    StandDown,
+    /// No node answered (`cluster status` with every node unreachable).
+    Unavailable,
+}
+
+impl Verdict {
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Verdict::Ok => EXIT_OK,
+            Verdict::StandDown => EXIT_STAND_DOWN,
+            Verdict::Unavailable => EXIT_UNAVAILABLE,
+        }
+    }
+}
+
+/// The exit code for a command that failed with `error`.
+pub fn error_exit_code(error: &anyhow::Error) -> u8 {
+    match error.downcast_ref::<Error>() {
+        Some(Error::Unavailable { .. }) => EXIT_UNAVAILABLE,
+        Some(Error::Config(_)) => EXIT_USAGE,
+        Some(Error::InvalidArgument(_) | Error::Protocol(_) | Error::Other { .. }) | None => {
+            EXIT_ERROR
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_map_to_spec_exit_codes() {
+        assert_eq!(Verdict::Ok.exit_code(), 0);
+        assert_eq!(Verdict::StandDown.exit_code(), 3);
+        assert_eq!(Verdict::Unavailable.exit_code(), 4);
+    }
+
+    #[test]
+    fn errors_map_to_spec_exit_codes() {
+        let code = |e: Error| error_exit_code(&anyhow::Error::new(e));
+        assert_eq!(
+            code(Error::Unavailable {
+                last: "refused".into()
+            }),
+            4
+        );
+        assert_eq!(code(Error::InvalidArgument("key too long".into())), 1);
+        assert_eq!(code(Error::Config("bad endpoint".into())), 2);
+        assert_eq!(code(Error::Protocol("no outcome".into())), 1);
+        assert_eq!(
+            code(Error::Other {
+                code: tonic::Code::Internal,
+                message: "bug".into()
+            }),
+            1
+        );
+        assert_eq!(error_exit_code(&anyhow::anyhow!("stdout closed")), 1);
+    }
+
+    #[test]
+    fn client_errors_keep_their_exit_code_under_context() {
+        let error = anyhow::Error::new(Error::Unavailable {
+            last: "refused".into(),
+        })
+        .context("probe tasks/a");
+        assert_eq!(error_exit_code(&error), 4);
+    }
+}

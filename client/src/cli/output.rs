@@ -1,0 +1,758 @@
+//! What each command prints, and what it means for the exit code.
+//!
+//! Every renderer takes the outcome and the output format and returns a [`Rendered`]: the
+//! text for stdout and the [`Verdict`]. JSON output is one object per command with stable
+//! snake_case fields; durations are integers in milliseconds with a `_ms` suffix.
+
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use baton_client::{
+    Board, ClaimOutcome, ClusterStatus, Grant, LeaseInfo, Probe, ReleaseOutcome, RenewOutcome,
+    TokenCheck,
+};
+use serde::Serialize;
+
+use super::args::OutputFormat;
+use super::exit::Verdict;
+use super::table;
+
+/// A command's result, ready to print.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// Text for stdout, ending with a newline.
+    pub stdout: String,
+    /// How the command ended, for the exit code.
+    pub verdict: Verdict,
+    /// One line for stderr when the result is a failure that still has output to show.
+    pub error_line: Option<String>,
+}
+
+impl Rendered {
+    fn new(format: OutputFormat, json: impl Serialize, text: String, verdict: Verdict) -> Self {
+        let stdout = match format {
+            OutputFormat::Table => text,
+            OutputFormat::Json => {
+                let mut line = serde_json::to_string(&json)
+                    .expect("output types serialize to JSON: no maps with non-string keys");
+                line.push('\n');
+                line
+            }
+        };
+        Rendered {
+            stdout,
+            verdict,
+            error_line: None,
+        }
+    }
+}
+
+/// `baton claim`.
+pub fn claim(outcome: &ClaimOutcome, format: OutputFormat, now: Instant) -> Rendered {
+    #[derive(Serialize)]
+    #[serde(tag = "outcome", rename_all = "snake_case")]
+    enum Json<'a> {
+        Granted {
+            lease: &'a LeaseInfo,
+            already_held: bool,
+            revision: u64,
+            safe_deadline_in_ms: u64,
+        },
+        Held {
+            lease: &'a LeaseInfo,
+            same_name_other_process: bool,
+        },
+    }
+    match outcome {
+        ClaimOutcome::Granted(grant) => {
+            let json = Json::Granted {
+                lease: &grant.lease,
+                already_held: grant.already_held,
+                revision: grant.revision,
+                safe_deadline_in_ms: safe_deadline_in_ms(grant, now),
+            };
+            let mut headline =
+                format!("granted {} to {}", grant.lease.key, grant.lease.holder_name);
+            if grant.already_held {
+                headline.push_str(" (already held by this client: same token, lease renewed)");
+            }
+            let text = format!("{headline}\n{}", grant_pairs(grant, now));
+            Rendered::new(format, json, text, Verdict::Ok)
+        }
+        ClaimOutcome::Held {
+            lease,
+            same_name_other_process,
+        } => {
+            let json = Json::Held {
+                lease,
+                same_name_other_process: *same_name_other_process,
+            };
+            let mut text = format!(
+                "held: {} is held by {}; stand down\n{}",
+                lease.key,
+                lease.holder_name,
+                holder_pairs(lease)
+            );
+            if *same_name_other_process {
+                text.push_str(&format!(
+                    "note: the holder has your name but is another process (client id {})\n",
+                    lease.holder_client_id
+                ));
+            }
+            Rendered::new(format, json, text, Verdict::StandDown)
+        }
+    }
+}
+
+/// `baton renew`; `token` is the one the caller presented.
+pub fn renew(
+    key: &str,
+    token: u64,
+    outcome: &RenewOutcome,
+    format: OutputFormat,
+    now: Instant,
+) -> Rendered {
+    #[derive(Serialize)]
+    #[serde(tag = "outcome", rename_all = "snake_case")]
+    enum Json<'a> {
+        Renewed {
+            lease: &'a LeaseInfo,
+            revision: u64,
+            safe_deadline_in_ms: u64,
+        },
+        Lost {
+            current: Option<&'a LeaseInfo>,
+        },
+    }
+    match outcome {
+        RenewOutcome::Renewed(grant) => {
+            let json = Json::Renewed {
+                lease: &grant.lease,
+                revision: grant.revision,
+                safe_deadline_in_ms: safe_deadline_in_ms(grant, now),
+            };
+            let text = format!("renewed {}\n{}", grant.lease.key, grant_pairs(grant, now));
+            Rendered::new(format, json, text, Verdict::Ok)
+        }
+        RenewOutcome::Lost { current } => {
+            let json = Json::Lost {
+                current: current.as_ref(),
+            };
+            let text = lost_text(key, token, current.as_ref());
+            Rendered::new(format, json, text, Verdict::StandDown)
+        }
+    }
+}
+
+/// `baton release`; `token` is the one the caller presented.
+pub fn release(key: &str, token: u64, outcome: &ReleaseOutcome, format: OutputFormat) -> Rendered {
+    #[derive(Serialize)]
+    #[serde(tag = "outcome", rename_all = "snake_case")]
+    enum Json<'a> {
+        Released { lease: &'a LeaseInfo },
+        Lost { current: Option<&'a LeaseInfo> },
+    }
+    match outcome {
+        ReleaseOutcome::Released(lease) => {
+            let text = format!("released {} (token {})\n", lease.key, lease.token);
+            Rendered::new(format, Json::Released { lease }, text, Verdict::Ok)
+        }
+        ReleaseOutcome::Lost { current } => {
+            let json = Json::Lost {
+                current: current.as_ref(),
+            };
+            let text = lost_text(key, token, current.as_ref());
+            Rendered::new(format, json, text, Verdict::StandDown)
+        }
+    }
+}
+
+/// `baton probe`: a free key is an answer like any other, so it exits 0.
+pub fn probe(key: &str, probe: &Probe, format: OutputFormat) -> Rendered {
+    let text = match &probe.lease {
+        Some(lease) => lease_table(std::slice::from_ref(lease)),
+        None => format!("{key} is free\n"),
+    };
+    Rendered::new(format, probe, text, Verdict::Ok)
+}
+
+/// `baton board`.
+pub fn board(prefix: &str, board: &Board, format: OutputFormat) -> Rendered {
+    let mut text = if board.leases.is_empty() {
+        if prefix.is_empty() {
+            "no leases held\n".to_owned()
+        } else {
+            format!("no leases held under {prefix:?}\n")
+        }
+    } else {
+        lease_table(&board.leases)
+    };
+    if let (true, Some(last)) = (board.truncated, board.leases.last()) {
+        let prefix_arg = if prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{} ", shell_word(prefix))
+        };
+        text.push_str(&format!(
+            "more leases match: baton board {prefix_arg}--start-after {}\n",
+            shell_word(&last.key)
+        ));
+    }
+    Rendered::new(format, board, text, Verdict::Ok)
+}
+
+/// `baton check`: a token that is not current exits 3.
+pub fn check(key: &str, token: u64, check: &TokenCheck, format: OutputFormat) -> Rendered {
+    let holder = match &check.lease {
+        Some(lease) => format!("held by {} with token {}", lease.holder_name, lease.token),
+        None => "the key is free".to_owned(),
+    };
+    let (text, verdict) = if check.current {
+        (
+            format!("token {token} is current for {key} ({holder})\n"),
+            Verdict::Ok,
+        )
+    } else {
+        (
+            format!("token {token} is not current for {key}: {holder}; stand down\n"),
+            Verdict::StandDown,
+        )
+    };
+    Rendered::new(format, check, text, verdict)
+}
+
+/// `baton revoke`.
+pub fn revoke(key: &str, revoked: Option<&LeaseInfo>, format: OutputFormat) -> Rendered {
+    #[derive(Serialize)]
+    struct Json<'a> {
+        revoked: Option<&'a LeaseInfo>,
+    }
+    let text = match revoked {
+        Some(lease) => format!(
+            "revoked {} from {} (token {})\n",
+            lease.key, lease.holder_name, lease.token
+        ),
+        None => format!("{key} was already free\n"),
+    };
+    Rendered::new(format, Json { revoked }, text, Verdict::Ok)
+}
+
+/// One row of `baton cluster status`: a node that answered, or one that did not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeRow {
+    /// The address the node was asked at.
+    pub addr: String,
+    /// The node's id: its own answer, else the member list's, else unknown.
+    pub id: Option<u64>,
+    /// The node answered.
+    pub reachable: bool,
+    /// The node's status, when it answered.
+    pub status: Option<ClusterStatus>,
+    /// Why it did not answer.
+    pub error: Option<String>,
+}
+
+/// `baton cluster status`: exits 4 when no node answered.
+pub fn cluster_status(nodes: &[NodeRow], format: OutputFormat) -> Rendered {
+    #[derive(Serialize)]
+    struct Json<'a> {
+        nodes: &'a [NodeRow],
+    }
+    let rows: Vec<Vec<String>> = nodes
+        .iter()
+        .map(|node| {
+            let id = node.id.map_or("-".to_owned(), |id| id.to_string());
+            match &node.status {
+                Some(status) => vec![
+                    id,
+                    node.addr.clone(),
+                    status.state.clone(),
+                    status.leader_id.map_or("-".to_owned(), |id| id.to_string()),
+                    status.term.to_string(),
+                    status.applied_index.to_string(),
+                    status.leases.to_string(),
+                ],
+                None => vec![
+                    id,
+                    node.addr.clone(),
+                    "unreachable".to_owned(),
+                    "-".to_owned(),
+                    "-".to_owned(),
+                    "-".to_owned(),
+                    "-".to_owned(),
+                ],
+            }
+        })
+        .collect();
+    let text = table::render(
+        &["ID", "ADDR", "STATE", "LEADER", "TERM", "APPLIED", "LEASES"],
+        &rows,
+    );
+    if nodes.iter().any(|n| n.reachable) {
+        Rendered::new(format, Json { nodes }, text, Verdict::Ok)
+    } else {
+        Rendered {
+            error_line: Some("no node answered; is the cluster running at --endpoints?".into()),
+            ..Rendered::new(format, Json { nodes }, text, Verdict::Unavailable)
+        }
+    }
+}
+
+fn lease_table(leases: &[LeaseInfo]) -> String {
+    let rows: Vec<Vec<String>> = leases
+        .iter()
+        .map(|lease| {
+            vec![
+                lease.key.clone(),
+                lease.holder_name.clone(),
+                lease.token.to_string(),
+                short_duration(lease.remaining),
+                utc(lease.held_since_unix_ms),
+            ]
+        })
+        .collect();
+    table::render(&["KEY", "HOLDER", "TOKEN", "REMAINING", "SINCE"], &rows)
+}
+
+fn grant_pairs(grant: &Grant, now: Instant) -> String {
+    table::render_pairs(&[
+        ("token", grant.lease.token.to_string()),
+        ("ttl", short_duration(grant.lease.ttl)),
+        (
+            "safe deadline",
+            format!("in {} ms", safe_deadline_in_ms(grant, now)),
+        ),
+    ])
+}
+
+fn holder_pairs(lease: &LeaseInfo) -> String {
+    table::render_pairs(&[
+        ("holder", lease.holder_name.clone()),
+        ("token", lease.token.to_string()),
+        ("since", utc(lease.held_since_unix_ms)),
+        ("remaining", short_duration(lease.remaining)),
+    ])
+}
+
+fn lost_text(key: &str, token: u64, current: Option<&LeaseInfo>) -> String {
+    match current {
+        Some(lease) => format!(
+            "lost: token {token} is not current for {key}; it is held by {}; stand down\n{}",
+            lease.holder_name,
+            holder_pairs(lease)
+        ),
+        None => {
+            format!("lost: token {token} is not current for {key}; the key is free; stand down\n")
+        }
+    }
+}
+
+/// Milliseconds from `now` until the grant's safe deadline; 0 once it has passed.
+pub fn safe_deadline_in_ms(grant: &Grant, now: Instant) -> u64 {
+    let left = grant.safe_deadline.saturating_duration_since(now);
+    u64::try_from(left.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A compact duration for tables: `850ms`, `12.3s`, `4m05s`, `2h03m`.
+pub fn short_duration(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    if ms < 1_000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{}.{}s", ms / 1_000, (ms % 1_000) / 100)
+    } else if ms < 3_600_000 {
+        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1_000)
+    } else {
+        format!("{}h{:02}m", ms / 3_600_000, (ms % 3_600_000) / 60_000)
+    }
+}
+
+/// A leader wall-clock time as UTC, to the second; `-` when the node sent none.
+pub fn utc(unix_ms: u64) -> String {
+    if unix_ms == 0 {
+        return "-".to_owned();
+    }
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(unix_ms)).to_string()
+}
+
+/// Quotes a word for a suggested shell command when it needs it.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/-_.:@+=,".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn lease() -> LeaseInfo {
+        LeaseInfo {
+            key: "tasks/evidence-42".into(),
+            holder_name: "claude@host-a".into(),
+            holder_client_id: "c0ffee".into(),
+            token: 1234,
+            ttl: Duration::from_secs(30),
+            held_since_unix_ms: 1_700_000_000_000,
+            renewed_at_unix_ms: 1_700_000_010_000,
+            remaining: Duration::from_millis(12_345),
+            basis: 1240,
+        }
+    }
+
+    fn lease_json() -> serde_json::Value {
+        json!({
+            "key": "tasks/evidence-42",
+            "holder_name": "claude@host-a",
+            "holder_client_id": "c0ffee",
+            "token": 1234,
+            "ttl_ms": 30000,
+            "held_since_unix_ms": 1_700_000_000_000u64,
+            "renewed_at_unix_ms": 1_700_000_010_000u64,
+            "remaining_ms": 12345,
+            "basis": 1240
+        })
+    }
+
+    fn grant(now: Instant) -> Grant {
+        Grant {
+            lease: lease(),
+            already_held: false,
+            revision: 1234,
+            safe_deadline: now + Duration::from_millis(28_500),
+        }
+    }
+
+    fn json_of(rendered: &Rendered) -> serde_json::Value {
+        assert!(rendered.stdout.ends_with('\n'));
+        assert_eq!(
+            rendered.stdout.lines().count(),
+            1,
+            "one JSON object per line"
+        );
+        serde_json::from_str(&rendered.stdout).unwrap()
+    }
+
+    #[test]
+    fn claim_granted_json_shape() {
+        let now = Instant::now();
+        let out = claim(&ClaimOutcome::Granted(grant(now)), OutputFormat::Json, now);
+        assert_eq!(out.verdict, Verdict::Ok);
+        assert_eq!(
+            json_of(&out),
+            json!({
+                "outcome": "granted",
+                "lease": lease_json(),
+                "already_held": false,
+                "revision": 1234,
+                "safe_deadline_in_ms": 28500
+            })
+        );
+    }
+
+    #[test]
+    fn claim_held_json_shape_and_stand_down() {
+        let held = ClaimOutcome::Held {
+            lease: lease(),
+            same_name_other_process: true,
+        };
+        let out = claim(&held, OutputFormat::Json, Instant::now());
+        assert_eq!(out.verdict, Verdict::StandDown);
+        assert_eq!(
+            json_of(&out),
+            json!({"outcome": "held", "lease": lease_json(), "same_name_other_process": true})
+        );
+    }
+
+    #[test]
+    fn claim_held_text_names_holder_since_and_says_stand_down() {
+        let held = ClaimOutcome::Held {
+            lease: lease(),
+            same_name_other_process: true,
+        };
+        let text = claim(&held, OutputFormat::Table, Instant::now()).stdout;
+        assert!(text.contains("claude@host-a"), "{text}");
+        assert!(text.contains("1234"), "{text}");
+        assert!(text.contains("2023-11-14T22:13:20Z"), "{text}");
+        assert!(text.contains("12.3s"), "{text}");
+        assert!(text.contains("stand down"), "{text}");
+        assert!(text.contains("another process"), "{text}");
+    }
+
+    #[test]
+    fn claim_granted_text_shows_token_ttl_and_safe_deadline() {
+        let now = Instant::now();
+        let text = claim(&ClaimOutcome::Granted(grant(now)), OutputFormat::Table, now).stdout;
+        assert!(text.starts_with("granted tasks/evidence-42 to claude@host-a\n"));
+        assert!(text.contains("token          1234\n"), "{text}");
+        assert!(text.contains("ttl            30.0s\n"), "{text}");
+        assert!(text.contains("safe deadline  in 28500 ms\n"), "{text}");
+    }
+
+    #[test]
+    fn renew_json_shapes() {
+        let now = Instant::now();
+        let out = renew(
+            "tasks/evidence-42",
+            1234,
+            &RenewOutcome::Renewed(grant(now)),
+            OutputFormat::Json,
+            now,
+        );
+        assert_eq!(out.verdict, Verdict::Ok);
+        assert_eq!(
+            json_of(&out),
+            json!({
+                "outcome": "renewed",
+                "lease": lease_json(),
+                "revision": 1234,
+                "safe_deadline_in_ms": 28500
+            })
+        );
+        let out = renew(
+            "tasks/evidence-42",
+            1000,
+            &RenewOutcome::Lost { current: None },
+            OutputFormat::Json,
+            now,
+        );
+        assert_eq!(out.verdict, Verdict::StandDown);
+        assert_eq!(json_of(&out), json!({"outcome": "lost", "current": null}));
+    }
+
+    #[test]
+    fn release_json_shapes() {
+        let out = release(
+            "tasks/evidence-42",
+            1234,
+            &ReleaseOutcome::Released(lease()),
+            OutputFormat::Json,
+        );
+        assert_eq!(out.verdict, Verdict::Ok);
+        assert_eq!(
+            json_of(&out),
+            json!({"outcome": "released", "lease": lease_json()})
+        );
+        let out = release(
+            "tasks/evidence-42",
+            1000,
+            &ReleaseOutcome::Lost {
+                current: Some(lease()),
+            },
+            OutputFormat::Json,
+        );
+        assert_eq!(out.verdict, Verdict::StandDown);
+        assert_eq!(
+            json_of(&out),
+            json!({"outcome": "lost", "current": lease_json()})
+        );
+    }
+
+    #[test]
+    fn probe_of_a_free_key_exits_ok_with_null_lease() {
+        let out = probe(
+            "tasks/free",
+            &Probe {
+                lease: None,
+                revision: 9,
+            },
+            OutputFormat::Json,
+        );
+        assert_eq!(out.verdict, Verdict::Ok);
+        assert_eq!(json_of(&out), json!({"lease": null, "revision": 9}));
+        let text = probe(
+            "tasks/free",
+            &Probe {
+                lease: None,
+                revision: 9,
+            },
+            OutputFormat::Table,
+        );
+        assert_eq!(text.stdout, "tasks/free is free\n");
+    }
+
+    #[test]
+    fn board_table_has_the_documented_columns() {
+        let out = board(
+            "tasks/",
+            &Board {
+                leases: vec![lease()],
+                truncated: true,
+                revision: 50,
+            },
+            OutputFormat::Table,
+        );
+        let mut lines = out.stdout.lines();
+        assert_eq!(
+            lines.next().unwrap().split_whitespace().collect::<Vec<_>>(),
+            ["KEY", "HOLDER", "TOKEN", "REMAINING", "SINCE"]
+        );
+        assert_eq!(
+            lines.next().unwrap().split_whitespace().collect::<Vec<_>>(),
+            [
+                "tasks/evidence-42",
+                "claude@host-a",
+                "1234",
+                "12.3s",
+                "2023-11-14T22:13:20Z"
+            ]
+        );
+        assert_eq!(
+            lines.next().unwrap(),
+            "more leases match: baton board tasks/ --start-after tasks/evidence-42"
+        );
+    }
+
+    #[test]
+    fn board_json_shape() {
+        let out = board(
+            "",
+            &Board {
+                leases: vec![lease()],
+                truncated: false,
+                revision: 50,
+            },
+            OutputFormat::Json,
+        );
+        assert_eq!(
+            json_of(&out),
+            json!({"leases": [lease_json()], "truncated": false, "revision": 50})
+        );
+    }
+
+    #[test]
+    fn check_of_a_stale_token_stands_down() {
+        let stale = TokenCheck {
+            current: false,
+            lease: Some(lease()),
+            revision: 60,
+        };
+        let out = check("tasks/evidence-42", 1000, &stale, OutputFormat::Json);
+        assert_eq!(out.verdict, Verdict::StandDown);
+        assert_eq!(
+            json_of(&out),
+            json!({"current": false, "lease": lease_json(), "revision": 60})
+        );
+        let current = TokenCheck {
+            current: true,
+            ..stale
+        };
+        let out = check("tasks/evidence-42", 1234, &current, OutputFormat::Table);
+        assert_eq!(out.verdict, Verdict::Ok);
+        assert!(out.stdout.contains("is current"));
+    }
+
+    #[test]
+    fn revoke_json_shape() {
+        let out = revoke("tasks/evidence-42", None, OutputFormat::Json);
+        assert_eq!(json_of(&out), json!({"revoked": null}));
+        let lease = lease();
+        let out = revoke("tasks/evidence-42", Some(&lease), OutputFormat::Json);
+        assert_eq!(json_of(&out), json!({"revoked": lease_json()}));
+    }
+
+    fn status(node_id: u64, state: &str) -> ClusterStatus {
+        ClusterStatus {
+            endpoint: format!("127.0.0.1:700{node_id}"),
+            node_id,
+            cluster_name: "baton".into(),
+            state: state.into(),
+            leader_id: Some(1),
+            leader_addr: Some("127.0.0.1:7001".into()),
+            term: 3,
+            last_log_index: 90,
+            applied_index: 88,
+            members: vec![],
+            leases: 5,
+        }
+    }
+
+    #[test]
+    fn cluster_status_shows_unreachable_nodes() {
+        let nodes = vec![
+            NodeRow {
+                addr: "127.0.0.1:7001".into(),
+                id: Some(1),
+                reachable: true,
+                status: Some(status(1, "leader")),
+                error: None,
+            },
+            NodeRow {
+                addr: "127.0.0.1:7002".into(),
+                id: Some(2),
+                reachable: false,
+                status: None,
+                error: Some("connection refused".into()),
+            },
+        ];
+        let out = cluster_status(&nodes, OutputFormat::Table);
+        assert_eq!(out.verdict, Verdict::Ok);
+        let lines: Vec<Vec<&str>> = out
+            .stdout
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                vec!["ID", "ADDR", "STATE", "LEADER", "TERM", "APPLIED", "LEASES"],
+                vec!["1", "127.0.0.1:7001", "leader", "1", "3", "88", "5"],
+                vec!["2", "127.0.0.1:7002", "unreachable", "-", "-", "-", "-"],
+            ]
+        );
+        let json = json_of(&cluster_status(&nodes, OutputFormat::Json));
+        assert_eq!(json["nodes"][0]["status"]["state"], "leader");
+        assert_eq!(json["nodes"][1]["reachable"], false);
+        assert_eq!(json["nodes"][1]["error"], "connection refused");
+    }
+
+    #[test]
+    fn cluster_status_with_no_node_reachable_is_unavailable() {
+        let nodes = vec![NodeRow {
+            addr: "127.0.0.1:7001".into(),
+            id: None,
+            reachable: false,
+            status: None,
+            error: Some("refused".into()),
+        }];
+        assert_eq!(
+            cluster_status(&nodes, OutputFormat::Table).verdict,
+            Verdict::Unavailable
+        );
+    }
+
+    #[test]
+    fn short_durations_read_at_a_glance() {
+        assert_eq!(short_duration(Duration::from_millis(850)), "850ms");
+        assert_eq!(short_duration(Duration::from_millis(12_345)), "12.3s");
+        assert_eq!(short_duration(Duration::from_secs(245)), "4m05s");
+        assert_eq!(short_duration(Duration::from_secs(7_380)), "2h03m");
+    }
+
+    #[test]
+    fn leader_time_prints_as_utc() {
+        assert_eq!(utc(1_700_000_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(utc(0), "-");
+    }
+
+    #[test]
+    fn safe_deadline_in_the_past_prints_as_zero() {
+        let now = Instant::now();
+        let mut grant = grant(now);
+        grant.safe_deadline = now;
+        assert_eq!(safe_deadline_in_ms(&grant, now + Duration::from_secs(1)), 0);
+    }
+
+    #[test]
+    fn suggested_commands_quote_odd_words() {
+        assert_eq!(shell_word("tasks/a-1"), "tasks/a-1");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+    }
+}

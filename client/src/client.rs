@@ -1,0 +1,825 @@
+//! [`Client`]: the lease operations over gRPC, with leader caching, endpoint rotation and
+//! retries that reuse one request id per logical request.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use baton_proto::v1 as pb;
+use baton_proto::v1::baton_client::BatonClient;
+use baton_proto::v1::cluster_client::ClusterClient;
+use baton_proto::LEADER_METADATA_KEY;
+use rand::Rng;
+use tonic::metadata::MetadataMap;
+use tonic::transport::Channel;
+
+use crate::config::{endpoint_uri, normalize_endpoint, ClientConfig, ValidConfig};
+use crate::convert::{self, GrantClock};
+use crate::error::Error;
+use crate::retry::{classify, Backoff, Disposition, SUSPECT_FOR};
+use crate::types::{
+    Board, ClaimOutcome, ClusterStatus, LeaseInfo, Probe, ReadMode, ReleaseOutcome, RenewOutcome,
+    TokenCheck,
+};
+
+/// Most transport channels one client caches: its endpoints plus the leaders it was pointed
+/// to. Beyond that a channel is built per attempt and dropped, which is slower but bounded.
+const CHANNELS_MAX: usize = 64;
+
+/// Most nodes remembered as recently unreachable; older entries are dropped first.
+const SUSPECTS_MAX: usize = 64;
+
+/// A handle on a baton cluster. Cheap to clone: clones share connections, the leader cache,
+/// the client id and the request session.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: ValidConfig,
+    /// Random id of this `Client` instance's requests. Not the client id: that one may be
+    /// given by the user and shared by several processes one after another (the CLI's
+    /// `--client-id`), whose sequence numbers would then collide in the cluster's
+    /// de-duplication table. A fresh session per instance keeps every (id, seq) unique.
+    session_id: String,
+    /// Sequence number of the next mutating request; with the session id it makes the
+    /// request id that lets the cluster de-duplicate retries.
+    next_seq: AtomicU64,
+    /// Index into `config.endpoints` of the endpoint to use when no leader is known. It
+    /// moves on only when that endpoint fails, so a client sticks with a node that works.
+    cursor: AtomicUsize,
+    routing: Mutex<Routing>,
+}
+
+/// Where to send requests; guarded by one mutex, held only for map lookups.
+#[derive(Default)]
+struct Routing {
+    /// The leader's `host:port`, as the last node that named it said.
+    leader: Option<String>,
+    /// One lazily connecting channel per `host:port`.
+    channels: HashMap<String, Channel>,
+    /// Nodes that failed at the transport level, with the instant of the failure.
+    suspects: HashMap<String, Instant>,
+}
+
+/// A successful reply and the endpoint that gave it.
+struct Answer<T> {
+    body: T,
+    endpoint: String,
+}
+
+impl Client {
+    /// Builds a client from `config`. Connections are made lazily by the first request, so
+    /// this fails only on an unusable configuration ([`Error::Config`]): no endpoints, a
+    /// malformed endpoint, a bad client id or timeout.
+    pub async fn connect(config: ClientConfig) -> Result<Client, Error> {
+        Ok(Client::from_valid(config.validate()?))
+    }
+
+    /// Builds a client from an already validated configuration.
+    pub fn from_valid(config: ValidConfig) -> Client {
+        Client {
+            inner: Arc::new(Inner {
+                config,
+                session_id: crate::config::random_client_id(),
+                next_seq: AtomicU64::new(1),
+                cursor: AtomicUsize::new(0),
+                routing: Mutex::new(Routing::default()),
+            }),
+        }
+    }
+
+    /// This client's id: the `Holder.client_id` of its claims.
+    pub fn client_id(&self) -> &str {
+        &self.inner.config.client_id
+    }
+
+    /// The configured endpoints, normalised to `host:port`.
+    pub fn endpoints(&self) -> &[String] {
+        &self.inner.config.endpoints
+    }
+
+    /// The leader's `host:port` as last learned from a node, if any.
+    pub fn leader_hint(&self) -> Option<String> {
+        self.routing().leader.clone()
+    }
+
+    /// Claims `key` for `holder_name` (with this client's id) for `ttl`.
+    ///
+    /// A claim of a key this client already holds returns the same token with the lease
+    /// renewed (`already_held`). A key held by anyone else, including another process with the
+    /// same name, is refused with the holder's lease: stand down.
+    pub async fn claim(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+    ) -> Result<ClaimOutcome, Error> {
+        let request = pb::ClaimRequest {
+            key: key.to_owned(),
+            holder: Some(pb::Holder {
+                name: holder_name.to_owned(),
+                client_id: self.client_id().to_owned(),
+            }),
+            ttl_ms: duration_ms(ttl),
+            request_id: Some(self.next_request_id()),
+        };
+        let clock = self.grant_clock();
+        let answer = self
+            .call("claim", request, |channel, request| async move {
+                BatonClient::new(channel).claim(request).await
+            })
+            .await?;
+        convert::claim_outcome(answer.body, clock)
+    }
+
+    /// Extends the lease on `key` held with `token`; the token stays the same.
+    pub async fn renew(&self, key: &str, token: u64) -> Result<RenewOutcome, Error> {
+        let request = pb::RenewRequest {
+            key: key.to_owned(),
+            token,
+            request_id: Some(self.next_request_id()),
+        };
+        let clock = self.grant_clock();
+        let answer = self
+            .call("renew", request, |channel, request| async move {
+                BatonClient::new(channel).renew(request).await
+            })
+            .await?;
+        convert::renew_outcome(answer.body, clock)
+    }
+
+    /// Frees `key` if `token` is its current one.
+    pub async fn release(&self, key: &str, token: u64) -> Result<ReleaseOutcome, Error> {
+        let request = pb::ReleaseRequest {
+            key: key.to_owned(),
+            token,
+            request_id: Some(self.next_request_id()),
+        };
+        let answer = self
+            .call("release", request, |channel, request| async move {
+                BatonClient::new(channel).release(request).await
+            })
+            .await?;
+        convert::release_outcome(answer.body)
+    }
+
+    /// Reads the lease on `key`, if any.
+    pub async fn probe(&self, key: &str, mode: ReadMode) -> Result<Probe, Error> {
+        let request = pb::ProbeRequest {
+            key: key.to_owned(),
+            stale: mode == ReadMode::Stale,
+        };
+        let answer = self
+            .call("probe", request, |channel, request| async move {
+                BatonClient::new(channel).probe(request).await
+            })
+            .await?;
+        convert::probe(answer.body)
+    }
+
+    /// Lists held keys starting with `prefix` (`""` for all), in key order, at most `limit`
+    /// of them (`0` for the server's maximum), after the key `start_after` (`""` to start
+    /// at the beginning). Page on with the last key while [`Board::truncated`] is set.
+    pub async fn board(
+        &self,
+        prefix: &str,
+        limit: u32,
+        start_after: &str,
+        mode: ReadMode,
+    ) -> Result<Board, Error> {
+        let request = pb::BoardRequest {
+            prefix: prefix.to_owned(),
+            limit,
+            start_after: start_after.to_owned(),
+            stale: mode == ReadMode::Stale,
+        };
+        let answer = self
+            .call("board", request, |channel, request| async move {
+                BatonClient::new(channel).board(request).await
+            })
+            .await?;
+        convert::board(answer.body)
+    }
+
+    /// Asks whether `token` is the current one of `key`: what a resource guarded by fencing
+    /// tokens asks before it acts for a caller. Always linearizable.
+    pub async fn check_token(&self, key: &str, token: u64) -> Result<TokenCheck, Error> {
+        let request = pb::CheckTokenRequest {
+            key: key.to_owned(),
+            token,
+        };
+        let answer = self
+            .call("check_token", request, |channel, request| async move {
+                BatonClient::new(channel).check_token(request).await
+            })
+            .await?;
+        convert::token_check(answer.body)
+    }
+
+    /// Operator force-release of `key`, recorded with `reason`. Returns the revoked lease, or
+    /// `None` when the key was already free.
+    pub async fn revoke(&self, key: &str, reason: &str) -> Result<Option<LeaseInfo>, Error> {
+        let request = pb::RevokeRequest {
+            key: key.to_owned(),
+            reason: reason.to_owned(),
+            request_id: Some(self.next_request_id()),
+        };
+        let answer = self
+            .call("revoke", request, |channel, request| async move {
+                BatonClient::new(channel).revoke(request).await
+            })
+            .await?;
+        convert::revoked(answer.body)
+    }
+
+    /// The status of whichever node answers first (the leader if known), retried like any
+    /// read. [`ClusterStatus::endpoint`] says which node it is.
+    pub async fn cluster_status(&self) -> Result<ClusterStatus, Error> {
+        let answer = self
+            .call(
+                "status",
+                pb::StatusRequest {},
+                |channel, request| async move { ClusterClient::new(channel).status(request).await },
+            )
+            .await?;
+        let status = convert::cluster_status(answer.endpoint, answer.body);
+        self.learn_leader_from_status(&status);
+        Ok(status)
+    }
+
+    /// The status of the node at `endpoint` (`host:port` or `http://host:port`), which need
+    /// not be one of the configured endpoints.
+    ///
+    /// Asks that node once, within the request timeout (capped by the retry deadline), and
+    /// never another node: the answer is about one node, so rotating would answer a different
+    /// question. A node that cannot be reached gives [`Error::Unavailable`].
+    pub async fn status_of(&self, endpoint: &str) -> Result<ClusterStatus, Error> {
+        let endpoint = normalize_endpoint(endpoint)?;
+        let timeout = self
+            .inner
+            .config
+            .request_timeout
+            .min(self.inner.config.retry_deadline);
+        let channel = self.channel(&endpoint)?;
+        let mut request = tonic::Request::new(pb::StatusRequest {});
+        request.set_timeout(timeout);
+        let mut cluster = ClusterClient::new(channel);
+        let attempt = cluster.status(request);
+        let result = match tokio::time::timeout(timeout, attempt).await {
+            Ok(result) => result,
+            Err(_) => {
+                self.mark_suspect(&endpoint);
+                return Err(Error::Unavailable {
+                    last: format!("{endpoint}: no answer within {} ms", timeout.as_millis()),
+                });
+            }
+        };
+        match result {
+            Ok(response) => {
+                let status = convert::cluster_status(endpoint, response.into_inner());
+                self.learn_leader_from_status(&status);
+                Ok(status)
+            }
+            Err(status) => match classify(&status) {
+                Disposition::Retry { transport } => {
+                    if transport {
+                        self.mark_suspect(&endpoint);
+                    }
+                    Err(Error::Unavailable {
+                        last: describe_failure(&endpoint, &status, timeout),
+                    })
+                }
+                Disposition::Fail => Err(Error::from_status(&status)),
+            },
+        }
+    }
+
+    /// Sends one logical request until a node answers it, the answer is a non-retryable
+    /// error, or the retry deadline passes.
+    ///
+    /// Each attempt goes to the known leader, or else to the current endpoint of the
+    /// rotation. Every attempt sends a clone of the same request, so a mutating request keeps
+    /// its `RequestId` across retries and the cluster applies it at most once.
+    async fn call<Req, Resp, F, Fut>(
+        &self,
+        op: &'static str,
+        request: Req,
+        mut send: F,
+    ) -> Result<Answer<Resp>, Error>
+    where
+        Req: Clone,
+        F: FnMut(Channel, tonic::Request<Req>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+    {
+        let config = &self.inner.config;
+        let deadline = Instant::now() + config.retry_deadline;
+        let mut backoff = Backoff::new();
+        let mut last_failure = String::from("no attempt was made");
+        let mut redirected = false;
+        for attempt in 1u32.. {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                break;
+            }
+            let timeout = remaining.min(config.request_timeout);
+            let endpoint = self.pick_endpoint();
+            let channel = self.channel(&endpoint)?;
+            let mut attempt_request = tonic::Request::new(request.clone());
+            // Tell the node how long this attempt may take, so it stops working on an
+            // answer nobody waits for.
+            attempt_request.set_timeout(timeout);
+
+            let adopted_leader =
+                match tokio::time::timeout(timeout, send(channel, attempt_request)).await {
+                    Ok(Ok(response)) => {
+                        self.learn_leader(response.metadata());
+                        return Ok(Answer {
+                            body: response.into_inner(),
+                            endpoint,
+                        });
+                    }
+                    Ok(Err(status)) => match classify(&status) {
+                        Disposition::Fail => {
+                            self.learn_leader(status.metadata());
+                            return Err(Error::from_status(&status));
+                        }
+                        Disposition::Retry { transport } => {
+                            last_failure = describe_failure(&endpoint, &status, timeout);
+                            if transport {
+                                self.mark_suspect(&endpoint);
+                            }
+                            self.learn_leader(status.metadata())
+                        }
+                    },
+                    Err(_) => {
+                        last_failure =
+                            format!("{endpoint}: no answer within {} ms", timeout.as_millis());
+                        self.mark_suspect(&endpoint);
+                        None
+                    }
+                };
+            tracing::debug!(op, attempt, endpoint = %endpoint, failure = %last_failure, "attempt failed");
+            self.note_failure(&endpoint);
+
+            // A node that names another reachable node as the leader gets one immediate
+            // retry there; a second redirect in a row waits like any failure, so two nodes
+            // that name each other during an election cannot make the client spin.
+            let is_redirect = adopted_leader.is_some_and(|leader| leader != endpoint);
+            if is_redirect && !redirected {
+                redirected = true;
+                continue;
+            }
+            redirected = false;
+
+            let delay = backoff.next_delay(rand::thread_rng().gen::<f64>());
+            if Instant::now() + delay >= deadline {
+                break;
+            }
+            tokio::time::sleep(delay).await;
+        }
+        Err(Error::Unavailable { last: last_failure })
+    }
+
+    fn next_request_id(&self) -> pb::RequestId {
+        pb::RequestId {
+            client_id: self.inner.session_id.clone(),
+            seq: self.inner.next_seq.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Records the send time of a grant-producing request, before its first attempt.
+    ///
+    /// The send time of the *first* attempt is used even when a later attempt gets the
+    /// answer: the cluster may have applied an earlier attempt whose reply was lost (the
+    /// retry then returns that first answer), and the cluster's countdown runs from that
+    /// apply. The first send precedes every apply of the request, so counting from it can
+    /// only end the client's safe window early, never late.
+    fn grant_clock(&self) -> GrantClock {
+        GrantClock {
+            send_time: Instant::now(),
+            drift_margin: self.inner.config.drift_margin,
+        }
+    }
+
+    fn routing(&self) -> MutexGuard<'_, Routing> {
+        // The guarded maps stay consistent even if a holder panicked, so poisoning is ignored.
+        self.inner
+            .routing
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The known leader, else the endpoint the rotation is at.
+    fn pick_endpoint(&self) -> String {
+        if let Some(leader) = self.routing().leader.clone() {
+            return leader;
+        }
+        let endpoints = &self.inner.config.endpoints;
+        endpoints[self.inner.cursor.load(Ordering::Relaxed) % endpoints.len()].clone()
+    }
+
+    /// After a failed attempt at `endpoint`: forget it as the leader (the node that named it
+    /// may have been wrong, or it lost leadership), and move the rotation past it.
+    fn note_failure(&self, endpoint: &str) {
+        {
+            let mut routing = self.routing();
+            if routing.leader.as_deref() == Some(endpoint) {
+                routing.leader = None;
+            }
+        }
+        let endpoints = &self.inner.config.endpoints;
+        let cursor = self.inner.cursor.load(Ordering::Relaxed);
+        if endpoints[cursor % endpoints.len()] == endpoint {
+            // Only the first of several concurrent failures at this endpoint moves the
+            // cursor, so concurrent requests do not skip a healthy endpoint.
+            let _ = self.inner.cursor.compare_exchange(
+                cursor,
+                cursor.wrapping_add(1),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// Adopts the leader named in a reply's metadata, unless that node recently failed at the
+    /// transport level. Returns the leader if it was adopted.
+    fn learn_leader(&self, metadata: &MetadataMap) -> Option<String> {
+        let raw = metadata.get(LEADER_METADATA_KEY)?.to_str().ok()?;
+        let leader = match normalize_endpoint(raw) {
+            Ok(leader) => leader,
+            Err(error) => {
+                tracing::debug!(leader = raw, %error, "ignoring malformed leader hint");
+                return None;
+            }
+        };
+        let mut routing = self.routing();
+        let suspect = routing
+            .suspects
+            .get(&leader)
+            .is_some_and(|since| since.elapsed() < SUSPECT_FOR);
+        if suspect {
+            return None;
+        }
+        routing.leader = Some(leader.clone());
+        Some(leader)
+    }
+
+    fn learn_leader_from_status(&self, status: &ClusterStatus) {
+        if status.state == "leader" {
+            self.routing().leader = Some(status.endpoint.clone());
+            return;
+        }
+        if let Some(Ok(leader)) = status.leader_addr.as_deref().map(normalize_endpoint) {
+            let mut routing = self.routing();
+            let suspect = routing
+                .suspects
+                .get(&leader)
+                .is_some_and(|since| since.elapsed() < SUSPECT_FOR);
+            if !suspect {
+                routing.leader = Some(leader);
+            }
+        }
+    }
+
+    fn mark_suspect(&self, endpoint: &str) {
+        let mut routing = self.routing();
+        if routing.suspects.len() >= SUSPECTS_MAX && !routing.suspects.contains_key(endpoint) {
+            routing
+                .suspects
+                .retain(|_, since| since.elapsed() < SUSPECT_FOR);
+            if routing.suspects.len() >= SUSPECTS_MAX {
+                if let Some(oldest) = routing
+                    .suspects
+                    .iter()
+                    .min_by_key(|(_, since)| **since)
+                    .map(|(endpoint, _)| endpoint.clone())
+                {
+                    routing.suspects.remove(&oldest);
+                }
+            }
+        }
+        routing.suspects.insert(endpoint.to_owned(), Instant::now());
+    }
+
+    /// The channel to a normalised `host:port`, created on first use. Channels connect
+    /// lazily and reconnect by themselves after a failure.
+    fn channel(&self, endpoint: &str) -> Result<Channel, Error> {
+        if let Some(channel) = self.routing().channels.get(endpoint) {
+            return Ok(channel.clone());
+        }
+        let channel = tonic::transport::Endpoint::from_shared(endpoint_uri(endpoint))
+            .map_err(|e| Error::Config(format!("invalid endpoint {endpoint:?}: {e}")))?
+            .connect_timeout(self.inner.config.request_timeout)
+            .tcp_nodelay(true)
+            .connect_lazy();
+        let mut routing = self.routing();
+        if routing.channels.len() < CHANNELS_MAX {
+            let channel = routing
+                .channels
+                .entry(endpoint.to_owned())
+                .or_insert(channel);
+            return Ok(channel.clone());
+        }
+        Ok(channel)
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("client_id", &self.client_id())
+            .field("endpoints", &self.endpoints())
+            .field("leader_hint", &self.leader_hint())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One line saying why an attempt at `endpoint` failed, for [`Error::Unavailable`].
+fn describe_failure(endpoint: &str, status: &tonic::Status, timeout: Duration) -> String {
+    if is_local_timeout(status) {
+        return format!("{endpoint}: no answer within {} ms", timeout.as_millis());
+    }
+    let mut text = format!("{endpoint}: {:?}: {}", status.code(), status.message());
+    // A transport failure's message is generic ("tcp connect error"); its cause says more
+    // (connection refused, no route to host).
+    let mut source = std::error::Error::source(status);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// The transport gave up waiting for the answer (the request's own timeout), as opposed to
+/// the node answering with an error.
+fn is_local_timeout(status: &tonic::Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(cause) = source {
+        if cause.is::<tonic::TimeoutExpired>() {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
+}
+
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_node::FakeNode;
+    use tonic::Code;
+
+    async fn client(endpoints: &[&str]) -> Client {
+        Client::connect(ClientConfig::with_endpoints(endpoints.iter().copied()))
+            .await
+            .unwrap()
+    }
+
+    fn metadata_naming(leader: &str) -> MetadataMap {
+        let mut metadata = MetadataMap::new();
+        metadata.insert(LEADER_METADATA_KEY, leader.parse().unwrap());
+        metadata
+    }
+
+    #[test]
+    fn request_futures_are_send_so_callers_can_spawn_them() {
+        fn assert_send<T: Send>(_: &T) {}
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = runtime.block_on(client(&["a:1"]));
+        assert_send(&client.claim("k", "h", Duration::from_secs(1)));
+        assert_send(&client.renew("k", 1));
+        assert_send(&client.release("k", 1));
+        assert_send(&client.probe("k", ReadMode::Stale));
+        assert_send(&client.board("", 0, "", ReadMode::Stale));
+        assert_send(&client.check_token("k", 1));
+        assert_send(&client.revoke("k", "r"));
+        assert_send(&client.cluster_status());
+        assert_send(&client.status_of("a:1"));
+    }
+
+    #[tokio::test]
+    async fn connect_fails_only_on_bad_configuration() {
+        assert!(matches!(
+            Client::connect(ClientConfig::with_endpoints(["nonsense"])).await,
+            Err(Error::Config(_))
+        ));
+        // Nothing listens here; connecting is lazy, so this still succeeds.
+        let client = client(&["127.0.0.1:1"]).await;
+        assert_eq!(client.endpoints(), ["127.0.0.1:1"]);
+    }
+
+    #[tokio::test]
+    async fn request_ids_share_a_per_instance_session_and_count_up_from_one() {
+        let c = client(&["a:1"]).await;
+        let clone = c.clone();
+        let first = c.next_request_id();
+        let second = clone.next_request_id();
+        assert_eq!(first.client_id, second.client_id);
+        assert_eq!((first.seq, second.seq), (1, 2));
+        // Two instances with the same client id (two CLI runs with --client-id) have their
+        // own sessions, so one's seq 1 is not mistaken for a retry of the other's seq 1.
+        let shared = |_| async {
+            Client::connect(ClientConfig {
+                client_id: Some("shared-id".into()),
+                ..ClientConfig::with_endpoints(["a:1"])
+            })
+            .await
+            .unwrap()
+        };
+        let (one, two) = (shared(1).await, shared(2).await);
+        assert_eq!(one.client_id(), two.client_id());
+        assert_ne!(one.next_request_id(), two.next_request_id());
+    }
+
+    #[tokio::test]
+    async fn leader_hint_is_preferred_and_dropped_after_it_fails() {
+        let client = client(&["a:1", "b:2", "c:3"]).await;
+        assert_eq!(client.pick_endpoint(), "a:1");
+        assert_eq!(
+            client.learn_leader(&metadata_naming("http://c:3")),
+            Some("c:3".into())
+        );
+        assert_eq!(client.leader_hint().as_deref(), Some("c:3"));
+        assert_eq!(client.pick_endpoint(), "c:3");
+        client.note_failure("c:3");
+        assert_eq!(client.leader_hint(), None);
+        // The rotation did not move: c:3 was not its current endpoint.
+        assert_eq!(client.pick_endpoint(), "a:1");
+    }
+
+    #[tokio::test]
+    async fn rotation_moves_past_a_failed_endpoint_and_wraps() {
+        let client = client(&["a:1", "b:2"]).await;
+        client.note_failure("a:1");
+        assert_eq!(client.pick_endpoint(), "b:2");
+        client.note_failure("b:2");
+        assert_eq!(client.pick_endpoint(), "a:1");
+    }
+
+    #[tokio::test]
+    async fn unreachable_node_is_not_adopted_as_leader_on_hearsay() {
+        let client = client(&["a:1", "b:2"]).await;
+        client.mark_suspect("b:2");
+        assert_eq!(client.learn_leader(&metadata_naming("b:2")), None);
+        assert_eq!(client.leader_hint(), None);
+    }
+
+    #[tokio::test]
+    async fn malformed_leader_hint_is_ignored() {
+        let client = client(&["a:1"]).await;
+        assert_eq!(
+            client.learn_leader(&metadata_naming("not an address")),
+            None
+        );
+        assert_eq!(client.leader_hint(), None);
+    }
+
+    #[tokio::test]
+    async fn unreachable_cluster_gives_unavailable_after_the_retry_deadline() {
+        // Port 1 on localhost refuses connections, so every attempt fails fast.
+        let client = Client::connect(ClientConfig {
+            endpoints: vec!["127.0.0.1:1".into()],
+            retry_deadline: Duration::from_millis(300),
+            ..ClientConfig::default()
+        })
+        .await
+        .unwrap();
+        let started = Instant::now();
+        let error = client.probe("tasks/a", ReadMode::Linearizable).await;
+        assert!(
+            matches!(&error, Err(Error::Unavailable { last }) if last.contains("127.0.0.1:1")),
+            "{error:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(matches!(
+            client.status_of("127.0.0.1:1").await,
+            Err(Error::Unavailable { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn retries_reuse_the_request_id_and_follow_the_leader_hint() {
+        let follower = Arc::new(FakeNode::default());
+        let leader = Arc::new(FakeNode::default());
+        let (follower_addr, follower_task) = follower.serve().await;
+        let (leader_addr, leader_task) = leader.serve().await;
+        // The follower cannot reach a leader but names it; the leader fails once (say, while
+        // it confirms its leadership) and then answers.
+        follower.fail_always(Code::Unavailable, "leader unreachable");
+        follower.name_leader(leader_addr);
+        leader.fail_next(Code::Unavailable, "no quorum yet");
+
+        let client = client(&[&follower_addr.to_string(), &leader_addr.to_string()]).await;
+        let ttl = Duration::from_secs(20);
+        let before = Instant::now();
+        let outcome = client.claim("tasks/a", "claude@host-a", ttl).await.unwrap();
+        let after = Instant::now();
+
+        let ClaimOutcome::Granted(grant) = outcome else {
+            panic!("expected a grant, got {outcome:?}");
+        };
+        assert_eq!(grant.lease.holder_client_id, client.client_id());
+        let margin_ttl = ttl.mul_f64(0.95);
+        assert!(before + margin_ttl <= grant.safe_deadline);
+        assert!(grant.safe_deadline <= after + margin_ttl);
+
+        let leader_calls = leader.calls();
+        assert_eq!(leader_calls.len(), 2, "{leader_calls:?}");
+        let expected_id = Some((client.inner.session_id.clone(), 1));
+        assert!(leader_calls.iter().all(|c| c.request_id == expected_id));
+        assert!(follower.calls().iter().all(|c| c.request_id == expected_id));
+        assert_eq!(client.leader_hint(), Some(leader_addr.to_string()));
+
+        // The next request goes straight to the leader it learned.
+        let follower_calls = follower.calls().len();
+        client
+            .probe("tasks/a", ReadMode::Linearizable)
+            .await
+            .unwrap();
+        assert_eq!(follower.calls().len(), follower_calls);
+        assert_eq!(leader.calls().last().unwrap().method, "probe");
+
+        follower_task.abort();
+        leader_task.abort();
+    }
+
+    #[tokio::test]
+    async fn invalid_argument_is_returned_at_once_without_retry() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        node.fail_always(Code::InvalidArgument, "key must be 1 to 512 bytes, got 0");
+        let client = client(&[&addr.to_string()]).await;
+
+        let error = client
+            .claim("", "claude@host-a", Duration::from_secs(20))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error,
+            Error::InvalidArgument("key must be 1 to 512 bytes, got 0".into())
+        );
+        assert_eq!(node.calls().len(), 1);
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_silent_node_costs_one_attempt_timeout_then_the_next_endpoint_answers() {
+        // The kernel completes TCP handshakes on this listener, but nothing ever answers.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let silent_addr = silent.local_addr().unwrap().to_string();
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        let client = Client::connect(ClientConfig {
+            endpoints: vec![silent_addr.clone(), addr.to_string()],
+            request_timeout: Duration::from_millis(200),
+            ..ClientConfig::default()
+        })
+        .await
+        .unwrap();
+
+        let started = Instant::now();
+        client.probe("tasks/a", ReadMode::Stale).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert_eq!(node.calls().len(), 1);
+        assert!(client.routing().suspects.contains_key(&silent_addr));
+        // The client stays with the endpoint that answered.
+        assert_eq!(client.pick_endpoint(), addr.to_string());
+        task.abort();
+        drop(silent);
+    }
+
+    #[tokio::test]
+    async fn each_logical_request_gets_a_new_seq() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        let client = client(&[&addr.to_string()]).await;
+        for _ in 0..2 {
+            client
+                .claim("tasks/a", "claude@host-a", Duration::from_secs(20))
+                .await
+                .unwrap();
+        }
+        let seqs: Vec<u64> = node
+            .calls()
+            .iter()
+            .filter_map(|c| c.request_id.as_ref().map(|(_, seq)| *seq))
+            .collect();
+        assert_eq!(seqs, [1, 2]);
+        task.abort();
+    }
+}

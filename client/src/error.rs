@@ -1,0 +1,86 @@
+//! The client's error type, typed again from the node's gRPC statuses.
+//!
+//! Refusals that are part of normal operation (the key is held, the token is stale) are not
+//! errors: they are outcomes ([`crate::ClaimOutcome::Held`], [`crate::RenewOutcome::Lost`],
+//! ...). An [`Error`] means the request did not get an answer about the lease.
+
+use tonic::Code;
+
+/// Why a request got no answer about the lease.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The node refused the input (`INVALID_ARGUMENT`); nothing changed. The message says
+    /// what to fix. Retrying the same request cannot help, so the client never does.
+    #[error("{0}")]
+    InvalidArgument(String),
+
+    /// No node gave an answer before the retry deadline: no leader, no quorum, or no node
+    /// reachable. For a mutating request the outcome is unknown; retrying later with a new
+    /// request is safe for reads, and for writes the caller should probe first.
+    #[error("cluster unavailable: no answer before the retry deadline (last error: {last})")]
+    Unavailable {
+        /// The last failure seen, naming the node it came from.
+        last: String,
+    },
+
+    /// The client configuration is unusable (no endpoints, a malformed endpoint, a bad
+    /// client id); nothing was sent.
+    #[error("invalid client configuration: {0}")]
+    Config(String),
+
+    /// A node answered with a reply this client cannot make sense of (a missing required
+    /// field): a version mismatch or a node bug, never the caller's fault.
+    #[error("malformed reply from the cluster: {0}")]
+    Protocol(String),
+
+    /// Any other gRPC status the node answered with.
+    #[error("the cluster answered {code:?}: {message}")]
+    Other {
+        /// The gRPC status code.
+        code: Code,
+        /// The node's message.
+        message: String,
+    },
+}
+
+impl Error {
+    /// The error for a status the retry loop does not retry.
+    pub(crate) fn from_status(status: &tonic::Status) -> Error {
+        match status.code() {
+            Code::InvalidArgument => Error::InvalidArgument(status.message().to_owned()),
+            code => Error::Other {
+                code,
+                message: status.message().to_owned(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_argument_keeps_the_servers_message_verbatim() {
+        let err = Error::from_status(&tonic::Status::invalid_argument(
+            "key must be 1 to 512 bytes, got 0",
+        ));
+        assert_eq!(
+            err,
+            Error::InvalidArgument("key must be 1 to 512 bytes, got 0".into())
+        );
+        assert_eq!(err.to_string(), "key must be 1 to 512 bytes, got 0");
+    }
+
+    #[test]
+    fn other_codes_keep_code_and_message() {
+        let err = Error::from_status(&tonic::Status::failed_precondition("frozen"));
+        assert_eq!(
+            err,
+            Error::Other {
+                code: Code::FailedPrecondition,
+                message: "frozen".into()
+            }
+        );
+    }
+}

@@ -1,0 +1,250 @@
+//! The client's own view of leases and outcomes; generated protobuf types never leave
+//! `convert`. Everything a script may print derives `Serialize` with stable
+//! snake_case field names and durations in milliseconds (`ttl_ms`, `remaining_ms`).
+
+use std::time::{Duration, Instant};
+
+use serde::{Serialize, Serializer};
+
+/// How a read is served.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReadMode {
+    /// The leader confirms with a quorum that it still leads and answers from applied state:
+    /// the answer reflects every write acknowledged before the read began.
+    #[default]
+    Linearizable,
+    /// The node that receives the request answers from its own applied state, without
+    /// asking anyone: faster and available without a leader, but possibly behind.
+    Stale,
+}
+
+/// A live lease on one key, as the serving node sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeaseInfo {
+    /// The key the lease is on.
+    pub key: String,
+    /// The holder's human-readable name, e.g. `claude@host-a`.
+    pub holder_name: String,
+    /// The holder process's random id: tells two processes with one name apart.
+    pub holder_client_id: String,
+    /// Fencing token: the log index of the grant. Downstream systems reject smaller ones.
+    pub token: u64,
+    /// Lease length, counted by the cluster from its apply of the grant or latest renewal.
+    #[serde(rename = "ttl_ms", serialize_with = "as_millis")]
+    pub ttl: Duration,
+    /// Leader's wall-clock time of the grant; for people only, it decides nothing.
+    pub held_since_unix_ms: u64,
+    /// Leader's wall-clock time of the latest renewal; for people only.
+    pub renewed_at_unix_ms: u64,
+    /// The serving node's estimate of the time left before the leader expires the lease.
+    #[serde(rename = "remaining_ms", serialize_with = "as_millis")]
+    pub remaining: Duration,
+    /// Log index of the grant or renewal the expiry countdown runs from.
+    pub basis: u64,
+}
+
+/// The answer to a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    /// The caller holds the key.
+    Granted(Grant),
+    /// Someone else holds the key: stand down.
+    Held {
+        /// The current holder's lease.
+        lease: LeaseInfo,
+        /// The holder has the caller's name but is another process (another client id).
+        same_name_other_process: bool,
+    },
+}
+
+/// A lease the caller holds, with the instant until which it may act on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The lease as granted or renewed.
+    pub lease: LeaseInfo,
+    /// The caller already held the key (same client id), so the token is unchanged and the
+    /// lease was renewed. Always true for a renewal.
+    pub already_held: bool,
+    /// Log index at which the grant or renewal was decided.
+    pub revision: u64,
+    /// The caller may act as the holder until this instant of its own monotonic clock:
+    /// `send_time + ttl × (1 − drift_margin)`, see [`safe_deadline`].
+    pub safe_deadline: Instant,
+}
+
+/// The answer to a renewal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RenewOutcome {
+    /// The lease was extended; same token, new basis, new safe deadline.
+    Renewed(Grant),
+    /// The token is not the key's current one: the caller lost the key and must stop.
+    Lost {
+        /// Who holds the key now; `None` when it is free.
+        current: Option<LeaseInfo>,
+    },
+}
+
+/// The answer to a release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReleaseOutcome {
+    /// The key is free; this is the lease that was released.
+    Released(LeaseInfo),
+    /// The token was not the key's current one, so nothing was released.
+    Lost {
+        /// Who holds the key now; `None` when it is free.
+        current: Option<LeaseInfo>,
+    },
+}
+
+/// The answer to a probe of one key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Probe {
+    /// The key's lease; `None` when the key is free.
+    pub lease: Option<LeaseInfo>,
+    /// Applied log index the answer reflects.
+    pub revision: u64,
+}
+
+/// One page of held keys under a prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Board {
+    /// Leases in key order.
+    pub leases: Vec<LeaseInfo>,
+    /// More leases match: ask again with `start_after` = the last key of this page.
+    pub truncated: bool,
+    /// Applied log index the answer reflects.
+    pub revision: u64,
+}
+
+/// The answer to a token check (Chubby's `CheckSequencer`), always linearizable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TokenCheck {
+    /// The token is the key's current one.
+    pub current: bool,
+    /// The key's current lease; `None` when the key is free.
+    pub lease: Option<LeaseInfo>,
+    /// Applied log index the answer reflects.
+    pub revision: u64,
+}
+
+/// One cluster member as a node's configuration lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Member {
+    /// Raft node id.
+    pub id: u64,
+    /// The member's gRPC address, `host:port`.
+    pub addr: String,
+    /// False for a learner.
+    pub voter: bool,
+}
+
+/// One node's view of itself and of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClusterStatus {
+    /// The endpoint (`host:port`) the client asked: says which node this status is about.
+    pub endpoint: String,
+    /// The answering node's Raft id.
+    pub node_id: u64,
+    /// The cluster's name.
+    pub cluster_name: String,
+    /// `leader`, `follower`, `candidate`, `learner` or `shutdown`.
+    pub state: String,
+    /// The leader's id as this node knows it; `None` when it knows no leader.
+    pub leader_id: Option<u64>,
+    /// The leader's address as this node knows it.
+    pub leader_addr: Option<String>,
+    /// The node's current Raft term.
+    pub term: u64,
+    /// Index of the last entry in the node's log.
+    pub last_log_index: u64,
+    /// Index of the last entry the node applied to its state machine.
+    pub applied_index: u64,
+    /// Members of the cluster configuration the node has.
+    pub members: Vec<Member>,
+    /// Leases held, as this node's state machine has them.
+    pub leases: u64,
+}
+
+/// The instant until which a client may act on a lease it was granted: `send_time + ttl ×
+/// (1 − drift_margin)` on the client's own monotonic clock.
+///
+/// The cluster counts the lease down from the instant a node applied the grant, which comes
+/// after the client sent the request. So a countdown that starts at `send_time` ends no later
+/// than any node's, as long as the clocks tick at the same rate; `drift_margin` absorbs rates
+/// that differ by less than that fraction.
+pub fn safe_deadline(send_time: Instant, ttl: Duration, drift_margin: f64) -> Instant {
+    debug_assert!((0.0..1.0).contains(&drift_margin));
+    send_time + ttl.mul_f64(1.0 - drift_margin)
+}
+
+fn as_millis<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u64(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease() -> LeaseInfo {
+        LeaseInfo {
+            key: "tasks/evidence-42".into(),
+            holder_name: "claude@host-a".into(),
+            holder_client_id: "0123456789abcdef0123456789abcdef".into(),
+            token: 1234,
+            ttl: Duration::from_secs(30),
+            held_since_unix_ms: 1_700_000_000_000,
+            renewed_at_unix_ms: 1_700_000_010_000,
+            remaining: Duration::from_millis(19_500),
+            basis: 1240,
+        }
+    }
+
+    #[test]
+    fn safe_deadline_gives_away_the_drift_margin_of_the_ttl() {
+        let send = Instant::now();
+        let deadline = safe_deadline(send, Duration::from_secs(30), 0.05);
+        assert_eq!(deadline - send, Duration::from_millis(28_500));
+        let deadline = safe_deadline(send, Duration::from_secs(10), 0.0);
+        assert_eq!(deadline - send, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn safe_deadline_never_exceeds_send_time_plus_ttl() {
+        let send = Instant::now();
+        for ttl_ms in [1, 999, 1_000, 30_000, 3_600_000] {
+            for margin in [0.0, 0.01, 0.05, 0.5, 0.99] {
+                let ttl = Duration::from_millis(ttl_ms);
+                assert!(safe_deadline(send, ttl, margin) <= send + ttl);
+            }
+        }
+    }
+
+    #[test]
+    fn lease_serializes_with_stable_snake_case_fields_and_millis() {
+        let json = serde_json::to_value(lease()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "key": "tasks/evidence-42",
+                "holder_name": "claude@host-a",
+                "holder_client_id": "0123456789abcdef0123456789abcdef",
+                "token": 1234,
+                "ttl_ms": 30000,
+                "held_since_unix_ms": 1_700_000_000_000u64,
+                "renewed_at_unix_ms": 1_700_000_010_000u64,
+                "remaining_ms": 19500,
+                "basis": 1240
+            })
+        );
+    }
+
+    #[test]
+    fn probe_of_a_free_key_serializes_lease_as_null() {
+        let json = serde_json::to_value(Probe {
+            lease: None,
+            revision: 7,
+        })
+        .unwrap();
+        assert_eq!(json, serde_json::json!({"lease": null, "revision": 7}));
+    }
+}
