@@ -547,3 +547,48 @@ async fn a_node_refuses_a_data_dir_of_another_node_and_bad_config() {
     ]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("not in initial_cluster"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_size_and_board_page_limits_are_enforced() {
+    use baton_proto::v1::baton_client::BatonClient;
+    use baton_proto::v1::{BoardRequest, RevokeRequest};
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    let client = cluster.client().await;
+    granted(client.claim("tasks/limit", "h", TTL).await.unwrap());
+    let mut raw = BatonClient::connect(format!("http://{}", cluster.nodes[&1].addr))
+        .await
+        .unwrap();
+    // Past REQUEST_BYTES_MAX (256 KiB): refused before it is even decoded.
+    let status = raw
+        .revoke(RevokeRequest {
+            key: "tasks/limit".into(),
+            reason: "r".repeat(300 * 1024),
+            request_id: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::OutOfRange, "{status:?}");
+    // Past BOARD_LEASES_MAX (1,000): INVALID_ARGUMENT naming the way out.
+    let status = raw
+        .board(BoardRequest {
+            prefix: String::new(),
+            limit: 1_001,
+            start_after: String::new(),
+            stale: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status.message().contains("start_after"),
+        "{}",
+        status.message()
+    );
+    // Neither changed anything.
+    let probe = client
+        .probe("tasks/limit", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert_eq!(probe.lease.unwrap().holder_name, "h");
+}

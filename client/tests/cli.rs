@@ -1,0 +1,221 @@
+//! The `baton` CLI against a real single-node `baton-node` process: outputs, JSON shapes and
+//! the exit codes of the SPEC (0 ok, 1 error, 2 usage, 3 held/lost/stale, 4 unavailable).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn cli_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_baton"))
+}
+
+/// `baton-node` is built by the same `cargo test --workspace` into the same directory.
+fn node_bin() -> PathBuf {
+    let bin = cli_bin().with_file_name("baton-node");
+    assert!(
+        bin.exists(),
+        "{} is missing: run the tests with `cargo test --workspace`",
+        bin.display()
+    );
+    bin
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One real node, killed by PID when dropped.
+struct Node {
+    addr: String,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Node {
+    fn start() -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let addr = format!("127.0.0.1:{}", free_port());
+        let child = Command::new(node_bin())
+            .args(["--listen", &addr, "--data-dir"])
+            .arg(dir.path().join("data"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let node = Node {
+            addr,
+            child,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = node.baton(&["cluster", "status", "--output", "json"]);
+            if out.status.success() && String::from_utf8_lossy(&out.stdout).contains("\"leader\"") {
+                return node;
+            }
+            assert!(Instant::now() < deadline, "node never became leader");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn baton(&self, args: &[&str]) -> Output {
+        Command::new(cli_bin())
+            .arg("--endpoints")
+            .arg(&self.addr)
+            .args(args)
+            .env_remove("BATON_CLIENT_ID")
+            .output()
+            .unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> (i32, Value) {
+        let mut all = vec!["--output", "json"];
+        all.extend_from_slice(args);
+        let out = self.baton(&all);
+        let code = out.status.code().unwrap();
+        let value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{args:?} printed no JSON ({e}): stdout {:?} stderr {:?}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (code, value)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn claim_probe_check_renew_release_round_trip_with_exit_codes() {
+    let node = Node::start();
+    let (code, v) = node.json(&["claim", "tasks/cli", "--holder", "alice", "--ttl", "30s"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["outcome"], "granted");
+    let token = v["lease"]["token"].as_u64().unwrap();
+    assert_eq!(v["lease"]["holder_name"], "alice");
+
+    // Someone else: held, naming alice and her token; exit 3 = stand down.
+    let (code, v) = node.json(&["claim", "tasks/cli", "--holder", "bob", "--ttl", "30s"]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["outcome"], "held");
+    assert_eq!(v["lease"]["holder_name"], "alice");
+    assert_eq!(v["lease"]["token"].as_u64(), Some(token));
+
+    let (code, v) = node.json(&["probe", "tasks/cli"]);
+    assert_eq!((code, v["lease"]["token"].as_u64()), (0, Some(token)));
+
+    let t = token.to_string();
+    let stale = (token + 1000).to_string();
+    let (code, v) = node.json(&["check", "tasks/cli", "--token", &t]);
+    assert_eq!((code, &v["current"]), (0, &Value::Bool(true)));
+    let (code, v) = node.json(&["check", "tasks/cli", "--token", &stale]);
+    assert_eq!((code, &v["current"]), (3, &Value::Bool(false)));
+
+    let (code, v) = node.json(&["renew", "tasks/cli", "--token", &t]);
+    assert_eq!((code, &v["outcome"]), (0, &Value::from("renewed")), "{v}");
+    let (code, v) = node.json(&["release", "tasks/cli", "--token", &stale]);
+    assert_eq!((code, &v["outcome"]), (3, &Value::from("lost")), "{v}");
+    let (code, v) = node.json(&["release", "tasks/cli", "--token", &t]);
+    assert_eq!((code, &v["outcome"]), (0, &Value::from("released")), "{v}");
+
+    let (code, v) = node.json(&["probe", "tasks/cli"]);
+    assert_eq!((code, &v["lease"]), (0, &Value::Null));
+}
+
+#[test]
+fn the_same_client_id_in_two_cli_runs_is_the_same_holder() {
+    let node = Node::start();
+    let args = [
+        "--client-id",
+        "agent-7",
+        "claim",
+        "tasks/same",
+        "--holder",
+        "agent",
+        "--ttl",
+        "30s",
+    ];
+    let (code, first) = node.json(&args);
+    assert_eq!(code, 0, "{first}");
+    assert_eq!(first["already_held"], false);
+    let (code, second) = node.json(&args);
+    assert_eq!(code, 0, "{second}");
+    assert_eq!(second["already_held"], true, "{second}");
+    assert_eq!(second["lease"]["token"], first["lease"]["token"]);
+    // The same name from another process is refused, and told so.
+    let (code, other) = node.json(&["claim", "tasks/same", "--holder", "agent", "--ttl", "30s"]);
+    assert_eq!(code, 3);
+    assert_eq!(other["same_name_other_process"], true, "{other}");
+}
+
+#[test]
+fn bad_input_exits_1_with_the_servers_message_and_changes_nothing() {
+    let node = Node::start();
+    let long_key = "k".repeat(513);
+    for args in [
+        vec!["claim", "", "--ttl", "30s"],
+        vec!["claim", long_key.as_str(), "--ttl", "30s"],
+        vec!["claim", "tasks/bad", "--ttl", "10ms"],
+        vec!["claim", "tasks/bad", "--ttl", "2h"],
+    ] {
+        let out = node.baton(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+    }
+    let (code, v) = node.json(&["board"]);
+    assert_eq!(code, 0);
+    assert_eq!(v["leases"], Value::Array(vec![]), "nothing was claimed");
+}
+
+#[test]
+fn usage_errors_exit_2_and_an_unreachable_cluster_exits_4() {
+    let out = Command::new(cli_bin()).args(["claim"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let dead = format!("127.0.0.1:{}", free_port());
+    let out = Command::new(cli_bin())
+        .args(["--endpoints", &dead, "--timeout", "1s", "probe", "tasks/x"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unavailable"));
+}
+
+#[test]
+fn board_table_and_revoke() {
+    let node = Node::start();
+    for key in ["team/a", "team/b", "other/c"] {
+        let out = node.baton(&["claim", key, "--holder", "carol", "--ttl", "30s"]);
+        assert!(out.status.success());
+    }
+    let out = node.baton(&["board", "team/"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.lines().next().unwrap().starts_with("KEY"), "{table}");
+    assert!(
+        table.contains("team/a") && table.contains("team/b") && !table.contains("other/c"),
+        "{table}"
+    );
+
+    let (code, v) = node.json(&["revoke", "team/a", "--reason", "agent crashed"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["revoked"]["holder_name"], "carol");
+    let (_, v) = node.json(&["probe", "team/a"]);
+    assert_eq!(v["lease"], Value::Null);
+}
