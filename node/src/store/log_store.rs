@@ -62,6 +62,18 @@ impl LogStore {
             .map_err(|e| StorageIOError::write(&e).into())
     }
 
+    /// Removes the entries in `range` (of index keys) in one batch: no hole is ever visible.
+    fn remove_entries(&self, range: impl RangeBounds<[u8; 8]>) -> Result<(), StorageError> {
+        let mut batch = sled::Batch::default();
+        for item in self.log.range(range) {
+            let (key, _) = item.map_err(|e| StorageIOError::write_logs(&e))?;
+            batch.remove(key);
+        }
+        self.log
+            .apply_batch(batch)
+            .map_err(|e| StorageIOError::write_logs(&e).into())
+    }
+
     fn last_entry_log_id(&self) -> Result<Option<LogId>, StorageError> {
         match self.log.last().map_err(|e| StorageIOError::read_logs(&e))? {
             None => Ok(None),
@@ -166,14 +178,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        let mut batch = sled::Batch::default();
-        for item in self.log.range(index_key(log_id.index)..) {
-            let (key, _) = item.map_err(|e| StorageIOError::write_logs(&e))?;
-            batch.remove(key);
-        }
-        self.log
-            .apply_batch(batch)
-            .map_err(|e| StorageIOError::write_logs(&e))?;
+        self.remove_entries(index_key(log_id.index)..)?;
         self.sync().await
     }
 
@@ -184,14 +189,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .insert(KEY_LAST_PURGED, encode(&log_id))
             .map_err(|e| StorageIOError::write_logs(&e))?;
         self.sync().await?;
-        let mut batch = sled::Batch::default();
-        for item in self.log.range(..=index_key(log_id.index)) {
-            let (key, _) = item.map_err(|e| StorageIOError::write_logs(&e))?;
-            batch.remove(key);
-        }
-        self.log
-            .apply_batch(batch)
-            .map_err(|e| StorageIOError::write_logs(&e))?;
+        self.remove_entries(..=index_key(log_id.index))?;
         self.sync().await
     }
 }
