@@ -17,7 +17,8 @@ use super::validate;
 pub struct ClientSession {
     /// Log index of this client's latest request: orders clients for eviction.
     pub last_index: u64,
-    /// The latest answers, oldest first, at most `DEDUP_ANSWERS_PER_CLIENT_MAX`.
+    /// The answers to the highest seqs seen, in apply order, at most
+    /// `DEDUP_ANSWERS_PER_CLIENT_MAX`.
     pub answers: VecDeque<Answer>,
     /// Highest seq whose answer was dropped from `answers`. A request at or below it that is
     /// not in `answers` may have been applied already, so it is refused rather than applied
@@ -165,7 +166,7 @@ impl LeaseTable {
             return Some(answer.outcome.clone());
         }
         if id.seq <= session.forgotten_seq_max {
-            return Some(Outcome::Invalid {
+            return Some(Outcome::RetryTooOld {
                 message: format!(
                     "request seq {} of client {} is too old to tell whether it was applied \
                      (only the latest {} answers are kept): probe the key to see its state",
@@ -202,8 +203,15 @@ impl LeaseTable {
             op_fingerprint,
             outcome: outcome.clone(),
         });
-        while session.answers.len() > DEDUP_ANSWERS_PER_CLIENT_MAX {
-            if let Some(dropped) = session.answers.pop_front() {
+        if session.answers.len() > DEDUP_ANSWERS_PER_CLIENT_MAX {
+            // Forget the lowest seq, not the first applied: requests in flight together can
+            // commit out of order, and forgetting a high seq would refuse the first attempts
+            // of the lower ones still on their way. With at most this many requests in flight
+            // per client, no first attempt is ever refused.
+            let lowest = (0..session.answers.len())
+                .min_by_key(|i| session.answers[*i].seq)
+                .expect("answers is not empty");
+            if let Some(dropped) = session.answers.remove(lowest) {
                 session.forgotten_seq_max = session.forgotten_seq_max.max(dropped.seq);
             }
         }
@@ -239,10 +247,13 @@ impl LeaseTable {
                 }
                 Some(l) if l.holder.client_id == holder.client_id => {
                     // The same process claims again (e.g. it lost our answer): it keeps its
-                    // token, the lease is renewed with the TTL it asked for now.
+                    // token and the lease is renewed. The TTL never shrinks: another task of
+                    // that process may be counting on the longer one it was granted, and
+                    // restarting the countdown later with a TTL at least as long never ends
+                    // it earlier.
                     let mut lease = l.clone();
                     lease.basis = index;
-                    lease.ttl_ms = *ttl_ms;
+                    lease.ttl_ms = lease.ttl_ms.max(*ttl_ms);
                     lease.renewed_unix_ms = now_unix_ms;
                     lease.holder.name = holder.name.clone();
                     self.leases.insert(key.to_string(), lease.clone());

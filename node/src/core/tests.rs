@@ -303,8 +303,10 @@ fn dedup_keeps_a_bounded_window_per_client_and_refuses_older_seqs() {
         holder: holder("a", "ca"),
         ttl_ms: 5_000,
     };
-    let msg = invalid(t.apply(100, &cmd_from("ca", 2, old)));
-    assert!(msg.contains("too old"), "{msg}");
+    match t.apply(100, &cmd_from("ca", 2, old)) {
+        Outcome::RetryTooOld { message } => assert!(message.contains("too old"), "{message}"),
+        other => panic!("expected RetryTooOld, got {other:?}"),
+    }
     assert_eq!(t.lease("new"), None, "a refused request changes nothing");
 }
 
@@ -526,4 +528,36 @@ fn fingerprints_differ_by_kind_and_field() {
     // Stable across builds and nodes: pinned to FNV-1a of the documented encoding
     // ("renew", 0xff, "k", 0xff, 1u64 little-endian, 0xff), computed independently.
     assert_eq!(ops[0].fingerprint(), 0xa17d_b8a0_0303_bda1);
+}
+
+#[test]
+fn requests_in_flight_together_are_not_refused_when_they_commit_out_of_order() {
+    let mut t = LeaseTable::default();
+    let renew_op = |seq: u64| Op::Renew {
+        key: format!("k{seq}"),
+        token: 1,
+    };
+    // 19 requests in flight at once; seq 19 commits first, then 1..=16, then 17 and 18.
+    let order: Vec<u64> = std::iter::once(19).chain(1..=16).chain([17, 18]).collect();
+    for (i, seq) in order.into_iter().enumerate() {
+        let outcome = t.apply(i as u64 + 1, &cmd_from("c", seq, renew_op(seq)));
+        assert_eq!(
+            outcome,
+            Outcome::Lost { current: None },
+            "seq {seq} was applied, not refused"
+        );
+    }
+}
+
+#[test]
+fn a_reclaim_with_a_shorter_ttl_keeps_the_longer_lease() {
+    let mut t = LeaseTable::default();
+    let a = holder("a", "ca");
+    granted(t.apply(3, &claim("k", &a, 3_600_000)));
+    let lease = granted(t.apply(4, &claim("k", &a, 10_000)));
+    assert_eq!(
+        lease.ttl_ms, 3_600_000,
+        "another task of the process may rely on the hour"
+    );
+    assert_eq!(lease.basis, 4);
 }

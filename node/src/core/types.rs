@@ -186,27 +186,11 @@ pub enum Outcome {
     Invalid {
         message: String,
     },
+    /// A retry whose first answer is no longer remembered: it may or may not have been
+    /// applied, so it is not applied again. Nothing changed; the caller should probe.
+    RetryTooOld {
+        message: String,
+    },
     /// Entries that carry no operation (blank, membership).
     None,
-}
-
-impl Outcome {
-    /// The lease whose expiry countdown this outcome (re)starts, if any.
-    pub fn started_countdown(&self) -> Option<&Lease> {
-        match self {
-            Outcome::Granted { lease, .. } | Outcome::Renewed { lease } => Some(lease),
-            _ => None,
-        }
-    }
-
-    /// The key whose lease this outcome ended, if any.
-    pub fn ended_lease(&self) -> Option<&Lease> {
-        match self {
-            Outcome::Released { lease } | Outcome::Expired { lease } => Some(lease),
-            Outcome::Revoked {
-                previous: Some(lease),
-            } => Some(lease),
-            _ => None,
-        }
-    }
 }

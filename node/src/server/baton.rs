@@ -28,7 +28,7 @@ use crate::core::validate;
 use crate::core::{LogCommand, Op, Outcome, RequestId};
 use crate::expiry::wall_clock_unix_ms;
 use crate::raft_types::Raft;
-use crate::store::StateMachine;
+use crate::store::{SmState, StateMachine};
 
 /// How long a forwarded request may take at the leader.
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(15);
@@ -108,6 +108,9 @@ impl Ctx {
             .into()),
             Ok(Ok(resp)) => match resp.data {
                 Outcome::Invalid { message } => Err(Status::invalid_argument(message).into()),
+                Outcome::RetryTooOld { message } => {
+                    Err(Status::failed_precondition(message).into())
+                }
                 outcome => Ok((outcome, resp.log_id.index)),
             },
             Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
@@ -144,11 +147,6 @@ impl Ctx {
                 }
             }
         }
-    }
-
-    fn revision(&self) -> u64 {
-        self.sm
-            .read(|s| s.last_applied.map(|l| l.index).unwrap_or(0))
     }
 
     fn lease(&self, lease: &crate::core::Lease) -> pb::Lease {
@@ -240,10 +238,12 @@ impl Ctx {
         if !req.stale {
             self.linearize().await?;
         }
-        let lease = self.sm.read(|s| s.table.lease(&req.key).cloned());
+        let (lease, revision) = self
+            .sm
+            .read(|s| (s.table.lease(&req.key).cloned(), revision(s)));
         Ok(pb::ProbeResponse {
             lease: lease.map(|l| self.lease(&l)),
-            revision: self.revision(),
+            revision,
         })
     }
 
@@ -263,14 +263,18 @@ impl Ctx {
         if !req.stale {
             self.linearize().await?;
         }
-        let (leases, truncated) = self.sm.read(|s| {
+        let (leases, truncated, revision) = self.sm.read(|s| {
             let (page, truncated) = s.table.board(&req.prefix, &req.start_after, limit);
-            (page.into_iter().cloned().collect::<Vec<_>>(), truncated)
+            (
+                page.into_iter().cloned().collect::<Vec<_>>(),
+                truncated,
+                revision(s),
+            )
         });
         Ok(pb::BoardResponse {
             leases: leases.iter().map(|l| self.lease(l)).collect(),
             truncated,
-            revision: self.revision(),
+            revision,
         })
     }
 
@@ -282,13 +286,20 @@ impl Ctx {
         validate::token(req.token).map_err(convert::invalid)?;
         // Always linearizable: a stale "yes" would defeat fencing.
         self.linearize().await?;
-        let lease = self.sm.read(|s| s.table.lease(&req.key).cloned());
+        let (lease, revision) = self
+            .sm
+            .read(|s| (s.table.lease(&req.key).cloned(), revision(s)));
         Ok(pb::CheckTokenResponse {
             current: lease.as_ref().is_some_and(|l| l.token == req.token),
             lease: lease.map(|l| self.lease(&l)),
-            revision: self.revision(),
+            revision,
         })
     }
+}
+
+/// The applied log index a read reflects; read under the same lock as the data.
+fn revision(state: &SmState) -> u64 {
+    state.last_applied.map(|l| l.index).unwrap_or(0)
 }
 
 /// An outcome that cannot answer this operation: a bug, reported as INTERNAL.

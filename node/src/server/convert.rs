@@ -14,8 +14,14 @@ pub fn invalid(e: InvalidInput) -> Status {
     Status::invalid_argument(e.0)
 }
 
+/// Every mutating request must carry a request id: without one a retry could apply twice
+/// (a repeated revoke would free whoever claimed in between).
 pub fn request_id(id: Option<pb::RequestId>) -> Result<Option<RequestId>, Status> {
-    let Some(id) = id else { return Ok(None) };
+    let Some(id) = id else {
+        return Err(Status::invalid_argument(
+            "request_id is missing: every write needs a (client_id, seq) so retries apply once",
+        ));
+    };
     let id = RequestId {
         client_id: id.client_id,
         seq: id.seq,

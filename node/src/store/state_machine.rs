@@ -218,14 +218,16 @@ impl StateMachine {
             })
     }
 
-    async fn write_snapshot_file(&self, file: &SnapshotFile) -> Result<(), StorageError> {
+    /// Writes `file` as the current snapshot unless a newer one is there already; says
+    /// whether it wrote.
+    async fn write_snapshot_file(&self, file: &SnapshotFile) -> Result<bool, StorageError> {
         let _guard = self.shared.snapshot_lock.lock().await;
         if let Some(current) = self
             .read_snapshot_file()
             .map_err(|e| StorageIOError::read_snapshot(None, &std::io::Error::other(e)))?
         {
             if current.meta.last_log_id > file.meta.last_log_id {
-                return Ok(());
+                return Ok(false);
             }
         }
         let bytes = encode(file);
@@ -234,7 +236,7 @@ impl StateMachine {
             .await
             .map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?
             .map_err(|e| StorageIOError::write_snapshot(Some(file.meta.signature()), &e))?;
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -265,12 +267,17 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     let outcome = state
                         .table
                         .apply_tracked(entry.log_id.index, &cmd, &mut changes);
-                    // Countdowns start at this node's own apply instant.
+                    // Countdowns follow the table, not the outcome: a de-duplicated retry
+                    // answers an old grant but must not restart the current lease's
+                    // countdown. A lease whose basis is this entry was granted or renewed by
+                    // it, so its countdown starts now, at this node's own apply instant.
                     let key = cmd.op.key();
-                    if let Some(lease) = outcome.started_countdown() {
-                        self.shared.countdowns.start(lease);
-                    } else if state.table.lease(key).is_none() {
-                        self.shared.countdowns.stop(key);
+                    match state.table.lease(key) {
+                        Some(lease) if lease.basis == entry.log_id.index => {
+                            self.shared.countdowns.start(lease)
+                        }
+                        Some(_) => {}
+                        None => self.shared.countdowns.stop(key),
                     }
                     outcome
                 }
@@ -307,7 +314,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta: meta.clone(),
             state,
         };
-        self.write_snapshot_file(&file).await?;
+        if !self.write_snapshot_file(&file).await? {
+            // A newer snapshot is installed already; installing an older state would go
+            // backwards.
+            return Ok(());
+        }
         self.write_all_to_sled(&file.state)
             .map_err(|e| StorageIOError::write_state_machine(&e))?;
         self.shared

@@ -68,3 +68,55 @@ fn foreign_and_corrupt_data_dirs_are_refused() {
         .expect("refused");
     assert!(matches!(err, OpenError::CorruptIdentity { .. }), "{err}");
 }
+
+#[tokio::test]
+async fn a_deduplicated_retry_does_not_restart_the_current_leases_countdown() {
+    use crate::core::{Holder, LogCommand, Op, RequestId};
+    use openraft::storage::RaftStateMachine;
+    use openraft::testing::log_id;
+    use openraft::{Entry, EntryPayload};
+
+    let dir = tempfile::tempdir().unwrap();
+    let cd = countdowns();
+    let (_log, mut sm) = open(dir.path(), 1, "t", cd.clone()).unwrap();
+    let claim = |who: &str, seq: u64| LogCommand {
+        request_id: Some(RequestId {
+            client_id: who.into(),
+            seq,
+        }),
+        leader_unix_ms: 0,
+        op: Op::Claim {
+            key: "k".into(),
+            holder: Holder {
+                name: who.into(),
+                client_id: who.into(),
+            },
+            ttl_ms: 60_000,
+        },
+    };
+    let revoke = LogCommand {
+        request_id: None,
+        leader_unix_ms: 0,
+        op: Op::Revoke {
+            key: "k".into(),
+            reason: "test".into(),
+        },
+    };
+    let entries = [claim("a", 1), revoke, claim("b", 1), claim("a", 1)]
+        .into_iter()
+        .enumerate()
+        .map(|(i, cmd)| Entry::<TypeConfig> {
+            log_id: log_id(1, 1, i as u64 + 1),
+            payload: EntryPayload::Normal(cmd),
+        });
+    let outcomes = sm.apply(entries).await.unwrap();
+    // a's retry got a's first answer (token 1) ...
+    assert_eq!(outcomes[3], outcomes[0]);
+    // ... but the countdown still belongs to b's lease (token 3, basis 3).
+    assert!(cd.remaining("k", 3).is_some(), "b's countdown is running");
+    assert!(
+        cd.remaining("k", 1).is_none(),
+        "a's old grant did not restart a countdown"
+    );
+    assert_eq!(cd.len(), 1);
+}
