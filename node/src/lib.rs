@@ -19,6 +19,7 @@
 pub mod clock;
 pub mod config;
 pub mod core;
+pub mod dev;
 pub mod expiry;
 pub mod network;
 pub mod node;

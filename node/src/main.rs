@@ -1,6 +1,7 @@
 //! `baton-node`: runs one baton node.
 //!
 //! With no flags: a single-node cluster on 127.0.0.1:7001 with `./baton-data`.
+//! `baton-node dev --nodes 3`: a local 3-node cluster in one process, for trying baton.
 //! Settings come from an optional TOML file (`--config`), then `BATON_*` env vars, then
 //! flags, each overriding the one before; the result is validated as one.
 
@@ -14,9 +15,17 @@ use clap::Parser;
 #[command(
     name = "baton-node",
     version,
-    about = "A node of baton, the replicated store of ownership tokens"
+    about = "A node of baton, the replicated store of ownership tokens",
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:
+  baton-node                            single-node cluster on 127.0.0.1:7001, data in ./baton-data
+  baton-node dev --nodes 3              local 3-node cluster on 127.0.0.1:7001-7003, temporary data
+  baton-node --node-id 2 --listen 0.0.0.0:7001 --advertise host2:7001 \\
+      --data-dir /var/lib/baton --initial-cluster 1=host1:7001,2=host2:7001,3=host3:7001"
 )]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// TOML config file (fields as in NodeConfig: node_id, listen, data_dir, ...).
     #[arg(long, env = "BATON_CONFIG")]
     config: Option<PathBuf>,
@@ -61,6 +70,22 @@ struct Args {
     log_format: Option<String>,
 }
 
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Run a local cluster of several nodes in this process (loopback only); Ctrl-C stops it.
+    Dev {
+        /// How many nodes.
+        #[arg(long, default_value_t = 3)]
+        nodes: u64,
+        /// Directory for the nodes' data; a temporary one (removed on exit) if not given.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Node N listens on 127.0.0.1:(base-port + N - 1); 0 picks free ports.
+        #[arg(long, default_value_t = 7001)]
+        base_port: u16,
+    },
+}
+
 impl Args {
     fn into_config(self) -> anyhow::Result<NodeConfig> {
         let mut c = match &self.config {
@@ -100,8 +125,11 @@ impl Args {
 fn init_tracing(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "info,openraft=warn,sled=warn".into());
+    // Colours only for a person at a terminal, not in log files.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     if json {
         builder.json().init();
@@ -120,6 +148,19 @@ async fn shutdown_signal() {
     }
 }
 
+/// Tells the person at the terminal how to reach the dev cluster (stdout; logs go to stderr).
+fn announce_dev(cluster: &baton_node::dev::DevCluster) {
+    let endpoints = cluster.endpoints.join(",");
+    println!(
+        "baton dev cluster: {} nodes, data in {}",
+        cluster.endpoints.len(),
+        cluster.dir.display()
+    );
+    println!("endpoints: {endpoints}");
+    println!("try:       baton --endpoints {endpoints} claim tasks/demo --ttl 30s");
+    println!("stop:      Ctrl-C");
+}
+
 #[tokio::main]
 async fn main() {
     if let Err(e) = run().await {
@@ -129,7 +170,23 @@ async fn main() {
 }
 
 async fn run() -> anyhow::Result<()> {
-    let cfg = Args::parse().into_config()?.validate()?;
+    let args = Args::parse();
+    if let Some(Command::Dev {
+        nodes,
+        dir,
+        base_port,
+    }) = args.command
+    {
+        init_tracing(false);
+        let opts = baton_node::dev::DevOptions {
+            nodes,
+            dir,
+            base_port,
+        };
+        baton_node::dev::run(opts, announce_dev, shutdown_signal()).await?;
+        return Ok(());
+    }
+    let cfg = args.into_config()?.validate()?;
     init_tracing(cfg.json_logs);
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await

@@ -1,0 +1,81 @@
+//! `baton-node dev`: a local cluster in one command starts, serves claims, and stops cleanly
+//! on Ctrl-C (SIGINT).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use baton_client::{ClaimOutcome, Client, ClientConfig, ReadMode};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_cluster_starts_serves_claims_and_stops_on_ctrl_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_baton-node"))
+        .args(["dev", "--nodes", "3", "--base-port", "0", "--dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let endpoints_line = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find(|l| l.starts_with("endpoints:"))
+    })
+    .await
+    .unwrap()
+    .expect("dev prints its endpoints");
+    let endpoints: Vec<String> = endpoints_line["endpoints:".len()..]
+        .trim()
+        .split(',')
+        .map(String::from)
+        .collect();
+    assert_eq!(endpoints.len(), 3);
+
+    let client = Client::connect(ClientConfig {
+        endpoints: endpoints.clone(),
+        retry_deadline: Duration::from_secs(20),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let outcome = client
+        .claim("tasks/dev", "dev-user", Duration::from_secs(30))
+        .await
+        .unwrap();
+    let ClaimOutcome::Granted(grant) = outcome else {
+        panic!("{outcome:?}")
+    };
+    let status = client.cluster_status().await.unwrap();
+    assert_eq!(status.members.len(), 3);
+    assert!(status.members.iter().all(|m| m.voter));
+    let probe = client
+        .probe("tasks/dev", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert_eq!(probe.lease.unwrap().token, grant.lease.token);
+    for n in 1..=3 {
+        assert!(dir.path().join(format!("node{n}/baton.id")).exists());
+    }
+
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("dev cluster did not stop on SIGINT");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "clean exit: {status:?}");
+}
