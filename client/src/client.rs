@@ -138,6 +138,20 @@ impl Client {
 
     /// Extends the lease on `key` held with `token`; the token stays the same.
     pub async fn renew(&self, key: &str, token: u64) -> Result<RenewOutcome, Error> {
+        self.renew_until(key, token, self.retry_deadline_from_now())
+            .await
+    }
+
+    /// [`Client::renew`], retried until `deadline` instead of the configured retry deadline.
+    ///
+    /// A lease guard renews with its safe deadline as the retry deadline: an answer that
+    /// comes after it is of no use, since the guard has already reported the lease lost.
+    pub(crate) async fn renew_until(
+        &self,
+        key: &str,
+        token: u64,
+        deadline: Instant,
+    ) -> Result<RenewOutcome, Error> {
         let request = pb::RenewRequest {
             key: key.to_owned(),
             token,
@@ -145,7 +159,7 @@ impl Client {
         };
         let clock = self.grant_clock();
         let answer = self
-            .call("renew", request, |channel, request| async move {
+            .call_until("renew", request, deadline, |channel, request| async move {
                 BatonClient::new(channel).renew(request).await
             })
             .await?;
@@ -308,6 +322,23 @@ impl Client {
         &self,
         op: &'static str,
         request: Req,
+        send: F,
+    ) -> Result<Answer<Resp>, Error>
+    where
+        Req: Clone,
+        F: FnMut(Channel, tonic::Request<Req>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+    {
+        self.call_until(op, request, self.retry_deadline_from_now(), send)
+            .await
+    }
+
+    /// [`Client::call`] with an explicit retry deadline: no attempt runs past `deadline`.
+    async fn call_until<Req, Resp, F, Fut>(
+        &self,
+        op: &'static str,
+        request: Req,
+        deadline: Instant,
         mut send: F,
     ) -> Result<Answer<Resp>, Error>
     where
@@ -316,7 +347,6 @@ impl Client {
         Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
     {
         let config = &self.inner.config;
-        let deadline = Instant::now() + config.retry_deadline;
         let mut backoff = Backoff::new();
         let mut last_failure = String::from("no attempt was made");
         let mut redirected = false;
@@ -384,6 +414,11 @@ impl Client {
         Err(Error::Unavailable { last: last_failure })
     }
 
+    /// The configured retry deadline, counted from now.
+    pub(crate) fn retry_deadline_from_now(&self) -> Instant {
+        Instant::now() + self.inner.config.retry_deadline
+    }
+
     fn next_request_id(&self) -> pb::RequestId {
         pb::RequestId {
             client_id: self.inner.session_id.clone(),
@@ -448,6 +483,9 @@ impl Client {
     /// Adopts the leader named in a reply's metadata, unless that node recently failed at the
     /// transport level. Returns the leader if it was adopted.
     fn learn_leader(&self, metadata: &MetadataMap) -> Option<String> {
+        if !self.inner.config.follow_leader_hints {
+            return None;
+        }
         let raw = metadata.get(LEADER_METADATA_KEY)?.to_str().ok()?;
         let leader = match normalize_endpoint(raw) {
             Ok(leader) => leader,
@@ -469,6 +507,9 @@ impl Client {
     }
 
     fn learn_leader_from_status(&self, status: &ClusterStatus) {
+        if !self.inner.config.follow_leader_hints {
+            return;
+        }
         if status.state == "leader" {
             self.routing().leader = Some(status.endpoint.clone());
             return;
@@ -660,6 +701,19 @@ mod tests {
         assert_eq!(client.leader_hint(), None);
         // The rotation did not move: c:3 was not its current endpoint.
         assert_eq!(client.pick_endpoint(), "a:1");
+    }
+
+    #[tokio::test]
+    async fn with_leader_hints_off_the_client_stays_on_its_endpoints() {
+        let client = Client::connect(ClientConfig {
+            follow_leader_hints: false,
+            ..ClientConfig::with_endpoints(["proxy-a:1", "proxy-b:2"])
+        })
+        .await
+        .unwrap();
+        assert_eq!(client.learn_leader(&metadata_naming("10.0.0.3:7001")), None);
+        assert_eq!(client.leader_hint(), None);
+        assert_eq!(client.pick_endpoint(), "proxy-a:1");
     }
 
     #[tokio::test]

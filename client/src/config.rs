@@ -28,10 +28,10 @@ pub struct ClientConfig {
     /// the client tries them in order, sticks with one that answers, and goes to the leader
     /// directly once a node names it.
     pub endpoints: Vec<String>,
-    /// Identity of this client process: the `Holder.client_id` of its claims and the
-    /// de-duplication scope of its request ids. `None` picks a random one, so two processes
-    /// never share an id by accident; give one explicitly to resume as the same claimant
-    /// after a restart.
+    /// Identity of this client process: the `Holder.client_id` of its claims. `None` picks a
+    /// random one, so two processes never share an id by accident; give one explicitly to
+    /// resume as the same claimant after a restart. (Request ids use a separate random
+    /// session per `Client`, so reusing a client id never confuses de-duplication.)
     pub client_id: Option<String>,
     /// How long one attempt against one node may take before the client gives up on it and
     /// tries again (possibly elsewhere).
@@ -42,6 +42,10 @@ pub struct ClientConfig {
     /// Fraction of a lease's TTL the client gives away to clock-rate drift between itself and
     /// the cluster: a grant is considered safe until `send_time + ttl × (1 − drift_margin)`.
     pub drift_margin: f64,
+    /// Go straight to the leader a node names (`x-baton-leader`). Turn it off when the
+    /// addresses the nodes advertise are not reachable from this client (a proxy, a load
+    /// balancer, NAT): the client then sticks to `endpoints` and followers forward.
+    pub follow_leader_hints: bool,
 }
 
 impl Default for ClientConfig {
@@ -52,6 +56,7 @@ impl Default for ClientConfig {
             request_timeout: Duration::from_secs(5),
             retry_deadline: Duration::from_secs(10),
             drift_margin: 0.05,
+            follow_leader_hints: true,
         }
     }
 }
@@ -116,6 +121,7 @@ impl ClientConfig {
             request_timeout: self.request_timeout,
             retry_deadline: self.retry_deadline,
             drift_margin: self.drift_margin,
+            follow_leader_hints: self.follow_leader_hints,
         })
     }
 }
@@ -129,6 +135,7 @@ pub struct ValidConfig {
     pub(crate) request_timeout: Duration,
     pub(crate) retry_deadline: Duration,
     pub(crate) drift_margin: f64,
+    pub(crate) follow_leader_hints: bool,
 }
 
 impl ValidConfig {

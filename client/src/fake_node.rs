@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use baton_proto::v1 as pb;
 use baton_proto::v1::baton_server::{Baton, BatonServer};
@@ -28,6 +29,45 @@ pub(crate) struct FakeNode {
     always: Mutex<Option<(Code, &'static str)>>,
     /// Named in `x-baton-leader` on every failure.
     leader_hint: Mutex<Option<String>>,
+    /// Claims answered `Held` by another holder before claims are granted again, with the
+    /// remaining TTL the refusal reports.
+    held_claims: Mutex<Option<(usize, Duration)>>,
+    /// How renewals are answered (after the failure script).
+    renew_answer: Mutex<RenewAnswer>,
+    /// How long every renewal takes to answer.
+    renew_delay: Mutex<Duration>,
+    /// The TTL of the latest claim, echoed by renewals.
+    ttl_ms: Mutex<u64>,
+}
+
+/// How a fake node answers renewals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum RenewAnswer {
+    /// Renewed, same token.
+    #[default]
+    Renewed,
+    /// Lost: the key is held by `other` now.
+    LostToOther,
+}
+
+/// The token every grant of a fake node carries.
+pub(crate) const FAKE_TOKEN: u64 = 42;
+
+/// The lease of a holder other than the test's, on `key`.
+pub(crate) fn other_lease(key: &str, remaining: Duration) -> pb::Lease {
+    pb::Lease {
+        key: key.to_owned(),
+        holder: Some(pb::Holder {
+            name: "other@host-b".into(),
+            client_id: "other-client".into(),
+        }),
+        token: 77,
+        ttl_ms: 30_000,
+        held_since_unix_ms: 1,
+        renewed_at_unix_ms: 1,
+        remaining_ms: u64::try_from(remaining.as_millis()).unwrap(),
+        basis: 77,
+    }
 }
 
 impl FakeNode {
@@ -39,8 +79,42 @@ impl FakeNode {
         *self.always.lock().unwrap() = Some((code, message));
     }
 
+    /// Ends `fail_always`: calls are answered again (after any scripted failures).
+    pub(crate) fn stop_failing(&self) {
+        *self.always.lock().unwrap() = None;
+    }
+
     pub(crate) fn name_leader(&self, leader: SocketAddr) {
         *self.leader_hint.lock().unwrap() = Some(leader.to_string());
+    }
+
+    /// The next `claims` claims are refused: the key is held by someone else for another
+    /// `remaining`.
+    pub(crate) fn hold_claims(&self, claims: usize, remaining: Duration) {
+        *self.held_claims.lock().unwrap() = Some((claims, remaining));
+    }
+
+    pub(crate) fn answer_renewals(&self, answer: RenewAnswer) {
+        *self.renew_answer.lock().unwrap() = answer;
+    }
+
+    /// Renewals answer with this TTL, as if this node had seen the claim.
+    pub(crate) fn assume_ttl(&self, ttl: Duration) {
+        *self.ttl_ms.lock().unwrap() = u64::try_from(ttl.as_millis()).unwrap();
+    }
+
+    pub(crate) fn delay_renewals(&self, delay: Duration) {
+        *self.renew_delay.lock().unwrap() = delay;
+    }
+
+    /// How many calls of `method` the node received.
+    pub(crate) fn count(&self, method: &str) -> usize {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.method == method)
+            .count()
     }
 
     pub(crate) fn calls(&self) -> Vec<Call> {
@@ -99,17 +173,33 @@ impl Baton for FakeNode {
     ) -> Result<Response<pb::ClaimResponse>, Status> {
         let request = request.into_inner();
         self.enter("claim", request.request_id.as_ref())?;
+        *self.ttl_ms.lock().unwrap() = request.ttl_ms;
+        {
+            let mut held = self.held_claims.lock().unwrap();
+            if let Some((left, remaining)) = held.as_mut() {
+                if *left > 0 {
+                    *left -= 1;
+                    return Ok(Response::new(pb::ClaimResponse {
+                        outcome: Some(pb::claim_response::Outcome::Held(pb::Held {
+                            lease: Some(other_lease(&request.key, *remaining)),
+                            same_name_other_process: false,
+                        })),
+                        revision: 77,
+                    }));
+                }
+            }
+        }
         Ok(Response::new(pb::ClaimResponse {
             outcome: Some(pb::claim_response::Outcome::Granted(pb::Granted {
                 lease: Some(pb::Lease {
                     key: request.key,
                     holder: request.holder,
-                    token: 42,
+                    token: FAKE_TOKEN,
                     ttl_ms: request.ttl_ms,
                     held_since_unix_ms: 1,
                     renewed_at_unix_ms: 1,
                     remaining_ms: request.ttl_ms,
-                    basis: 42,
+                    basis: FAKE_TOKEN,
                 }),
                 already_held: false,
             })),
@@ -121,16 +211,63 @@ impl Baton for FakeNode {
         &self,
         request: Request<pb::RenewRequest>,
     ) -> Result<Response<pb::RenewResponse>, Status> {
-        self.enter("renew", request.get_ref().request_id.as_ref())?;
-        Err(Status::unimplemented("fake"))
+        let request = request.into_inner();
+        self.enter("renew", request.request_id.as_ref())?;
+        let delay = *self.renew_delay.lock().unwrap();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let answer = *self.renew_answer.lock().unwrap();
+        let outcome = match answer {
+            RenewAnswer::Renewed => {
+                let ttl_ms = *self.ttl_ms.lock().unwrap();
+                pb::renew_response::Outcome::Renewed(pb::Lease {
+                    key: request.key,
+                    holder: Some(pb::Holder {
+                        name: "claude@host-a".into(),
+                        client_id: "test".into(),
+                    }),
+                    token: request.token,
+                    ttl_ms,
+                    held_since_unix_ms: 1,
+                    renewed_at_unix_ms: 2,
+                    remaining_ms: ttl_ms,
+                    basis: request.token + 1,
+                })
+            }
+            RenewAnswer::LostToOther => pb::renew_response::Outcome::Lost(pb::Lost {
+                current: Some(other_lease(&request.key, Duration::from_secs(30))),
+            }),
+        };
+        Ok(Response::new(pb::RenewResponse {
+            outcome: Some(outcome),
+            revision: 50,
+        }))
     }
 
     async fn release(
         &self,
         request: Request<pb::ReleaseRequest>,
     ) -> Result<Response<pb::ReleaseResponse>, Status> {
-        self.enter("release", request.get_ref().request_id.as_ref())?;
-        Err(Status::unimplemented("fake"))
+        let request = request.into_inner();
+        self.enter("release", request.request_id.as_ref())?;
+        let ttl_ms = *self.ttl_ms.lock().unwrap();
+        Ok(Response::new(pb::ReleaseResponse {
+            outcome: Some(pb::release_response::Outcome::Released(pb::Lease {
+                key: request.key,
+                holder: Some(pb::Holder {
+                    name: "claude@host-a".into(),
+                    client_id: "test".into(),
+                }),
+                token: request.token,
+                ttl_ms,
+                held_since_unix_ms: 1,
+                renewed_at_unix_ms: 2,
+                remaining_ms: 0,
+                basis: request.token,
+            })),
+            revision: 60,
+        }))
     }
 
     async fn probe(

@@ -20,9 +20,35 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A [`LeaseGuard`] renews in the background and says when the lease is lost:
+//!
+//! ```no_run
+//! # async fn example(client: baton_client::Client) -> Result<(), baton_client::Error> {
+//! use std::time::Duration;
+//! use baton_client::GuardedClaim;
+//!
+//! let ttl = Duration::from_secs(30);
+//! let timeout = Duration::from_secs(60);
+//! match client.claim_wait_guarded("tasks/evidence-42", "claude@host-a", ttl, timeout).await? {
+//!     GuardedClaim::Granted(guard) => {
+//!         tokio::select! {
+//!             reason = guard.lost() => eprintln!("lost {}: {reason}; stopping", guard.key()),
+//!             () = async { /* the work, passing guard.token() to every write */ } => {
+//!                 guard.release().await?;
+//!             }
+//!         }
+//!     }
+//!     GuardedClaim::Held { lease, .. } => println!("held by {}", lease.holder_name),
+//! }
+//! # Ok(()) }
+//! ```
+//!
 //! # Layout
 //! - [`config`]: [`ClientConfig`], validated into [`config::ValidConfig`]; endpoint syntax.
 //! - [`client`]: [`Client`], the operations, leader cache, endpoint rotation and retries.
+//! - [`guard`]: [`LeaseGuard`], a lease renewed in the background with its safe deadline
+//!   and a `lost()` signal ([`Client::claim_guarded`]); [`Client::claim_wait`], which waits
+//!   for a held key with jittered backoff.
 //! - `retry`: which failures are retried and the backoff between attempts (pure).
 //! - [`types`]: the client's own lease and outcome types, serialisable for scripts.
 //! - `convert`: the one place that reads generated protobuf types.
@@ -45,12 +71,14 @@ mod convert;
 pub mod error;
 #[cfg(test)]
 mod fake_node;
+pub mod guard;
 mod retry;
 pub mod types;
 
 pub use client::Client;
 pub use config::{normalize_endpoint, ClientConfig, ValidConfig, DEFAULT_ENDPOINT};
 pub use error::Error;
+pub use guard::{GuardedClaim, LeaseGuard, LossReason};
 pub use types::{
     safe_deadline, Board, ClaimOutcome, ClusterStatus, Grant, LeaseInfo, Member, Probe, ReadMode,
     ReleaseOutcome, RenewOutcome, TokenCheck,

@@ -13,6 +13,18 @@ pub(crate) const BACKOFF_INITIAL: Duration = Duration::from_millis(50);
 pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(1);
 const _: () = assert!(BACKOFF_INITIAL.as_nanos() < BACKOFF_MAX.as_nanos());
 
+/// First wait between two claims of a held key by [`crate::Client::claim_wait`].
+pub(crate) const WAIT_BACKOFF_INITIAL: Duration = Duration::from_millis(100);
+/// Longest wait between two claims of a held key: bounds how late a waiter notices a free
+/// key, while keeping a crowd of waiters to about one claim per waiter every second or two.
+pub(crate) const WAIT_BACKOFF_MAX: Duration = Duration::from_secs(2);
+const _: () = assert!(WAIT_BACKOFF_INITIAL.as_nanos() < WAIT_BACKOFF_MAX.as_nanos());
+
+/// Most a waiter sleeps past the holder's reported end of lease, drawn at random so that
+/// waiters on one key do not all claim at the same instant when it frees.
+pub(crate) const WAIT_AFTER_EXPIRY_JITTER_MAX: Duration = WAIT_BACKOFF_INITIAL;
+const _: () = assert!(WAIT_AFTER_EXPIRY_JITTER_MAX.as_nanos() <= WAIT_BACKOFF_MAX.as_nanos());
+
 /// How long a node that failed at the transport level (refused, reset, silent) is kept from
 /// being adopted as the leader on someone else's word, so a leader address this client cannot
 /// reach does not cost every request a failed first attempt.
@@ -52,18 +64,25 @@ pub(crate) fn classify(status: &Status) -> Disposition {
     }
 }
 
-/// Exponential backoff with jitter: 50 ms doubling to 1 s, each wait drawn from the upper
-/// half of the current step so that clients that failed together do not retry together.
+/// Exponential backoff with jitter: 50 ms doubling to 1 s (for requests; other bounds for
+/// other loops), each wait drawn from the upper half of the current step so that clients
+/// that failed together do not retry together.
 #[derive(Debug, Clone)]
 pub(crate) struct Backoff {
     step: Duration,
+    max: Duration,
 }
 
 impl Backoff {
+    /// The backoff between attempts of one request.
     pub(crate) fn new() -> Self {
-        Backoff {
-            step: BACKOFF_INITIAL,
-        }
+        Backoff::between(BACKOFF_INITIAL, BACKOFF_MAX)
+    }
+
+    /// A backoff whose step starts at `initial` and doubles up to `max`.
+    pub(crate) fn between(initial: Duration, max: Duration) -> Self {
+        debug_assert!(initial <= max);
+        Backoff { step: initial, max }
     }
 
     /// The next wait; `unit` is a uniform random number in `[0, 1)`.
@@ -71,9 +90,26 @@ impl Backoff {
         let unit = unit.clamp(0.0, 1.0);
         let half = self.step / 2;
         let delay = half + half.mul_f64(unit);
-        self.step = (self.step * 2).min(BACKOFF_MAX);
+        self.step = (self.step * 2).min(self.max);
         delay
     }
+}
+
+/// How long [`crate::Client::claim_wait`] sleeps before claiming a held key again.
+///
+/// `backoff` is the next jittered backoff step. A holder whose lease ends sooner than that
+/// (`holder_remaining`, the serving node's estimate) shortens the wait to just after the
+/// end, plus up to [`WAIT_AFTER_EXPIRY_JITTER_MAX`] drawn from `unit` so that waiters spread
+/// out. The wait never runs past the caller's own timeout (`time_left`).
+pub(crate) fn claim_wait_delay(
+    backoff: Duration,
+    holder_remaining: Duration,
+    time_left: Duration,
+    unit: f64,
+) -> Duration {
+    let after_expiry =
+        holder_remaining + WAIT_AFTER_EXPIRY_JITTER_MAX.mul_f64(unit.clamp(0.0, 1.0));
+    backoff.min(after_expiry).min(time_left)
 }
 
 #[cfg(test)]
@@ -134,5 +170,39 @@ mod tests {
         }
         assert_eq!(step, BACKOFF_MAX);
         assert!(backoff.next_delay(0.999_999) < BACKOFF_MAX);
+    }
+
+    #[test]
+    fn claim_wait_backoff_grows_from_about_100ms_to_at_most_2s() {
+        let mut backoff = Backoff::between(WAIT_BACKOFF_INITIAL, WAIT_BACKOFF_MAX);
+        let first = backoff.next_delay(0.0);
+        assert_eq!(first, Duration::from_millis(50));
+        let delays: Vec<Duration> = (0..20).map(|_| backoff.next_delay(0.999_999)).collect();
+        assert!(delays.iter().all(|d| *d < WAIT_BACKOFF_MAX));
+        assert!(*delays.last().unwrap() > WAIT_BACKOFF_MAX / 2);
+    }
+
+    #[test]
+    fn claim_wait_wakes_just_after_the_holders_lease_ends_and_never_past_the_timeout() {
+        let second = Duration::from_secs(1);
+        // A long lease: the backoff decides.
+        assert_eq!(
+            claim_wait_delay(
+                second,
+                Duration::from_secs(60),
+                Duration::from_secs(30),
+                0.5
+            ),
+            second
+        );
+        // A lease ending in 200 ms: wake between 200 ms and 200 ms + the jitter.
+        let short = Duration::from_millis(200);
+        let low = claim_wait_delay(second, short, Duration::from_secs(30), 0.0);
+        let high = claim_wait_delay(second, short, Duration::from_secs(30), 0.999_999);
+        assert_eq!(low, short);
+        assert!(high > low && high <= short + WAIT_AFTER_EXPIRY_JITTER_MAX);
+        // The caller's timeout comes first.
+        let left = Duration::from_millis(30);
+        assert_eq!(claim_wait_delay(second, short, left, 0.5), left);
     }
 }

@@ -11,9 +11,18 @@ pub const HOLDER_NAME_BYTES_MAX: usize = 128;
 /// baton: claim, renew and release ownership tokens on a baton cluster.
 ///
 /// Exit codes: 0 ok, 1 error, 2 usage, 3 held / lost / stale token (stand down),
-/// 4 cluster unavailable.
+/// 4 cluster unavailable; `baton run` exits with its child's code.
 #[derive(Debug, Parser)]
-#[command(name = "baton", version, max_term_width = 100)]
+#[command(
+    name = "baton",
+    version,
+    max_term_width = 100,
+    after_help = "Examples:
+  baton claim tasks/evidence-42 --ttl 5m          # prints the fencing token
+  baton run tasks/nightly-build -- make release   # claim, keep alive, run, release
+  baton board tasks/                              # who holds what under tasks/
+  BATON_ENDPOINTS=10.0.0.1:7001,10.0.0.2:7001 baton probe tasks/evidence-42 --output json"
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -21,6 +30,13 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// How long requests keep retrying while the cluster is unavailable, when `--timeout` is
+/// not given.
+pub const RETRY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+
+/// How long `--wait` waits for a held key, when `--timeout` is not given.
+pub const WAIT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 
 /// Flags every command takes.
 #[derive(Debug, Args)]
@@ -44,9 +60,23 @@ pub struct GlobalArgs {
     #[arg(long, value_enum, default_value_t = OutputFormat::Table, global = true)]
     pub output: OutputFormat,
 
-    /// How long to keep retrying while the cluster is unavailable, e.g. 500ms, 10s, 2m.
-    #[arg(long, value_parser = parse_duration, default_value = "10s", global = true)]
-    pub timeout: Duration,
+    /// How long to keep trying before giving up, e.g. 500ms, 10s, 2m: retrying while the
+    /// cluster is unavailable (default 10s) and, with --wait, waiting for a held key
+    /// (default 30s).
+    #[arg(long, value_parser = parse_duration, global = true)]
+    pub timeout: Option<Duration>,
+}
+
+impl GlobalArgs {
+    /// How long one request keeps retrying while the cluster is unavailable.
+    pub fn retry_timeout(&self) -> Duration {
+        self.timeout.unwrap_or(RETRY_TIMEOUT_DEFAULT)
+    }
+
+    /// How long `--wait` waits for a held key.
+    pub fn wait_timeout(&self) -> Duration {
+        self.timeout.unwrap_or(WAIT_TIMEOUT_DEFAULT)
+    }
 }
 
 /// How results are printed.
@@ -54,13 +84,20 @@ pub struct GlobalArgs {
 pub enum OutputFormat {
     /// Human-readable text and tables.
     Table,
-    /// One JSON object on stdout, with stable snake_case field names.
+    /// One JSON object on stdout, with stable snake_case field names (docs/cli-json.md).
     Json,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Claim KEY: prints the fencing token and the safe deadline, or the holder if it is held.
+    #[command(after_help = "Examples:
+  baton claim tasks/evidence-42
+  baton claim tasks/evidence-42 --ttl 5m --holder claude@host-a
+  baton claim tasks/evidence-42 --wait --timeout 2m   # wait up to 2m for the holder
+  token=$(baton claim tasks/evidence-42 --output json | jq .lease.token)
+
+Exits 3 when the key is held (after the timeout, with --wait).")]
     Claim {
         /// The key to claim, e.g. tasks/evidence-42.
         key: String,
@@ -70,8 +107,18 @@ pub enum Command {
         /// Lease length, e.g. 30s or 5m.
         #[arg(long, value_parser = parse_duration, default_value = "30s")]
         ttl: Duration,
+        /// While the key is held, keep claiming (with jittered backoff) until it is granted
+        /// or --timeout (default 30s) passes. Waiting grants no priority: the first claim
+        /// after the key frees wins.
+        #[arg(long)]
+        wait: bool,
     },
     /// Renew the lease on KEY held with TOKEN.
+    #[command(after_help = "Examples:
+  baton --client-id agent-7 renew tasks/evidence-42 --token 1234
+
+The renewal must come from the claimant's client id (--client-id or $BATON_CLIENT_ID).
+Exits 3 when the token is no longer current.")]
     Renew {
         key: String,
         /// The fencing token the claim returned.
@@ -79,6 +126,10 @@ pub enum Command {
         token: u64,
     },
     /// Release KEY held with TOKEN.
+    #[command(after_help = "Examples:
+  baton release tasks/evidence-42 --token 1234
+
+Exits 3 when the token is no longer current (nothing is released).")]
     Release {
         key: String,
         /// The fencing token the claim returned.
@@ -86,6 +137,12 @@ pub enum Command {
         token: u64,
     },
     /// Show who holds KEY, if anyone.
+    #[command(after_help = "Examples:
+  baton probe tasks/evidence-42
+  baton probe tasks/evidence-42 --stale           # from the nearest node, may be behind
+  baton probe tasks/evidence-42 --output json | jq -r '.lease.holder_name // \"free\"'
+
+A free key is an answer, not an error: exits 0.")]
     Probe {
         key: String,
         /// Answer from the contacted node's local state (faster, may be behind).
@@ -93,6 +150,10 @@ pub enum Command {
         stale: bool,
     },
     /// List held keys under PREFIX (all keys if omitted).
+    #[command(after_help = "Examples:
+  baton board
+  baton board tasks/ --limit 50
+  baton board tasks/ --start-after tasks/evidence-42   # the next page")]
     Board {
         #[arg(default_value = "")]
         prefix: String,
@@ -107,28 +168,80 @@ pub enum Command {
         stale: bool,
     },
     /// Check whether TOKEN is the current fencing token of KEY (exit 3 if not).
+    #[command(after_help = "Examples:
+  baton check tasks/evidence-42 --token 1234 && deploy.sh   # act only with a current token")]
     Check {
         key: String,
         #[arg(long)]
         token: u64,
     },
     /// Operator force-release of KEY, recorded with a reason.
+    #[command(after_help = "Examples:
+  baton revoke tasks/evidence-42 --reason \"agent crashed, host-a is gone\"")]
     Revoke {
         key: String,
         /// Why the key is revoked; kept in the key's history.
         #[arg(long)]
         reason: String,
     },
+    /// Claim KEY and run a command while holding it; stand down if it is held.
+    ///
+    /// The child gets BATON_KEY, BATON_TOKEN, BATON_HOLDER and BATON_ENDPOINTS in its
+    /// environment and runs in its own process group. The lease is renewed in the
+    /// background; if it is lost (taken, revoked, or the cluster unreachable until the safe
+    /// deadline), the child's process group gets SIGTERM, then SIGKILL after --grace, and
+    /// baton exits 3. When the child exits, baton releases the key and exits with the
+    /// child's code (128 + signal if a signal killed it). SIGTERM, SIGINT, SIGHUP, SIGQUIT,
+    /// SIGUSR1 and SIGUSR2 sent to baton are passed on to the child.
+    #[command(after_help = "Examples:
+  baton run tasks/nightly-build -- make release
+  baton run tasks/migrate-db --ttl 1m --grace 30s -- ./migrate.sh --apply
+  baton run tasks/evidence-42 --wait --timeout 10m -- sh -c './work.sh --token \"$BATON_TOKEN\"'
+
+Exit codes: the child's; 3 when the key is held (nothing runs) or the lease was lost;
+4 when the cluster is unavailable at the claim; 127 when the command is not found.")]
+    Run(RunArgs),
     /// Cluster administration.
+    #[command(after_help = "Examples:
+  baton cluster status
+  baton --endpoints 10.0.0.1:7001,10.0.0.2:7001,10.0.0.3:7001 cluster status --output json")]
     Cluster {
         #[command(subcommand)]
         command: ClusterCommand,
     },
 }
 
+/// `baton run KEY [--ttl D] [--holder NAME] [--wait] [--grace D] -- CMD ARGS...`
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The key to hold while the command runs.
+    pub key: String,
+    /// Your name as the holder (default: $BATON_HOLDER, else $USER@hostname).
+    #[arg(long, env = "BATON_HOLDER")]
+    pub holder: Option<String>,
+    /// Lease length; the lease is renewed every third of it, e.g. 30s or 5m.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub ttl: Duration,
+    /// While the key is held, wait for it (until --timeout, default 30s) instead of
+    /// standing down at once.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long the child has between SIGTERM and SIGKILL once the lease is lost.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub grace: Duration,
+    /// The command to run and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
     /// One row per node: every endpoint given and every member they list.
+    #[command(after_help = "Examples:
+  baton cluster status
+  baton cluster status --output json | jq '.nodes[] | {id, reachable}'
+
+Exits 4 when no node answers.")]
     Status,
 }
 
@@ -147,10 +260,10 @@ pub fn default_holder() -> String {
         .iter()
         .find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
         .unwrap_or_else(|| "agent".to_owned());
-    let host = std::env::var("HOSTNAME")
+    let host = nix::unistd::gethostname()
         .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .and_then(|h| h.into_string().ok())
+        .or_else(|| std::env::var("HOSTNAME").ok())
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".to_owned());
@@ -210,7 +323,7 @@ mod tests {
         .unwrap();
         assert_eq!(cli.global.endpoints, ["a:1", "http://b:2"]);
         assert_eq!(cli.global.output, OutputFormat::Json);
-        assert_eq!(cli.global.timeout, Duration::from_secs(2));
+        assert_eq!(cli.global.retry_timeout(), Duration::from_secs(2));
         assert!(matches!(cli.command, Command::Probe { stale: false, .. }));
     }
 
@@ -224,6 +337,69 @@ mod tests {
             }
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    #[test]
+    fn timeout_defaults_to_10s_of_retries_and_30s_of_waiting() {
+        let cli = Cli::try_parse_from(["baton", "claim", "k", "--wait"]).unwrap();
+        assert_eq!(cli.global.retry_timeout(), Duration::from_secs(10));
+        assert_eq!(cli.global.wait_timeout(), Duration::from_secs(30));
+        assert!(matches!(cli.command, Command::Claim { wait: true, .. }));
+        let cli =
+            Cli::try_parse_from(["baton", "claim", "k", "--wait", "--timeout", "1s"]).unwrap();
+        assert_eq!(cli.global.wait_timeout(), Duration::from_secs(1));
+        assert_eq!(cli.global.retry_timeout(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn run_takes_the_command_after_a_double_dash() {
+        let cli = Cli::try_parse_from([
+            "baton", "run", "tasks/x", "--ttl", "2s", "--grace", "1s", "--", "sh", "-c", "exit 7",
+            "--ttl",
+        ])
+        .unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(run.key, "tasks/x");
+        assert_eq!(run.ttl, Duration::from_secs(2));
+        assert_eq!(run.grace, Duration::from_secs(1));
+        assert!(!run.wait);
+        assert_eq!(run.command, ["sh", "-c", "exit 7", "--ttl"]);
+        // The command is required.
+        let error = Cli::try_parse_from(["baton", "run", "tasks/x"]).unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+    }
+
+    #[test]
+    fn every_subcommand_has_examples_in_its_help() {
+        let mut cli = Cli::command();
+        cli.build();
+        let mut missing = Vec::new();
+        let mut check = |name: String, help: Option<String>| {
+            if !help.is_some_and(|h| h.starts_with("Examples:")) {
+                missing.push(name);
+            }
+        };
+        check("baton".into(), cli.get_after_help().map(|h| h.to_string()));
+        for sub in cli.get_subcommands() {
+            if sub.get_name() == "help" {
+                continue;
+            }
+            if sub.has_subcommands() {
+                for nested in sub.get_subcommands().filter(|c| c.get_name() != "help") {
+                    check(
+                        format!("{} {}", sub.get_name(), nested.get_name()),
+                        nested.get_after_help().map(|h| h.to_string()),
+                    );
+                }
+            }
+            check(
+                sub.get_name().to_owned(),
+                sub.get_after_help().map(|h| h.to_string()),
+            );
+        }
+        assert!(missing.is_empty(), "no Examples: block in {missing:?}");
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub enum Verdict {
     StandDown,
     /// No node answered (`cluster status` with every node unreachable).
     Unavailable,
+    /// `baton run` passes on its child's exit code (or one it chose, like 127 for a
+    /// command that was not found).
+    Exit(u8),
 }
 
 impl Verdict {
@@ -31,6 +34,7 @@ impl Verdict {
             Verdict::Ok => EXIT_OK,
             Verdict::StandDown => EXIT_STAND_DOWN,
             Verdict::Unavailable => EXIT_UNAVAILABLE,
+            Verdict::Exit(code) => code,
         }
     }
 }
@@ -55,6 +59,7 @@ mod tests {
         assert_eq!(Verdict::Ok.exit_code(), 0);
         assert_eq!(Verdict::StandDown.exit_code(), 3);
         assert_eq!(Verdict::Unavailable.exit_code(), 4);
+        assert_eq!(Verdict::Exit(7).exit_code(), 7);
     }
 
     #[test]

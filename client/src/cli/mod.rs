@@ -4,6 +4,7 @@
 pub mod args;
 pub mod exit;
 pub mod output;
+pub mod run;
 pub mod table;
 
 use std::collections::{BTreeMap, HashSet};
@@ -18,10 +19,11 @@ use output::{NodeRow, Rendered};
 /// Runs one parsed command and renders its result.
 pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
     let format = cli.global.output;
+    let wait_timeout = cli.global.wait_timeout();
     let config = ClientConfig {
+        retry_deadline: cli.global.retry_timeout(),
         endpoints: cli.global.endpoints,
         client_id: cli.global.client_id,
-        retry_deadline: cli.global.timeout,
         ..ClientConfig::default()
     };
     let client = Client::connect(config).await?;
@@ -34,9 +36,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
     };
 
     let rendered = match cli.command {
-        Command::Claim { key, holder, ttl } => {
+        Command::Claim {
+            key,
+            holder,
+            ttl,
+            wait,
+        } => {
             let holder = holder.unwrap_or_else(args::default_holder);
-            let outcome = client.claim(&key, &holder, ttl).await?;
+            let outcome = if wait {
+                client.claim_wait(&key, &holder, ttl, wait_timeout).await?
+            } else {
+                client.claim(&key, &holder, ttl).await?
+            };
             output::claim(&outcome, format, Instant::now())
         }
         Command::Renew { key, token } => {
@@ -70,6 +81,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             let revoked = client.revoke(&key, &reason).await?;
             output::revoke(&key, revoked.as_ref(), format)
         }
+        Command::Run(run_args) => run::run(&client, run_args, wait_timeout, format).await?,
         Command::Cluster {
             command: ClusterCommand::Status,
         } => output::cluster_status(&cluster_status(&client).await, format),

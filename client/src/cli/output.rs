@@ -297,6 +297,40 @@ pub fn cluster_status(nodes: &[NodeRow], format: OutputFormat) -> Rendered {
     }
 }
 
+/// `baton run` when the key is held: one line naming the holder, nothing runs.
+pub fn run_held(
+    lease: &LeaseInfo,
+    same_name_other_process: bool,
+    format: OutputFormat,
+) -> Rendered {
+    #[derive(Serialize)]
+    struct Json<'a> {
+        outcome: &'static str,
+        lease: &'a LeaseInfo,
+        same_name_other_process: bool,
+    }
+    let json = Json {
+        outcome: "held",
+        lease,
+        same_name_other_process,
+    };
+    let mut text = format!(
+        "{} is held by {} (token {}) since {}, free {}; standing down\n",
+        lease.key,
+        lease.holder_name,
+        lease.token,
+        utc(lease.held_since_unix_ms),
+        in_human(lease.remaining),
+    );
+    if same_name_other_process {
+        text.push_str(&format!(
+            "note: the holder has your name but is another process (client id {})\n",
+            lease.holder_client_id
+        ));
+    }
+    Rendered::new(format, json, text, Verdict::StandDown)
+}
+
 fn lease_table(leases: &[LeaseInfo]) -> String {
     let rows: Vec<Vec<String>> = leases
         .iter()
@@ -305,21 +339,21 @@ fn lease_table(leases: &[LeaseInfo]) -> String {
                 lease.key.clone(),
                 lease.holder_name.clone(),
                 lease.token.to_string(),
-                short_duration(lease.remaining),
+                in_human(lease.remaining),
                 utc(lease.held_since_unix_ms),
             ]
         })
         .collect();
-    table::render(&["KEY", "HOLDER", "TOKEN", "REMAINING", "SINCE"], &rows)
+    table::render(&["KEY", "HOLDER", "TOKEN", "EXPIRES", "SINCE"], &rows)
 }
 
 fn grant_pairs(grant: &Grant, now: Instant) -> String {
     table::render_pairs(&[
         ("token", grant.lease.token.to_string()),
-        ("ttl", short_duration(grant.lease.ttl)),
+        ("ttl", human_duration(grant.lease.ttl)),
         (
             "safe deadline",
-            format!("in {} ms", safe_deadline_in_ms(grant, now)),
+            in_human(grant.safe_deadline.saturating_duration_since(now)),
         ),
     ])
 }
@@ -329,7 +363,7 @@ fn holder_pairs(lease: &LeaseInfo) -> String {
         ("holder", lease.holder_name.clone()),
         ("token", lease.token.to_string()),
         ("since", utc(lease.held_since_unix_ms)),
-        ("remaining", short_duration(lease.remaining)),
+        ("free", in_human(lease.remaining)),
     ])
 }
 
@@ -352,17 +386,30 @@ pub fn safe_deadline_in_ms(grant: &Grant, now: Instant) -> u64 {
     u64::try_from(left.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// A compact duration for tables: `850ms`, `12.3s`, `4m05s`, `2h03m`.
-pub fn short_duration(duration: Duration) -> String {
+/// A duration for people: `850ms`, `12s`, `4m05s`, `2h03m`, `3d04h`; cut down (not rounded)
+/// to the unit shown, so a deadline never reads later than it is.
+pub fn human_duration(duration: Duration) -> String {
     let ms = duration.as_millis();
+    let s = ms / 1_000;
     if ms < 1_000 {
         format!("{ms}ms")
-    } else if ms < 60_000 {
-        format!("{}.{}s", ms / 1_000, (ms % 1_000) / 100)
-    } else if ms < 3_600_000 {
-        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1_000)
+    } else if s < 60 {
+        format!("{s}s")
+    } else if s < 3_600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else if s < 86_400 {
+        format!("{}h{:02}m", s / 3_600, (s % 3_600) / 60)
     } else {
-        format!("{}h{:02}m", ms / 3_600_000, (ms % 3_600_000) / 60_000)
+        format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3_600)
+    }
+}
+
+/// A time to come for people: `in 12s`, or `now` when it has come.
+pub fn in_human(duration: Duration) -> String {
+    if duration.is_zero() {
+        "now".to_owned()
+    } else {
+        format!("in {}", human_duration(duration))
     }
 }
 
@@ -480,7 +527,7 @@ mod tests {
         assert!(text.contains("claude@host-a"), "{text}");
         assert!(text.contains("1234"), "{text}");
         assert!(text.contains("2023-11-14T22:13:20Z"), "{text}");
-        assert!(text.contains("12.3s"), "{text}");
+        assert!(text.contains("free    in 12s\n"), "{text}");
         assert!(text.contains("stand down"), "{text}");
         assert!(text.contains("another process"), "{text}");
     }
@@ -491,8 +538,8 @@ mod tests {
         let text = claim(&ClaimOutcome::Granted(grant(now)), OutputFormat::Table, now).stdout;
         assert!(text.starts_with("granted tasks/evidence-42 to claude@host-a\n"));
         assert!(text.contains("token          1234\n"), "{text}");
-        assert!(text.contains("ttl            30.0s\n"), "{text}");
-        assert!(text.contains("safe deadline  in 28500 ms\n"), "{text}");
+        assert!(text.contains("ttl            30s\n"), "{text}");
+        assert!(text.contains("safe deadline  in 28s\n"), "{text}");
     }
 
     #[test]
@@ -591,17 +638,11 @@ mod tests {
         let mut lines = out.stdout.lines();
         assert_eq!(
             lines.next().unwrap().split_whitespace().collect::<Vec<_>>(),
-            ["KEY", "HOLDER", "TOKEN", "REMAINING", "SINCE"]
+            ["KEY", "HOLDER", "TOKEN", "EXPIRES", "SINCE"]
         );
         assert_eq!(
-            lines.next().unwrap().split_whitespace().collect::<Vec<_>>(),
-            [
-                "tasks/evidence-42",
-                "claude@host-a",
-                "1234",
-                "12.3s",
-                "2023-11-14T22:13:20Z"
-            ]
+            lines.next().unwrap(),
+            "tasks/evidence-42  claude@host-a  1234   in 12s   2023-11-14T22:13:20Z"
         );
         assert_eq!(
             lines.next().unwrap(),
@@ -728,11 +769,34 @@ mod tests {
     }
 
     #[test]
-    fn short_durations_read_at_a_glance() {
-        assert_eq!(short_duration(Duration::from_millis(850)), "850ms");
-        assert_eq!(short_duration(Duration::from_millis(12_345)), "12.3s");
-        assert_eq!(short_duration(Duration::from_secs(245)), "4m05s");
-        assert_eq!(short_duration(Duration::from_secs(7_380)), "2h03m");
+    fn human_durations_read_at_a_glance_and_never_round_up() {
+        assert_eq!(human_duration(Duration::from_millis(850)), "850ms");
+        assert_eq!(human_duration(Duration::from_millis(12_345)), "12s");
+        assert_eq!(human_duration(Duration::from_millis(59_999)), "59s");
+        assert_eq!(human_duration(Duration::from_secs(245)), "4m05s");
+        assert_eq!(human_duration(Duration::from_secs(7_380)), "2h03m");
+        assert_eq!(
+            human_duration(Duration::from_secs(2 * 86_400 + 3_600)),
+            "2d01h"
+        );
+        assert_eq!(in_human(Duration::from_secs(12)), "in 12s");
+        assert_eq!(in_human(Duration::ZERO), "now");
+    }
+
+    #[test]
+    fn run_held_names_holder_token_since_and_when_it_frees() {
+        let out = run_held(&lease(), false, OutputFormat::Table);
+        assert_eq!(out.verdict, Verdict::StandDown);
+        assert_eq!(
+            out.stdout,
+            "tasks/evidence-42 is held by claude@host-a (token 1234) since \
+             2023-11-14T22:13:20Z, free in 12s; standing down\n"
+        );
+        let out = run_held(&lease(), true, OutputFormat::Json);
+        assert_eq!(
+            json_of(&out),
+            json!({"outcome": "held", "lease": lease_json(), "same_name_other_process": true})
+        );
     }
 
     #[test]
@@ -747,6 +811,132 @@ mod tests {
         let mut grant = grant(now);
         grant.safe_deadline = now;
         assert_eq!(safe_deadline_in_ms(&grant, now + Duration::from_secs(1)), 0);
+    }
+
+    /// A JSON value with its leaves replaced by their type: two objects of one schema
+    /// have the same shape.
+    fn shape(value: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match value {
+            Value::Null => json!("null"),
+            Value::Bool(_) => json!("bool"),
+            Value::Number(_) => json!("number"),
+            // Outcomes name the variant, so they are kept as they are.
+            Value::String(_) => json!("string"),
+            Value::Array(items) => Value::Array(items.iter().take(1).map(shape).collect()),
+            Value::Object(fields) => Value::Object(
+                fields
+                    .iter()
+                    .map(|(name, field)| {
+                        let shaped = if name == "outcome" {
+                            field.clone()
+                        } else {
+                            shape(field)
+                        };
+                        (name.clone(), shaped)
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    #[test]
+    fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
+        let doc = include_str!("../../../docs/cli-json.md");
+        let documented: Vec<serde_json::Value> = doc
+            .split("```json\n")
+            .skip(1)
+            .map(|block| {
+                let example = block.split("```").next().unwrap();
+                shape(&serde_json::from_str(example).unwrap_or_else(|e| {
+                    panic!("docs/cli-json.md example is not JSON ({e}): {example}")
+                }))
+            })
+            .collect();
+        let now = Instant::now();
+        let held = ClaimOutcome::Held {
+            lease: lease(),
+            same_name_other_process: false,
+        };
+        let node = NodeRow {
+            addr: "127.0.0.1:7001".into(),
+            id: Some(1),
+            reachable: true,
+            status: Some(ClusterStatus {
+                members: vec![baton_client::Member {
+                    id: 1,
+                    addr: "127.0.0.1:7001".into(),
+                    voter: true,
+                }],
+                ..status(1, "leader")
+            }),
+            error: None,
+        };
+        let lost = || RenewOutcome::Lost {
+            current: Some(lease()),
+        };
+        let f = OutputFormat::Json;
+        let outputs = [
+            claim(&ClaimOutcome::Granted(grant(now)), f, now),
+            claim(&held, f, now),
+            renew("k", 1, &RenewOutcome::Renewed(grant(now)), f, now),
+            renew("k", 1, &lost(), f, now),
+            release("k", 1, &ReleaseOutcome::Released(lease()), f),
+            release(
+                "k",
+                1,
+                &ReleaseOutcome::Lost {
+                    current: Some(lease()),
+                },
+                f,
+            ),
+            probe(
+                "k",
+                &Probe {
+                    lease: Some(lease()),
+                    revision: 1,
+                },
+                f,
+            ),
+            probe(
+                "k",
+                &Probe {
+                    lease: None,
+                    revision: 1,
+                },
+                f,
+            ),
+            board(
+                "",
+                &Board {
+                    leases: vec![lease()],
+                    truncated: true,
+                    revision: 1,
+                },
+                f,
+            ),
+            check(
+                "k",
+                1,
+                &TokenCheck {
+                    current: true,
+                    lease: Some(lease()),
+                    revision: 1,
+                },
+                f,
+            ),
+            revoke("k", Some(&lease()), f),
+            run_held(&lease(), false, f),
+            cluster_status(&[node], f),
+        ];
+        for out in outputs {
+            let shaped = shape(&json_of(&out));
+            assert!(
+                documented.contains(&shaped),
+                "no example of this shape in docs/cli-json.md: {}",
+                out.stdout
+            );
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ use super::validate;
 pub struct ClientSession {
     /// Log index of this client's latest request: orders clients for eviction.
     pub last_index: u64,
-    /// The answers to the highest seqs seen, in apply order, at most
+    /// The answers to the highest seqs seen, ordered by seq, at most
     /// `DEDUP_ANSWERS_PER_CLIENT_MAX`.
     pub answers: VecDeque<Answer>,
     /// Highest seq whose answer was dropped from `answers`. A request at or below it that is
@@ -35,11 +35,17 @@ pub struct Answer {
     pub outcome: Outcome,
 }
 
-/// Keys and clients an apply changed, for the storage adapter to write back.
+/// What an apply changed, for the storage adapter to write back.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Changes {
     pub keys: BTreeSet<String>,
+    /// Clients whose session header (activity, forgotten seq) changed or who were forgotten.
     pub clients: BTreeSet<String>,
+    /// Remembered answers added, as (client id, seq). Stored one per record so that no stored
+    /// value grows large (sled never fsyncs values over ~128 KiB).
+    pub answers_added: BTreeSet<(String, u64)>,
+    /// Remembered answers dropped, as (client id, seq).
+    pub answers_dropped: BTreeSet<(String, u64)>,
 }
 
 /// All leases and de-duplication sessions.
@@ -188,7 +194,11 @@ impl LeaseTable {
         if !self.sessions.contains_key(&id.client_id) && self.sessions.len() >= DEDUP_CLIENTS_MAX {
             // Forget the client idle for the longest. Deterministic: ordered by log index.
             if let Some((_, idle)) = self.by_activity.pop_first() {
-                self.sessions.remove(&idle);
+                if let Some(forgotten) = self.sessions.remove(&idle) {
+                    for answer in forgotten.answers {
+                        changes.answers_dropped.insert((idle.clone(), answer.seq));
+                    }
+                }
                 changes.clients.insert(idle);
             }
         }
@@ -198,21 +208,26 @@ impl LeaseTable {
         }
         session.last_index = index;
         self.by_activity.insert(index, id.client_id.clone());
-        session.answers.push_back(Answer {
-            seq: id.seq,
-            op_fingerprint,
-            outcome: outcome.clone(),
-        });
+        let at = session.answers.partition_point(|a| a.seq < id.seq);
+        session.answers.insert(
+            at,
+            Answer {
+                seq: id.seq,
+                op_fingerprint,
+                outcome: outcome.clone(),
+            },
+        );
+        changes.answers_added.insert((id.client_id.clone(), id.seq));
         if session.answers.len() > DEDUP_ANSWERS_PER_CLIENT_MAX {
             // Forget the lowest seq, not the first applied: requests in flight together can
             // commit out of order, and forgetting a high seq would refuse the first attempts
             // of the lower ones still on their way. With at most this many requests in flight
             // per client, no first attempt is ever refused.
-            let lowest = (0..session.answers.len())
-                .min_by_key(|i| session.answers[*i].seq)
-                .expect("answers is not empty");
-            if let Some(dropped) = session.answers.remove(lowest) {
+            if let Some(dropped) = session.answers.pop_front() {
                 session.forgotten_seq_max = session.forgotten_seq_max.max(dropped.seq);
+                changes
+                    .answers_dropped
+                    .insert((id.client_id.clone(), dropped.seq));
             }
         }
         changes.clients.insert(id.client_id.clone());
@@ -329,6 +344,14 @@ impl LeaseTable {
         if let Some(id) = &cmd.request_id {
             if let Some(session) = self.sessions.get(&id.client_id) {
                 assert!(session.answers.len() <= DEDUP_ANSWERS_PER_CLIENT_MAX);
+                assert!(
+                    session
+                        .answers
+                        .iter()
+                        .zip(session.answers.iter().skip(1))
+                        .all(|(a, b)| a.seq < b.seq),
+                    "answers ordered by seq"
+                );
                 assert_eq!(
                     self.by_activity.get(&session.last_index),
                     Some(&id.client_id)

@@ -16,6 +16,7 @@ use sled::transaction::{ConflictableTransactionError, TransactionError, Transact
 
 use super::flush::Flusher;
 use super::{decode, encode, write_durably};
+use crate::core::table::Answer;
 use crate::core::{Changes, ClientSession, Lease, LeaseTable, Outcome};
 use crate::expiry::Countdowns;
 use crate::raft_types::{
@@ -23,7 +24,12 @@ use crate::raft_types::{
 };
 
 const LEASE_PREFIX: &[u8] = b"l/";
+/// `s/<client id>` -> `SessionHeader`.
 const SESSION_PREFIX: &[u8] = b"s/";
+/// `a/<client id>/<seq, 8 bytes big-endian>` -> one remembered `Answer`. One record per
+/// answer keeps every stored value small: sled writes values over ~128 KiB to blob files it
+/// never fsyncs.
+const ANSWER_PREFIX: &[u8] = b"a/";
 const KEY_APPLIED: &[u8] = b"last_applied";
 const KEY_MEMBERSHIP: &[u8] = b"membership";
 /// Set while a received snapshot is being copied into `sm_data`; if a crash leaves it set,
@@ -71,6 +77,30 @@ fn lease_key(key: &str) -> Vec<u8> {
 
 fn session_key(client_id: &str) -> Vec<u8> {
     [SESSION_PREFIX, client_id.as_bytes()].concat()
+}
+
+fn answer_key(client_id: &str, seq: u64) -> Vec<u8> {
+    [
+        ANSWER_PREFIX,
+        client_id.as_bytes(),
+        b"/",
+        &seq.to_be_bytes(),
+    ]
+    .concat()
+}
+
+/// A client session as stored, without its answers.
+#[derive(Serialize, Deserialize)]
+struct SessionHeader {
+    last_index: u64,
+    forgotten_seq_max: u64,
+}
+
+fn session_header(session: &ClientSession) -> Vec<u8> {
+    encode(&SessionHeader {
+        last_index: session.last_index,
+        forgotten_seq_max: session.forgotten_seq_max,
+    })
 }
 
 fn sled_err(e: impl std::fmt::Display) -> String {
@@ -126,11 +156,31 @@ impl StateMachine {
             let (_, bytes) = item.map_err(sled_err)?;
             leases.push(decode::<Lease>(&bytes).map_err(sled_err)?);
         }
-        let mut sessions = Vec::new();
+        let mut sessions = std::collections::BTreeMap::new();
         for item in self.shared.data.scan_prefix(SESSION_PREFIX) {
             let (key, bytes) = item.map_err(sled_err)?;
             let id = String::from_utf8(key[SESSION_PREFIX.len()..].to_vec()).map_err(sled_err)?;
-            sessions.push((id, decode::<ClientSession>(&bytes).map_err(sled_err)?));
+            let header: SessionHeader = decode(&bytes).map_err(sled_err)?;
+            let session = ClientSession {
+                last_index: header.last_index,
+                forgotten_seq_max: header.forgotten_seq_max,
+                answers: Default::default(),
+            };
+            sessions.insert(id, session);
+        }
+        // Answers come in key order: by client id, then by seq (big-endian).
+        for item in self.shared.data.scan_prefix(ANSWER_PREFIX) {
+            let (key, bytes) = item.map_err(sled_err)?;
+            let id_bytes = key
+                .get(ANSWER_PREFIX.len()..key.len().saturating_sub(9))
+                .ok_or("short answer key")?;
+            let id = String::from_utf8(id_bytes.to_vec()).map_err(sled_err)?;
+            let answer: Answer = decode(&bytes).map_err(sled_err)?;
+            sessions
+                .get_mut(&id)
+                .ok_or_else(|| format!("answer of unknown client {id:?}"))?
+                .answers
+                .push_back(answer);
         }
         let last_applied = match self.shared.meta.get(KEY_APPLIED).map_err(sled_err)? {
             Some(b) => decode(&b).map_err(sled_err)?,
@@ -169,7 +219,10 @@ impl StateMachine {
             batch.insert(lease_key(&lease.key), encode(lease));
         }
         for (id, session) in state.table.sessions() {
-            batch.insert(session_key(id), encode(session));
+            batch.insert(session_key(id), session_header(session));
+            for answer in &session.answers {
+                batch.insert(answer_key(id, answer.seq), encode(answer));
+            }
         }
         s.data.apply_batch(batch)?;
         s.meta.insert(KEY_APPLIED, encode(&state.last_applied))?;
@@ -195,7 +248,26 @@ impl StateMachine {
             writes.push((lease_key(key), state.table.lease(key).map(encode)));
         }
         for id in &changes.clients {
-            writes.push((session_key(id), state.table.session(id).map(encode)));
+            writes.push((session_key(id), state.table.session(id).map(session_header)));
+        }
+        for (id, seq) in &changes.answers_added {
+            let answer = state
+                .table
+                .session(id)
+                .and_then(|s| s.answers.iter().find(|a| a.seq == *seq));
+            if let Some(answer) = answer {
+                writes.push((answer_key(id, *seq), Some(encode(answer))));
+            }
+        }
+        for (id, seq) in &changes.answers_dropped {
+            // Gone now (not re-remembered later in this batch by a returning client).
+            let present = state
+                .table
+                .session(id)
+                .is_some_and(|s| s.answers.iter().any(|a| a.seq == *seq));
+            if !present {
+                writes.push((answer_key(id, *seq), None));
+            }
         }
         let applied = encode(&state.last_applied);
         let membership = encode(&state.membership);

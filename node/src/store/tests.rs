@@ -120,3 +120,64 @@ async fn a_deduplicated_retry_does_not_restart_the_current_leases_countdown() {
     );
     assert_eq!(cd.len(), 1);
 }
+
+#[tokio::test]
+async fn leases_and_dedup_sessions_survive_a_reopen_exactly() {
+    use crate::core::{Holder, LogCommand, Op, RequestId};
+    use openraft::storage::RaftStateMachine;
+    use openraft::testing::log_id;
+    use openraft::{Entry, EntryPayload};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_log, mut sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
+    // Two clients, more requests than the dedup window, some out of seq order.
+    let mut index = 0;
+    for round in 0..3u64 {
+        let entries: Vec<Entry<TypeConfig>> = (0..20u64)
+            .map(|i| {
+                index += 1;
+                let client = if i % 2 == 0 { "c/one" } else { "c two" };
+                let seq = round * 20 + (19 - i);
+                Entry {
+                    log_id: log_id(1, 1, index),
+                    payload: EntryPayload::Normal(LogCommand {
+                        request_id: Some(RequestId {
+                            client_id: client.replace(' ', "_"),
+                            seq: seq + 1,
+                        }),
+                        leader_unix_ms: 0,
+                        op: Op::Claim {
+                            key: format!("k{}", i % 7),
+                            holder: Holder {
+                                name: "h".into(),
+                                client_id: client.replace(' ', "_"),
+                            },
+                            ttl_ms: 60_000,
+                        },
+                    }),
+                }
+            })
+            .collect();
+        sm.apply(entries).await.unwrap();
+    }
+    let before = sm.read(|s| s.clone());
+    assert_eq!(before.table.sessions().count(), 2);
+    drop((_log, sm));
+    // The flusher thread lets go of the database (and its file lock) just after the drop.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let (_log, sm) = loop {
+        match open(dir.path(), 1, "t", countdowns()) {
+            Ok(opened) => break opened,
+            Err(e) if std::time::Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("reopen: {e}"),
+        }
+    };
+    let after = sm.read(|s| s.clone());
+    assert_eq!(
+        after, before,
+        "the reopened state machine is the one that was written"
+    );
+}

@@ -126,6 +126,21 @@ impl Cluster {
         }
     }
 
+    /// Sends `signal` (e.g. "STOP", "CONT") to a running node by PID.
+    pub fn signal(&self, id: u64, signal: &str) {
+        let pid = self.nodes[&id]
+            .child
+            .as_ref()
+            .expect("node is running")
+            .id();
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill -{signal} {pid}");
+    }
+
     pub fn endpoints(&self) -> Vec<String> {
         self.nodes.values().map(|n| n.addr.clone()).collect()
     }
@@ -217,7 +232,49 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let ids: Vec<u64> = self.nodes.keys().copied().collect();
         for id in ids {
+            // SIGKILL also ends a SIGSTOPped process.
             self.kill(id);
         }
+    }
+}
+
+/// A TCP proxy in front of one node that the test can cut: while cut, it drops every open
+/// connection and refuses new ones. Lets one client lose the cluster while others keep it.
+pub struct Proxy {
+    pub addr: String,
+    cut: tokio::sync::watch::Sender<bool>,
+}
+
+impl Proxy {
+    pub async fn start(target: String) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (cut, cut_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    return;
+                };
+                if *cut_rx.borrow() {
+                    continue; // dropped: connection refused in effect
+                }
+                let target = target.clone();
+                let mut cut_rx = cut_rx.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut_rx.wait_for(|c| *c) => {}
+                    }
+                });
+            }
+        });
+        Proxy { addr, cut }
+    }
+
+    pub fn set_cut(&self, cut: bool) {
+        let _ = self.cut.send(cut);
     }
 }

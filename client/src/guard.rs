@@ -1,0 +1,781 @@
+//! [`LeaseGuard`]: a granted lease kept alive in the background, with a safe deadline that
+//! never claims more than the client can know, and a [`LeaseGuard::lost`] signal; plus
+//! [`Client::claim_wait`], which waits for a held key without a thundering herd.
+//!
+//! # How the guard decides it holds the key
+//! The guard holds the lease until its *safe deadline*: the first-attempt send time of the
+//! latest successful grant or renewal + TTL × (1 − drift margin), on this process's
+//! monotonic clock (see [`crate::safe_deadline`]). Only a successful renewal moves it. The
+//! guard reports the lease lost when
+//! - a renewal is refused (the token is no longer current): [`LossReason::Taken`], or
+//! - the safe deadline passes with no successful renewal: [`LossReason::DeadlinePassed`],
+//!   whatever the cluster answers later. Each renewal is retried only until the safe
+//!   deadline (and for at most TTL / 4, so that one silent node cannot use up the window),
+//!   so no answer arrives after it that the guard would act on.
+//!
+//! Once lost, a guard stays lost and stops renewing. [`LeaseGuard::is_held`] compares the
+//! deadline with the clock on every call, so it turns false at the deadline even if the
+//! background task has not run yet (a busy or paused runtime).
+//!
+//! Unlike etcd's `concurrency.Session`, the guard counts from the send time rather than
+//! the reply (a slow reply cannot stretch the window), gives away the drift margin, and
+//! reports the end of its window itself instead of waiting for the server to say so.
+
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+use crate::client::Client;
+use crate::error::Error;
+use crate::retry::{claim_wait_delay, Backoff, WAIT_BACKOFF_INITIAL, WAIT_BACKOFF_MAX};
+use crate::types::{ClaimOutcome, Grant, LeaseInfo, ReleaseOutcome, RenewOutcome};
+
+/// Renewals per TTL when all goes well: the guard renews every TTL / 3, so two renewals in
+/// a row may fail (or be slow) before the safe deadline is in danger.
+pub const RENEWALS_PER_TTL: u32 = 3;
+
+/// Fraction of the renew interval drawn at random either way (±10 %), so that many guards
+/// started together do not renew together.
+pub const RENEW_JITTER_FRACTION: f64 = 0.1;
+
+/// After a failed renewal the guard tries again every TTL / 10 ...
+pub const RENEW_RETRIES_PER_TTL: u32 = 10;
+
+/// ... but no more often than this.
+pub const RENEW_RETRY_INTERVAL_MIN: Duration = Duration::from_millis(50);
+
+const _: () = assert!(RENEW_RETRIES_PER_TTL > RENEWALS_PER_TTL);
+
+/// One renewal call (all its attempts) gets at most TTL / 4. A node that stopped answering
+/// without closing its connections (SIGSTOP, a partition that drops packets) then costs one
+/// call, not the whole safe window: the call marks that node unreachable, and the next call,
+/// TTL / 10 later, goes to another node.
+pub const RENEW_CALL_TTL_DIVISOR: u32 = 4;
+
+const _: () = assert!(RENEW_CALL_TTL_DIVISOR > RENEWALS_PER_TTL);
+
+/// Why a guard no longer holds its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LossReason {
+    /// A renewal was refused: the token is no longer current. `current` = who holds the key
+    /// now (`None` when it is free: revoked, or expired before the renewal arrived).
+    Taken {
+        /// The key's lease at the time of the refusal.
+        current: Option<LeaseInfo>,
+    },
+    /// The safe deadline passed with no successful renewal (cluster unreachable or slow).
+    /// The lease may still exist on the cluster, but the guard can no longer prove it.
+    DeadlinePassed {
+        /// The last renewal error, if a renewal failed (rather than still being in flight).
+        last_error: Option<String>,
+    },
+}
+
+impl std::fmt::Display for LossReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LossReason::Taken {
+                current: Some(lease),
+            } => write!(f, "taken by {} (token {})", lease.holder_name, lease.token),
+            LossReason::Taken { current: None } => write!(
+                f,
+                "the token is no longer current (revoked or expired); the key is free"
+            ),
+            LossReason::DeadlinePassed {
+                last_error: Some(error),
+            } => write!(f, "safe deadline passed: {error}"),
+            LossReason::DeadlinePassed { last_error: None } => {
+                write!(f, "safe deadline passed before a renewal was answered")
+            }
+        }
+    }
+}
+
+/// The answer to [`Client::claim_guarded`]: a guard on the lease, or the holder to stand
+/// down for.
+#[derive(Debug)]
+pub enum GuardedClaim {
+    /// The caller holds the key; the guard keeps the lease alive until released or lost.
+    Granted(LeaseGuard),
+    /// Someone else holds the key: stand down.
+    Held {
+        /// The current holder's lease.
+        lease: LeaseInfo,
+        /// The holder has the caller's name but is another process (another client id).
+        same_name_other_process: bool,
+    },
+}
+
+/// What the renewal task publishes and every reader of the guard sees.
+#[derive(Debug, Clone)]
+struct GuardState {
+    /// The latest granted or renewed view of the lease.
+    lease: LeaseInfo,
+    /// The current safe deadline; moves only on a successful renewal.
+    safe_until: Instant,
+    /// Set once, when the lease is lost; never cleared.
+    lost: Option<LossReason>,
+}
+
+/// A granted lease, renewed in the background until it is released, dropped or lost.
+///
+/// Not `Clone`: one guard owns one background task. Share it by reference (for example
+/// `Arc<LeaseGuard>`) to await [`LeaseGuard::lost`] from several places.
+///
+/// Dropping a guard that was neither released nor taken stops the renewals and, when a
+/// tokio runtime is running, releases the key in a spawned task (best effort: if the
+/// runtime shuts down first, the lease runs out after its TTL instead).
+pub struct LeaseGuard {
+    /// A clone of the caller's client, for the release; the renewal task has another.
+    client: Client,
+    key: String,
+    token: u64,
+    /// The renewal task's published state.
+    state: watch::Receiver<GuardState>,
+    /// Sending (or dropping) stops the renewal task. `None` once release has begun, which
+    /// tells `Drop` not to release again.
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl LeaseGuard {
+    /// Starts renewing `grant` in a task on the current tokio runtime.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub(crate) fn start(client: Client, grant: Grant) -> LeaseGuard {
+        let key = grant.lease.key.clone();
+        let token = grant.lease.token;
+        let (state_tx, state_rx) = watch::channel(GuardState {
+            safe_until: grant.safe_deadline,
+            lease: grant.lease,
+            lost: None,
+        });
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let task = tokio::spawn(keep_alive(
+            client.clone(),
+            key.clone(),
+            token,
+            state_tx,
+            stop_rx,
+        ));
+        LeaseGuard {
+            client,
+            key,
+            token,
+            state: state_rx,
+            stop: Some(stop_tx),
+            task: Some(task),
+        }
+    }
+
+    /// The key this guard holds.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The fencing token of the lease; a renewal keeps it.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// The latest granted or renewed view of the lease.
+    pub fn lease(&self) -> LeaseInfo {
+        self.state.borrow().lease.clone()
+    }
+
+    /// The current safe deadline: the caller may act as the holder until this instant of
+    /// its monotonic clock, unless the guard reports the lease lost earlier.
+    pub fn safe_until(&self) -> Instant {
+        self.state.borrow().safe_until
+    }
+
+    /// True while the lease is neither lost nor past its safe deadline (checked against the
+    /// clock on every call).
+    pub fn is_held(&self) -> bool {
+        let state = self.state.borrow();
+        state.lost.is_none() && Instant::now() < state.safe_until
+    }
+
+    /// Completes when the lease is lost, with the reason. May be awaited any number of times
+    /// and from several places; dropping the future is harmless.
+    pub async fn lost(&self) -> LossReason {
+        let mut state = self.state.clone();
+        let lost = state
+            .wait_for(|state| state.lost.is_some())
+            .await
+            .map(|state| state.lost.clone());
+        match lost {
+            Ok(Some(reason)) => reason,
+            // The renewal task ended without a verdict: its runtime is shutting down (or it
+            // panicked). Nothing renews any more, so the lease is lost at the safe deadline.
+            Ok(None) | Err(_) => {
+                let safe_until = state.borrow().safe_until;
+                tokio::time::sleep_until(safe_until.into()).await;
+                LossReason::DeadlinePassed {
+                    last_error: Some("the renewal task stopped".into()),
+                }
+            }
+        }
+    }
+
+    /// Stops renewing, then releases the key with the guard's token. A guard that was
+    /// already lost gets [`ReleaseOutcome::Lost`] (or an error if the cluster is still
+    /// unreachable); that is harmless.
+    pub async fn release(mut self) -> Result<ReleaseOutcome, Error> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            // The task stops at its next await point; a renewal in flight is abandoned.
+            let _ = task.await;
+        }
+        self.client.release(&self.key, self.token).await
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        let Some(stop) = self.stop.take() else {
+            return; // Released (or being released) already.
+        };
+        drop(stop);
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+        // A taken lease is someone else's now; anything else (held, or past its deadline
+        // with the cluster unreachable) may still be ours on the cluster, and a release with
+        // our token frees it sooner than the TTL would.
+        let taken = matches!(self.state.borrow().lost, Some(LossReason::Taken { .. }));
+        if taken {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let client = self.client.clone();
+            let key = std::mem::take(&mut self.key);
+            let token = self.token;
+            runtime.spawn(async move {
+                if let Err(error) = client.release(&key, token).await {
+                    tracing::debug!(key = %key, token, %error, "release on drop failed");
+                }
+            });
+        }
+    }
+}
+
+impl std::fmt::Debug for LeaseGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.state.borrow();
+        f.debug_struct("LeaseGuard")
+            .field("key", &self.key)
+            .field("token", &self.token)
+            .field("safe_until", &state.safe_until)
+            .field("lost", &state.lost)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The wait between two successful renewals: TTL / 3, ±10 % drawn from `unit` in `[0, 1)`.
+pub(crate) fn renew_interval(ttl: Duration, unit: f64) -> Duration {
+    let base = ttl / RENEWALS_PER_TTL;
+    let factor = 1.0 - RENEW_JITTER_FRACTION + 2.0 * RENEW_JITTER_FRACTION * unit.clamp(0.0, 1.0);
+    base.mul_f64(factor)
+}
+
+/// The wait before retrying a failed renewal.
+pub(crate) fn renew_retry_interval(ttl: Duration) -> Duration {
+    (ttl / RENEW_RETRIES_PER_TTL).max(RENEW_RETRY_INTERVAL_MIN)
+}
+
+/// The renewal task: renews on schedule, publishes each new safe deadline, and publishes
+/// the loss when a renewal is refused or the safe deadline passes. Ends when lost or told
+/// to stop (the guard sent on or dropped `stop`).
+async fn keep_alive(
+    client: Client,
+    key: String,
+    token: u64,
+    state: watch::Sender<GuardState>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let (mut safe_until, mut ttl) = {
+        let state = state.borrow();
+        (state.safe_until, state.lease.ttl)
+    };
+    let mut next_renew = Instant::now() + renew_interval(ttl, rand::thread_rng().gen());
+    let mut last_error: Option<String> = None;
+    let lose = |reason: LossReason| {
+        tracing::debug!(key = %key, token, reason = %reason, "lease lost");
+        state.send_modify(|state| {
+            if state.lost.is_none() {
+                state.lost = Some(reason);
+            }
+        });
+    };
+
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stop => return,
+            () = tokio::time::sleep_until(safe_until.into()) => {
+                lose(LossReason::DeadlinePassed { last_error });
+                return;
+            }
+            () = tokio::time::sleep_until(next_renew.into()) => {}
+        }
+
+        let send_time = Instant::now();
+        // No answer after the safe deadline is of any use, so no attempt runs past it.
+        let deadline = safe_until
+            .min(client.retry_deadline_from_now())
+            .min(send_time + ttl / RENEW_CALL_TTL_DIVISOR);
+        let outcome = tokio::select! {
+            biased;
+            _ = &mut stop => return,
+            () = tokio::time::sleep_until(safe_until.into()) => {
+                lose(LossReason::DeadlinePassed { last_error });
+                return;
+            }
+            outcome = client.renew_until(&key, token, deadline) => outcome,
+        };
+
+        match outcome {
+            Ok(RenewOutcome::Renewed(grant)) => {
+                // The reply may come a moment after the deadline fired (both were ready at
+                // once); a lease once reported lost stays lost.
+                if Instant::now() >= safe_until {
+                    lose(LossReason::DeadlinePassed { last_error });
+                    return;
+                }
+                debug_assert_eq!(grant.lease.token, token, "a renewal keeps the token");
+                safe_until = grant.safe_deadline;
+                ttl = grant.lease.ttl;
+                last_error = None;
+                state.send_modify(|state| {
+                    state.lease = grant.lease;
+                    state.safe_until = safe_until;
+                });
+                next_renew = send_time + renew_interval(ttl, rand::thread_rng().gen());
+                tracing::trace!(key = %key, token, "lease renewed");
+            }
+            Ok(RenewOutcome::Lost { current }) => {
+                lose(LossReason::Taken { current });
+                return;
+            }
+            Err(error) => {
+                tracing::debug!(key = %key, token, %error, "renewal failed; retrying");
+                last_error = Some(error.to_string());
+                next_renew = Instant::now() + renew_retry_interval(ttl);
+            }
+        }
+    }
+}
+
+impl Client {
+    /// Claims `key` and, if granted, returns a guard that keeps the lease alive.
+    ///
+    /// A key held by anyone else (including another process with the same name) gives
+    /// [`GuardedClaim::Held`] at once; see [`Client::claim_wait_guarded`] to wait for it.
+    pub async fn claim_guarded(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+    ) -> Result<GuardedClaim, Error> {
+        let outcome = self.claim(key, holder_name, ttl).await?;
+        Ok(self.guard(outcome))
+    }
+
+    /// Claims `key`; while it is held, claims again after a jittered backoff (from about
+    /// 100 ms up to 2 s, shortened to just after the holder's reported end of lease) until
+    /// it is granted or `timeout` has passed. Returns the last [`ClaimOutcome::Held`] on
+    /// timeout: that is an answer, not an error.
+    ///
+    /// Waiting grants no priority: whichever claimant's claim reaches the cluster first
+    /// after the key frees wins it. There is no watch yet, so this polls; the backoff keeps
+    /// a crowd of waiters to about one claim each per second or two.
+    ///
+    /// Each claim is retried as usual while the cluster is unavailable (until the retry
+    /// deadline); an error ends the wait.
+    pub async fn claim_wait(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<ClaimOutcome, Error> {
+        let give_up_at = Instant::now() + timeout;
+        let mut backoff = Backoff::between(WAIT_BACKOFF_INITIAL, WAIT_BACKOFF_MAX);
+        loop {
+            let outcome = self.claim(key, holder_name, ttl).await?;
+            let ClaimOutcome::Held { lease, .. } = &outcome else {
+                return Ok(outcome);
+            };
+            let time_left = give_up_at.saturating_duration_since(Instant::now());
+            if time_left.is_zero() {
+                return Ok(outcome);
+            }
+            let (step, unit) = {
+                let mut rng = rand::thread_rng();
+                (backoff.next_delay(rng.gen()), rng.gen())
+            };
+            let delay = claim_wait_delay(step, lease.remaining, time_left, unit);
+            tracing::debug!(
+                key = %key,
+                holder = %lease.holder_name,
+                delay_ms = delay.as_millis() as u64,
+                "key held; waiting"
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// [`Client::claim_wait`], then a guard on the lease if it was granted.
+    pub async fn claim_wait_guarded(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<GuardedClaim, Error> {
+        let outcome = self.claim_wait(key, holder_name, ttl, timeout).await?;
+        Ok(self.guard(outcome))
+    }
+
+    fn guard(&self, outcome: ClaimOutcome) -> GuardedClaim {
+        match outcome {
+            ClaimOutcome::Granted(grant) => {
+                GuardedClaim::Granted(LeaseGuard::start(self.clone(), grant))
+            }
+            ClaimOutcome::Held {
+                lease,
+                same_name_other_process,
+            } => GuardedClaim::Held {
+                lease,
+                same_name_other_process,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClientConfig;
+    use crate::fake_node::{FakeNode, RenewAnswer, FAKE_TOKEN};
+    use std::sync::Arc;
+    use tonic::Code;
+
+    /// Generous slack for a timer on a loaded test machine.
+    const TIMER_SLACK: Duration = Duration::from_millis(400);
+
+    async fn node_and_client() -> (Arc<FakeNode>, Client, JoinHandle<()>) {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        let client = Client::connect(ClientConfig::with_endpoints([addr.to_string()]))
+            .await
+            .unwrap();
+        (node, client, task)
+    }
+
+    async fn guard(client: &Client, ttl: Duration) -> LeaseGuard {
+        match client.claim_guarded("tasks/a", "claude@host-a", ttl).await {
+            Ok(GuardedClaim::Granted(guard)) => guard,
+            other => panic!("expected a grant, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn renew_interval_is_a_third_of_the_ttl_within_ten_percent() {
+        let ttl = Duration::from_secs(30);
+        assert_eq!(renew_interval(ttl, 0.5), Duration::from_secs(10));
+        assert_eq!(renew_interval(ttl, 0.0), Duration::from_secs(9));
+        let high = renew_interval(ttl, 0.999_999);
+        assert!(high > Duration::from_millis(10_999) && high <= Duration::from_secs(11));
+    }
+
+    #[test]
+    fn failed_renewals_are_retried_every_tenth_of_the_ttl_but_not_faster_than_50ms() {
+        assert_eq!(
+            renew_retry_interval(Duration::from_secs(30)),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            renew_retry_interval(Duration::from_millis(200)),
+            RENEW_RETRY_INTERVAL_MIN
+        );
+    }
+
+    #[test]
+    fn guard_futures_are_send_and_the_guard_is_send_and_sync() {
+        fn assert_send<T: Send>(_: &T) {}
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<LeaseGuard>();
+        assert_send_sync::<GuardedClaim>();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let client = Client::connect(ClientConfig::with_endpoints(["a:1"]))
+                .await
+                .unwrap();
+            let ttl = Duration::from_secs(1);
+            assert_send(&client.claim_guarded("k", "h", ttl));
+            assert_send(&client.claim_wait("k", "h", ttl, ttl));
+            assert_send(&client.claim_wait_guarded("k", "h", ttl, ttl));
+        });
+    }
+
+    #[tokio::test]
+    async fn guard_renews_in_the_background_and_moves_the_safe_deadline_forward() {
+        let (node, client, task) = node_and_client().await;
+        let ttl = Duration::from_millis(600);
+        let guard = guard(&client, ttl).await;
+        assert_eq!((guard.key(), guard.token()), ("tasks/a", FAKE_TOKEN));
+        let first_deadline = guard.safe_until();
+        assert!(first_deadline <= Instant::now() + ttl.mul_f64(0.95));
+
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        assert!(guard.is_held());
+        assert!(node.count("renew") >= 2, "{:?}", node.calls());
+        assert!(guard.safe_until() > first_deadline + Duration::from_millis(300));
+        assert_eq!(guard.lease().renewed_at_unix_ms, 2, "the renewed view");
+
+        let released = guard.release().await.unwrap();
+        assert!(matches!(released, ReleaseOutcome::Released(lease) if lease.token == FAKE_TOKEN));
+        let renewals = node.count("renew");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(node.count("renew"), renewals, "no renewal after release");
+        assert_eq!(node.count("release"), 1);
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn refused_renewal_reports_taken_with_the_new_holder_and_drop_does_not_release() {
+        let (node, client, task) = node_and_client().await;
+        node.answer_renewals(RenewAnswer::LostToOther);
+        let guard = guard(&client, Duration::from_millis(300)).await;
+        let reason = tokio::time::timeout(Duration::from_secs(2), guard.lost())
+            .await
+            .expect("a refused renewal is reported at once");
+        match &reason {
+            LossReason::Taken {
+                current: Some(lease),
+            } => assert_eq!(lease.holder_name, "other@host-b"),
+            other => panic!("expected Taken by the other holder, got {other:?}"),
+        }
+        assert!(!guard.is_held());
+        assert!(reason.to_string().contains("other@host-b"), "{reason}");
+        let renewals = node.count("renew");
+        drop(guard);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(node.count("renew"), renewals, "a lost guard stops renewing");
+        assert_eq!(
+            node.count("release"),
+            0,
+            "a taken key is not ours to release"
+        );
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn unreachable_cluster_reports_deadline_passed_at_the_safe_deadline() {
+        let (node, client, task) = node_and_client().await;
+        let guard = guard(&client, Duration::from_millis(600)).await;
+        node.fail_always(Code::Unavailable, "no leader");
+        let deadline = guard.safe_until();
+        let reason = guard.lost().await;
+        let noticed = Instant::now();
+        assert!(noticed >= deadline, "lost before the safe deadline");
+        assert!(
+            noticed < deadline + TIMER_SLACK,
+            "lost late: {:?}",
+            noticed - deadline
+        );
+        assert!(
+            matches!(reason, LossReason::DeadlinePassed { .. }),
+            "{reason:?}"
+        );
+        assert!(!guard.is_held());
+        assert_eq!(
+            guard.safe_until(),
+            deadline,
+            "no renewal moved the deadline"
+        );
+
+        // The cluster comes back: the guard stays lost and renews no more.
+        node.stop_failing();
+        let renewals = node.count("renew");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(!guard.is_held());
+        assert_eq!(node.count("renew"), renewals);
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_slow_renewal_does_not_stretch_the_window() {
+        let (node, client, task) = node_and_client().await;
+        node.delay_renewals(Duration::from_secs(5));
+        let guard = guard(&client, Duration::from_millis(600)).await;
+        let deadline = guard.safe_until();
+        let reason = guard.lost().await;
+        assert!(Instant::now() < deadline + TIMER_SLACK);
+        assert!(
+            matches!(reason, LossReason::DeadlinePassed { .. }),
+            "{reason:?}"
+        );
+        assert!(!guard.is_held());
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn transient_renewal_failures_do_not_lose_the_lease() {
+        let (node, client, task) = node_and_client().await;
+        let guard = guard(&client, Duration::from_millis(900)).await;
+        for _ in 0..3 {
+            node.fail_next(Code::Unavailable, "leader changed");
+        }
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert!(guard.is_held(), "{guard:?}");
+        assert!(node.count("renew") >= 4, "{:?}", node.calls());
+        drop(guard);
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_node_that_stops_answering_costs_one_renewal_not_the_lease() {
+        let first = Arc::new(FakeNode::default());
+        let second = Arc::new(FakeNode::default());
+        let (first_addr, first_task) = first.serve().await;
+        let (second_addr, second_task) = second.serve().await;
+        let ttl = Duration::from_secs(2);
+        second.assume_ttl(ttl);
+        let client = Client::connect(ClientConfig::with_endpoints([
+            first_addr.to_string(),
+            second_addr.to_string(),
+        ]))
+        .await
+        .unwrap();
+        let guard = guard(&client, ttl).await;
+        // The node that granted the lease hangs on every renewal from now on.
+        first.delay_renewals(Duration::from_secs(60));
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        assert!(guard.is_held(), "{guard:?}");
+        assert!(second.count("renew") >= 1, "{:?}", second.calls());
+        drop(guard);
+        first_task.abort();
+        second_task.abort();
+    }
+
+    #[tokio::test]
+    async fn lost_can_be_awaited_many_times_from_several_places_and_cancelled() {
+        let (node, client, task) = node_and_client().await;
+        let guard = guard(&client, Duration::from_millis(300)).await;
+        // A cancelled wait leaves nothing behind.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(10), guard.lost())
+                .await
+                .is_err()
+        );
+        node.answer_renewals(RenewAnswer::LostToOther);
+        let (a, b) = tokio::join!(guard.lost(), guard.lost());
+        assert_eq!(a, b);
+        assert_eq!(guard.lost().await, a);
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn is_held_turns_false_at_the_safe_deadline_even_if_the_task_never_ran() {
+        let (_node, client, task) = node_and_client().await;
+        let guard = guard(&client, Duration::from_millis(300)).await;
+        // Block this (single) runtime thread past the deadline: the renewal task cannot
+        // run, so only the clock check can tell.
+        let deadline = guard.safe_until();
+        std::thread::sleep(
+            deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(5),
+        );
+        assert!(!guard.is_held());
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn dropping_a_held_guard_releases_the_key_and_stops_renewing() {
+        let (node, client, task) = node_and_client().await;
+        let guard = guard(&client, Duration::from_millis(600)).await;
+        drop(guard);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(node.count("release"), 1, "{:?}", node.calls());
+        assert_eq!(node.count("renew"), 0, "{:?}", node.calls());
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn claim_guarded_of_a_held_key_names_the_holder() {
+        let (node, client, task) = node_and_client().await;
+        node.hold_claims(1, Duration::from_secs(10));
+        let claim = client
+            .claim_guarded("tasks/a", "claude@host-a", Duration::from_secs(10))
+            .await
+            .unwrap();
+        match claim {
+            GuardedClaim::Held {
+                lease,
+                same_name_other_process,
+            } => {
+                assert_eq!(lease.holder_name, "other@host-b");
+                assert!(!same_name_other_process);
+            }
+            other => panic!("expected Held, got {other:?}"),
+        }
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn claim_wait_claims_again_until_the_key_is_granted() {
+        let (node, client, task) = node_and_client().await;
+        // The holder's lease ends in 50 ms each time: the waiter wakes just after it
+        // rather than backing off further.
+        node.hold_claims(3, Duration::from_millis(50));
+        let started = Instant::now();
+        let outcome = client
+            .claim_wait_guarded(
+                "tasks/a",
+                "claude@host-a",
+                Duration::from_secs(10),
+                Duration::from_secs(10),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(outcome, GuardedClaim::Granted(_)), "{outcome:?}");
+        assert_eq!(node.count("claim"), 4);
+        assert!(started.elapsed() < Duration::from_secs(2));
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn claim_wait_returns_the_holder_after_the_timeout_without_hammering() {
+        let (node, client, task) = node_and_client().await;
+        node.hold_claims(usize::MAX, Duration::from_secs(30));
+        let started = Instant::now();
+        let timeout = Duration::from_millis(800);
+        let outcome = client
+            .claim_wait("tasks/a", "claude@host-a", Duration::from_secs(10), timeout)
+            .await
+            .unwrap();
+        let waited = started.elapsed();
+        assert!(
+            matches!(&outcome, ClaimOutcome::Held { lease, .. } if lease.holder_name == "other@host-b"),
+            "{outcome:?}"
+        );
+        assert!(
+            waited >= timeout && waited < timeout + TIMER_SLACK * 2,
+            "{waited:?}"
+        );
+        // Backoff from 100 ms doubling: a handful of claims in 800 ms, not hundreds.
+        let claims = node.count("claim");
+        assert!((2..=8).contains(&claims), "{claims} claims");
+        task.abort();
+    }
+}

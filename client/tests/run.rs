@@ -1,0 +1,494 @@
+//! `baton run` and `baton claim --wait` against a real single-node `baton-node` process:
+//! one child per key, a lost lease stops the child's whole process group, exit codes and
+//! signals pass through, the key is released afterwards, and waiting claimants get the key
+//! once it frees.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+fn cli_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_baton"))
+}
+
+/// `baton-node` is built by the same `cargo test --workspace` into the same directory.
+fn node_bin() -> PathBuf {
+    let bin = cli_bin().with_file_name("baton-node");
+    assert!(
+        bin.exists(),
+        "{} is missing: run the tests with `cargo test --workspace`",
+        bin.display()
+    );
+    bin
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One real node, killed by PID when dropped, with a scratch directory for the children's
+/// marker files.
+struct Node {
+    addr: String,
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Node {
+    fn start() -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let addr = format!("127.0.0.1:{}", free_port());
+        let child = Command::new(node_bin())
+            .args(["--listen", &addr, "--data-dir"])
+            .arg(dir.path().join("data"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let node = Node { addr, child, dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = node.baton(&["cluster", "status", "--output", "json"]);
+            if out.status.success() && String::from_utf8_lossy(&out.stdout).contains("\"leader\"") {
+                return node;
+            }
+            assert!(Instant::now() < deadline, "node never became leader");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// A file path in the test's scratch directory.
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(cli_bin());
+        command
+            .arg("--endpoints")
+            .arg(&self.addr)
+            .args(args)
+            .env_remove("BATON_CLIENT_ID")
+            .env_remove("BATON_HOLDER")
+            .env_remove("BATON_ENDPOINTS");
+        command
+    }
+
+    fn baton(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// Starts `baton ARGS` in the background with its output captured.
+    fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    fn json(&self, args: &[&str]) -> (i32, Value) {
+        let mut all = vec!["--output", "json"];
+        all.extend_from_slice(args);
+        let out = self.baton(&all);
+        (out.status.code().unwrap(), parse_json(&out))
+    }
+
+    /// The key's lease as a linearizable probe sees it (`null` when free).
+    fn lease(&self, key: &str) -> Value {
+        let (code, v) = self.json(&["probe", key]);
+        assert_eq!(code, 0, "{v}");
+        v["lease"].clone()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn parse_json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "printed no JSON ({e}): stdout {:?} stderr {:?}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Waits for `child` to exit, at most `limit`; its output, or a panic that kills it.
+fn finish_within(mut child: Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?}: stdout {:?} stderr {:?}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until `path` exists, at most `limit`.
+fn wait_for_file(path: &Path, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn code(status: ExitStatus) -> i32 {
+    status.code().expect("baton exits, it is not killed")
+}
+
+/// The process is gone, or a zombie nobody reaped yet (it no longer runs).
+fn process_is_dead(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // The state follows the parenthesised command name: `pid (comm) S ...`.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
+#[test]
+fn two_concurrent_runs_on_one_key_run_exactly_one_child() {
+    let node = Node::start();
+    let tokens = node.file("tokens");
+    let script = format!("echo $BATON_TOKEN >> '{}'; sleep 3", tokens.display());
+    let runs: Vec<Child> = ["runner-a", "runner-b"]
+        .iter()
+        .map(|holder| {
+            node.spawn(&[
+                "run",
+                "tasks/one",
+                "--holder",
+                holder,
+                "--ttl",
+                "10s",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+        })
+        .collect();
+    let outs: Vec<Output> = runs
+        .into_iter()
+        .map(|run| finish_within(run, Duration::from_secs(30)))
+        .collect();
+
+    let mut codes: Vec<i32> = outs.iter().map(|o| code(o.status)).collect();
+    codes.sort_unstable();
+    assert_eq!(codes, [0, 3], "{outs:?}");
+    let ran = std::fs::read_to_string(&tokens).unwrap();
+    assert_eq!(ran.lines().count(), 1, "exactly one child ran: {ran:?}");
+    let token: u64 = ran.trim().parse().unwrap();
+    assert!(token > 0);
+
+    let loser = outs.iter().find(|o| code(o.status) == 3).unwrap();
+    let winner_holder = if text(&loser.stdout).contains("runner-a") {
+        "runner-a"
+    } else {
+        "runner-b"
+    };
+    let stood_down = text(&loser.stdout);
+    assert!(
+        stood_down.starts_with(&format!(
+            "tasks/one is held by {winner_holder} (token {token}) since "
+        )),
+        "{stood_down}"
+    );
+    assert!(
+        stood_down.contains(", free in ") && stood_down.contains("; standing down"),
+        "{stood_down}"
+    );
+    assert_eq!(
+        node.lease("tasks/one"),
+        Value::Null,
+        "released after the child"
+    );
+}
+
+#[test]
+fn held_key_in_json_prints_the_holder_and_runs_nothing() {
+    let node = Node::start();
+    let (code_claim, _) = node.json(&["claim", "tasks/busy", "--holder", "owner", "--ttl", "30s"]);
+    assert_eq!(code_claim, 0);
+    let marker = node.file("ran");
+    let touch = format!("touch '{}'", marker.display());
+    let out = node.baton(&[
+        "--output",
+        "json",
+        "run",
+        "tasks/busy",
+        "--",
+        "sh",
+        "-c",
+        &touch,
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let v = parse_json(&out);
+    assert_eq!(v["outcome"], "held");
+    assert_eq!(v["lease"]["holder_name"], "owner");
+    assert_eq!(v["same_name_other_process"], false);
+    assert!(!marker.exists(), "nothing runs when the key is held");
+
+    // The holder's name from another process: refused too, and told so.
+    let out = node.baton(&[
+        "run",
+        "tasks/busy",
+        "--holder",
+        "owner",
+        "--",
+        "sh",
+        "-c",
+        &touch,
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let stood_down = text(&out.stdout);
+    assert!(stood_down.contains("is held by owner"), "{stood_down}");
+    assert!(stood_down.contains("another process"), "{stood_down}");
+    assert!(!marker.exists());
+}
+
+#[test]
+fn run_with_wait_starts_the_child_once_the_holder_releases() {
+    let node = Node::start();
+    let (code_first, first) =
+        node.json(&["claim", "tasks/queue", "--holder", "first", "--ttl", "30s"]);
+    assert_eq!(code_first, 0, "{first}");
+    let token = first["lease"]["token"].as_u64().unwrap();
+    let ran = node.file("ran");
+    let script = format!("echo $BATON_TOKEN > '{}'", ran.display());
+    let run = node.spawn(&[
+        "run",
+        "tasks/queue",
+        "--holder",
+        "second",
+        "--wait",
+        "--timeout",
+        "30s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!ran.exists(), "the child waits for the key");
+    let (code_release, _) = node.json(&["release", "tasks/queue", "--token", &token.to_string()]);
+    assert_eq!(code_release, 0);
+    let out = finish_within(run, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let second_token: u64 = std::fs::read_to_string(&ran)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(second_token > token, "a new grant has a larger token");
+    assert_eq!(node.lease("tasks/queue"), Value::Null);
+}
+
+#[test]
+fn child_exit_code_is_passed_through_and_the_key_released() {
+    let node = Node::start();
+    let env_file = node.file("env");
+    let script = format!(
+        "echo \"$BATON_KEY|$BATON_TOKEN|$BATON_HOLDER|$BATON_ENDPOINTS\" > '{}'; exit 7",
+        env_file.display()
+    );
+    let out = node.baton(&[
+        "run",
+        "tasks/code",
+        "--holder",
+        "coder",
+        "--ttl",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(out.status.code(), Some(7), "{out:?}");
+    let env = std::fs::read_to_string(&env_file).unwrap();
+    let fields: Vec<&str> = env.trim().split('|').collect();
+    assert_eq!(fields[0], "tasks/code");
+    assert!(fields[1].parse::<u64>().unwrap() > 0, "{env}");
+    assert_eq!(fields[2], "coder");
+    assert_eq!(fields[3], node.addr);
+    assert_eq!(node.lease("tasks/code"), Value::Null);
+
+    // A command that does not exist: 127, and the key is released too.
+    let out = node.baton(&["run", "tasks/code", "--", "/nonexistent/command"]);
+    assert_eq!(out.status.code(), Some(127), "{out:?}");
+    assert!(text(&out.stderr).contains("cannot run"), "{out:?}");
+    assert_eq!(node.lease("tasks/code"), Value::Null);
+}
+
+#[test]
+fn revoked_lease_stops_the_childs_whole_process_group_and_exits_3() {
+    let node = Node::start();
+    let pid_file = node.file("grandchild.pid");
+    // The shell starts a grandchild and waits; both must stop when the lease is lost.
+    let script = format!(
+        "sleep 120 & echo $! > '{}.tmp'; mv '{0}.tmp' '{0}'; wait",
+        pid_file.display()
+    );
+    let run = node.spawn(&[
+        "run",
+        "tasks/revoke",
+        "--ttl",
+        "2s",
+        "--grace",
+        "2s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    wait_for_file(&pid_file, Duration::from_secs(10));
+    let grandchild: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!process_is_dead(grandchild));
+
+    let revoked = node.baton(&["revoke", "tasks/revoke", "--reason", "test"]);
+    assert!(revoked.status.success(), "{revoked:?}");
+    let revoked_at = Instant::now();
+    let out = finish_within(run, Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("baton run: lost tasks/revoke (") && stderr.contains("stopping the child"),
+        "{stderr}"
+    );
+    // Renewals every ~0.7 s notice the revocation; the group stops on SIGTERM at once.
+    assert!(revoked_at.elapsed() < Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !process_is_dead(grandchild) {
+        assert!(
+            Instant::now() < deadline,
+            "grandchild {grandchild} outlived the lease"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn sigterm_to_baton_run_reaches_the_child_and_the_key_is_released() {
+    let node = Node::start();
+    let ready = node.file("ready");
+    let marker = node.file("got-term");
+    let script = format!(
+        "trap 'echo term > \"{}\"; exit 5' TERM; touch '{}'; while :; do sleep 0.1; done",
+        marker.display(),
+        ready.display()
+    );
+    let run = node.spawn(&[
+        "run",
+        "tasks/signal",
+        "--ttl",
+        "10s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    wait_for_file(&ready, Duration::from_secs(10));
+    let pid = Pid::from_raw(i32::try_from(run.id()).unwrap());
+    kill(pid, Signal::SIGTERM).unwrap();
+    let out = finish_within(run, Duration::from_secs(15));
+    assert_eq!(out.status.code(), Some(5), "the child's own code: {out:?}");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), "term");
+    assert_eq!(node.lease("tasks/signal"), Value::Null);
+}
+
+#[test]
+fn claim_wait_gets_the_key_soon_after_the_holder_releases_it() {
+    let node = Node::start();
+    let (code_first, first) =
+        node.json(&["claim", "tasks/wait", "--holder", "first", "--ttl", "30s"]);
+    assert_eq!(code_first, 0, "{first}");
+    let token = first["lease"]["token"].as_u64().unwrap().to_string();
+
+    let waiter = node.spawn(&[
+        "--output",
+        "json",
+        "claim",
+        "tasks/wait",
+        "--holder",
+        "second",
+        "--ttl",
+        "30s",
+        "--wait",
+        "--timeout",
+        "30s",
+    ]);
+    std::thread::sleep(Duration::from_secs(1));
+    let (code_release, released) = node.json(&["release", "tasks/wait", "--token", &token]);
+    assert_eq!(code_release, 0, "{released}");
+    let released_at = Instant::now();
+
+    let out = finish_within(waiter, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // The backoff is capped at 2 s, so the waiter claims again within about that.
+    assert!(released_at.elapsed() < Duration::from_secs(6));
+    let v = parse_json(&out);
+    assert_eq!(v["outcome"], "granted");
+    assert_eq!(v["lease"]["holder_name"], "second");
+}
+
+#[test]
+fn claim_wait_with_a_timeout_on_a_held_key_exits_3_naming_the_holder() {
+    let node = Node::start();
+    let (code_first, _) =
+        node.json(&["claim", "tasks/never", "--holder", "keeper", "--ttl", "30s"]);
+    assert_eq!(code_first, 0);
+    let started = Instant::now();
+    let out = node.baton(&[
+        "claim",
+        "tasks/never",
+        "--holder",
+        "hopeful",
+        "--wait",
+        "--timeout",
+        "1s",
+    ]);
+    let waited = started.elapsed();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(text(&out.stdout).contains("is held by keeper"), "{out:?}");
+    assert!(
+        waited >= Duration::from_secs(1) && waited < Duration::from_secs(8),
+        "{waited:?}"
+    );
+}

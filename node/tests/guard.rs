@@ -1,0 +1,164 @@
+//! The client library's lease guard against real 3-node clusters: it keeps its lease across
+//! a leader crash, and when the cluster is unreachable it reports the loss no later than its
+//! safe deadline, before anyone else can be granted the key.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use baton_client::{
+    ClaimOutcome, Client, ClientConfig, GuardedClaim, LeaseGuard, LossReason, ReadMode,
+};
+use common::{serial, Cluster, Proxy};
+
+fn guard(claim: GuardedClaim) -> LeaseGuard {
+    match claim {
+        GuardedClaim::Granted(g) => g,
+        GuardedClaim::Held { lease, .. } => panic!("expected a grant, held by {lease:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_keeps_its_lease_across_a_kill_9_of_the_leader() {
+    let _serial = serial().await;
+    let mut cluster = Cluster::start(3).await;
+    let client = cluster.client().await;
+    let ttl = Duration::from_secs(3);
+    let g = guard(
+        client
+            .claim_guarded("tasks/guarded", "worker", ttl)
+            .await
+            .unwrap(),
+    );
+    let token = g.token();
+    // Let it renew a few times, then crash the leader.
+    tokio::time::sleep(ttl).await;
+    let leader = cluster.leader(Duration::from_secs(5)).await;
+    cluster.kill(leader);
+    // Hold on through the election and two more full TTLs.
+    let until = Instant::now() + ttl * 3;
+    while Instant::now() < until {
+        assert!(
+            g.is_held(),
+            "the guard lost its lease across a leader change"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(g.token(), token, "renewals keep the token");
+    let probe = client
+        .probe("tasks/guarded", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert_eq!(probe.lease.unwrap().token, token);
+    let lost_or_not = tokio::time::timeout(Duration::from_millis(10), g.lost()).await;
+    assert!(
+        lost_or_not.is_err(),
+        "lost() has not completed: {lost_or_not:?}"
+    );
+    // And it releases cleanly.
+    g.release().await.unwrap();
+    let probe = client
+        .probe("tasks/guarded", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert!(probe.lease.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_cut_off_from_its_cluster_reports_loss_by_its_safe_deadline_and_nobody_else_is_granted_before_it(
+) {
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    // The guard reaches the cluster only through proxies the test can cut.
+    let mut proxies = Vec::new();
+    for addr in cluster.endpoints() {
+        proxies.push(Proxy::start(addr).await);
+    }
+    let client = Client::connect(ClientConfig {
+        endpoints: proxies.iter().map(|p| p.addr.clone()).collect(),
+        retry_deadline: Duration::from_secs(2),
+        request_timeout: Duration::from_millis(500),
+        // Stay behind the proxies rather than dialling the leader's advertised address.
+        follow_leader_hints: false,
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let ttl = Duration::from_millis(2_500);
+    let g = guard(
+        client
+            .claim_guarded("tasks/stranded", "stranded", ttl)
+            .await
+            .unwrap(),
+    );
+
+    // The whole cluster freezes (SIGSTOP) and, while frozen, the guard's network is cut.
+    for id in cluster.running() {
+        cluster.signal(id, "STOP");
+    }
+    for p in &proxies {
+        p.set_cut(true);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The cluster comes back, but not for the guard. Another client claims as fast as it
+    // can; every instant below is read from this process's one monotonic clock.
+    for id in cluster.running() {
+        cluster.signal(id, "CONT");
+    }
+    let other = Client::connect(ClientConfig {
+        endpoints: cluster.endpoints(),
+        retry_deadline: Duration::from_secs(2),
+        request_timeout: Duration::from_millis(500),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let contender = tokio::spawn(async move {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(ClaimOutcome::Granted(_)) = other
+                .claim("tasks/stranded", "successor", Duration::from_millis(2_500))
+                .await
+            {
+                // The grant was applied no later than the moment its answer arrived.
+                return Some(Instant::now());
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+
+    let reason = tokio::time::timeout(ttl * 2, g.lost())
+        .await
+        .expect("lost() completes while the guard is cut off");
+    let lost_at = Instant::now();
+    let safe_until = g.safe_until();
+    assert!(
+        matches!(reason, LossReason::DeadlinePassed { .. }),
+        "{reason:?}"
+    );
+    assert!(
+        lost_at <= safe_until + Duration::from_millis(100),
+        "lost() fired {:?} after the safe deadline",
+        lost_at - safe_until
+    );
+    assert!(!g.is_held(), "never held after the safe deadline");
+
+    let granted_at = contender.await.unwrap().unwrap_or_else(|| {
+        panic!(
+            "the key was never granted to anyone else\n{}",
+            cluster.logs()
+        )
+    });
+    assert!(
+        granted_at >= safe_until,
+        "another client held the key {:?} before the guard's safe deadline",
+        safe_until - granted_at
+    );
+    eprintln!(
+        "guard lost at its safe deadline; the successor was granted {:?} later",
+        granted_at - safe_until
+    );
+}
