@@ -18,6 +18,9 @@ use tonic::transport::Channel;
 use crate::config::{endpoint_uri, normalize_endpoint, ClientConfig, ValidConfig};
 use crate::convert::{self, GrantClock};
 use crate::error::Error;
+use crate::handoff::{Accepted, HandoffNote, OfferView};
+use crate::history::History;
+use crate::record::{Record, RecordPatch, RecordView};
 use crate::retry::{classify, Backoff, Disposition, SUSPECT_FOR};
 use crate::types::{
     Board, ClaimOutcome, ClusterStatus, LeaseInfo, Probe, ReadMode, ReleaseOutcome, RenewOutcome,
@@ -120,10 +123,7 @@ impl Client {
     ) -> Result<ClaimOutcome, Error> {
         let request = pb::ClaimRequest {
             key: key.to_owned(),
-            holder: Some(pb::Holder {
-                name: holder_name.to_owned(),
-                client_id: self.client_id().to_owned(),
-            }),
+            holder: Some(self.holder(holder_name)),
             ttl_ms: duration_ms(ttl),
             request_id: Some(self.next_request_id()),
         };
@@ -168,10 +168,24 @@ impl Client {
 
     /// Frees `key` if `token` is its current one.
     pub async fn release(&self, key: &str, token: u64) -> Result<ReleaseOutcome, Error> {
+        self.release_with_status(key, token, "").await
+    }
+
+    /// [`Client::release`], setting the record's status to `final_status` in the same log
+    /// entry (`""` leaves it), so that the last word on the record and the end of the stint
+    /// cannot be separated: a record never says `in_progress` for a key nobody holds
+    /// because the holder died between the two writes.
+    pub async fn release_with_status(
+        &self,
+        key: &str,
+        token: u64,
+        final_status: &str,
+    ) -> Result<ReleaseOutcome, Error> {
         let request = pb::ReleaseRequest {
             key: key.to_owned(),
             token,
             request_id: Some(self.next_request_id()),
+            final_status: final_status.to_owned(),
         };
         let answer = self
             .call("release", request, |channel, request| async move {
@@ -248,6 +262,171 @@ impl Client {
             })
             .await?;
         convert::revoked(answer.body)
+    }
+
+    /// Changes the record of `key`, if `token` is the key's current one (a fenced write).
+    /// Returns the record as changed.
+    ///
+    /// A stale token, or a record frozen by a pending handoff offer, is refused with
+    /// [`Error::Refused`] naming the current holder and token: the caller does not own the
+    /// account of the work and must not revise it.
+    pub async fn update(&self, key: &str, token: u64, patch: RecordPatch) -> Result<Record, Error> {
+        let request = pb::UpdateRequest {
+            key: key.to_owned(),
+            token,
+            patch: Some(convert::patch_to_pb(patch)),
+            request_id: Some(self.next_request_id()),
+        };
+        let answer = self
+            .call("update", request, |channel, request| async move {
+                BatonClient::new(channel).update(request).await
+            })
+            .await?;
+        convert::updated(key, answer.body)
+    }
+
+    /// Records that dispatcher `by` wants agent `to` on `key`, and why. Returns the record.
+    ///
+    /// An assignment is routing metadata: it reserves nothing, needs no token, and anyone's
+    /// claim still wins the key. Claims answer with it, so a claimant learns that a
+    /// dispatcher is waiting on someone else.
+    pub async fn assign(
+        &self,
+        key: &str,
+        to: &str,
+        by: &str,
+        reason: &str,
+    ) -> Result<Record, Error> {
+        let request = pb::AssignRequest {
+            key: key.to_owned(),
+            to: to.to_owned(),
+            by: by.to_owned(),
+            reason: reason.to_owned(),
+            request_id: Some(self.next_request_id()),
+        };
+        let answer = self
+            .call("assign", request, |channel, request| async move {
+                BatonClient::new(channel).assign(request).await
+            })
+            .await?;
+        convert::assigned(key, answer.body)
+    }
+
+    /// Reads the record of `key` and its lease in one read.
+    pub async fn record(&self, key: &str, mode: ReadMode) -> Result<RecordView, Error> {
+        let request = pb::GetRecordRequest {
+            key: key.to_owned(),
+            stale: mode == ReadMode::Stale,
+        };
+        let answer = self
+            .call("get_record", request, |channel, request| async move {
+                BatonClient::new(channel).get_record(request).await
+            })
+            .await?;
+        convert::record_view(key, answer.body)
+    }
+
+    /// Reads the history of `key`, oldest event first; see [`History::stints`] for who held
+    /// it when, and what each holder wrote.
+    pub async fn history(&self, key: &str, mode: ReadMode) -> Result<History, Error> {
+        let request = pb::HistoryRequest {
+            key: key.to_owned(),
+            stale: mode == ReadMode::Stale,
+        };
+        let answer = self
+            .call("history", request, |channel, request| async move {
+                BatonClient::new(channel).history(request).await
+            })
+            .await?;
+        Ok(convert::history(key, answer.body))
+    }
+
+    /// Offers `key`, held with `token`, to the agent named `to`, with a status note. The
+    /// caller keeps the key (and must keep renewing it) until `to` accepts; meanwhile the
+    /// record is frozen. The offer lapses after `offer_ttl` (1 s to 1 h) if nobody answers.
+    ///
+    /// Refused ([`Error::Refused`]) for a stale token or when an offer is already pending.
+    pub async fn offer(
+        &self,
+        key: &str,
+        token: u64,
+        to: &str,
+        note: HandoffNote,
+        offer_ttl: Duration,
+    ) -> Result<OfferView, Error> {
+        let request = pb::OfferRequest {
+            key: key.to_owned(),
+            token,
+            to: to.to_owned(),
+            note: Some(convert::note_to_pb(note)),
+            offer_ttl_ms: duration_ms(offer_ttl),
+            request_id: Some(self.next_request_id()),
+        };
+        let answer = self
+            .call("offer", request, |channel, request| async move {
+                BatonClient::new(channel).offer(request).await
+            })
+            .await?;
+        convert::offered(key, answer.body)
+    }
+
+    /// Accepts the offer of `key` addressed to `holder_name`, as this client (its client id):
+    /// the caller holds the key with a new token for `ttl`, and the giver's token is dead
+    /// from the same log entry on. Returns the new lease, its safe deadline (counted like a
+    /// claim's) and the giver's note.
+    ///
+    /// Refused ([`Error::Refused`]) when there is no offer or it is addressed to another name.
+    pub async fn accept(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+    ) -> Result<Accepted, Error> {
+        let request = pb::AcceptRequest {
+            key: key.to_owned(),
+            holder: Some(self.holder(holder_name)),
+            ttl_ms: duration_ms(ttl),
+            request_id: Some(self.next_request_id()),
+        };
+        let clock = self.grant_clock();
+        let answer = self
+            .call("accept", request, |channel, request| async move {
+                BatonClient::new(channel).accept(request).await
+            })
+            .await?;
+        convert::accepted(answer.body, clock)
+    }
+
+    /// Declines the offer of `key` addressed to `holder_name`: the giver keeps the key.
+    /// Returns the revision of the decline.
+    pub async fn decline(&self, key: &str, holder_name: &str) -> Result<u64, Error> {
+        let request = pb::DeclineRequest {
+            key: key.to_owned(),
+            holder: Some(self.holder(holder_name)),
+            request_id: Some(self.next_request_id()),
+        };
+        let answer = self
+            .call("decline", request, |channel, request| async move {
+                BatonClient::new(channel).decline(request).await
+            })
+            .await?;
+        Ok(answer.body.revision)
+    }
+
+    /// Withdraws the pending offer of `key`, made with `token`: the caller keeps the key and
+    /// the record thaws. Returns the revision of the cancellation.
+    pub async fn cancel(&self, key: &str, token: u64) -> Result<u64, Error> {
+        let request = pb::CancelRequest {
+            key: key.to_owned(),
+            token,
+            request_id: Some(self.next_request_id()),
+        };
+        let answer = self
+            .call("cancel", request, |channel, request| async move {
+                BatonClient::new(channel).cancel(request).await
+            })
+            .await?;
+        Ok(answer.body.revision)
     }
 
     /// The status of whichever node answers first (the leader if known), retried like any
@@ -417,6 +596,14 @@ impl Client {
     /// The configured retry deadline, counted from now.
     pub(crate) fn retry_deadline_from_now(&self) -> Instant {
         Instant::now() + self.inner.config.retry_deadline
+    }
+
+    /// This client as the holder named `name`.
+    fn holder(&self, name: &str) -> pb::Holder {
+        pb::Holder {
+            name: name.to_owned(),
+            client_id: self.client_id().to_owned(),
+        }
     }
 
     fn next_request_id(&self) -> pb::RequestId {
@@ -620,6 +807,8 @@ fn duration_ms(duration: Duration) -> u64 {
 mod tests {
     use super::*;
     use crate::fake_node::FakeNode;
+    use crate::handoff::HandoffNote;
+    use crate::record::RecordPatch;
     use tonic::Code;
 
     async fn client(endpoints: &[&str]) -> Client {
@@ -651,6 +840,15 @@ mod tests {
         assert_send(&client.revoke("k", "r"));
         assert_send(&client.cluster_status());
         assert_send(&client.status_of("a:1"));
+        assert_send(&client.update("k", 1, RecordPatch::status("done")));
+        assert_send(&client.assign("k", "a", "b", ""));
+        assert_send(&client.record("k", ReadMode::Stale));
+        assert_send(&client.history("k", ReadMode::Stale));
+        assert_send(&client.offer("k", 1, "b", HandoffNote::default(), Duration::from_secs(1)));
+        assert_send(&client.accept("k", "b", Duration::from_secs(1)));
+        assert_send(&client.decline("k", "b"));
+        assert_send(&client.cancel("k", 1));
+        assert_send(&client.release_with_status("k", 1, "done"));
     }
 
     #[tokio::test]
@@ -874,6 +1072,167 @@ mod tests {
             .filter_map(|c| c.request_id.as_ref().map(|(_, seq)| *seq))
             .collect();
         assert_eq!(seqs, [1, 2]);
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_refused_update_is_a_typed_refusal_and_is_not_retried() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        node.fail_next(
+            Code::FailedPrecondition,
+            "stale token 5 for tasks/x: held by codex@b with token 9",
+        );
+        let client = client(&[&addr.to_string()]).await;
+        let error = client
+            .update("tasks/x", 5, RecordPatch::status("done"))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error,
+            Error::Refused("stale token 5 for tasks/x: held by codex@b with token 9".into())
+        );
+        assert_eq!(node.count("update"), 1);
+
+        // Accepted: the patch reaches the node as given, and the record comes back.
+        let record = client
+            .update(
+                "tasks/x",
+                9,
+                RecordPatch::status("done").with_field("pr", "42"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(record.status, "done");
+        assert_eq!(record.fields["pr"], "42");
+        let patch = node.last_patch().unwrap();
+        assert_eq!(patch.summary, None);
+        assert_eq!(patch.remove_fields, Vec::<String>::new());
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn claims_name_the_assignment_and_assign_returns_it() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        let client = client(&[&addr.to_string()]).await;
+        let record = client
+            .assign("tasks/x", "alice", "dispatcher", "verify")
+            .await
+            .unwrap();
+        assert_eq!(record.assigned_to.as_ref().unwrap().to, "alice");
+
+        // Someone else's claim wins all the same, and is told about the assignment.
+        let ClaimOutcome::Granted(grant) = client
+            .claim("tasks/x", "bob", Duration::from_secs(10))
+            .await
+            .unwrap()
+        else {
+            panic!("expected a grant");
+        };
+        assert_eq!(grant.assignment.unwrap().to, "alice");
+
+        node.assign_to(pb::Assignment {
+            to: "carol".into(),
+            by: "dispatcher".into(),
+            ..Default::default()
+        });
+        node.hold_claims(1, Duration::from_secs(10));
+        let outcome = client
+            .claim("tasks/x", "carol", Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert!(
+            matches!(&outcome, ClaimOutcome::Held { assignment: Some(a), .. } if a.to == "carol"),
+            "{outcome:?}"
+        );
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn handoff_calls_carry_this_clients_id_and_a_safe_deadline() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        let client = client(&[&addr.to_string()]).await;
+        let note = HandoffNote {
+            commit: "4f2a9c0".into(),
+            ..HandoffNote::default()
+        };
+        let offer = client
+            .offer("tasks/x", 42, "bob", note, Duration::from_secs(600))
+            .await
+            .unwrap();
+        assert_eq!(offer.key, "tasks/x");
+        assert_eq!((offer.from_token, offer.to.as_str()), (42, "bob"));
+        assert_eq!(offer.note.commit, "4f2a9c0");
+        assert_eq!(offer.offer_ttl, Duration::from_secs(600));
+
+        let ttl = Duration::from_secs(20);
+        let before = Instant::now();
+        let accepted = client.accept("tasks/x", "bob", ttl).await.unwrap();
+        let after = Instant::now();
+        assert_eq!(accepted.lease.holder_name, "bob");
+        assert_eq!(accepted.lease.holder_client_id, client.client_id());
+        assert_eq!(accepted.note.volatile_facts[0].check_command, "echo 5");
+        let margin_ttl = ttl.mul_f64(0.95);
+        assert!(before + margin_ttl <= accepted.safe_deadline);
+        assert!(accepted.safe_deadline <= after + margin_ttl);
+
+        assert_eq!(client.decline("tasks/x", "bob").await.unwrap(), 82);
+        assert_eq!(client.cancel("tasks/x", 42).await.unwrap(), 83);
+        // Every handoff call is a write with its own request id.
+        let seqs: Vec<u64> = node
+            .calls()
+            .iter()
+            .filter_map(|c| c.request_id.as_ref().map(|(_, seq)| *seq))
+            .collect();
+        assert_eq!(seqs, [1, 2, 3, 4]);
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn accept_guarded_keeps_the_new_lease_alive() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        // Renewals answer with the TTL the taker asked for.
+        node.assume_ttl(Duration::from_millis(600));
+        let client = client(&[&addr.to_string()]).await;
+        let (accepted, guard) = client
+            .accept_guarded("tasks/x", "bob", Duration::from_millis(600))
+            .await
+            .unwrap();
+        assert_eq!(guard.token(), accepted.lease.token);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(node.count("renew") >= 1, "{:?}", node.calls());
+        assert!(guard.is_held());
+        guard.release().await.unwrap();
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn record_history_and_release_with_status_reach_the_node() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        let client = client(&[&addr.to_string()]).await;
+        let view = client.record("tasks/x", ReadMode::Stale).await.unwrap();
+        assert_eq!(view.key, "tasks/x");
+        assert_eq!(view.record.status, "in_progress");
+        assert_eq!(view.record.last_note, None);
+        assert_eq!(view.lease.unwrap().holder_name, "other@host-b");
+
+        let history = client.history("tasks/x", ReadMode::Stale).await.unwrap();
+        assert_eq!(history.dropped, 5);
+        let stints = history.stints();
+        assert_eq!(stints.len(), 1);
+        assert_eq!(stints[0].updates.len(), 1);
+
+        client
+            .release_with_status("tasks/x", 42, "done")
+            .await
+            .unwrap();
+        assert_eq!(node.last_final_status().as_deref(), Some("done"));
+        client.release("tasks/x", 42).await.unwrap();
+        assert_eq!(node.last_final_status().as_deref(), Some(""));
         task.abort();
     }
 }

@@ -7,9 +7,12 @@ use std::time::{Duration, Instant};
 use baton_proto::v1 as pb;
 
 use crate::error::Error;
+use crate::handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
+use crate::history::{Event, History};
+use crate::record::{Record, RecordPatch, RecordView};
 use crate::types::{
-    safe_deadline, Board, ClaimOutcome, ClusterStatus, Grant, LeaseInfo, Member, Probe,
-    ReleaseOutcome, RenewOutcome, TokenCheck,
+    safe_deadline, AssignmentInfo, Board, ClaimOutcome, ClusterStatus, Grant, HolderInfo,
+    LeaseInfo, Member, Probe, ReleaseOutcome, RenewOutcome, TokenCheck,
 };
 
 /// How to turn a granted or renewed lease into a [`Grant`]: the caller's first send time
@@ -23,14 +26,24 @@ pub(crate) struct GrantClock {
 }
 
 impl GrantClock {
-    fn grant(self, lease: LeaseInfo, already_held: bool, revision: u64) -> Grant {
-        let safe_deadline = safe_deadline(self.send_time, lease.ttl, self.drift_margin);
+    fn grant(
+        self,
+        lease: LeaseInfo,
+        already_held: bool,
+        revision: u64,
+        assignment: Option<AssignmentInfo>,
+    ) -> Grant {
         Grant {
+            safe_deadline: self.deadline(&lease),
             lease,
             already_held,
             revision,
-            safe_deadline,
+            assignment,
         }
+    }
+
+    fn deadline(self, lease: &LeaseInfo) -> Instant {
+        safe_deadline(self.send_time, lease.ttl, self.drift_margin)
     }
 }
 
@@ -69,10 +82,12 @@ pub(crate) fn claim_outcome(
             required_lease(granted.lease, "claim granted")?,
             granted.already_held,
             response.revision,
+            granted.assignment.map(assignment),
         ))),
         Some(Outcome::Held(held)) => Ok(ClaimOutcome::Held {
             lease: required_lease(held.lease, "claim held")?,
             same_name_other_process: held.same_name_other_process,
+            assignment: held.assignment.map(assignment),
         }),
         None => Err(Error::Protocol("claim reply without an outcome".into())),
     }
@@ -89,6 +104,7 @@ pub(crate) fn renew_outcome(
             lease(renewed)?,
             true,
             response.revision,
+            None,
         ))),
         Some(Outcome::Lost(lost)) => Ok(RenewOutcome::Lost {
             current: optional_lease(lost.current)?,
@@ -137,6 +153,179 @@ pub(crate) fn token_check(response: pb::CheckTokenResponse) -> Result<TokenCheck
 
 pub(crate) fn revoked(response: pb::RevokeResponse) -> Result<Option<LeaseInfo>, Error> {
     optional_lease(response.revoked)
+}
+
+fn holder(holder: pb::Holder) -> HolderInfo {
+    HolderInfo {
+        name: holder.name,
+        client_id: holder.client_id,
+    }
+}
+
+fn assignment(assignment: pb::Assignment) -> AssignmentInfo {
+    AssignmentInfo {
+        to: assignment.to,
+        by: assignment.by,
+        reason: assignment.reason,
+        assigned_at_unix_ms: assignment.assigned_at_unix_ms,
+        revision: assignment.revision,
+    }
+}
+
+fn note(note: pb::HandoffNote) -> HandoffNote {
+    HandoffNote {
+        commit: note.commit,
+        branch: note.branch,
+        done: note.done,
+        remaining: note.remaining,
+        blocked: note.blocked,
+        rebuild: note.rebuild,
+        first_step: note.first_step,
+        changed_files: note.changed_files,
+        dirty_files: note.dirty_files,
+        volatile_facts: note
+            .volatile_facts
+            .into_iter()
+            .map(|fact| VolatileFact {
+                name: fact.name,
+                claimed_value: fact.claimed_value,
+                check_command: fact.check_command,
+            })
+            .collect(),
+    }
+}
+
+pub(crate) fn note_to_pb(note: HandoffNote) -> pb::HandoffNote {
+    pb::HandoffNote {
+        commit: note.commit,
+        branch: note.branch,
+        done: note.done,
+        remaining: note.remaining,
+        blocked: note.blocked,
+        rebuild: note.rebuild,
+        first_step: note.first_step,
+        changed_files: note.changed_files,
+        dirty_files: note.dirty_files,
+        volatile_facts: note
+            .volatile_facts
+            .into_iter()
+            .map(|fact| pb::VolatileFact {
+                name: fact.name,
+                claimed_value: fact.claimed_value,
+                check_command: fact.check_command,
+            })
+            .collect(),
+    }
+}
+
+pub(crate) fn patch_to_pb(patch: RecordPatch) -> pb::RecordPatch {
+    pb::RecordPatch {
+        status: patch.status,
+        summary: patch.summary,
+        set_fields: patch.set_fields.into_iter().collect(),
+        remove_fields: patch.remove_fields,
+    }
+}
+
+fn offer(key: &str, offer: pb::Offer) -> Result<OfferView, Error> {
+    let from = offer
+        .from
+        .ok_or_else(|| Error::Protocol(format!("offer of {key:?} names no giver")))?;
+    Ok(OfferView {
+        key: key.to_owned(),
+        from: holder(from),
+        from_token: offer.from_token,
+        to: offer.to,
+        note: offer.note.map(note).unwrap_or_default(),
+        offer_ttl: Duration::from_millis(offer.offer_ttl_ms),
+        offered_at_unix_ms: offer.offered_at_unix_ms,
+        revision: offer.revision,
+        remaining: Duration::from_millis(offer.remaining_ms),
+    })
+}
+
+fn record(key: &str, record: pb::Record) -> Result<Record, Error> {
+    Ok(Record {
+        status: record.status,
+        summary: record.summary,
+        fields: record.fields.into_iter().collect(),
+        assigned_to: record.assigned_to.map(assignment),
+        pending_offer: record.pending_offer.map(|o| offer(key, o)).transpose()?,
+        // An all-empty note is no note: nothing was handed over.
+        last_note: record.last_note.map(note).filter(|n| !n.is_empty()),
+        updated_revision: record.updated_revision,
+    })
+}
+
+fn required_record(key: &str, record_opt: Option<pb::Record>, what: &str) -> Result<Record, Error> {
+    record(
+        key,
+        record_opt.ok_or_else(|| Error::Protocol(format!("{what} without a record")))?,
+    )
+}
+
+pub(crate) fn updated(key: &str, response: pb::UpdateResponse) -> Result<Record, Error> {
+    required_record(key, response.record, "update reply")
+}
+
+pub(crate) fn assigned(key: &str, response: pb::AssignResponse) -> Result<Record, Error> {
+    required_record(key, response.record, "assign reply")
+}
+
+pub(crate) fn record_view(key: &str, response: pb::GetRecordResponse) -> Result<RecordView, Error> {
+    Ok(RecordView {
+        key: key.to_owned(),
+        // A key nobody wrote has an empty record; a node may leave it out.
+        record: response
+            .record
+            .map(|r| record(key, r))
+            .transpose()?
+            .unwrap_or_default(),
+        lease: optional_lease(response.lease)?,
+        revision: response.revision,
+    })
+}
+
+pub(crate) fn history(key: &str, response: pb::HistoryResponse) -> History {
+    History {
+        key: key.to_owned(),
+        events: response
+            .events
+            .into_iter()
+            .map(|event| Event {
+                revision: event.revision,
+                key: event.key,
+                kind: event.kind,
+                actor: event.actor.map(holder),
+                token: event.token,
+                at_unix_ms: event.at_unix_ms,
+                detail: event.detail,
+            })
+            .collect(),
+        dropped: response.dropped,
+        revision: response.revision,
+    }
+}
+
+pub(crate) fn offered(key: &str, response: pb::OfferResponse) -> Result<OfferView, Error> {
+    let reply = response
+        .offer
+        .ok_or_else(|| Error::Protocol("offer reply without the offer".into()))?;
+    offer(key, reply)
+}
+
+pub(crate) fn accepted(response: pb::AcceptResponse, clock: GrantClock) -> Result<Accepted, Error> {
+    let lease = required_lease(response.lease, "accept reply")?;
+    let from = response
+        .from
+        .ok_or_else(|| Error::Protocol("accept reply names no giver".into()))?;
+    Ok(Accepted {
+        safe_deadline: clock.deadline(&lease),
+        lease,
+        note: response.note.map(note).unwrap_or_default(),
+        from: holder(from),
+        revision: response.revision,
+    })
 }
 
 pub(crate) fn cluster_status(endpoint: String, response: pb::StatusResponse) -> ClusterStatus {
@@ -197,6 +386,7 @@ mod tests {
             outcome: Some(pb::claim_response::Outcome::Granted(pb::Granted {
                 lease: Some(pb_lease()),
                 already_held: false,
+                assignment: None,
             })),
             revision: 17,
         };
@@ -211,6 +401,7 @@ mod tests {
             grant.safe_deadline - clock.send_time,
             Duration::from_millis(19_000)
         );
+        assert_eq!(grant.assignment, None);
     }
 
     #[test]
@@ -219,14 +410,203 @@ mod tests {
             outcome: Some(pb::claim_response::Outcome::Held(pb::Held {
                 lease: Some(pb_lease()),
                 same_name_other_process: true,
+                assignment: Some(pb_assignment()),
             })),
             revision: 30,
         };
         let outcome = claim_outcome(response, clock()).unwrap();
+        let ClaimOutcome::Held {
+            lease,
+            same_name_other_process: true,
+            assignment: Some(assignment),
+        } = outcome
+        else {
+            panic!("expected held with an assignment, got {outcome:?}");
+        };
+        assert_eq!(lease.token, 17);
+        assert_eq!(
+            assignment,
+            AssignmentInfo {
+                to: "alice".into(),
+                by: "dispatcher".into(),
+                reason: "verify".into(),
+                assigned_at_unix_ms: 5,
+                revision: 6,
+            }
+        );
+        assert_eq!(assignment.to_string(), "alice by dispatcher: verify");
+    }
+
+    fn pb_assignment() -> pb::Assignment {
+        pb::Assignment {
+            to: "alice".into(),
+            by: "dispatcher".into(),
+            reason: "verify".into(),
+            assigned_at_unix_ms: 5,
+            revision: 6,
+        }
+    }
+
+    fn pb_note() -> pb::HandoffNote {
+        pb::HandoffNote {
+            commit: "4f2a".into(),
+            branch: "main".into(),
+            done: "d".into(),
+            remaining: "r".into(),
+            blocked: "b".into(),
+            rebuild: "rb".into(),
+            first_step: "f".into(),
+            changed_files: vec!["a.rs".into()],
+            dirty_files: vec!["x.txt".into()],
+            volatile_facts: vec![pb::VolatileFact {
+                name: "count".into(),
+                claimed_value: "4".into(),
+                check_command: "echo 5".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn note_round_trips_through_the_wire_type() {
+        let wire = pb_note();
+        let ours = note(wire.clone());
+        assert_eq!(ours.volatile_facts[0].check_command, "echo 5");
+        assert_eq!(ours.dirty_files, ["x.txt"]);
+        assert_eq!(note_to_pb(ours), wire);
+    }
+
+    #[test]
+    fn patch_keeps_absent_fields_absent() {
+        let wire = patch_to_pb(RecordPatch::default().with_field("pr", "42"));
+        assert_eq!(wire.status, None);
+        assert_eq!(wire.summary, None);
+        assert_eq!(wire.set_fields.get("pr").map(String::as_str), Some("42"));
+        let wire = patch_to_pb(RecordPatch::status("done").with_summary(""));
+        assert_eq!(wire.status.as_deref(), Some("done"));
+        assert_eq!(
+            wire.summary.as_deref(),
+            Some(""),
+            "an empty summary clears it"
+        );
+    }
+
+    #[test]
+    fn record_with_offer_and_empty_last_note() {
+        let response = pb::GetRecordResponse {
+            record: Some(pb::Record {
+                status: "blocked".into(),
+                fields: [("pr".to_owned(), "42".to_owned())].into(),
+                pending_offer: Some(pb::Offer {
+                    from: Some(pb::Holder {
+                        name: "claude@host-a".into(),
+                        client_id: "c1".into(),
+                    }),
+                    from_token: 17,
+                    to: "bob".into(),
+                    note: Some(pb_note()),
+                    offer_ttl_ms: 600_000,
+                    offered_at_unix_ms: 1,
+                    revision: 20,
+                    remaining_ms: 599_000,
+                }),
+                last_note: Some(pb::HandoffNote::default()),
+                updated_revision: 19,
+                ..Default::default()
+            }),
+            lease: Some(pb_lease()),
+            revision: 21,
+        };
+        let view = record_view("tasks/a", response).unwrap();
+        assert_eq!(view.key, "tasks/a");
+        assert_eq!(view.record.status, "blocked");
+        assert_eq!(view.record.fields["pr"], "42");
+        let offer = view.record.pending_offer.unwrap();
+        assert_eq!((offer.key.as_str(), offer.from_token), ("tasks/a", 17));
+        assert_eq!(offer.offer_ttl, Duration::from_secs(600));
+        assert_eq!(offer.note.commit, "4f2a");
+        assert_eq!(view.record.last_note, None, "an empty note is no note");
+        assert_eq!(view.lease.unwrap().token, 17);
+
+        let free = record_view("tasks/b", pb::GetRecordResponse::default()).unwrap();
+        assert_eq!(free.record, Record::default());
+        assert_eq!(free.lease, None);
+    }
+
+    #[test]
+    fn offer_without_giver_and_accept_without_lease_are_protocol_errors() {
+        let response = pb::OfferResponse {
+            offer: Some(pb::Offer::default()),
+            revision: 1,
+        };
+        assert!(matches!(offered("k", response), Err(Error::Protocol(_))));
+        let response = pb::AcceptResponse {
+            lease: None,
+            note: None,
+            from: None,
+            revision: 1,
+        };
         assert!(matches!(
-            outcome,
-            ClaimOutcome::Held { ref lease, same_name_other_process: true } if lease.token == 17
+            accepted(response, clock()),
+            Err(Error::Protocol(_))
         ));
+    }
+
+    #[test]
+    fn accepted_carries_the_new_lease_with_a_safe_deadline_like_a_claim() {
+        let clock = clock();
+        let response = pb::AcceptResponse {
+            lease: Some(pb_lease()),
+            note: Some(pb_note()),
+            from: Some(pb::Holder {
+                name: "giver".into(),
+                client_id: "g".into(),
+            }),
+            revision: 17,
+        };
+        let accepted = accepted(response, clock).unwrap();
+        assert_eq!(accepted.lease.token, 17);
+        assert_eq!(accepted.from.name, "giver");
+        assert_eq!(accepted.note.first_step, "f");
+        assert_eq!(
+            accepted.safe_deadline - clock.send_time,
+            Duration::from_millis(19_000)
+        );
+        let grant = accepted.grant();
+        assert_eq!(grant.safe_deadline, accepted.safe_deadline);
+        assert!(!grant.already_held);
+    }
+
+    #[test]
+    fn history_keeps_event_order_and_dropped_count() {
+        let response = pb::HistoryResponse {
+            events: vec![
+                pb::Event {
+                    revision: 3,
+                    kind: "claimed".into(),
+                    actor: Some(pb::Holder {
+                        name: "a".into(),
+                        client_id: "c".into(),
+                    }),
+                    token: 3,
+                    ..Default::default()
+                },
+                pb::Event {
+                    revision: 4,
+                    kind: "expired".into(),
+                    actor: None,
+                    token: 3,
+                    ..Default::default()
+                },
+            ],
+            dropped: 9,
+            revision: 4,
+        };
+        let history = history("tasks/a", response);
+        assert_eq!(history.key, "tasks/a");
+        assert_eq!(history.dropped, 9);
+        assert_eq!(history.events[0].actor.as_ref().unwrap().name, "a");
+        assert_eq!(history.events[1].actor, None);
+        assert_eq!(history.stints()[0].ended_by.as_deref(), Some("expired"));
     }
 
     #[test]

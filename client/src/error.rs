@@ -1,8 +1,11 @@
 //! The client's error type, typed again from the node's gRPC statuses.
 //!
-//! Refusals that are part of normal operation (the key is held, the token is stale) are not
-//! errors: they are outcomes ([`crate::ClaimOutcome::Held`], [`crate::RenewOutcome::Lost`],
-//! ...). An [`Error`] means the request did not get an answer about the lease.
+//! Refusals of the lease operations (the key is held, the token is stale) are not errors:
+//! they are outcomes ([`crate::ClaimOutcome::Held`], [`crate::RenewOutcome::Lost`], ...).
+//! The record and handoff operations (update, offer, accept, decline, cancel) are refused
+//! with [`Error::Refused`] instead, whose message names who holds what: for them a refusal
+//! is the one answer that is not the thing asked for. Any other [`Error`] means the request
+//! did not get an answer.
 
 use tonic::Code;
 
@@ -13,6 +16,13 @@ pub enum Error {
     /// what to fix. Retrying the same request cannot help, so the client never does.
     #[error("{0}")]
     InvalidArgument(String),
+
+    /// The cluster refused the request as not allowed now (`FAILED_PRECONDITION`): a stale
+    /// token, a record frozen by a pending offer, an offer already pending, no offer, or an
+    /// offer addressed to someone else. Nothing changed. The message names the current
+    /// holder and token, or the addressee: stand down, or act on what it says.
+    #[error("refused: {0}")]
+    Refused(String),
 
     /// No node gave an answer before the retry deadline: no leader, no quorum, or no node
     /// reachable. For a mutating request the outcome is unknown; retrying later with a new
@@ -48,6 +58,7 @@ impl Error {
     pub(crate) fn from_status(status: &tonic::Status) -> Error {
         match status.code() {
             Code::InvalidArgument => Error::InvalidArgument(status.message().to_owned()),
+            Code::FailedPrecondition => Error::Refused(status.message().to_owned()),
             code => Error::Other {
                 code,
                 message: status.message().to_owned(),
@@ -73,13 +84,28 @@ mod tests {
     }
 
     #[test]
+    fn failed_precondition_is_a_refusal_naming_the_holder() {
+        let err = Error::from_status(&tonic::Status::failed_precondition(
+            "stale token 5 for tasks/x: held by codex@b with token 9",
+        ));
+        assert_eq!(
+            err,
+            Error::Refused("stale token 5 for tasks/x: held by codex@b with token 9".into())
+        );
+        assert_eq!(
+            err.to_string(),
+            "refused: stale token 5 for tasks/x: held by codex@b with token 9"
+        );
+    }
+
+    #[test]
     fn other_codes_keep_code_and_message() {
-        let err = Error::from_status(&tonic::Status::failed_precondition("frozen"));
+        let err = Error::from_status(&tonic::Status::internal("bug"));
         assert_eq!(
             err,
             Error::Other {
-                code: Code::FailedPrecondition,
-                message: "frozen".into()
+                code: Code::Internal,
+                message: "bug".into()
             }
         );
     }

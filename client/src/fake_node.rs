@@ -38,6 +38,12 @@ pub(crate) struct FakeNode {
     renew_delay: Mutex<Duration>,
     /// The TTL of the latest claim, echoed by renewals.
     ttl_ms: Mutex<u64>,
+    /// The key's assignment, named in claim answers and set by `assign`.
+    assignment: Mutex<Option<pb::Assignment>>,
+    /// The latest record patch received, for tests to inspect.
+    last_patch: Mutex<Option<pb::RecordPatch>>,
+    /// The `final_status` of the latest release.
+    last_final_status: Mutex<Option<String>>,
 }
 
 /// How a fake node answers renewals.
@@ -105,6 +111,19 @@ impl FakeNode {
 
     pub(crate) fn delay_renewals(&self, delay: Duration) {
         *self.renew_delay.lock().unwrap() = delay;
+    }
+
+    /// Claim answers name this assignment.
+    pub(crate) fn assign_to(&self, assignment: pb::Assignment) {
+        *self.assignment.lock().unwrap() = Some(assignment);
+    }
+
+    pub(crate) fn last_patch(&self) -> Option<pb::RecordPatch> {
+        self.last_patch.lock().unwrap().clone()
+    }
+
+    pub(crate) fn last_final_status(&self) -> Option<String> {
+        self.last_final_status.lock().unwrap().clone()
     }
 
     /// How many calls of `method` the node received.
@@ -183,6 +202,7 @@ impl Baton for FakeNode {
                         outcome: Some(pb::claim_response::Outcome::Held(pb::Held {
                             lease: Some(other_lease(&request.key, *remaining)),
                             same_name_other_process: false,
+                            assignment: self.assignment.lock().unwrap().clone(),
                         })),
                         revision: 77,
                     }));
@@ -202,6 +222,7 @@ impl Baton for FakeNode {
                     basis: FAKE_TOKEN,
                 }),
                 already_held: false,
+                assignment: self.assignment.lock().unwrap().clone(),
             })),
             revision: 42,
         }))
@@ -251,6 +272,7 @@ impl Baton for FakeNode {
     ) -> Result<Response<pb::ReleaseResponse>, Status> {
         let request = request.into_inner();
         self.enter("release", request.request_id.as_ref())?;
+        *self.last_final_status.lock().unwrap() = Some(request.final_status.clone());
         let ttl_ms = *self.ttl_ms.lock().unwrap();
         Ok(Response::new(pb::ReleaseResponse {
             outcome: Some(pb::release_response::Outcome::Released(pb::Lease {
@@ -303,5 +325,171 @@ impl Baton for FakeNode {
     ) -> Result<Response<pb::RevokeResponse>, Status> {
         self.enter("revoke", request.get_ref().request_id.as_ref())?;
         Err(Status::unimplemented("fake"))
+    }
+
+    async fn update(
+        &self,
+        request: Request<pb::UpdateRequest>,
+    ) -> Result<Response<pb::UpdateResponse>, Status> {
+        let request = request.into_inner();
+        self.enter("update", request.request_id.as_ref())?;
+        let patch = request.patch.unwrap_or_default();
+        *self.last_patch.lock().unwrap() = Some(patch.clone());
+        Ok(Response::new(pb::UpdateResponse {
+            record: Some(pb::Record {
+                status: patch.status.unwrap_or_default(),
+                summary: patch.summary.unwrap_or_default(),
+                fields: patch.set_fields,
+                assigned_to: self.assignment.lock().unwrap().clone(),
+                updated_revision: 70,
+                ..Default::default()
+            }),
+            revision: 70,
+        }))
+    }
+
+    async fn assign(
+        &self,
+        request: Request<pb::AssignRequest>,
+    ) -> Result<Response<pb::AssignResponse>, Status> {
+        let request = request.into_inner();
+        self.enter("assign", request.request_id.as_ref())?;
+        let assignment = pb::Assignment {
+            to: request.to,
+            by: request.by,
+            reason: request.reason,
+            assigned_at_unix_ms: 1,
+            revision: 71,
+        };
+        *self.assignment.lock().unwrap() = Some(assignment.clone());
+        Ok(Response::new(pb::AssignResponse {
+            record: Some(pb::Record {
+                assigned_to: Some(assignment),
+                ..Default::default()
+            }),
+            revision: 71,
+        }))
+    }
+
+    async fn get_record(
+        &self,
+        request: Request<pb::GetRecordRequest>,
+    ) -> Result<Response<pb::GetRecordResponse>, Status> {
+        let request = request.into_inner();
+        self.enter("get_record", None)?;
+        Ok(Response::new(pb::GetRecordResponse {
+            record: Some(pb::Record {
+                status: "in_progress".into(),
+                assigned_to: self.assignment.lock().unwrap().clone(),
+                // Nodes may send an empty last note: it means none.
+                last_note: Some(pb::HandoffNote::default()),
+                ..Default::default()
+            }),
+            lease: Some(other_lease(&request.key, Duration::from_secs(30))),
+            revision: 72,
+        }))
+    }
+
+    async fn history(
+        &self,
+        request: Request<pb::HistoryRequest>,
+    ) -> Result<Response<pb::HistoryResponse>, Status> {
+        let request = request.into_inner();
+        self.enter("history", None)?;
+        let event = |revision, kind: &str, token| pb::Event {
+            revision,
+            key: request.key.clone(),
+            kind: kind.into(),
+            actor: Some(pb::Holder {
+                name: "other@host-b".into(),
+                client_id: "other-client".into(),
+            }),
+            token,
+            at_unix_ms: revision,
+            detail: String::new(),
+        };
+        Ok(Response::new(pb::HistoryResponse {
+            events: vec![
+                event(77, "claimed", 77),
+                event(78, "updated", 77),
+                event(79, "released", 77),
+            ],
+            dropped: 5,
+            revision: 79,
+        }))
+    }
+
+    async fn offer(
+        &self,
+        request: Request<pb::OfferRequest>,
+    ) -> Result<Response<pb::OfferResponse>, Status> {
+        let request = request.into_inner();
+        self.enter("offer", request.request_id.as_ref())?;
+        Ok(Response::new(pb::OfferResponse {
+            offer: Some(pb::Offer {
+                from: Some(pb::Holder {
+                    name: "claude@host-a".into(),
+                    client_id: "test".into(),
+                }),
+                from_token: request.token,
+                to: request.to,
+                note: request.note,
+                offer_ttl_ms: request.offer_ttl_ms,
+                offered_at_unix_ms: 1,
+                revision: 80,
+                remaining_ms: request.offer_ttl_ms,
+            }),
+            revision: 80,
+        }))
+    }
+
+    async fn accept(
+        &self,
+        request: Request<pb::AcceptRequest>,
+    ) -> Result<Response<pb::AcceptResponse>, Status> {
+        let request = request.into_inner();
+        self.enter("accept", request.request_id.as_ref())?;
+        Ok(Response::new(pb::AcceptResponse {
+            lease: Some(pb::Lease {
+                key: request.key,
+                holder: request.holder,
+                token: 81,
+                ttl_ms: request.ttl_ms,
+                held_since_unix_ms: 1,
+                renewed_at_unix_ms: 1,
+                remaining_ms: request.ttl_ms,
+                basis: 81,
+            }),
+            note: Some(pb::HandoffNote {
+                commit: "4f2a9c0".into(),
+                volatile_facts: vec![pb::VolatileFact {
+                    name: "count".into(),
+                    claimed_value: "4".into(),
+                    check_command: "echo 5".into(),
+                }],
+                ..Default::default()
+            }),
+            from: Some(pb::Holder {
+                name: "other@host-b".into(),
+                client_id: "other-client".into(),
+            }),
+            revision: 81,
+        }))
+    }
+
+    async fn decline(
+        &self,
+        request: Request<pb::DeclineRequest>,
+    ) -> Result<Response<pb::DeclineResponse>, Status> {
+        self.enter("decline", request.get_ref().request_id.as_ref())?;
+        Ok(Response::new(pb::DeclineResponse { revision: 82 }))
+    }
+
+    async fn cancel(
+        &self,
+        request: Request<pb::CancelRequest>,
+    ) -> Result<Response<pb::CancelResponse>, Status> {
+        self.enter("cancel", request.get_ref().request_id.as_ref())?;
+        Ok(Response::new(pb::CancelResponse { revision: 83 }))
     }
 }

@@ -29,8 +29,9 @@ use tokio::task::JoinHandle;
 
 use crate::client::Client;
 use crate::error::Error;
+use crate::handoff::Accepted;
 use crate::retry::{claim_wait_delay, Backoff, WAIT_BACKOFF_INITIAL, WAIT_BACKOFF_MAX};
-use crate::types::{ClaimOutcome, Grant, LeaseInfo, ReleaseOutcome, RenewOutcome};
+use crate::types::{AssignmentInfo, ClaimOutcome, Grant, LeaseInfo, ReleaseOutcome, RenewOutcome};
 
 /// Renewals per TTL when all goes well: the guard renews every TTL / 3, so two renewals in
 /// a row may fail (or be slow) before the safe deadline is in danger.
@@ -105,6 +106,8 @@ pub enum GuardedClaim {
         lease: LeaseInfo,
         /// The holder has the caller's name but is another process (another client id).
         same_name_other_process: bool,
+        /// Who a dispatcher assigned the key to, if anyone; it reserved nothing.
+        assignment: Option<AssignmentInfo>,
     },
 }
 
@@ -431,6 +434,22 @@ impl Client {
         }
     }
 
+    /// [`Client::accept`], then a guard that keeps the new lease alive. The giver's guard,
+    /// if it had one, reports its lease taken at its next renewal.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub async fn accept_guarded(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+    ) -> Result<(Accepted, LeaseGuard), Error> {
+        let accepted = self.accept(key, holder_name, ttl).await?;
+        let guard = LeaseGuard::start(self.clone(), accepted.grant());
+        Ok((accepted, guard))
+    }
+
     /// [`Client::claim_wait`], then a guard on the lease if it was granted.
     pub async fn claim_wait_guarded(
         &self,
@@ -451,9 +470,11 @@ impl Client {
             ClaimOutcome::Held {
                 lease,
                 same_name_other_process,
+                assignment,
             } => GuardedClaim::Held {
                 lease,
                 same_name_other_process,
+                assignment,
             },
         }
     }
@@ -723,6 +744,7 @@ mod tests {
             GuardedClaim::Held {
                 lease,
                 same_name_other_process,
+                ..
             } => {
                 assert_eq!(lease.holder_name, "other@host-b");
                 assert!(!same_name_other_process);

@@ -51,8 +51,14 @@
 //!   for a held key with jittered backoff.
 //! - `retry`: which failures are retried and the backoff between attempts (pure).
 //! - [`types`]: the client's own lease and outcome types, serialisable for scripts.
+//! - [`record`]: a key's record (its case file), written only with the current token
+//!   ([`Client::update`]); assignments ([`Client::assign`]) that reserve nothing.
+//! - [`history`]: a key's events ([`Client::history`]) and the ownership stints read out
+//!   of them ([`History::stints`], pure).
+//! - [`handoff`]: offer, accept, decline, cancel; the status note with its volatile facts.
 //! - `convert`: the one place that reads generated protobuf types.
-//! - [`error`]: [`Error`], typed from gRPC statuses.
+//! - [`error`]: [`Error`], typed from gRPC statuses; [`Error::Refused`] for the record and
+//!   handoff operations' refusals (stale token, frozen record, not the addressee).
 //!
 //! # Data path
 //! A call builds the protobuf request once (with a fresh `RequestId` if it mutates), then
@@ -72,6 +78,9 @@ pub mod error;
 #[cfg(test)]
 mod fake_node;
 pub mod guard;
+pub mod handoff;
+pub mod history;
+pub mod record;
 mod retry;
 pub mod types;
 
@@ -79,7 +88,10 @@ pub use client::Client;
 pub use config::{normalize_endpoint, ClientConfig, ValidConfig, DEFAULT_ENDPOINT};
 pub use error::Error;
 pub use guard::{GuardedClaim, LeaseGuard, LossReason};
+pub use handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
+pub use history::{Event, History, Stint};
+pub use record::{Record, RecordPatch, RecordView};
 pub use types::{
-    safe_deadline, Board, ClaimOutcome, ClusterStatus, Grant, LeaseInfo, Member, Probe, ReadMode,
-    ReleaseOutcome, RenewOutcome, TokenCheck,
+    safe_deadline, AssignmentInfo, Board, ClaimOutcome, ClusterStatus, Grant, HolderInfo,
+    LeaseInfo, Member, Probe, ReadMode, ReleaseOutcome, RenewOutcome, TokenCheck,
 };

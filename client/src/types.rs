@@ -43,6 +43,42 @@ pub struct LeaseInfo {
     pub basis: u64,
 }
 
+/// Who holds, wants or acted on a key: a name and the process's client id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HolderInfo {
+    /// Human-readable name, e.g. `claude@host-a`.
+    pub name: String,
+    /// Random id of the process: tells two processes with one name apart.
+    pub client_id: String,
+}
+
+/// Who a dispatcher wanted on a key. Routing metadata only: it reserves nothing, and
+/// anyone's claim still wins the key (see the essay "assignment is not ownership").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AssignmentInfo {
+    /// The agent the dispatcher addressed, e.g. `claude@host-a`.
+    pub to: String,
+    /// Who made the assignment.
+    pub by: String,
+    /// Why, for people; may be empty.
+    pub reason: String,
+    /// Leader's wall-clock time of the assignment; for people only.
+    pub assigned_at_unix_ms: u64,
+    /// Log index of the assignment.
+    pub revision: u64,
+}
+
+impl std::fmt::Display for AssignmentInfo {
+    /// `alice by dispatcher: verify four domains` (the reason only when there is one).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} by {}", self.to, self.by)?;
+        if !self.reason.is_empty() {
+            write!(f, ": {}", self.reason)?;
+        }
+        Ok(())
+    }
+}
+
 /// The answer to a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimOutcome {
@@ -54,6 +90,9 @@ pub enum ClaimOutcome {
         lease: LeaseInfo,
         /// The holder has the caller's name but is another process (another client id).
         same_name_other_process: bool,
+        /// Who a dispatcher assigned the key to, if anyone. Even when it names the caller,
+        /// the holder keeps the key: an assignment reserves nothing.
+        assignment: Option<AssignmentInfo>,
     },
 }
 
@@ -70,6 +109,10 @@ pub struct Grant {
     /// The caller may act as the holder until this instant of its own monotonic clock:
     /// `send_time + ttl × (1 − drift_margin)`, see [`safe_deadline`].
     pub safe_deadline: Instant,
+    /// Who a dispatcher assigned the key to, if anyone (claims only; `None` for renewals).
+    /// It may name someone else: the claim won all the same, and the claimant should know
+    /// that a dispatcher is waiting on another agent.
+    pub assignment: Option<AssignmentInfo>,
 }
 
 /// The answer to a renewal.
@@ -177,7 +220,10 @@ pub fn safe_deadline(send_time: Instant, ttl: Duration, drift_margin: f64) -> In
     send_time + ttl.mul_f64(1.0 - drift_margin)
 }
 
-fn as_millis<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn as_millis<S: Serializer>(
+    duration: &Duration,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     serializer.serialize_u64(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
 }
 

@@ -60,39 +60,51 @@ impl Countdowns {
         self.by_key.lock().expect("countdown lock poisoned")
     }
 
-    /// The lease was granted or renewed by an entry this node just applied.
-    pub fn start(&self, lease: &Lease) {
-        let countdown = Countdown {
-            token: lease.token,
-            basis: lease.basis,
-            ttl: Duration::from_millis(lease.ttl_ms),
-            started: self.clock.now(),
-        };
-        self.map().insert(lease.key.clone(), countdown);
+    /// A countdown with the same clock, for another kind of deadline (offers).
+    pub fn sibling(&self) -> Countdowns {
+        Countdowns::new(self.clock.clone())
     }
 
-    /// The lease ended (released, expired, revoked).
+    /// The entry `basis`, just applied by this node, started a countdown of `ttl_ms` for
+    /// `key` (a lease's grant or renewal, or an offer).
+    pub fn start(&self, key: &str, token: FencingToken, basis: u64, ttl_ms: u64) {
+        let countdown = Countdown {
+            token,
+            basis,
+            ttl: Duration::from_millis(ttl_ms),
+            started: self.clock.now(),
+        };
+        self.map().insert(key.to_string(), countdown);
+    }
+
+    /// The lease or offer ended.
     pub fn stop(&self, key: &str) {
         self.map().remove(key);
     }
 
     /// Restarts every countdown now: after loading leases from disk or a snapshot, the node
     /// does not know when it applied them, and "now" is later than that, so it is safe.
-    pub fn restart_all<'a>(&self, leases: impl Iterator<Item = &'a Lease>) {
+    /// Items are `(key, token, basis, ttl_ms)`.
+    pub fn restart_all<'a>(&self, items: impl Iterator<Item = (&'a str, FencingToken, u64, u64)>) {
         let now = self.clock.now();
         let mut map = self.map();
         map.clear();
-        for lease in leases {
+        for (key, token, basis, ttl_ms) in items {
             map.insert(
-                lease.key.clone(),
+                key.to_string(),
                 Countdown {
-                    token: lease.token,
-                    basis: lease.basis,
-                    ttl: Duration::from_millis(lease.ttl_ms),
+                    token,
+                    basis,
+                    ttl: Duration::from_millis(ttl_ms),
                     started: now,
                 },
             );
         }
+    }
+
+    /// `restart_all` for leases.
+    pub fn restart_leases<'a>(&self, leases: impl Iterator<Item = &'a Lease>) {
+        self.restart_all(leases.map(|l| (l.key.as_str(), l.token, l.basis, l.ttl_ms)));
     }
 
     /// This node's estimate of the time left on the lease of `key` with `basis`.
@@ -132,10 +144,12 @@ pub fn wall_clock_unix_ms() -> u64 {
 }
 
 /// The leader's expiry loop: every `tick`, if this node is the leader, propose `Expire` for
-/// each countdown that ran out. Runs until `shutdown` resolves.
+/// each lease countdown and `Lapse` for each offer countdown that ran out. Runs until
+/// `shutdown` resolves.
 pub async fn run(
     raft: Raft,
-    countdowns: Arc<Countdowns>,
+    leases: Arc<Countdowns>,
+    offers: Arc<Countdowns>,
     tick: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -150,34 +164,46 @@ pub async fn run(
         if raft.metrics().borrow().state != ServerState::Leader {
             continue;
         }
-        let skip = in_flight.lock().expect("in-flight lock").clone();
-        let room = EXPIRE_IN_FLIGHT_MAX.saturating_sub(skip.len());
-        for (key, countdown) in countdowns.due(room, &skip) {
-            let id = (key.clone(), countdown.basis);
-            in_flight.lock().expect("in-flight lock").insert(id.clone());
-            let raft = raft.clone();
-            let in_flight = in_flight.clone();
-            tokio::spawn(async move {
-                let cmd = LogCommand {
-                    request_id: None,
-                    leader_unix_ms: wall_clock_unix_ms(),
-                    op: Op::Expire {
-                        key: key.clone(),
-                        token: countdown.token,
-                        basis: countdown.basis,
-                    },
-                };
-                match raft.client_write(cmd).await {
-                    Ok(resp) => tracing::info!(
-                        key = %key, token = countdown.token, basis = countdown.basis,
-                        revision = resp.log_id.index, outcome = ?resp.data, "proposed expiry"
-                    ),
-                    Err(e) => {
-                        tracing::debug!(key = %key, error = %e, "expiry proposal failed; will retry")
+        let expire = |key: String, c: Countdown| Op::Expire {
+            key,
+            token: c.token,
+            basis: c.basis,
+        };
+        let lapse = |key: String, c: Countdown| Op::Lapse {
+            key,
+            offer_revision: c.basis,
+        };
+        for (countdowns, make_op) in [
+            (&leases, &expire as &dyn Fn(String, Countdown) -> Op),
+            (&offers, &lapse),
+        ] {
+            let skip = in_flight.lock().expect("in-flight lock").clone();
+            let room = EXPIRE_IN_FLIGHT_MAX.saturating_sub(skip.len());
+            for (key, countdown) in countdowns.due(room, &skip) {
+                // Revisions are unique across leases and offers, so one in-flight set serves.
+                let id = (key.clone(), countdown.basis);
+                in_flight.lock().expect("in-flight lock").insert(id.clone());
+                let op = make_op(key.clone(), countdown);
+                let raft = raft.clone();
+                let in_flight = in_flight.clone();
+                tokio::spawn(async move {
+                    let cmd = LogCommand {
+                        request_id: None,
+                        leader_unix_ms: wall_clock_unix_ms(),
+                        op,
+                    };
+                    match raft.client_write(cmd).await {
+                        Ok(resp) => tracing::info!(
+                            key = %key, token = countdown.token, basis = countdown.basis,
+                            revision = resp.log_id.index, outcome = ?resp.data, "proposed expiry"
+                        ),
+                        Err(e) => {
+                            tracing::debug!(key = %key, error = %e, "expiry proposal failed; will retry")
+                        }
                     }
-                }
-                in_flight.lock().expect("in-flight lock").remove(&id);
-            });
+                    in_flight.lock().expect("in-flight lock").remove(&id);
+                });
+            }
         }
     }
 }

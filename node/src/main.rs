@@ -138,27 +138,35 @@ fn init_tracing(json: bool) {
     }
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("installing the SIGTERM handler");
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term.recv() => {}
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM. The handlers are installed when this is called,
+/// not when the future is first polled, so a signal that arrives while the node is still
+/// starting is not lost (nor does it kill the process uncleanly).
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt()).expect("installing the SIGINT handler");
+    let mut terminate = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+    async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
     }
 }
 
 /// Tells the person at the terminal how to reach the dev cluster (stdout; logs go to stderr).
 fn announce_dev(cluster: &baton_node::dev::DevCluster) {
+    use std::io::Write;
     let endpoints = cluster.endpoints.join(",");
-    println!(
-        "baton dev cluster: {} nodes, data in {}",
+    let text = format!(
+        "baton dev cluster: {} nodes, data in {}\nendpoints: {endpoints}\n\
+         try:       baton --endpoints {endpoints} claim tasks/demo --ttl 30s\n\
+         stop:      Ctrl-C\n",
         cluster.endpoints.len(),
         cluster.dir.display()
     );
-    println!("endpoints: {endpoints}");
-    println!("try:       baton --endpoints {endpoints} claim tasks/demo --ttl 30s");
-    println!("stop:      Ctrl-C");
+    // A closed stdout (the reader went away) must not take the cluster down with it.
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
 #[tokio::main]

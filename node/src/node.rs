@@ -61,6 +61,7 @@ pub async fn run(
     let expiry_task = tokio::spawn(expiry::run(
         raft.clone(),
         countdowns,
+        sm.offer_countdowns().clone(),
         cfg.expiry_tick,
         stop_rx,
     ));

@@ -7,26 +7,46 @@ use std::time::{Duration, Instant};
 
 use baton_client::{ClaimOutcome, Client, ClientConfig, ReadMode};
 
+/// Kills the dev process by PID if the test fails before stopping it.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_cluster_starts_serves_claims_and_stops_on_ctrl_c() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_baton-node"))
-        .args(["dev", "--nodes", "3", "--base-port", "0", "--dir"])
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let log = dir.path().join("dev.log");
+    let mut guard = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_baton-node"))
+            .args(["dev", "--nodes", "3", "--base-port", "0", "--dir"])
+            .arg(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut guard.0;
     let stdout = child.stdout.take().unwrap();
-    let endpoints_line = tokio::task::spawn_blocking(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .find(|l| l.starts_with("endpoints:"))
-    })
-    .await
-    .unwrap()
-    .expect("dev prints its endpoints");
+    // Read stdout to its end on a thread (never closing it early), and hand over the
+    // endpoints line as soon as it appears.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.starts_with("endpoints:") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let endpoints_line =
+        tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(30)))
+            .await
+            .unwrap()
+            .expect("dev prints its endpoints");
     let endpoints: Vec<String> = endpoints_line["endpoints:".len()..]
         .trim()
         .split(',')

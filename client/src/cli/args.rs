@@ -1,7 +1,9 @@
 //! Command-line syntax of `baton` (clap derive), and the parsers for its values.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use baton_client::VolatileFact;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Longest holder name the cluster accepts; a default built from the environment is cut to
@@ -21,6 +23,9 @@ pub const HOLDER_NAME_BYTES_MAX: usize = 128;
   baton claim tasks/evidence-42 --ttl 5m          # prints the fencing token
   baton run tasks/nightly-build -- make release   # claim, keep alive, run, release
   baton board tasks/                              # who holds what under tasks/
+  baton update tasks/evidence-42 --token 11 --status done
+  baton handoff offer tasks/evidence-42 --token 11 --to codex@host-b --git --done \"...\"
+  baton history tasks/evidence-42                 # who held it when, and what each wrote
   BATON_ENDPOINTS=10.0.0.1:7001,10.0.0.2:7001 baton probe tasks/evidence-42 --output json"
 )]
 pub struct Cli {
@@ -128,6 +133,7 @@ Exits 3 when the token is no longer current.")]
     /// Release KEY held with TOKEN.
     #[command(after_help = "Examples:
   baton release tasks/evidence-42 --token 1234
+  baton release tasks/evidence-42 --token 1234 --status done   # last word, same entry
 
 Exits 3 when the token is no longer current (nothing is released).")]
     Release {
@@ -135,14 +141,19 @@ Exits 3 when the token is no longer current (nothing is released).")]
         /// The fencing token the claim returned.
         #[arg(long)]
         token: u64,
+        /// Set the record's status in the same log entry as the release (open, in_progress,
+        /// blocked, verified, done, or a word of your own).
+        #[arg(long)]
+        status: Option<String>,
     },
-    /// Show who holds KEY, if anyone.
+    /// Show who holds KEY, if anyone, and who a dispatcher assigned it to.
     #[command(after_help = "Examples:
   baton probe tasks/evidence-42
   baton probe tasks/evidence-42 --stale           # from the nearest node, may be behind
   baton probe tasks/evidence-42 --output json | jq -r '.lease.holder_name // \"free\"'
 
-A free key is an answer, not an error: exits 0.")]
+A free key is an answer, not an error: exits 0. The holder decides who works on the key;
+the assignment only says who a dispatcher wanted.")]
     Probe {
         key: String,
         /// Answer from the contacted node's local state (faster, may be behind).
@@ -183,6 +194,84 @@ A free key is an answer, not an error: exits 0.")]
         /// Why the key is revoked; kept in the key's history.
         #[arg(long)]
         reason: String,
+    },
+    /// Change the record of KEY, with the key's current TOKEN (a fenced write).
+    #[command(after_help = "Examples:
+  baton update tasks/evidence-42 --token 11 --status in_progress --summary \"root cause found\"
+  baton update tasks/evidence-42 --token 11 --set pr=482 --set rows_left=4 --unset tmp
+
+Only the current token may write: a stale token, or a record frozen by a pending handoff,
+is refused with the holder's name and token, exit 3 (stand down).")]
+    Update {
+        key: String,
+        /// The fencing token you hold the key with.
+        #[arg(long)]
+        token: u64,
+        /// The new status: open, in_progress, blocked, verified, done, or a word of your
+        /// own (a-z, 0-9, '_', '-').
+        #[arg(long)]
+        status: Option<String>,
+        /// The new summary ("" clears it).
+        #[arg(long)]
+        summary: Option<String>,
+        /// Set a field, as NAME=VALUE; repeatable.
+        #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_field)]
+        set: Vec<(String, String)>,
+        /// Remove a field; repeatable.
+        #[arg(long = "unset", value_name = "NAME")]
+        unset: Vec<String>,
+    },
+    /// Record who a dispatcher wants on KEY. Reserves nothing: anyone's claim still wins.
+    #[command(after_help = "Examples:
+  baton assign tasks/evidence-42 --to claude@host-a --reason \"verify four evidence domains\"
+  baton assign tasks/evidence-42 --to codex@host-b --by dispatcher
+
+The addressee must still claim the key, and probe first: a sibling's claim wins.")]
+    Assign {
+        key: String,
+        /// The agent wanted on the key, e.g. claude@host-a.
+        #[arg(long)]
+        to: String,
+        /// Who assigns (default: $BATON_HOLDER, else $USER@hostname).
+        #[arg(long, env = "BATON_HOLDER")]
+        by: Option<String>,
+        /// Why, for people.
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Show the record of KEY: status, summary, fields, holder, assignment, pending offer.
+    #[command(after_help = "Examples:
+  baton record tasks/evidence-42
+  baton record tasks/evidence-42 --output json | jq -r .record.status")]
+    Record {
+        key: String,
+        /// Answer from the contacted node's local state (faster, may be behind).
+        #[arg(long)]
+        stale: bool,
+    },
+    /// Show who held KEY when (ownership stints), with the updates each holder made.
+    #[command(after_help = "Examples:
+  baton history tasks/evidence-42
+  baton history tasks/evidence-42 --events        # every event, one a line
+  baton history tasks/evidence-42 --output json | jq '.stints[] | {holder_name, token}'")]
+    History {
+        key: String,
+        /// List the raw events instead of the stints.
+        #[arg(long)]
+        events: bool,
+        /// Answer from the contacted node's local state (faster, may be behind).
+        #[arg(long)]
+        stale: bool,
+    },
+    /// Hand KEY over to another agent: offer, accept, decline, cancel.
+    #[command(after_help = "Examples:
+  baton handoff offer tasks/evidence-42 --token 11 --to codex@host-b --git --note-file note.toml
+  baton handoff accept tasks/evidence-42 --holder codex@host-b --verify
+  baton handoff decline tasks/evidence-42 --holder codex@host-b
+  baton handoff cancel tasks/evidence-42 --token 11")]
+    Handoff {
+        #[command(subcommand)]
+        command: HandoffCommand,
     },
     /// Claim KEY and run a command while holding it; stand down if it is held.
     ///
@@ -235,6 +324,115 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum HandoffCommand {
+    /// Offer KEY, held with TOKEN, to agent TO, with a status note. You keep the key (keep
+    /// renewing it) until TO accepts; meanwhile the record is frozen.
+    #[command(after_help = "Examples:
+  baton handoff offer tasks/x --token 11 --to codex@host-b --git \\
+      --done \"root cause: stale cache\" --remaining \"verify on staging\" \\
+      --first-step \"make test\" --fact 'rows_left=4::wc -l < todo.txt'
+  baton handoff offer tasks/x --token 11 --to codex@host-b --note-file note.toml --ttl 30m
+
+The note file is TOML or JSON (by extension; - reads stdin) with the fields commit, branch,
+done, remaining, blocked, rebuild, first_step, changed_files, dirty_files and
+volatile_facts = [{name, claimed_value, check_command}]. Flags override its fields; --fact
+and --changed-file add to its lists. --git records HEAD, the branch and the uncommitted
+files of the current checkout, and warns when the tree is dirty.
+Exits 3 when refused (stale token, an offer already pending).")]
+    Offer(Box<OfferArgs>),
+    /// Accept the offer of KEY addressed to you: you hold the key with a new token, and the
+    /// giver's token is dead. Prints the giver's note.
+    #[command(after_help = "Examples:
+  baton handoff accept tasks/x --holder codex@host-b
+  baton handoff accept tasks/x --holder codex@host-b --ttl 5m --verify
+
+--verify runs each volatile fact's check command (sh -c, in the current directory; each
+command is shown on stderr before it runs) and prints claimed vs. actual values, then
+compares the note's commit with this checkout's HEAD.
+Exits 3 when refused (no offer, or addressed to another name).")]
+    Accept {
+        key: String,
+        /// Your name as the addressee (default: $BATON_HOLDER, else $USER@hostname).
+        #[arg(long, env = "BATON_HOLDER")]
+        holder: Option<String>,
+        /// Your lease length, e.g. 30s or 5m.
+        #[arg(long, value_parser = parse_duration, default_value = "30s")]
+        ttl: Duration,
+        /// Run the note's check commands and compare its commit with this checkout.
+        #[arg(long)]
+        verify: bool,
+    },
+    /// Decline the offer of KEY addressed to you: the giver keeps the key.
+    #[command(after_help = "Examples:
+  baton handoff decline tasks/x --holder codex@host-b")]
+    Decline {
+        key: String,
+        /// Your name as the addressee (default: $BATON_HOLDER, else $USER@hostname).
+        #[arg(long, env = "BATON_HOLDER")]
+        holder: Option<String>,
+    },
+    /// Withdraw your pending offer of KEY: you keep the key and the record thaws.
+    #[command(after_help = "Examples:
+  baton handoff cancel tasks/x --token 11")]
+    Cancel {
+        key: String,
+        /// The fencing token you hold the key (and made the offer) with.
+        #[arg(long)]
+        token: u64,
+    },
+}
+
+/// `baton handoff offer KEY --token N --to AGENT [note flags] [--git] [--ttl D]`
+#[derive(Debug, Args)]
+pub struct OfferArgs {
+    pub key: String,
+    /// The fencing token you hold the key with.
+    #[arg(long)]
+    pub token: u64,
+    /// The addressee's holder name, e.g. codex@host-b: only it may accept.
+    #[arg(long)]
+    pub to: String,
+    /// How long the offer waits for an answer before it lapses (1s to 1h).
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    pub ttl: Duration,
+    /// Read the note from this TOML or JSON file (- for stdin).
+    #[arg(long, value_name = "FILE")]
+    pub note_file: Option<PathBuf>,
+    /// Record HEAD, the branch and the uncommitted files of the checkout in the current
+    /// directory (warns when the tree is dirty).
+    #[arg(long)]
+    pub git: bool,
+    /// The commit the work stands at.
+    #[arg(long, conflicts_with = "git")]
+    pub commit: Option<String>,
+    /// The branch of that commit.
+    #[arg(long, conflicts_with = "git")]
+    pub branch: Option<String>,
+    /// What is done.
+    #[arg(long)]
+    pub done: Option<String>,
+    /// What remains.
+    #[arg(long)]
+    pub remaining: Option<String>,
+    /// Where the work is blocked, and on what.
+    #[arg(long)]
+    pub blocked: Option<String>,
+    /// How to rebuild the working state.
+    #[arg(long)]
+    pub rebuild: Option<String>,
+    /// What the taker should do first.
+    #[arg(long)]
+    pub first_step: Option<String>,
+    /// A file the work changed; repeatable.
+    #[arg(long = "changed-file", value_name = "PATH")]
+    pub changed_files: Vec<String>,
+    /// A value the taker must verify, as NAME=CLAIMED_VALUE::CHECK_COMMAND; repeatable.
+    /// E.g. 'rows_left=4::wc -l < todo.txt'.
+    #[arg(long = "fact", value_name = "NAME=VALUE::COMMAND", value_parser = parse_fact)]
+    pub facts: Vec<VolatileFact>,
+}
+
+#[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
     /// One row per node: every endpoint given and every member they list.
     #[command(after_help = "Examples:
@@ -252,6 +450,46 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err("must be above zero".into());
     }
     Ok(duration)
+}
+
+/// Parses `NAME=VALUE` (for `--set`): the name is everything before the first `=`, and
+/// must not be empty; the value may be.
+pub fn parse_field(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_owned(), value.to_owned()))
+        }
+        _ => Err(format!("expected NAME=VALUE, got {text:?}")),
+    }
+}
+
+/// Parses `NAME=CLAIMED_VALUE::CHECK_COMMAND` (for `--fact`): the name ends at the first
+/// `=`, the claimed value at the first `::` after it, and the rest is the command (which may
+/// contain `=` and `::` itself). The name and the command must not be empty.
+pub fn parse_fact(text: &str) -> Result<VolatileFact, String> {
+    let usage = || {
+        format!(
+            "expected NAME=CLAIMED_VALUE::CHECK_COMMAND (e.g. 'rows_left=4::wc -l < todo.txt'), \
+             got {text:?}"
+        )
+    };
+    let (name, rest) = text.split_once('=').ok_or_else(usage)?;
+    let (claimed_value, check_command) = rest.split_once("::").ok_or_else(usage)?;
+    let (name, check_command) = (name.trim(), check_command.trim());
+    if name.is_empty() {
+        return Err(format!("{}: the name is empty", usage()));
+    }
+    if check_command.is_empty() {
+        return Err(format!(
+            "{}: the check command is empty (a volatile fact needs a way to measure it again)",
+            usage()
+        ));
+    }
+    Ok(VolatileFact {
+        name: name.to_owned(),
+        claimed_value: claimed_value.trim().to_owned(),
+        check_command: check_command.to_owned(),
+    })
 }
 
 /// The holder name used when none is given: `$USER@hostname`.
@@ -400,6 +638,127 @@ mod tests {
             );
         }
         assert!(missing.is_empty(), "no Examples: block in {missing:?}");
+    }
+
+    #[test]
+    fn facts_parse_as_name_claimed_value_and_command() {
+        let fact = parse_fact("rows_left=4::wc -l < todo.txt").unwrap();
+        assert_eq!(
+            (
+                fact.name.as_str(),
+                fact.claimed_value.as_str(),
+                fact.check_command.as_str()
+            ),
+            ("rows_left", "4", "wc -l < todo.txt")
+        );
+        // The command may contain '=' and '::'; the claimed value may be empty.
+        let fact = parse_fact("sep=::awk -F:: '{print $1}' f=x").unwrap();
+        assert_eq!(fact.claimed_value, "");
+        assert_eq!(fact.check_command, "awk -F:: '{print $1}' f=x");
+        let fact = parse_fact(" count = 4 :: echo 5 ").unwrap();
+        assert_eq!(
+            (fact.name.as_str(), fact.claimed_value.as_str()),
+            ("count", "4")
+        );
+        assert_eq!(fact.check_command, "echo 5");
+    }
+
+    #[test]
+    fn facts_without_name_or_command_are_usage_errors() {
+        for bad in ["count", "=4::echo 4", "count=4::", "count=4::  ", "count=4"] {
+            assert!(parse_fact(bad).is_err(), "{bad:?}");
+        }
+        let argv = [
+            "baton", "handoff", "offer", "k", "--token", "1", "--to", "b", "--fact", "x=1",
+        ];
+        assert_eq!(Cli::try_parse_from(argv).unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
+    fn fields_parse_at_the_first_equals_sign() {
+        assert_eq!(parse_field("pr=482"), Ok(("pr".into(), "482".into())));
+        assert_eq!(parse_field("url=a=b"), Ok(("url".into(), "a=b".into())));
+        assert_eq!(parse_field("empty="), Ok(("empty".into(), String::new())));
+        assert!(parse_field("=x").is_err());
+        assert!(parse_field("novalue").is_err());
+    }
+
+    #[test]
+    fn update_collects_repeated_set_and_unset() {
+        let cli = Cli::try_parse_from([
+            "baton", "update", "tasks/x", "--token", "9", "--status", "done", "--set", "pr=1",
+            "--set", "n=2", "--unset", "tmp",
+        ])
+        .unwrap();
+        let Command::Update {
+            token,
+            status,
+            summary,
+            set,
+            unset,
+            ..
+        } = cli.command
+        else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(token, 9);
+        assert_eq!(status.as_deref(), Some("done"));
+        assert_eq!(summary, None);
+        assert_eq!(set, [("pr".into(), "1".into()), ("n".into(), "2".into())]);
+        assert_eq!(unset, ["tmp"]);
+    }
+
+    #[test]
+    fn handoff_defaults_a_10m_offer_and_a_30s_lease_for_the_taker() {
+        let cli = Cli::try_parse_from([
+            "baton", "handoff", "offer", "k", "--token", "3", "--to", "bob", "--git",
+        ])
+        .unwrap();
+        let Command::Handoff {
+            command: HandoffCommand::Offer(offer),
+        } = cli.command
+        else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(offer.ttl, Duration::from_secs(600));
+        assert!(offer.git);
+        let cli = Cli::try_parse_from([
+            "baton", "handoff", "accept", "k", "--holder", "bob", "--verify",
+        ])
+        .unwrap();
+        let Command::Handoff {
+            command:
+                HandoffCommand::Accept {
+                    ttl,
+                    verify,
+                    holder,
+                    ..
+                },
+        } = cli.command
+        else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(ttl, Duration::from_secs(30));
+        assert!(verify);
+        assert_eq!(holder.as_deref(), Some("bob"));
+        // Cancel needs the giver's token; offer needs an addressee.
+        for argv in [
+            &["baton", "handoff", "cancel", "k"][..],
+            &["baton", "handoff", "offer", "k", "--token", "3"][..],
+        ] {
+            assert_eq!(Cli::try_parse_from(argv).unwrap_err().exit_code(), 2);
+        }
+    }
+
+    #[test]
+    fn release_takes_an_optional_final_status() {
+        let cli =
+            Cli::try_parse_from(["baton", "release", "k", "--token", "3", "--status", "done"])
+                .unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Release { status: Some(ref s), .. } if s == "done"
+        ));
     }
 
     #[test]

@@ -9,7 +9,8 @@ pub const EXIT_ERROR: u8 = 1;
 /// Bad usage: clap exits with this code itself; a bad `--endpoints` or `--client-id` value
 /// exits with it too.
 pub const EXIT_USAGE: u8 = 2;
-/// Held, lost or stale token: someone else owns the key, stand down.
+/// Held, lost, stale token or refused: someone else owns the key (or the offer is not
+/// yours), stand down.
 pub const EXIT_STAND_DOWN: u8 = 3;
 /// The cluster gave no answer before the retry deadline.
 pub const EXIT_UNAVAILABLE: u8 = 4;
@@ -43,6 +44,7 @@ impl Verdict {
 pub fn error_exit_code(error: &anyhow::Error) -> u8 {
     match error.downcast_ref::<Error>() {
         Some(Error::Unavailable { .. }) => EXIT_UNAVAILABLE,
+        Some(Error::Refused(_)) => EXIT_STAND_DOWN,
         Some(Error::Config(_)) => EXIT_USAGE,
         Some(Error::InvalidArgument(_) | Error::Protocol(_) | Error::Other { .. }) | None => {
             EXIT_ERROR
@@ -72,6 +74,7 @@ mod tests {
             4
         );
         assert_eq!(code(Error::InvalidArgument("key too long".into())), 1);
+        assert_eq!(code(Error::Refused("stale token 5".into())), 3);
         assert_eq!(code(Error::Config("bad endpoint".into())), 2);
         assert_eq!(code(Error::Protocol("no outcome".into())), 1);
         assert_eq!(

@@ -3,14 +3,21 @@
 
 pub mod args;
 pub mod exit;
+pub mod git;
+pub mod handoff;
+pub mod note;
 pub mod output;
+pub mod records;
 pub mod run;
 pub mod table;
+pub mod verify;
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
-use baton_client::{normalize_endpoint, Client, ClientConfig, ClusterStatus, ReadMode};
+use baton_client::{
+    normalize_endpoint, Client, ClientConfig, ClusterStatus, ReadMode, RecordPatch,
+};
 use futures::future::join_all;
 
 use args::{Cli, ClusterCommand, Command};
@@ -54,14 +61,56 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             let outcome = client.renew(&key, token).await?;
             output::renew(&key, token, &outcome, format, Instant::now())
         }
-        Command::Release { key, token } => {
-            let outcome = client.release(&key, token).await?;
+        Command::Release { key, token, status } => {
+            let status = status.unwrap_or_default();
+            let outcome = client.release_with_status(&key, token, &status).await?;
             output::release(&key, token, &outcome, format)
         }
         Command::Probe { key, stale } => {
-            let probe = client.probe(&key, read_mode(stale)).await?;
-            output::probe(&key, &probe, format)
+            // The record read returns the lease too, and the assignment to show beside it.
+            let view = client.record(&key, read_mode(stale)).await?;
+            output::probe(&view, format)
         }
+        Command::Update {
+            key,
+            token,
+            status,
+            summary,
+            set,
+            unset,
+        } => {
+            let patch = RecordPatch {
+                status,
+                summary,
+                set_fields: set.into_iter().collect(),
+                remove_fields: unset,
+            };
+            match client.update(&key, token, patch).await {
+                Ok(record) => records::updated(&key, &record, format),
+                Err(error) => handoff::refusal(&key, error, format)?,
+            }
+        }
+        Command::Assign {
+            key,
+            to,
+            by,
+            reason,
+        } => {
+            let by = by.unwrap_or_else(args::default_holder);
+            match client.assign(&key, &to, &by, &reason).await {
+                Ok(record) => records::assigned(&key, &record, format),
+                Err(error) => handoff::refusal(&key, error, format)?,
+            }
+        }
+        Command::Record { key, stale } => {
+            let view = client.record(&key, read_mode(stale)).await?;
+            records::record(&view, format)
+        }
+        Command::History { key, events, stale } => {
+            let history = client.history(&key, read_mode(stale)).await?;
+            records::history(&history, events, format)
+        }
+        Command::Handoff { command } => handoff::run(&client, command, format).await?,
         Command::Board {
             prefix,
             limit,

@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use baton_client::{
-    Board, ClaimOutcome, ClusterStatus, Grant, LeaseInfo, Probe, ReleaseOutcome, RenewOutcome,
-    TokenCheck,
+    AssignmentInfo, Board, ClaimOutcome, ClusterStatus, Grant, LeaseInfo, RecordView,
+    ReleaseOutcome, RenewOutcome, TokenCheck,
 };
 use serde::Serialize;
 
@@ -28,7 +28,12 @@ pub struct Rendered {
 }
 
 impl Rendered {
-    fn new(format: OutputFormat, json: impl Serialize, text: String, verdict: Verdict) -> Self {
+    pub(crate) fn new(
+        format: OutputFormat,
+        json: impl Serialize,
+        text: String,
+        verdict: Verdict,
+    ) -> Self {
         let stdout = match format {
             OutputFormat::Table => text,
             OutputFormat::Json => {
@@ -56,10 +61,12 @@ pub fn claim(outcome: &ClaimOutcome, format: OutputFormat, now: Instant) -> Rend
             already_held: bool,
             revision: u64,
             safe_deadline_in_ms: u64,
+            assignment: Option<&'a AssignmentInfo>,
         },
         Held {
             lease: &'a LeaseInfo,
             same_name_other_process: bool,
+            assignment: Option<&'a AssignmentInfo>,
         },
     }
     match outcome {
@@ -69,22 +76,32 @@ pub fn claim(outcome: &ClaimOutcome, format: OutputFormat, now: Instant) -> Rend
                 already_held: grant.already_held,
                 revision: grant.revision,
                 safe_deadline_in_ms: safe_deadline_in_ms(grant, now),
+                assignment: grant.assignment.as_ref(),
             };
             let mut headline =
                 format!("granted {} to {}", grant.lease.key, grant.lease.holder_name);
             if grant.already_held {
                 headline.push_str(" (already held by this client: same token, lease renewed)");
             }
-            let text = format!("{headline}\n{}", grant_pairs(grant, now));
+            let mut text = format!("{headline}\n{}", grant_pairs(grant, now));
+            if let Some(assignment) = &grant.assignment {
+                text.push_str(&assignment_line(
+                    assignment,
+                    Some(&grant.lease.holder_name),
+                    true,
+                ));
+            }
             Rendered::new(format, json, text, Verdict::Ok)
         }
         ClaimOutcome::Held {
             lease,
             same_name_other_process,
+            assignment,
         } => {
             let json = Json::Held {
                 lease,
                 same_name_other_process: *same_name_other_process,
+                assignment: assignment.as_ref(),
             };
             let mut text = format!(
                 "held: {} is held by {}; stand down\n{}",
@@ -92,6 +109,13 @@ pub fn claim(outcome: &ClaimOutcome, format: OutputFormat, now: Instant) -> Rend
                 lease.holder_name,
                 holder_pairs(lease)
             );
+            if let Some(assignment) = assignment {
+                text.push_str(&assignment_line(
+                    assignment,
+                    Some(&lease.holder_name),
+                    false,
+                ));
+            }
             if *same_name_other_process {
                 text.push_str(&format!(
                     "note: the holder has your name but is another process (client id {})\n",
@@ -166,13 +190,56 @@ pub fn release(key: &str, token: u64, outcome: &ReleaseOutcome, format: OutputFo
     }
 }
 
-/// `baton probe`: a free key is an answer like any other, so it exits 0.
-pub fn probe(key: &str, probe: &Probe, format: OutputFormat) -> Rendered {
-    let text = match &probe.lease {
+/// `baton probe`: who holds the key and, side by side, who a dispatcher assigned it to. A
+/// free key is an answer like any other, so it exits 0.
+pub fn probe(view: &RecordView, format: OutputFormat) -> Rendered {
+    #[derive(Serialize)]
+    struct Json<'a> {
+        lease: Option<&'a LeaseInfo>,
+        revision: u64,
+        assignment: Option<&'a AssignmentInfo>,
+    }
+    let assignment = view.record.assigned_to.as_ref();
+    let mut text = match &view.lease {
         Some(lease) => lease_table(std::slice::from_ref(lease)),
-        None => format!("{key} is free\n"),
+        None => format!("{} is free\n", view.key),
     };
-    Rendered::new(format, probe, text, Verdict::Ok)
+    if let Some(assignment) = assignment {
+        let holder = view.lease.as_ref().map(|l| l.holder_name.as_str());
+        text.push_str(&assignment_line(assignment, holder, false));
+    }
+    if let Some(offer) = &view.record.pending_offer {
+        text.push_str(&format!(
+            "pending handoff to {} (offered by {}, lapses {})\n",
+            offer.to,
+            offer.from.name,
+            in_human(offer.remaining)
+        ));
+    }
+    let json = Json {
+        lease: view.lease.as_ref(),
+        revision: view.revision,
+        assignment,
+    };
+    Rendered::new(format, json, text, Verdict::Ok)
+}
+
+/// The line that shows an assignment next to the holder, and says what it is not:
+/// `assigned to alice by dispatcher: verify (reserves nothing: bob holds the key)`.
+/// `holder` is who holds the key (`None` when it is free); `yours` says the reader holds it.
+pub fn assignment_line(assignment: &AssignmentInfo, holder: Option<&str>, yours: bool) -> String {
+    let aside = match holder {
+        Some(holder) if holder == assignment.to => String::new(),
+        Some(_) if yours => {
+            " (an assignment reserves nothing: the key is yours; tell the dispatcher)".to_owned()
+        }
+        Some(holder) => format!(" (an assignment reserves nothing: {holder} holds the key)"),
+        None => format!(
+            " (an assignment reserves nothing: {} must still claim it)",
+            assignment.to
+        ),
+    };
+    format!("assigned to {assignment}{aside}\n")
 }
 
 /// `baton board`.
@@ -301,6 +368,7 @@ pub fn cluster_status(nodes: &[NodeRow], format: OutputFormat) -> Rendered {
 pub fn run_held(
     lease: &LeaseInfo,
     same_name_other_process: bool,
+    assignment: Option<&AssignmentInfo>,
     format: OutputFormat,
 ) -> Rendered {
     #[derive(Serialize)]
@@ -308,11 +376,13 @@ pub fn run_held(
         outcome: &'static str,
         lease: &'a LeaseInfo,
         same_name_other_process: bool,
+        assignment: Option<&'a AssignmentInfo>,
     }
     let json = Json {
         outcome: "held",
         lease,
         same_name_other_process,
+        assignment,
     };
     let mut text = format!(
         "{} is held by {} (token {}) since {}, free {}; standing down\n",
@@ -322,6 +392,13 @@ pub fn run_held(
         utc(lease.held_since_unix_ms),
         in_human(lease.remaining),
     );
+    if let Some(assignment) = assignment {
+        text.push_str(&assignment_line(
+            assignment,
+            Some(&lease.holder_name),
+            false,
+        ));
+    }
     if same_name_other_process {
         text.push_str(&format!(
             "note: the holder has your name but is another process (client id {})\n",
@@ -331,7 +408,7 @@ pub fn run_held(
     Rendered::new(format, json, text, Verdict::StandDown)
 }
 
-fn lease_table(leases: &[LeaseInfo]) -> String {
+pub(crate) fn lease_table(leases: &[LeaseInfo]) -> String {
     let rows: Vec<Vec<String>> = leases
         .iter()
         .map(|lease| {
@@ -347,7 +424,7 @@ fn lease_table(leases: &[LeaseInfo]) -> String {
     table::render(&["KEY", "HOLDER", "TOKEN", "EXPIRES", "SINCE"], &rows)
 }
 
-fn grant_pairs(grant: &Grant, now: Instant) -> String {
+pub(crate) fn grant_pairs(grant: &Grant, now: Instant) -> String {
     table::render_pairs(&[
         ("token", grant.lease.token.to_string()),
         ("ttl", human_duration(grant.lease.ttl)),
@@ -358,7 +435,7 @@ fn grant_pairs(grant: &Grant, now: Instant) -> String {
     ])
 }
 
-fn holder_pairs(lease: &LeaseInfo) -> String {
+pub(crate) fn holder_pairs(lease: &LeaseInfo) -> String {
     table::render_pairs(&[
         ("holder", lease.holder_name.clone()),
         ("token", lease.token.to_string()),
@@ -422,7 +499,7 @@ pub fn utc(unix_ms: u64) -> String {
 }
 
 /// Quotes a word for a suggested shell command when it needs it.
-fn shell_word(word: &str) -> String {
+pub(crate) fn shell_word(word: &str) -> String {
     let plain = !word.is_empty()
         && word
             .chars()
@@ -437,6 +514,8 @@ fn shell_word(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::records::tests::assignment;
+    use crate::cli::{handoff, records};
     use serde_json::json;
 
     fn lease() -> LeaseInfo {
@@ -473,6 +552,7 @@ mod tests {
             already_held: false,
             revision: 1234,
             safe_deadline: now + Duration::from_millis(28_500),
+            assignment: None,
         }
     }
 
@@ -498,7 +578,8 @@ mod tests {
                 "lease": lease_json(),
                 "already_held": false,
                 "revision": 1234,
-                "safe_deadline_in_ms": 28500
+                "safe_deadline_in_ms": 28500,
+                "assignment": null
             })
         );
     }
@@ -508,12 +589,61 @@ mod tests {
         let held = ClaimOutcome::Held {
             lease: lease(),
             same_name_other_process: true,
+            assignment: Some(assignment()),
         };
         let out = claim(&held, OutputFormat::Json, Instant::now());
         assert_eq!(out.verdict, Verdict::StandDown);
         assert_eq!(
             json_of(&out),
-            json!({"outcome": "held", "lease": lease_json(), "same_name_other_process": true})
+            json!({
+                "outcome": "held",
+                "lease": lease_json(),
+                "same_name_other_process": true,
+                "assignment": {
+                    "to": "alice",
+                    "by": "dispatcher",
+                    "reason": "verify four evidence domains",
+                    "assigned_at_unix_ms": 1_700_000_000_000u64,
+                    "revision": 3
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn claim_texts_show_the_assignment_and_that_it_reserves_nothing() {
+        let now = Instant::now();
+        let mut granted = grant(now);
+        granted.assignment = Some(assignment());
+        let text = claim(&ClaimOutcome::Granted(granted), OutputFormat::Table, now).stdout;
+        assert!(
+            text.ends_with(
+                "assigned to alice by dispatcher: verify four evidence domains (an assignment \
+                 reserves nothing: the key is yours; tell the dispatcher)\n"
+            ),
+            "{text}"
+        );
+        let held = ClaimOutcome::Held {
+            lease: lease(),
+            same_name_other_process: false,
+            assignment: Some(assignment()),
+        };
+        let text = claim(&held, OutputFormat::Table, now).stdout;
+        assert!(
+            text.contains(
+                "assigned to alice by dispatcher: verify four evidence domains (an assignment \
+                 reserves nothing: claude@host-a holds the key)\n"
+            ),
+            "{text}"
+        );
+        // The assignee holding the key needs no aside.
+        let mine = AssignmentInfo {
+            to: "claude@host-a".into(),
+            ..assignment()
+        };
+        assert_eq!(
+            assignment_line(&mine, Some("claude@host-a"), true),
+            "assigned to claude@host-a by dispatcher: verify four evidence domains\n"
         );
     }
 
@@ -522,6 +652,7 @@ mod tests {
         let held = ClaimOutcome::Held {
             lease: lease(),
             same_name_other_process: true,
+            assignment: None,
         };
         let text = claim(&held, OutputFormat::Table, Instant::now()).stdout;
         assert!(text.contains("claude@host-a"), "{text}");
@@ -601,27 +732,51 @@ mod tests {
         );
     }
 
+    fn view(lease: Option<LeaseInfo>, assigned_to: Option<AssignmentInfo>) -> RecordView {
+        RecordView {
+            key: "tasks/free".into(),
+            record: baton_client::Record {
+                assigned_to,
+                ..baton_client::Record::default()
+            },
+            lease,
+            revision: 9,
+        }
+    }
+
     #[test]
     fn probe_of_a_free_key_exits_ok_with_null_lease() {
-        let out = probe(
-            "tasks/free",
-            &Probe {
-                lease: None,
-                revision: 9,
-            },
-            OutputFormat::Json,
-        );
+        let out = probe(&view(None, None), OutputFormat::Json);
         assert_eq!(out.verdict, Verdict::Ok);
-        assert_eq!(json_of(&out), json!({"lease": null, "revision": 9}));
-        let text = probe(
-            "tasks/free",
-            &Probe {
-                lease: None,
-                revision: 9,
-            },
-            OutputFormat::Table,
+        assert_eq!(
+            json_of(&out),
+            json!({"lease": null, "revision": 9, "assignment": null})
         );
+        let text = probe(&view(None, None), OutputFormat::Table);
         assert_eq!(text.stdout, "tasks/free is free\n");
+    }
+
+    #[test]
+    fn probe_shows_the_holder_and_the_assignment_side_by_side() {
+        let text = probe(
+            &view(Some(lease()), Some(assignment())),
+            OutputFormat::Table,
+        )
+        .stdout;
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("KEY"), "{text}");
+        assert!(lines[1].contains("claude@host-a"), "{text}");
+        assert_eq!(
+            lines[2],
+            "assigned to alice by dispatcher: verify four evidence domains (an assignment \
+             reserves nothing: claude@host-a holds the key)"
+        );
+        let text = probe(&view(None, Some(assignment())), OutputFormat::Table).stdout;
+        assert_eq!(
+            text,
+            "tasks/free is free\nassigned to alice by dispatcher: verify four evidence domains \
+             (an assignment reserves nothing: alice must still claim it)\n"
+        );
     }
 
     #[test]
@@ -785,18 +940,25 @@ mod tests {
 
     #[test]
     fn run_held_names_holder_token_since_and_when_it_frees() {
-        let out = run_held(&lease(), false, OutputFormat::Table);
+        let out = run_held(&lease(), false, None, OutputFormat::Table);
         assert_eq!(out.verdict, Verdict::StandDown);
         assert_eq!(
             out.stdout,
             "tasks/evidence-42 is held by claude@host-a (token 1234) since \
              2023-11-14T22:13:20Z, free in 12s; standing down\n"
         );
-        let out = run_held(&lease(), true, OutputFormat::Json);
+        let out = run_held(&lease(), true, None, OutputFormat::Json);
         assert_eq!(
             json_of(&out),
-            json!({"outcome": "held", "lease": lease_json(), "same_name_other_process": true})
+            json!({
+                "outcome": "held",
+                "lease": lease_json(),
+                "same_name_other_process": true,
+                "assignment": null
+            })
         );
+        let out = run_held(&lease(), false, Some(&assignment()), OutputFormat::Table);
+        assert!(out.stdout.contains("assigned to alice"), "{}", out.stdout);
     }
 
     #[test]
@@ -857,6 +1019,18 @@ mod tests {
         let held = ClaimOutcome::Held {
             lease: lease(),
             same_name_other_process: false,
+            assignment: Some(assignment()),
+        };
+        let mut granted_assigned = grant(now);
+        granted_assigned.assignment = Some(assignment());
+        let record_view = RecordView {
+            key: "tasks/x".into(),
+            record: baton_client::Record {
+                pending_offer: Some(handoff::tests::sample_offer()),
+                ..records::tests::sample_record()
+            },
+            lease: Some(lease()),
+            revision: 20,
         };
         let node = NodeRow {
             addr: "127.0.0.1:7001".into(),
@@ -890,22 +1064,9 @@ mod tests {
                 },
                 f,
             ),
-            probe(
-                "k",
-                &Probe {
-                    lease: Some(lease()),
-                    revision: 1,
-                },
-                f,
-            ),
-            probe(
-                "k",
-                &Probe {
-                    lease: None,
-                    revision: 1,
-                },
-                f,
-            ),
+            claim(&ClaimOutcome::Granted(granted_assigned), f, now),
+            probe(&view(Some(lease()), Some(assignment())), f),
+            probe(&view(None, None), f),
             board(
                 "",
                 &Board {
@@ -926,9 +1087,29 @@ mod tests {
                 f,
             ),
             revoke("k", Some(&lease()), f),
-            run_held(&lease(), false, f),
+            run_held(&lease(), false, None, f),
             cluster_status(&[node], f),
+            records::updated("tasks/x", &records::tests::sample_record(), f),
+            records::refused("tasks/x", "stale token 5", f),
+            records::assigned("tasks/x", &records::tests::sample_record(), f),
+            records::record(&record_view, f),
+            records::history(&records::tests::sample_history(), false, f),
+            handoff::offered(&handoff::tests::sample_offer(), f),
+            handoff::accepted_output(&handoff::tests::sample_accepted(now), None, f, now),
+            handoff::accepted_output(
+                &handoff::tests::sample_accepted(now),
+                Some(&handoff::tests::sample_verification()),
+                f,
+                now,
+            ),
+            handoff::declined("tasks/x", 13, f),
+            handoff::cancelled("tasks/x", 9, 14, f),
         ];
+        if std::env::var_os("BATON_PRINT_JSON_EXAMPLES").is_some() {
+            for out in &outputs {
+                print!("{}", out.stdout);
+            }
+        }
         for out in outputs {
             let shaped = shape(&json_of(&out));
             assert!(

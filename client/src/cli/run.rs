@@ -91,8 +91,13 @@ pub async fn run(
     let guard = tokio::select! {
         claimed = claim => match claimed? {
             GuardedClaim::Granted(guard) => guard,
-            GuardedClaim::Held { lease, same_name_other_process } => {
-                return Ok(output::run_held(&lease, same_name_other_process, format));
+            GuardedClaim::Held { lease, same_name_other_process, assignment } => {
+                return Ok(output::run_held(
+                    &lease,
+                    same_name_other_process,
+                    assignment.as_ref(),
+                    format,
+                ));
             }
         },
         signal = signals.recv() => {

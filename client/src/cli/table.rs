@@ -48,6 +48,33 @@ pub fn render_pairs(pairs: &[(&str, String)]) -> String {
     out
 }
 
+/// Like [`render_pairs`], each line starting with `indent`, and values of several lines
+/// continued under the first, aligned with it.
+pub fn render_pairs_multiline(pairs: &[(&str, String)], indent: &str) -> String {
+    let width = pairs
+        .iter()
+        .map(|(label, _)| label.chars().count())
+        .max()
+        .unwrap_or(0);
+    let continuation = format!("{indent}{}", " ".repeat(width + COLUMN_GAP));
+    let mut out = String::new();
+    for (label, value) in pairs {
+        out.push_str(indent);
+        out.push_str(label);
+        let pad = width - label.chars().count() + COLUMN_GAP;
+        out.extend(std::iter::repeat_n(' ', pad));
+        let mut lines = value.lines();
+        out.push_str(lines.next().unwrap_or(""));
+        out.push('\n');
+        for line in lines {
+            out.push_str(&continuation);
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,6 +94,13 @@ mod tests {
     #[test]
     fn empty_table_is_just_the_header() {
         assert_eq!(render(&["ID", "ADDR"], &[]), "ID  ADDR\n");
+    }
+
+    #[test]
+    fn multiline_pairs_continue_under_the_first_line() {
+        let text =
+            render_pairs_multiline(&[("done", "a\nb".into()), ("first step", "c".into())], "  ");
+        assert_eq!(text, "  done        a\n              b\n  first step  c\n");
     }
 
     #[test]

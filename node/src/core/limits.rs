@@ -14,6 +14,28 @@ pub const REASON_BYTES_MAX: usize = 1024;
 /// A board prefix is at most a key long.
 pub const PREFIX_BYTES_MAX: usize = KEY_BYTES_MAX;
 
+/// A record's status word: 1..=32 bytes of `a-z`, `0-9`, `_`, `-`.
+pub const STATUS_BYTES_MAX: usize = 32;
+/// A record's summary.
+pub const SUMMARY_BYTES_MAX: usize = 4 * 1024;
+/// Fields per record.
+pub const FIELDS_MAX: usize = 64;
+/// A field name: 1..=64 printable bytes.
+pub const FIELD_NAME_BYTES_MAX: usize = 64;
+/// A whole record: status + summary + field names and values.
+pub const RECORD_BYTES_MAX: usize = 64 * 1024;
+/// A whole handoff note, all of its text together.
+pub const NOTE_BYTES_MAX: usize = 64 * 1024;
+/// Volatile facts per note.
+pub const VOLATILE_FACTS_MAX: usize = 32;
+/// File names listed per note (changed and dirty files together).
+pub const NOTE_FILES_MAX: usize = 1_000;
+/// Events kept per key; older ones are compacted away (and counted).
+pub const HISTORY_EVENTS_MAX: usize = 1_000;
+/// Shortest and longest time an offer may wait for its addressee.
+pub const OFFER_TTL_MS_MIN: u64 = 1_000;
+pub const OFFER_TTL_MS_MAX: u64 = 3_600_000;
+
 /// The longest lease: one hour (SPEC "Lease").
 pub const TTL_MS_MAX: u64 = 3_600_000;
 /// The shortest lease the core accepts from any configuration. A node's configured minimum
@@ -40,5 +62,8 @@ pub const RAFT_MESSAGE_BYTES_MAX: usize = 64 * 1024 * 1024;
 const _: () = assert!(TTL_MS_FLOOR < TTL_MS_MAX);
 const _: () = assert!(KEY_BYTES_MAX + HOLDER_NAME_BYTES_MAX + REASON_BYTES_MAX < REQUEST_BYTES_MAX);
 const _: () = assert!(DEDUP_ANSWERS_PER_CLIENT_MAX >= 1);
+const _: () = assert!(SUMMARY_BYTES_MAX < RECORD_BYTES_MAX);
+const _: () = assert!(RECORD_BYTES_MAX + NOTE_BYTES_MAX < REQUEST_BYTES_MAX);
+const _: () = assert!(OFFER_TTL_MS_MIN < OFFER_TTL_MS_MAX && OFFER_TTL_MS_MAX <= TTL_MS_MAX);
 const _: () =
     assert!(BOARD_LEASES_MAX * (KEY_BYTES_MAX + HOLDER_NAME_BYTES_MAX + 256) < 4 * 1024 * 1024);

@@ -11,13 +11,20 @@
 //! log index (which becomes the fencing token of a grant) and the leader returns the
 //! `Outcome` to the client.
 
+pub mod case;
 pub mod limits;
 pub mod table;
 pub mod types;
 pub mod validate;
 
 #[cfg(test)]
+mod case_tests;
+#[cfg(test)]
 mod tests;
 
+pub use case::{
+    Assignment, CaseFile, Event, EventKind, HandoffNote, History, Offer, Record, RecordPatch,
+    VolatileFact,
+};
 pub use table::{Changes, ClientSession, LeaseTable};
 pub use types::{FencingToken, Holder, Lease, LogCommand, Op, Outcome, RequestId};

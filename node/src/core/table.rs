@@ -8,8 +8,11 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::limits::{DEDUP_ANSWERS_PER_CLIENT_MAX, DEDUP_CLIENTS_MAX};
-use super::types::{Lease, LogCommand, Op, Outcome, RequestId};
+use super::case::{Assignment, CaseFile, Event, EventKind, HandoffNote, Offer, RecordPatch};
+use super::limits::{
+    DEDUP_ANSWERS_PER_CLIENT_MAX, DEDUP_CLIENTS_MAX, FIELDS_MAX, RECORD_BYTES_MAX,
+};
+use super::types::{Holder, Lease, LogCommand, Op, Outcome, RequestId};
 use super::validate;
 
 /// What the state machine remembers of one client for de-duplication.
@@ -46,12 +49,20 @@ pub struct Changes {
     pub answers_added: BTreeSet<(String, u64)>,
     /// Remembered answers dropped, as (client id, seq).
     pub answers_dropped: BTreeSet<(String, u64)>,
+    /// Keys whose case file (record, offer, last note, history count) changed.
+    pub cases: BTreeSet<String>,
+    /// History events added, as (key, revision); stored one per record.
+    pub events_added: BTreeSet<(String, u64)>,
+    /// History events compacted away, as (key, revision).
+    pub events_dropped: BTreeSet<(String, u64)>,
 }
 
 /// All leases and de-duplication sessions.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseTable {
     leases: BTreeMap<String, Lease>,
+    /// Case files (record, offer, history) of every key that ever had one.
+    cases: BTreeMap<String, CaseFile>,
     sessions: BTreeMap<String, ClientSession>,
     /// `last_index -> client_id`, to find the least recently active client in O(log n).
     /// Derived from `sessions`; rebuilt on load.
@@ -63,10 +74,12 @@ impl LeaseTable {
     /// Builds a table from stored leases and sessions (load from disk or snapshot).
     pub fn from_parts(
         leases: impl IntoIterator<Item = Lease>,
+        cases: impl IntoIterator<Item = (String, CaseFile)>,
         sessions: impl IntoIterator<Item = (String, ClientSession)>,
     ) -> Self {
         let mut table = LeaseTable {
             leases: leases.into_iter().map(|l| (l.key.clone(), l)).collect(),
+            cases: cases.into_iter().collect(),
             sessions: sessions.into_iter().collect(),
             ..Default::default()
         };
@@ -89,6 +102,14 @@ impl LeaseTable {
 
     pub fn leases(&self) -> impl Iterator<Item = &Lease> {
         self.leases.values()
+    }
+
+    pub fn case(&self, key: &str) -> Option<&CaseFile> {
+        self.cases.get(key)
+    }
+
+    pub fn cases(&self) -> impl Iterator<Item = (&String, &CaseFile)> {
+        self.cases.iter()
     }
 
     pub fn lease_count(&self) -> usize {
@@ -241,84 +262,37 @@ impl LeaseTable {
         changes: &mut Changes,
     ) -> Outcome {
         let key = op.key();
-        let current = self.leases.get(key);
-        let outcome = match op {
-            Op::Claim { holder, ttl_ms, .. } => match current {
-                None => {
-                    let lease = Lease {
-                        key: key.to_string(),
-                        holder: holder.clone(),
-                        token: index,
-                        basis: index,
-                        ttl_ms: *ttl_ms,
-                        since_unix_ms: now_unix_ms,
-                        renewed_unix_ms: now_unix_ms,
-                    };
-                    self.leases.insert(key.to_string(), lease.clone());
-                    Outcome::Granted {
-                        lease,
-                        already_held: false,
-                    }
-                }
-                Some(l) if l.holder.client_id == holder.client_id => {
-                    // The same process claims again (e.g. it lost our answer): it keeps its
-                    // token and the lease is renewed. The TTL never shrinks: another task of
-                    // that process may be counting on the longer one it was granted, and
-                    // restarting the countdown later with a TTL at least as long never ends
-                    // it earlier.
-                    let mut lease = l.clone();
-                    lease.basis = index;
-                    lease.ttl_ms = lease.ttl_ms.max(*ttl_ms);
-                    lease.renewed_unix_ms = now_unix_ms;
-                    lease.holder.name = holder.name.clone();
-                    self.leases.insert(key.to_string(), lease.clone());
-                    Outcome::Granted {
-                        lease,
-                        already_held: true,
-                    }
-                }
-                Some(l) => Outcome::Held {
-                    same_name_other_process: l.holder.name == holder.name,
-                    lease: l.clone(),
-                },
-            },
-            Op::Renew { token, .. } => match current {
-                Some(l) if l.token == *token => {
-                    let mut lease = l.clone();
-                    lease.basis = index;
-                    lease.renewed_unix_ms = now_unix_ms;
-                    self.leases.insert(key.to_string(), lease.clone());
-                    Outcome::Renewed { lease }
-                }
-                _ => Outcome::Lost {
-                    current: current.cloned(),
-                },
-            },
-            Op::Release { token, .. } => match current {
-                Some(l) if l.token == *token => Outcome::Released {
-                    lease: self.leases.remove(key).expect("checked above"),
-                },
-                _ => Outcome::Lost {
-                    current: current.cloned(),
-                },
-            },
-            Op::Expire { token, basis, .. } => match current {
-                Some(l) if l.token == *token && l.basis == *basis => Outcome::Expired {
-                    lease: self.leases.remove(key).expect("checked above"),
-                },
-                _ => Outcome::ExpireIgnored,
-            },
-            Op::Revoke { .. } => Outcome::Revoked {
-                previous: self.leases.remove(key),
-            },
+        let mut step = Step {
+            table: self,
+            key,
+            index,
+            now_unix_ms,
+            changes,
         };
-        if !matches!(
-            outcome,
-            Outcome::Held { .. } | Outcome::Lost { .. } | Outcome::ExpireIgnored
-        ) {
-            changes.keys.insert(key.to_string());
+        match op {
+            Op::Claim { holder, ttl_ms, .. } => step.claim(holder, *ttl_ms),
+            Op::Renew { token, .. } => step.renew(*token),
+            Op::Release {
+                token,
+                final_status,
+                ..
+            } => step.release(*token, final_status.as_deref()),
+            Op::Expire { token, basis, .. } => step.expire(*token, *basis),
+            Op::Revoke { reason, .. } => step.revoke(reason),
+            Op::Update { token, patch, .. } => step.update(*token, patch),
+            Op::Assign { to, by, reason, .. } => step.assign(to, by, reason),
+            Op::Offer {
+                token,
+                to,
+                note,
+                offer_ttl_ms,
+                ..
+            } => step.offer_handoff(*token, to, note, *offer_ttl_ms),
+            Op::Accept { holder, ttl_ms, .. } => step.accept(holder, *ttl_ms),
+            Op::Decline { holder, .. } => step.decline(holder),
+            Op::Cancel { token, .. } => step.cancel(*token),
+            Op::Lapse { offer_revision, .. } => step.lapse(*offer_revision),
         }
-        outcome
     }
 
     /// Invariants that hold after every apply (debug builds check them each time). Only what
@@ -358,5 +332,426 @@ impl LeaseTable {
                 );
             }
         }
+    }
+}
+
+/// One entry's application to one key: the table, the key, the entry's index and leader
+/// time, and where to note what changed.
+struct Step<'a> {
+    table: &'a mut LeaseTable,
+    key: &'a str,
+    index: u64,
+    now_unix_ms: u64,
+    changes: &'a mut Changes,
+}
+
+impl Step<'_> {
+    fn lease(&self) -> Option<&Lease> {
+        self.table.leases.get(self.key)
+    }
+
+    fn assignment(&self) -> Option<Assignment> {
+        self.table
+            .cases
+            .get(self.key)
+            .and_then(|c| c.record.assigned_to.clone())
+    }
+
+    fn pending_offer(&self) -> Option<&Offer> {
+        self.table
+            .cases
+            .get(self.key)
+            .and_then(|c| c.offer.as_ref())
+    }
+
+    fn set_lease(&mut self, lease: Lease) {
+        self.table.leases.insert(self.key.to_string(), lease);
+        self.changes.keys.insert(self.key.to_string());
+    }
+
+    fn take_lease(&mut self) -> Option<Lease> {
+        let lease = self.table.leases.remove(self.key);
+        if lease.is_some() {
+            self.changes.keys.insert(self.key.to_string());
+        }
+        lease
+    }
+
+    fn case_mut(&mut self) -> &mut CaseFile {
+        self.changes.cases.insert(self.key.to_string());
+        self.table.cases.entry(self.key.to_string()).or_default()
+    }
+
+    /// Appends this entry's event to the key's history.
+    fn event(&mut self, kind: EventKind, actor: Option<Holder>, token: u64, detail: String) {
+        let event = Event {
+            revision: self.index,
+            kind,
+            actor,
+            token,
+            unix_ms: self.now_unix_ms,
+            detail,
+        };
+        let key = self.key.to_string();
+        if let Some(dropped) = self.case_mut().history.push(event) {
+            self.changes.events_dropped.insert((key.clone(), dropped));
+        }
+        self.changes.events_added.insert((key, self.index));
+    }
+
+    /// Ends a pending offer, keeping its note on the record; says how it ended for people.
+    fn end_offer(&mut self) -> Option<Offer> {
+        let case = self.case_mut();
+        let offer = case.offer.take()?;
+        case.last_note = Some(offer.note.clone());
+        Some(offer)
+    }
+
+    /// Why a token cannot act on this key.
+    fn stale(&self, token: u64) -> String {
+        match self.lease() {
+            Some(l) => format!(
+                "token {token} is not current for {}: held by {} with token {}",
+                self.key, l.holder.name, l.token
+            ),
+            None => format!(
+                "token {token} is not current for {}: the key is free",
+                self.key
+            ),
+        }
+    }
+
+    fn claim(&mut self, holder: &Holder, ttl_ms: u64) -> Outcome {
+        let assignment = self.assignment();
+        match self.lease().cloned() {
+            None => {
+                let lease = Lease {
+                    key: self.key.to_string(),
+                    holder: holder.clone(),
+                    token: self.index,
+                    basis: self.index,
+                    renewals: 0,
+                    ttl_ms,
+                    since_unix_ms: self.now_unix_ms,
+                    renewed_unix_ms: self.now_unix_ms,
+                };
+                self.set_lease(lease.clone());
+                let detail = match &assignment {
+                    Some(a) if a.to != holder.name => {
+                        format!("assigned to {}, claimed by {}", a.to, holder.name)
+                    }
+                    _ => String::new(),
+                };
+                self.event(EventKind::Claimed, Some(holder.clone()), self.index, detail);
+                Outcome::Granted {
+                    lease,
+                    already_held: false,
+                    assignment,
+                }
+            }
+            Some(mut lease) if lease.holder.client_id == holder.client_id => {
+                // The same process claims again (e.g. it lost our answer): it keeps its token
+                // and the lease is renewed. The TTL never shrinks: another task of that
+                // process may be counting on the longer one it was granted, and restarting
+                // the countdown later with a TTL at least as long never ends it earlier.
+                lease.basis = self.index;
+                lease.renewals += 1;
+                lease.ttl_ms = lease.ttl_ms.max(ttl_ms);
+                lease.renewed_unix_ms = self.now_unix_ms;
+                lease.holder.name = holder.name.clone();
+                self.set_lease(lease.clone());
+                Outcome::Granted {
+                    lease,
+                    already_held: true,
+                    assignment,
+                }
+            }
+            Some(lease) => Outcome::Held {
+                same_name_other_process: lease.holder.name == holder.name,
+                lease,
+                assignment,
+            },
+        }
+    }
+
+    fn renew(&mut self, token: u64) -> Outcome {
+        match self.lease().cloned() {
+            Some(mut lease) if lease.token == token => {
+                lease.basis = self.index;
+                lease.renewals += 1;
+                lease.renewed_unix_ms = self.now_unix_ms;
+                self.set_lease(lease.clone());
+                Outcome::Renewed { lease }
+            }
+            current => Outcome::Lost { current },
+        }
+    }
+
+    /// Ends the current stint (release, expiry, revoke): frees the key, ends a pending offer
+    /// (its note stays on the record) and records the event.
+    fn end_stint(&mut self, kind: EventKind, actor: Option<Holder>, mut detail: String) -> Lease {
+        let lease = self.take_lease().expect("the caller checked the lease");
+        if lease.renewals > 0 {
+            detail = join(&format!("renewed {} times", lease.renewals), &detail);
+        }
+        if let Some(offer) = self.end_offer() {
+            detail = join(
+                &detail,
+                &format!(
+                    "the offer to {} ended; its note stays on the record",
+                    offer.to
+                ),
+            );
+        }
+        self.event(kind, actor, lease.token, detail);
+        lease
+    }
+
+    fn release(&mut self, token: u64, final_status: Option<&str>) -> Outcome {
+        match self.lease().cloned() {
+            Some(lease) if lease.token == token => {
+                let mut detail = String::new();
+                if let Some(status) = final_status {
+                    let patch = RecordPatch {
+                        status: Some(status.to_string()),
+                        ..RecordPatch::default()
+                    };
+                    let index = self.index;
+                    let record = &mut self.case_mut().record;
+                    detail = patch.apply_to(record);
+                    if !detail.is_empty() {
+                        record.updated_revision = index;
+                    }
+                }
+                let lease = self.end_stint(EventKind::Released, Some(lease.holder), detail);
+                Outcome::Released { lease }
+            }
+            current => Outcome::Lost { current },
+        }
+    }
+
+    fn expire(&mut self, token: u64, basis: u64) -> Outcome {
+        match self.lease() {
+            Some(l) if l.token == token && l.basis == basis => {
+                let lease = self.end_stint(EventKind::Expired, None, String::new());
+                Outcome::Expired { lease }
+            }
+            _ => Outcome::ExpireIgnored,
+        }
+    }
+
+    fn revoke(&mut self, reason: &str) -> Outcome {
+        if self.lease().is_none() {
+            self.event(
+                EventKind::Revoked,
+                None,
+                0,
+                format!("(key was free) {reason}"),
+            );
+            return Outcome::Revoked { previous: None };
+        }
+        let lease = self.end_stint(EventKind::Revoked, None, reason.to_string());
+        Outcome::Revoked {
+            previous: Some(lease),
+        }
+    }
+
+    fn update(&mut self, token: u64, patch: &RecordPatch) -> Outcome {
+        let Some(lease) = self.lease().cloned().filter(|l| l.token == token) else {
+            return Outcome::Refused {
+                message: self.stale(token),
+            };
+        };
+        if let Some(offer) = self.pending_offer() {
+            return Outcome::Refused {
+                message: format!(
+                    "{} is frozen by a pending offer to {}: cancel the offer or wait for it to end",
+                    self.key, offer.to
+                ),
+            };
+        }
+        let mut record = self
+            .table
+            .cases
+            .get(self.key)
+            .map(|c| c.record.clone())
+            .unwrap_or_default();
+        let detail = patch.apply_to(&mut record);
+        if record.fields.len() > FIELDS_MAX || record.size_bytes() > RECORD_BYTES_MAX {
+            return Outcome::Invalid {
+                message: format!(
+                    "the record would hold {} fields and {} bytes: the limits are {FIELDS_MAX} \
+                     fields and {RECORD_BYTES_MAX} bytes",
+                    record.fields.len(),
+                    record.size_bytes()
+                ),
+            };
+        }
+        if !detail.is_empty() {
+            record.updated_revision = self.index;
+            self.case_mut().record = record.clone();
+            self.event(EventKind::Updated, Some(lease.holder), lease.token, detail);
+        }
+        Outcome::Updated { record }
+    }
+
+    fn assign(&mut self, to: &str, by: &str, reason: &str) -> Outcome {
+        let assignment = Assignment {
+            to: to.to_string(),
+            by: by.to_string(),
+            reason: reason.to_string(),
+            unix_ms: self.now_unix_ms,
+            revision: self.index,
+        };
+        self.case_mut().record.assigned_to = Some(assignment);
+        let detail = join(&format!("to {to} by {by}"), reason);
+        let token = self.lease().map(|l| l.token).unwrap_or(0);
+        self.event(EventKind::Assigned, None, token, detail);
+        let record = self.table.cases[self.key].record.clone();
+        Outcome::Assigned { record }
+    }
+
+    fn offer_handoff(
+        &mut self,
+        token: u64,
+        to: &str,
+        note: &HandoffNote,
+        offer_ttl_ms: u64,
+    ) -> Outcome {
+        let Some(lease) = self.lease().cloned().filter(|l| l.token == token) else {
+            return Outcome::Refused {
+                message: self.stale(token),
+            };
+        };
+        if let Some(pending) = self.pending_offer() {
+            return Outcome::Refused {
+                message: format!(
+                    "an offer of {} to {} is already pending: cancel it first",
+                    self.key, pending.to
+                ),
+            };
+        }
+        if lease.holder.name == to {
+            return Outcome::Refused {
+                message: format!("{} is already held by {to}", self.key),
+            };
+        }
+        let offer = Offer {
+            from: lease.holder.clone(),
+            from_token: lease.token,
+            to: to.to_string(),
+            note: note.clone(),
+            offer_ttl_ms,
+            offered_unix_ms: self.now_unix_ms,
+            revision: self.index,
+        };
+        self.case_mut().offer = Some(offer.clone());
+        let detail = format!("to {to}, lapses after {} s", offer_ttl_ms / 1000);
+        self.event(EventKind::Offered, Some(lease.holder), lease.token, detail);
+        Outcome::Offered { offer }
+    }
+
+    /// The pending offer, if `holder` is its addressee; otherwise the refusal.
+    fn addressed_to(&self, holder: &Holder) -> Result<Offer, Box<Outcome>> {
+        match self.pending_offer() {
+            None => Err(Box::new(Outcome::Refused {
+                message: format!("{} has no pending offer", self.key),
+            })),
+            Some(o) if o.to != holder.name => Err(Box::new(Outcome::Refused {
+                message: format!(
+                    "the offer of {} is addressed to {}, not {}",
+                    self.key, o.to, holder.name
+                ),
+            })),
+            Some(o) => Ok(o.clone()),
+        }
+    }
+
+    fn accept(&mut self, holder: &Holder, ttl_ms: u64) -> Outcome {
+        let offer = match self.addressed_to(holder) {
+            Ok(o) => o,
+            Err(refusal) => return *refusal,
+        };
+        // In one entry: the giver's token dies and the taker's is born. No gap, no overlap.
+        let lease = Lease {
+            key: self.key.to_string(),
+            holder: holder.clone(),
+            token: self.index,
+            basis: self.index,
+            renewals: 0,
+            ttl_ms,
+            since_unix_ms: self.now_unix_ms,
+            renewed_unix_ms: self.now_unix_ms,
+        };
+        self.set_lease(lease.clone());
+        self.end_offer();
+        let detail = format!("from {} (token {})", offer.from.name, offer.from_token);
+        self.event(
+            EventKind::Accepted,
+            Some(holder.clone()),
+            self.index,
+            detail,
+        );
+        Outcome::Accepted {
+            lease,
+            note: offer.note,
+            from: offer.from,
+        }
+    }
+
+    fn decline(&mut self, holder: &Holder) -> Outcome {
+        let offer = match self.addressed_to(holder) {
+            Ok(o) => o,
+            Err(refusal) => return *refusal,
+        };
+        self.end_offer();
+        let detail = format!("offer from {}", offer.from.name);
+        self.event(
+            EventKind::Declined,
+            Some(holder.clone()),
+            offer.from_token,
+            detail,
+        );
+        Outcome::Declined
+    }
+
+    fn cancel(&mut self, token: u64) -> Outcome {
+        let Some(lease) = self.lease().cloned().filter(|l| l.token == token) else {
+            return Outcome::Refused {
+                message: self.stale(token),
+            };
+        };
+        let Some(offer) = self.end_offer() else {
+            return Outcome::Refused {
+                message: format!("{} has no pending offer", self.key),
+            };
+        };
+        let detail = format!("offer to {}", offer.to);
+        self.event(EventKind::Cancelled, Some(lease.holder), token, detail);
+        Outcome::Cancelled
+    }
+
+    fn lapse(&mut self, offer_revision: u64) -> Outcome {
+        match self.pending_offer() {
+            Some(o) if o.revision == offer_revision => {
+                let offer = self.end_offer().expect("checked above");
+                let detail = format!(
+                    "offer to {} lapsed; {} keeps the key",
+                    offer.to, offer.from.name
+                );
+                self.event(EventKind::Lapsed, None, offer.from_token, detail);
+                Outcome::Lapsed
+            }
+            _ => Outcome::LapseIgnored,
+        }
+    }
+}
+
+/// Joins two detail phrases with "; ", skipping empty ones.
+fn join(a: &str, b: &str) -> String {
+    match (a.is_empty(), b.is_empty()) {
+        (true, _) => b.to_string(),
+        (_, true) => a.to_string(),
+        _ => format!("{a}; {b}"),
     }
 }

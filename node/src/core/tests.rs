@@ -49,6 +49,7 @@ fn release(key: &str, token: u64) -> LogCommand {
     cmd(Op::Release {
         key: key.into(),
         token,
+        final_status: None,
     })
 }
 
@@ -96,6 +97,7 @@ fn claim_of_held_key_is_refused_naming_holder_and_token() {
         Outcome::Held {
             lease,
             same_name_other_process,
+            ..
         } => {
             assert_eq!(lease.holder, a);
             assert_eq!(lease.token, 3);
@@ -114,6 +116,7 @@ fn same_name_other_process_is_refused_and_told_so() {
         Outcome::Held {
             same_name_other_process,
             lease,
+            ..
         } => {
             assert!(same_name_other_process);
             assert_eq!(lease.holder.client_id, "p1");
@@ -131,6 +134,7 @@ fn reclaim_by_same_process_keeps_token_and_renews() {
         Outcome::Granted {
             lease,
             already_held,
+            ..
         } => {
             assert!(already_held);
             assert_eq!(lease.token, 3);
@@ -494,6 +498,7 @@ fn a_request_id_reused_for_another_operation_is_refused() {
     let release_op = Op::Release {
         key: "k".into(),
         token: 3,
+        final_status: None,
     };
     let msg = invalid(t.apply(4, &cmd_from("ca", 1, release_op)));
     assert!(
@@ -513,6 +518,7 @@ fn fingerprints_differ_by_kind_and_field() {
         Op::Release {
             key: "k".into(),
             token: 1,
+            final_status: None,
         },
         Op::Renew {
             key: "k".into(),

@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::case::{Assignment, HandoffNote, Offer, Record, RecordPatch};
+
 /// A fencing token: the Raft log index of the entry that granted a lease.
 pub type FencingToken = u64;
 
@@ -28,6 +30,8 @@ pub struct Lease {
     /// Log index of the grant or of the latest renewal: the instant each node counts the TTL
     /// from is its own apply of this entry, and an `Expire` must name it to take effect.
     pub basis: u64,
+    /// Renewals since the grant (the history records them as a count, not one by one).
+    pub renewals: u64,
     pub ttl_ms: u64,
     /// Leader's wall clock at the grant; for people only, decides nothing.
     pub since_unix_ms: u64,
@@ -69,6 +73,8 @@ pub enum Op {
     Release {
         key: String,
         token: FencingToken,
+        /// Sets the record's status in the same entry.
+        final_status: Option<String>,
     },
     /// Proposed by the leader when the TTL counted from its own apply of `basis` has run
     /// out. Takes effect only if the lease still has this token and basis: an `Expire` that
@@ -82,6 +88,45 @@ pub enum Op {
     Revoke {
         key: String,
         reason: String,
+    },
+    /// Fenced write to the record.
+    Update {
+        key: String,
+        token: FencingToken,
+        patch: RecordPatch,
+    },
+    /// Routing metadata: who a dispatcher wanted. Reserves nothing.
+    Assign {
+        key: String,
+        to: String,
+        by: String,
+        reason: String,
+    },
+    Offer {
+        key: String,
+        token: FencingToken,
+        to: String,
+        note: HandoffNote,
+        offer_ttl_ms: u64,
+    },
+    Accept {
+        key: String,
+        holder: Holder,
+        ttl_ms: u64,
+    },
+    Decline {
+        key: String,
+        holder: Holder,
+    },
+    Cancel {
+        key: String,
+        token: FencingToken,
+    },
+    /// Proposed by the leader when an offer's TTL, counted from its own apply of the offer,
+    /// has run out. Takes effect only if that offer (by revision) is still pending.
+    Lapse {
+        key: String,
+        offer_revision: u64,
     },
 }
 
@@ -117,10 +162,15 @@ impl Op {
                 feed(key.as_bytes());
                 feed(&token.to_le_bytes());
             }
-            Op::Release { key, token } => {
+            Op::Release {
+                key,
+                token,
+                final_status,
+            } => {
                 feed(b"release");
                 feed(key.as_bytes());
                 feed(&token.to_le_bytes());
+                feed(final_status.as_deref().unwrap_or("").as_bytes());
             }
             Op::Expire { key, token, basis } => {
                 feed(b"expire");
@@ -133,6 +183,49 @@ impl Op {
                 feed(key.as_bytes());
                 feed(reason.as_bytes());
             }
+            // The remaining operations are told apart by kind, key and their identifying
+            // fields; a request id reused for another operation of the same kind on the same
+            // key with the same identity is not worth a full encoding.
+            Op::Update { key, token, .. } => {
+                feed(b"update");
+                feed(key.as_bytes());
+                feed(&token.to_le_bytes());
+            }
+            Op::Assign { key, to, by, .. } => {
+                feed(b"assign");
+                feed(key.as_bytes());
+                feed(to.as_bytes());
+                feed(by.as_bytes());
+            }
+            Op::Offer { key, token, to, .. } => {
+                feed(b"offer");
+                feed(key.as_bytes());
+                feed(&token.to_le_bytes());
+                feed(to.as_bytes());
+            }
+            Op::Accept { key, holder, .. } => {
+                feed(b"accept");
+                feed(key.as_bytes());
+                feed(holder.client_id.as_bytes());
+            }
+            Op::Decline { key, holder } => {
+                feed(b"decline");
+                feed(key.as_bytes());
+                feed(holder.client_id.as_bytes());
+            }
+            Op::Cancel { key, token } => {
+                feed(b"cancel");
+                feed(key.as_bytes());
+                feed(&token.to_le_bytes());
+            }
+            Op::Lapse {
+                key,
+                offer_revision,
+            } => {
+                feed(b"lapse");
+                feed(key.as_bytes());
+                feed(&offer_revision.to_le_bytes());
+            }
         }
         hash
     }
@@ -144,7 +237,14 @@ impl Op {
             | Op::Renew { key, .. }
             | Op::Release { key, .. }
             | Op::Expire { key, .. }
-            | Op::Revoke { key, .. } => key,
+            | Op::Revoke { key, .. }
+            | Op::Update { key, .. }
+            | Op::Assign { key, .. }
+            | Op::Offer { key, .. }
+            | Op::Accept { key, .. }
+            | Op::Decline { key, .. }
+            | Op::Cancel { key, .. }
+            | Op::Lapse { key, .. } => key,
         }
     }
 }
@@ -154,15 +254,17 @@ impl Op {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
     /// The claimant holds the key. `already_held`: it held it before (same client id), so the
-    /// token is unchanged and the lease was renewed.
+    /// token is unchanged and the lease was renewed. `assignment`: who a dispatcher wanted.
     Granted {
         lease: Lease,
         already_held: bool,
+        assignment: Option<Assignment>,
     },
     /// Someone else holds the key.
     Held {
         lease: Lease,
         same_name_other_process: bool,
+        assignment: Option<Assignment>,
     },
     Renewed {
         lease: Lease,
@@ -189,6 +291,32 @@ pub enum Outcome {
     /// A retry whose first answer is no longer remembered: it may or may not have been
     /// applied, so it is not applied again. Nothing changed; the caller should probe.
     RetryTooOld {
+        message: String,
+    },
+    Updated {
+        record: Record,
+    },
+    Assigned {
+        record: Record,
+    },
+    Offered {
+        offer: Offer,
+    },
+    /// The taker holds the key with a new token; the giver's token is dead.
+    Accepted {
+        lease: Lease,
+        note: HandoffNote,
+        from: Holder,
+    },
+    Declined,
+    Cancelled,
+    Lapsed,
+    /// A `Lapse` for an offer that already ended: nothing changed.
+    LapseIgnored,
+    /// A request that is well-formed but not allowed now (stale token, frozen record, no
+    /// offer, not the addressee, an offer already pending). Nothing changed. gRPC
+    /// `FAILED_PRECONDITION`.
+    Refused {
         message: String,
     },
     /// Entries that carry no operation (blank, membership).

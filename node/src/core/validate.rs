@@ -3,6 +3,7 @@
 //! Each error message names the field, the rule and the value's size so that a person can
 //! fix the request without reading the code.
 
+use super::case::{HandoffNote, RecordPatch};
 use super::limits::*;
 use super::types::{Holder, Op, RequestId};
 
@@ -90,6 +91,107 @@ pub fn prefix(prefix: &str) -> Result<(), InvalidInput> {
     check_text("prefix", prefix, PREFIX_BYTES_MAX)
 }
 
+/// A status word: `open`, `in_progress`, `blocked`, `verified`, `done`, or a custom one.
+pub fn status(status: &str) -> Result<(), InvalidInput> {
+    if status.is_empty() || status.len() > STATUS_BYTES_MAX {
+        return invalid(format!(
+            "status {status:?} must be 1 to {STATUS_BYTES_MAX} bytes (open, in_progress, \
+             blocked, verified, done, or a word of your own)"
+        ));
+    }
+    if !status
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    {
+        return invalid(format!(
+            "status {status:?} must be one word of a-z, 0-9, '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+pub fn patch(patch: &RecordPatch) -> Result<(), InvalidInput> {
+    if patch.is_empty() {
+        return invalid("the update changes nothing: give a status, summary or fields".into());
+    }
+    if let Some(s) = &patch.status {
+        status(s)?;
+    }
+    if let Some(summary) = &patch.summary {
+        if summary.len() > SUMMARY_BYTES_MAX {
+            return invalid(format!(
+                "summary is {} bytes: the limit is {SUMMARY_BYTES_MAX} bytes",
+                summary.len()
+            ));
+        }
+    }
+    if patch.set_fields.len() + patch.remove_fields.len() > FIELDS_MAX {
+        return invalid(format!(
+            "the update touches {} fields: a record has at most {FIELDS_MAX}",
+            patch.set_fields.len() + patch.remove_fields.len()
+        ));
+    }
+    for name in patch.set_fields.keys().chain(&patch.remove_fields) {
+        check_text("field name", name, FIELD_NAME_BYTES_MAX)?;
+    }
+    let values: usize = patch
+        .set_fields
+        .iter()
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    if values > RECORD_BYTES_MAX {
+        return invalid(format!(
+            "the fields are {values} bytes: a record holds at most {RECORD_BYTES_MAX} bytes"
+        ));
+    }
+    Ok(())
+}
+
+pub fn note(note: &HandoffNote) -> Result<(), InvalidInput> {
+    if note.size_bytes() > NOTE_BYTES_MAX {
+        return invalid(format!(
+            "the note is {} bytes: the limit is {NOTE_BYTES_MAX} bytes",
+            note.size_bytes()
+        ));
+    }
+    if note.volatile_facts.len() > VOLATILE_FACTS_MAX {
+        return invalid(format!(
+            "the note has {} volatile facts: the limit is {VOLATILE_FACTS_MAX}",
+            note.volatile_facts.len()
+        ));
+    }
+    if note.changed_files.len() + note.dirty_files.len() > NOTE_FILES_MAX {
+        return invalid(format!(
+            "the note lists {} files: the limit is {NOTE_FILES_MAX}",
+            note.changed_files.len() + note.dirty_files.len()
+        ));
+    }
+    for fact in &note.volatile_facts {
+        check_text("volatile fact name", &fact.name, HOLDER_NAME_BYTES_MAX)?;
+        if fact.check_command.trim().is_empty() {
+            return invalid(format!(
+                "volatile fact {:?} has no check command: say how to re-measure it",
+                fact.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub fn offer_ttl_ms(ttl: u64) -> Result<(), InvalidInput> {
+    if !(OFFER_TTL_MS_MIN..=OFFER_TTL_MS_MAX).contains(&ttl) {
+        return invalid(format!(
+            "offer ttl {ttl} ms is out of range: give {OFFER_TTL_MS_MIN} to {OFFER_TTL_MS_MAX} ms"
+        ));
+    }
+    Ok(())
+}
+
+/// A holder name given on its own (assignment target, offer addressee).
+pub fn holder_name(field: &str, name: &str) -> Result<(), InvalidInput> {
+    check_text(field, name, HOLDER_NAME_BYTES_MAX)
+}
+
 /// Validates an operation against the core's absolute limits.
 pub fn op(op: &Op) -> Result<(), InvalidInput> {
     key(op.key())?;
@@ -102,7 +204,7 @@ pub fn op(op: &Op) -> Result<(), InvalidInput> {
             holder(h)?;
             ttl_ms(*t, TTL_MS_FLOOR, TTL_MS_MAX)
         }
-        Op::Renew { token: t, .. } | Op::Release { token: t, .. } => token(*t),
+        Op::Renew { token: t, .. } => token(*t),
         Op::Expire {
             token: t, basis, ..
         } => {
@@ -113,5 +215,58 @@ pub fn op(op: &Op) -> Result<(), InvalidInput> {
             Ok(())
         }
         Op::Revoke { reason: r, .. } => reason(r),
+        Op::Release {
+            token: t,
+            final_status,
+            ..
+        } => {
+            token(*t)?;
+            match final_status {
+                Some(s) => status(s),
+                None => Ok(()),
+            }
+        }
+        Op::Update {
+            token: t, patch: p, ..
+        } => {
+            token(*t)?;
+            patch(p)
+        }
+        Op::Assign {
+            to, by, reason: r, ..
+        } => {
+            holder_name("assignee", to)?;
+            holder_name("assigned by", by)?;
+            if r.len() > REASON_BYTES_MAX {
+                return invalid(format!(
+                    "reason is {} bytes: the limit is {REASON_BYTES_MAX} bytes",
+                    r.len()
+                ));
+            }
+            Ok(())
+        }
+        Op::Offer {
+            token: t,
+            to,
+            note: n,
+            offer_ttl_ms: ttl,
+            ..
+        } => {
+            token(*t)?;
+            holder_name("offer addressee", to)?;
+            note(n)?;
+            offer_ttl_ms(*ttl)
+        }
+        Op::Accept {
+            holder: h,
+            ttl_ms: t,
+            ..
+        } => {
+            holder(h)?;
+            ttl_ms(*t, TTL_MS_FLOOR, TTL_MS_MAX)
+        }
+        Op::Decline { holder: h, .. } => holder(h),
+        Op::Cancel { token: t, .. } => token(*t),
+        Op::Lapse { offer_revision, .. } => token(*offer_revision),
     }
 }

@@ -108,7 +108,7 @@ impl Ctx {
             .into()),
             Ok(Ok(resp)) => match resp.data {
                 Outcome::Invalid { message } => Err(Status::invalid_argument(message).into()),
-                Outcome::RetryTooOld { message } => {
+                Outcome::RetryTooOld { message } | Outcome::Refused { message } => {
                     Err(Status::failed_precondition(message).into())
                 }
                 outcome => Ok((outcome, resp.log_id.index)),
@@ -161,16 +161,20 @@ impl Ctx {
             Outcome::Granted {
                 lease,
                 already_held,
+                assignment,
             } => O::Granted(pb::Granted {
                 lease: Some(self.lease(&lease)),
                 already_held,
+                assignment: assignment.as_ref().map(convert::assignment),
             }),
             Outcome::Held {
                 lease,
                 same_name_other_process,
+                assignment,
             } => O::Held(pb::Held {
                 lease: Some(self.lease(&lease)),
                 same_name_other_process,
+                assignment: assignment.as_ref().map(convert::assignment),
             }),
             other => return Err(unexpected(other)),
         };
@@ -231,6 +235,120 @@ impl Ctx {
             }
             other => Err(unexpected(other)),
         }
+    }
+
+    async fn update(&self, req: pb::UpdateRequest) -> Result<pb::UpdateResponse, Refusal> {
+        let (id, op) = convert::update(req)?;
+        match self.propose(id, op).await? {
+            (Outcome::Updated { record }, revision) => Ok(pb::UpdateResponse {
+                record: Some(convert::pb_record(&record)),
+                revision,
+            }),
+            (other, _) => Err(unexpected(other)),
+        }
+    }
+
+    async fn assign(&self, req: pb::AssignRequest) -> Result<pb::AssignResponse, Refusal> {
+        let (id, op) = convert::assign(req)?;
+        match self.propose(id, op).await? {
+            (Outcome::Assigned { record }, revision) => Ok(pb::AssignResponse {
+                record: Some(convert::pb_record(&record)),
+                revision,
+            }),
+            (other, _) => Err(unexpected(other)),
+        }
+    }
+
+    async fn offer(&self, req: pb::OfferRequest) -> Result<pb::OfferResponse, Refusal> {
+        let (id, op) = convert::offer(req)?;
+        let key = op.key().to_string();
+        match self.propose(id, op).await? {
+            (Outcome::Offered { offer }, revision) => Ok(pb::OfferResponse {
+                offer: Some(convert::pb_offer(&key, &offer, self.sm.offer_countdowns())),
+                revision,
+            }),
+            (other, _) => Err(unexpected(other)),
+        }
+    }
+
+    async fn accept(&self, req: pb::AcceptRequest) -> Result<pb::AcceptResponse, Refusal> {
+        let (id, op) = convert::accept(req, self.ttl)?;
+        match self.propose(id, op).await? {
+            (Outcome::Accepted { lease, note, from }, revision) => Ok(pb::AcceptResponse {
+                lease: Some(self.lease(&lease)),
+                note: Some(convert::pb_note(&note)),
+                from: Some(pb::Holder {
+                    name: from.name,
+                    client_id: from.client_id,
+                }),
+                revision,
+            }),
+            (other, _) => Err(unexpected(other)),
+        }
+    }
+
+    async fn decline(&self, req: pb::DeclineRequest) -> Result<pb::DeclineResponse, Refusal> {
+        let (id, op) = convert::decline(req)?;
+        match self.propose(id, op).await? {
+            (Outcome::Declined, revision) => Ok(pb::DeclineResponse { revision }),
+            (other, _) => Err(unexpected(other)),
+        }
+    }
+
+    async fn cancel(&self, req: pb::CancelRequest) -> Result<pb::CancelResponse, Refusal> {
+        let (id, op) = convert::cancel(req)?;
+        match self.propose(id, op).await? {
+            (Outcome::Cancelled, revision) => Ok(pb::CancelResponse { revision }),
+            (other, _) => Err(unexpected(other)),
+        }
+    }
+
+    async fn get_record(
+        &self,
+        req: pb::GetRecordRequest,
+    ) -> Result<pb::GetRecordResponse, Refusal> {
+        validate::key(&req.key).map_err(convert::invalid)?;
+        if !req.stale {
+            self.linearize().await?;
+        }
+        let offers = self.sm.offer_countdowns();
+        let (record, lease, revision) = self.sm.read(|s| {
+            let record = match s.table.case(&req.key) {
+                Some(case) => convert::pb_case_record(&req.key, case, offers),
+                None => pb::Record::default(),
+            };
+            (record, s.table.lease(&req.key).cloned(), revision(s))
+        });
+        Ok(pb::GetRecordResponse {
+            record: Some(record),
+            lease: lease.map(|l| self.lease(&l)),
+            revision,
+        })
+    }
+
+    async fn history(&self, req: pb::HistoryRequest) -> Result<pb::HistoryResponse, Refusal> {
+        validate::key(&req.key).map_err(convert::invalid)?;
+        if !req.stale {
+            self.linearize().await?;
+        }
+        Ok(self.sm.read(|s| {
+            let (events, dropped) = match s.table.case(&req.key) {
+                Some(case) => (
+                    case.history
+                        .events
+                        .iter()
+                        .map(|e| convert::pb_event(&req.key, e))
+                        .collect(),
+                    case.history.dropped,
+                ),
+                None => (Vec::new(), 0),
+            };
+            pb::HistoryResponse {
+                events,
+                dropped,
+                revision: revision(s),
+            }
+        }))
     }
 
     async fn probe(&self, req: pb::ProbeRequest) -> Result<pb::ProbeResponse, Refusal> {
@@ -457,6 +575,102 @@ impl pb::baton_server::Baton for BatonServer {
             req,
             |ctx, m| async move { ctx.revoke(m).await },
             |mut c, r| async move { c.revoke(r).await },
+        )
+        .await
+    }
+
+    async fn update(
+        &self,
+        req: Request<pb::UpdateRequest>,
+    ) -> Result<Response<pb::UpdateResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.update(m).await },
+            |mut c, r| async move { c.update(r).await },
+        )
+        .await
+    }
+
+    async fn assign(
+        &self,
+        req: Request<pb::AssignRequest>,
+    ) -> Result<Response<pb::AssignResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.assign(m).await },
+            |mut c, r| async move { c.assign(r).await },
+        )
+        .await
+    }
+
+    async fn get_record(
+        &self,
+        req: Request<pb::GetRecordRequest>,
+    ) -> Result<Response<pb::GetRecordResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.get_record(m).await },
+            |mut c, r| async move { c.get_record(r).await },
+        )
+        .await
+    }
+
+    async fn history(
+        &self,
+        req: Request<pb::HistoryRequest>,
+    ) -> Result<Response<pb::HistoryResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.history(m).await },
+            |mut c, r| async move { c.history(r).await },
+        )
+        .await
+    }
+
+    async fn offer(
+        &self,
+        req: Request<pb::OfferRequest>,
+    ) -> Result<Response<pb::OfferResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.offer(m).await },
+            |mut c, r| async move { c.offer(r).await },
+        )
+        .await
+    }
+
+    async fn accept(
+        &self,
+        req: Request<pb::AcceptRequest>,
+    ) -> Result<Response<pb::AcceptResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.accept(m).await },
+            |mut c, r| async move { c.accept(r).await },
+        )
+        .await
+    }
+
+    async fn decline(
+        &self,
+        req: Request<pb::DeclineRequest>,
+    ) -> Result<Response<pb::DeclineResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.decline(m).await },
+            |mut c, r| async move { c.decline(r).await },
+        )
+        .await
+    }
+
+    async fn cancel(
+        &self,
+        req: Request<pb::CancelRequest>,
+    ) -> Result<Response<pb::CancelResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.cancel(m).await },
+            |mut c, r| async move { c.cancel(r).await },
         )
         .await
     }

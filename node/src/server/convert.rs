@@ -6,7 +6,10 @@ use baton_proto::v1 as pb;
 use tonic::Status;
 
 use crate::core::validate::{self, InvalidInput};
-use crate::core::{Holder, Lease, Op, RequestId};
+use crate::core::{
+    Assignment, CaseFile, Event, HandoffNote, Holder, Lease, Offer, Op, Record, RecordPatch,
+    RequestId, VolatileFact,
+};
 use crate::expiry::Countdowns;
 
 /// Turns a validation failure into the gRPC error clients see.
@@ -69,9 +72,17 @@ pub fn renew(req: pb::RenewRequest) -> Result<(Option<RequestId>, Op), Status> {
 pub fn release(req: pb::ReleaseRequest) -> Result<(Option<RequestId>, Op), Status> {
     validate::key(&req.key).map_err(invalid)?;
     validate::token(req.token).map_err(invalid)?;
+    let final_status = match req.final_status.as_str() {
+        "" => None,
+        s => {
+            validate::status(s).map_err(invalid)?;
+            Some(req.final_status.clone())
+        }
+    };
     let op = Op::Release {
         key: req.key,
         token: req.token,
+        final_status,
     };
     Ok((request_id(req.request_id)?, op))
 }
@@ -104,5 +115,205 @@ pub fn lease(lease: &Lease, countdowns: &Countdowns) -> pb::Lease {
         renewed_at_unix_ms: lease.renewed_unix_ms,
         remaining_ms: remaining,
         basis: lease.basis,
+    }
+}
+
+fn holder_of(holder: Option<pb::Holder>) -> Result<Holder, Status> {
+    let holder = holder
+        .ok_or_else(|| Status::invalid_argument("holder is missing: give a name and client id"))?;
+    let holder = Holder {
+        name: holder.name,
+        client_id: holder.client_id,
+    };
+    validate::holder(&holder).map_err(invalid)?;
+    Ok(holder)
+}
+
+fn pb_holder(h: &Holder) -> pb::Holder {
+    pb::Holder {
+        name: h.name.clone(),
+        client_id: h.client_id.clone(),
+    }
+}
+
+pub fn update(req: pb::UpdateRequest) -> Result<(Option<RequestId>, Op), Status> {
+    validate::key(&req.key).map_err(invalid)?;
+    validate::token(req.token).map_err(invalid)?;
+    let p = req.patch.unwrap_or_default();
+    let patch = RecordPatch {
+        status: p.status,
+        summary: p.summary,
+        set_fields: p.set_fields.into_iter().collect(),
+        remove_fields: p.remove_fields,
+    };
+    validate::patch(&patch).map_err(invalid)?;
+    let op = Op::Update {
+        key: req.key,
+        token: req.token,
+        patch,
+    };
+    Ok((request_id(req.request_id)?, op))
+}
+
+pub fn assign(req: pb::AssignRequest) -> Result<(Option<RequestId>, Op), Status> {
+    let op = Op::Assign {
+        key: req.key,
+        to: req.to,
+        by: req.by,
+        reason: req.reason,
+    };
+    validate::op(&op).map_err(invalid)?;
+    Ok((request_id(req.request_id)?, op))
+}
+
+pub fn note(n: pb::HandoffNote) -> HandoffNote {
+    HandoffNote {
+        commit: n.commit,
+        branch: n.branch,
+        done: n.done,
+        remaining: n.remaining,
+        blocked: n.blocked,
+        rebuild: n.rebuild,
+        first_step: n.first_step,
+        changed_files: n.changed_files,
+        dirty_files: n.dirty_files,
+        volatile_facts: n
+            .volatile_facts
+            .into_iter()
+            .map(|f| VolatileFact {
+                name: f.name,
+                claimed_value: f.claimed_value,
+                check_command: f.check_command,
+            })
+            .collect(),
+    }
+}
+
+pub fn offer(req: pb::OfferRequest) -> Result<(Option<RequestId>, Op), Status> {
+    let op = Op::Offer {
+        key: req.key,
+        token: req.token,
+        to: req.to,
+        note: note(req.note.unwrap_or_default()),
+        offer_ttl_ms: req.offer_ttl_ms,
+    };
+    validate::op(&op).map_err(invalid)?;
+    Ok((request_id(req.request_id)?, op))
+}
+
+pub fn accept(req: pb::AcceptRequest, ttl: TtlBounds) -> Result<(Option<RequestId>, Op), Status> {
+    validate::key(&req.key).map_err(invalid)?;
+    let holder = holder_of(req.holder)?;
+    validate::ttl_ms(req.ttl_ms, ttl.min_ms, ttl.max_ms).map_err(invalid)?;
+    let op = Op::Accept {
+        key: req.key,
+        holder,
+        ttl_ms: req.ttl_ms,
+    };
+    Ok((request_id(req.request_id)?, op))
+}
+
+pub fn decline(req: pb::DeclineRequest) -> Result<(Option<RequestId>, Op), Status> {
+    validate::key(&req.key).map_err(invalid)?;
+    let op = Op::Decline {
+        key: req.key,
+        holder: holder_of(req.holder)?,
+    };
+    Ok((request_id(req.request_id)?, op))
+}
+
+pub fn cancel(req: pb::CancelRequest) -> Result<(Option<RequestId>, Op), Status> {
+    let op = Op::Cancel {
+        key: req.key,
+        token: req.token,
+    };
+    validate::op(&op).map_err(invalid)?;
+    Ok((request_id(req.request_id)?, op))
+}
+
+pub fn assignment(a: &Assignment) -> pb::Assignment {
+    pb::Assignment {
+        to: a.to.clone(),
+        by: a.by.clone(),
+        reason: a.reason.clone(),
+        assigned_at_unix_ms: a.unix_ms,
+        revision: a.revision,
+    }
+}
+
+pub fn pb_note(n: &HandoffNote) -> pb::HandoffNote {
+    pb::HandoffNote {
+        commit: n.commit.clone(),
+        branch: n.branch.clone(),
+        done: n.done.clone(),
+        remaining: n.remaining.clone(),
+        blocked: n.blocked.clone(),
+        rebuild: n.rebuild.clone(),
+        first_step: n.first_step.clone(),
+        changed_files: n.changed_files.clone(),
+        dirty_files: n.dirty_files.clone(),
+        volatile_facts: n
+            .volatile_facts
+            .iter()
+            .map(|f| pb::VolatileFact {
+                name: f.name.clone(),
+                claimed_value: f.claimed_value.clone(),
+                check_command: f.check_command.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// An offer as clients see it, with this node's estimate of the time before it lapses.
+pub fn pb_offer(key: &str, o: &Offer, offer_countdowns: &Countdowns) -> pb::Offer {
+    let remaining = offer_countdowns
+        .remaining(key, o.revision)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(o.offer_ttl_ms);
+    pb::Offer {
+        from: Some(pb_holder(&o.from)),
+        from_token: o.from_token,
+        to: o.to.clone(),
+        note: Some(pb_note(&o.note)),
+        offer_ttl_ms: o.offer_ttl_ms,
+        offered_at_unix_ms: o.offered_unix_ms,
+        revision: o.revision,
+        remaining_ms: remaining,
+    }
+}
+
+pub fn pb_record(record: &Record) -> pb::Record {
+    pb::Record {
+        status: record.status.clone(),
+        summary: record.summary.clone(),
+        fields: record.fields.clone().into_iter().collect(),
+        assigned_to: record.assigned_to.as_ref().map(assignment),
+        pending_offer: None,
+        last_note: None,
+        updated_revision: record.updated_revision,
+    }
+}
+
+/// A whole case file's record view: the record plus its pending offer and last note.
+pub fn pb_case_record(key: &str, case: &CaseFile, offer_countdowns: &Countdowns) -> pb::Record {
+    pb::Record {
+        pending_offer: case
+            .offer
+            .as_ref()
+            .map(|o| pb_offer(key, o, offer_countdowns)),
+        last_note: case.last_note.as_ref().map(pb_note),
+        ..pb_record(&case.record)
+    }
+}
+
+pub fn pb_event(key: &str, e: &Event) -> pb::Event {
+    pb::Event {
+        revision: e.revision,
+        key: key.to_string(),
+        kind: e.kind.as_str().to_string(),
+        actor: e.actor.as_ref().map(pb_holder),
+        token: e.token,
+        at_unix_ms: e.unix_ms,
+        detail: e.detail.clone(),
     }
 }

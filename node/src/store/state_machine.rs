@@ -17,7 +17,9 @@ use sled::transaction::{ConflictableTransactionError, TransactionError, Transact
 use super::flush::Flusher;
 use super::{decode, encode, write_durably};
 use crate::core::table::Answer;
-use crate::core::{Changes, ClientSession, Lease, LeaseTable, Outcome};
+use crate::core::{
+    CaseFile, Changes, ClientSession, Event, HandoffNote, Lease, LeaseTable, Offer, Outcome, Record,
+};
 use crate::expiry::Countdowns;
 use crate::raft_types::{
     Entry, LogId, Snapshot, SnapshotData, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
@@ -30,6 +32,14 @@ const SESSION_PREFIX: &[u8] = b"s/";
 /// answer keeps every stored value small: sled writes values over ~128 KiB to blob files it
 /// never fsyncs.
 const ANSWER_PREFIX: &[u8] = b"a/";
+/// `c/<key>` -> `CaseHead` (record and compacted-history count).
+const CASE_PREFIX: &[u8] = b"c/";
+/// `o/<key>` -> the pending `Offer`.
+const OFFER_PREFIX: &[u8] = b"o/";
+/// `n/<key>` -> the last handoff note.
+const NOTE_PREFIX: &[u8] = b"n/";
+/// `h/<key>/<revision, 8 bytes big-endian>` -> one history `Event`.
+const EVENT_PREFIX: &[u8] = b"h/";
 const KEY_APPLIED: &[u8] = b"last_applied";
 const KEY_MEMBERSHIP: &[u8] = b"membership";
 /// Set while a received snapshot is being copied into `sm_data`; if a crash leaves it set,
@@ -62,7 +72,10 @@ struct Shared {
     snapshot_dir: PathBuf,
     /// Serializes snapshot file writes, so an older snapshot never replaces a newer one.
     snapshot_lock: tokio::sync::Mutex<()>,
+    /// Lease countdowns (expiry).
     countdowns: Arc<Countdowns>,
+    /// Offer countdowns (lapse).
+    offer_countdowns: Arc<Countdowns>,
 }
 
 /// The state machine. Clones share state: the gRPC server keeps one to serve reads.
@@ -77,6 +90,50 @@ fn lease_key(key: &str) -> Vec<u8> {
 
 fn session_key(client_id: &str) -> Vec<u8> {
     [SESSION_PREFIX, client_id.as_bytes()].concat()
+}
+
+fn prefixed(prefix: &[u8], key: &str) -> Vec<u8> {
+    [prefix, key.as_bytes()].concat()
+}
+
+fn event_key(key: &str, revision: u64) -> Vec<u8> {
+    [EVENT_PREFIX, key.as_bytes(), b"/", &revision.to_be_bytes()].concat()
+}
+
+/// The name part of `<prefix><name>/<8 bytes>` keys.
+fn name_before_suffix(prefix: &[u8], stored: &[u8]) -> Result<String, String> {
+    let name = stored
+        .get(prefix.len()..stored.len().saturating_sub(9))
+        .ok_or("short key")?;
+    String::from_utf8(name.to_vec()).map_err(sled_err)
+}
+
+/// A case file as stored, without its offer, last note and events (each stored apart, so
+/// no value grows past sled's unsynced-blob size).
+#[derive(Serialize, Deserialize)]
+struct CaseHead {
+    record: Record,
+    history_dropped: u64,
+}
+
+fn case_writes(key: &str, case: Option<&CaseFile>) -> [(Vec<u8>, Option<Vec<u8>>); 3] {
+    let head = case.map(|c| {
+        encode(&CaseHead {
+            record: c.record.clone(),
+            history_dropped: c.history.dropped,
+        })
+    });
+    [
+        (prefixed(CASE_PREFIX, key), head),
+        (
+            prefixed(OFFER_PREFIX, key),
+            case.and_then(|c| c.offer.as_ref()).map(encode),
+        ),
+        (
+            prefixed(NOTE_PREFIX, key),
+            case.and_then(|c| c.last_note.as_ref()).map(encode),
+        ),
+    ]
 }
 
 fn answer_key(client_id: &str, seq: u64) -> Vec<u8> {
@@ -125,6 +182,7 @@ impl StateMachine {
                 flusher,
                 snapshot_dir: snapshot_dir.to_path_buf(),
                 snapshot_lock: tokio::sync::Mutex::new(()),
+                offer_countdowns: Arc::new(countdowns.sibling()),
                 countdowns,
             }),
         };
@@ -145,7 +203,7 @@ impl StateMachine {
                 state = file.state;
             }
         }
-        sm.shared.countdowns.restart_all(state.table.leases());
+        sm.restart_countdowns(&state);
         *sm.shared.state.write().expect("state lock") = state;
         Ok(sm)
     }
@@ -168,13 +226,43 @@ impl StateMachine {
             };
             sessions.insert(id, session);
         }
+        let mut cases: std::collections::BTreeMap<String, CaseFile> = Default::default();
+        for item in self.shared.data.scan_prefix(CASE_PREFIX) {
+            let (k, bytes) = item.map_err(sled_err)?;
+            let key = String::from_utf8(k[CASE_PREFIX.len()..].to_vec()).map_err(sled_err)?;
+            let head: CaseHead = decode(&bytes).map_err(sled_err)?;
+            let case = cases.entry(key).or_default();
+            case.record = head.record;
+            case.history.dropped = head.history_dropped;
+        }
+        for item in self.shared.data.scan_prefix(OFFER_PREFIX) {
+            let (k, bytes) = item.map_err(sled_err)?;
+            let key = String::from_utf8(k[OFFER_PREFIX.len()..].to_vec()).map_err(sled_err)?;
+            let offer: Offer = decode(&bytes).map_err(sled_err)?;
+            cases.entry(key).or_default().offer = Some(offer);
+        }
+        for item in self.shared.data.scan_prefix(NOTE_PREFIX) {
+            let (k, bytes) = item.map_err(sled_err)?;
+            let key = String::from_utf8(k[NOTE_PREFIX.len()..].to_vec()).map_err(sled_err)?;
+            let note: HandoffNote = decode(&bytes).map_err(sled_err)?;
+            cases.entry(key).or_default().last_note = Some(note);
+        }
+        // Events come in key order: by key, then by revision (big-endian).
+        for item in self.shared.data.scan_prefix(EVENT_PREFIX) {
+            let (k, bytes) = item.map_err(sled_err)?;
+            let key = name_before_suffix(EVENT_PREFIX, &k)?;
+            let event: Event = decode(&bytes).map_err(sled_err)?;
+            cases
+                .entry(key)
+                .or_default()
+                .history
+                .events
+                .push_back(event);
+        }
         // Answers come in key order: by client id, then by seq (big-endian).
         for item in self.shared.data.scan_prefix(ANSWER_PREFIX) {
             let (key, bytes) = item.map_err(sled_err)?;
-            let id_bytes = key
-                .get(ANSWER_PREFIX.len()..key.len().saturating_sub(9))
-                .ok_or("short answer key")?;
-            let id = String::from_utf8(id_bytes.to_vec()).map_err(sled_err)?;
+            let id = name_before_suffix(ANSWER_PREFIX, &key)?;
             let answer: Answer = decode(&bytes).map_err(sled_err)?;
             sessions
                 .get_mut(&id)
@@ -191,7 +279,7 @@ impl StateMachine {
             None => StoredMembership::default(),
         };
         Ok(SmState {
-            table: LeaseTable::from_parts(leases, sessions),
+            table: LeaseTable::from_parts(leases, cases, sessions),
             last_applied,
             membership,
         })
@@ -218,6 +306,16 @@ impl StateMachine {
         for lease in state.table.leases() {
             batch.insert(lease_key(&lease.key), encode(lease));
         }
+        for (key, case) in state.table.cases() {
+            for (k, v) in case_writes(key, Some(case)) {
+                if let Some(v) = v {
+                    batch.insert(k, v);
+                }
+            }
+            for event in &case.history.events {
+                batch.insert(event_key(key, event.revision), encode(event));
+            }
+        }
         for (id, session) in state.table.sessions() {
             batch.insert(session_key(id), session_header(session));
             for answer in &session.answers {
@@ -240,12 +338,43 @@ impl StateMachine {
         &self.shared.countdowns
     }
 
+    pub fn offer_countdowns(&self) -> &Arc<Countdowns> {
+        &self.shared.offer_countdowns
+    }
+
+    /// Starts every countdown now, for state learned from disk or a snapshot.
+    fn restart_countdowns(&self, state: &SmState) {
+        self.shared.countdowns.restart_leases(state.table.leases());
+        self.shared
+            .offer_countdowns
+            .restart_all(state.table.cases().filter_map(|(key, case)| {
+                case.offer
+                    .as_ref()
+                    .map(|o| (key.as_str(), o.from_token, o.revision, o.offer_ttl_ms))
+            }));
+    }
+
     /// Writes the keys and sessions in `changes`, plus `last_applied` and membership, in one
     /// transaction.
     fn persist(&self, state: &SmState, changes: &Changes) -> Result<(), StorageError> {
         let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
         for key in &changes.keys {
             writes.push((lease_key(key), state.table.lease(key).map(encode)));
+        }
+        for key in &changes.cases {
+            writes.extend(case_writes(key, state.table.case(key)));
+        }
+        for (key, revision) in &changes.events_added {
+            let event = state
+                .table
+                .case(key)
+                .and_then(|c| c.history.events.iter().find(|e| e.revision == *revision));
+            if let Some(event) = event {
+                writes.push((event_key(key, *revision), Some(encode(event))));
+            }
+        }
+        for (key, revision) in &changes.events_dropped {
+            writes.push((event_key(key, *revision), None));
         }
         for id in &changes.clients {
             writes.push((session_key(id), state.table.session(id).map(session_header)));
@@ -344,12 +473,23 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     // countdown. A lease whose basis is this entry was granted or renewed by
                     // it, so its countdown starts now, at this node's own apply instant.
                     let key = cmd.op.key();
+                    let index = entry.log_id.index;
                     match state.table.lease(key) {
-                        Some(lease) if lease.basis == entry.log_id.index => {
-                            self.shared.countdowns.start(lease)
-                        }
+                        Some(l) if l.basis == index => self
+                            .shared
+                            .countdowns
+                            .start(key, l.token, l.basis, l.ttl_ms),
                         Some(_) => {}
                         None => self.shared.countdowns.stop(key),
+                    }
+                    // Offers likewise: their lapse counts from this node's apply of the offer.
+                    match state.table.case(key).and_then(|c| c.offer.as_ref()) {
+                        Some(o) if o.revision == index => {
+                            let offers = &self.shared.offer_countdowns;
+                            offers.start(key, o.from_token, o.revision, o.offer_ttl_ms)
+                        }
+                        Some(_) => {}
+                        None => self.shared.offer_countdowns.stop(key),
                     }
                     outcome
                 }
@@ -398,9 +538,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .sync()
             .await
             .map_err(|e| StorageIOError::write_state_machine(&e))?;
-        self.shared
-            .countdowns
-            .restart_all(file.state.table.leases());
+        self.restart_countdowns(&file.state);
         *self.shared.state.write().expect("state lock") = file.state;
         Ok(())
     }

@@ -181,3 +181,105 @@ async fn leases_and_dedup_sessions_survive_a_reopen_exactly() {
         "the reopened state machine is the one that was written"
     );
 }
+
+#[tokio::test]
+async fn case_files_offers_notes_and_history_survive_a_reopen_and_a_snapshot_install() {
+    use crate::core::{HandoffNote, Holder, LogCommand, Op, RecordPatch};
+    use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
+    use openraft::testing::log_id;
+    use openraft::{Entry, EntryPayload};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_log, mut sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
+    let who = |n: &str| Holder {
+        name: n.into(),
+        client_id: format!("c-{n}"),
+    };
+    let ops = vec![
+        Op::Assign {
+            key: "k".into(),
+            to: "claude".into(),
+            by: "dispatch".into(),
+            reason: "r".into(),
+        },
+        Op::Claim {
+            key: "k".into(),
+            holder: who("codex"),
+            ttl_ms: 60_000,
+        },
+        Op::Update {
+            key: "k".into(),
+            token: 2,
+            patch: RecordPatch {
+                status: Some("in_progress".into()),
+                summary: Some("s".into()),
+                ..Default::default()
+            },
+        },
+        Op::Offer {
+            key: "k".into(),
+            token: 2,
+            to: "claude".into(),
+            note: HandoffNote {
+                commit: "abc".into(),
+                done: "half".into(),
+                ..Default::default()
+            },
+            offer_ttl_ms: 60_000,
+        },
+        Op::Claim {
+            key: "other".into(),
+            holder: who("gemini"),
+            ttl_ms: 60_000,
+        },
+    ];
+    let entries: Vec<Entry<TypeConfig>> = ops
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| Entry {
+            log_id: log_id(1, 1, i as u64 + 1),
+            payload: EntryPayload::Normal(LogCommand {
+                request_id: None,
+                leader_unix_ms: 7,
+                op,
+            }),
+        })
+        .collect();
+    sm.apply(entries).await.unwrap();
+    let before = sm.read(|s| s.clone());
+    let case = before.table.case("k").unwrap();
+    assert!(case.offer.is_some() && case.record.assigned_to.is_some());
+    assert_eq!(case.history.events.len(), 4);
+    assert!(
+        sm.offer_countdowns().remaining("k", 4).is_some(),
+        "the offer's lapse countdown runs"
+    );
+
+    // A snapshot of this state, installed into a fresh store, is the same state.
+    let snapshot = sm
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let (_l2, mut sm2) = open(other.path(), 2, "t", countdowns()).unwrap();
+    sm2.install_snapshot(&snapshot.meta, snapshot.snapshot)
+        .await
+        .unwrap();
+    assert_eq!(sm2.read(|s| s.clone()), before);
+    assert!(sm2.offer_countdowns().remaining("k", 4).is_some());
+
+    drop((_log, sm));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let (_log, sm) = loop {
+        match open(dir.path(), 1, "t", countdowns()) {
+            Ok(opened) => break opened,
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            Err(e) => panic!("reopen: {e}"),
+        }
+    };
+    assert_eq!(sm.read(|s| s.clone()), before, "reopened from sled");
+}

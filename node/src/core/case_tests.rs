@@ -1,0 +1,514 @@
+//! Unit tests of the case file: fenced records, assignments, history and handoffs.
+
+use super::limits::*;
+use super::*;
+
+fn holder(name: &str) -> Holder {
+    Holder {
+        name: name.into(),
+        client_id: format!("cid-{name}"),
+    }
+}
+
+fn cmd(op: Op) -> LogCommand {
+    LogCommand {
+        request_id: None,
+        leader_unix_ms: 1_000,
+        op,
+    }
+}
+
+fn claim(t: &mut LeaseTable, index: u64, key: &str, who: &str) -> Outcome {
+    t.apply(
+        index,
+        &cmd(Op::Claim {
+            key: key.into(),
+            holder: holder(who),
+            ttl_ms: 10_000,
+        }),
+    )
+}
+
+fn token_of(outcome: &Outcome) -> u64 {
+    match outcome {
+        Outcome::Granted { lease, .. } | Outcome::Accepted { lease, .. } => lease.token,
+        other => panic!("no grant: {other:?}"),
+    }
+}
+
+fn update(t: &mut LeaseTable, index: u64, key: &str, token: u64, status: &str) -> Outcome {
+    t.apply(
+        index,
+        &cmd(Op::Update {
+            key: key.into(),
+            token,
+            patch: RecordPatch {
+                status: Some(status.into()),
+                ..Default::default()
+            },
+        }),
+    )
+}
+
+fn refused(outcome: Outcome) -> String {
+    match outcome {
+        Outcome::Refused { message } => message,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn note() -> HandoffNote {
+    HandoffNote {
+        commit: "abc123".into(),
+        done: "parser".into(),
+        remaining: "tests".into(),
+        volatile_facts: vec![VolatileFact {
+            name: "rows left".into(),
+            claimed_value: "4".into(),
+            check_command: "wc -l todo.txt".into(),
+        }],
+        ..Default::default()
+    }
+}
+
+fn offer(t: &mut LeaseTable, index: u64, key: &str, token: u64, to: &str) -> Outcome {
+    t.apply(
+        index,
+        &cmd(Op::Offer {
+            key: key.into(),
+            token,
+            to: to.into(),
+            note: note(),
+            offer_ttl_ms: 60_000,
+        }),
+    )
+}
+
+fn kinds(t: &LeaseTable, key: &str) -> Vec<&'static str> {
+    t.case(key)
+        .map(|c| c.history.events.iter().map(|e| e.kind.as_str()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn an_assignment_reserves_nothing_and_the_winner_is_told_of_it() {
+    let mut t = LeaseTable::default();
+    let assigned = t.apply(
+        1,
+        &cmd(Op::Assign {
+            key: "tasks/42".into(),
+            to: "claude".into(),
+            by: "dispatcher".into(),
+            reason: "verify evidence".into(),
+        }),
+    );
+    assert!(matches!(assigned, Outcome::Assigned { .. }));
+    // Another agent claims the assigned key and wins; the grant mentions the assignment.
+    match claim(&mut t, 2, "tasks/42", "codex") {
+        Outcome::Granted { assignment, .. } => assert_eq!(assignment.unwrap().to, "claude"),
+        other => panic!("{other:?}"),
+    }
+    // The addressee's claim is refused naming the holder, and mentions the assignment too.
+    match claim(&mut t, 3, "tasks/42", "claude") {
+        Outcome::Held {
+            lease, assignment, ..
+        } => {
+            assert_eq!(lease.holder.name, "codex");
+            assert_eq!(assignment.unwrap().to, "claude");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(kinds(&t, "tasks/42"), ["assigned", "claimed"]);
+}
+
+#[test]
+fn only_the_current_token_may_write_the_record() {
+    let mut t = LeaseTable::default();
+    let a = token_of(&claim(&mut t, 1, "k", "claude"));
+    assert!(matches!(
+        update(&mut t, 2, "k", a, "in_progress"),
+        Outcome::Updated { .. }
+    ));
+    t.apply(
+        3,
+        &cmd(Op::Release {
+            key: "k".into(),
+            token: a,
+            final_status: None,
+        }),
+    );
+    let b = token_of(&claim(&mut t, 4, "k", "codex"));
+    // The stale writer is refused and told who holds the key, with which token.
+    let msg = refused(update(&mut t, 5, "k", a, "done"));
+    assert!(
+        msg.contains("held by codex") && msg.contains(&format!("token {b}")),
+        "{msg}"
+    );
+    assert_eq!(t.case("k").unwrap().record.status, "in_progress");
+    assert!(matches!(
+        update(&mut t, 6, "k", b, "verified"),
+        Outcome::Updated { .. }
+    ));
+    assert_eq!(t.case("k").unwrap().record.status, "verified");
+    // Every update is attributed to its stint's holder and token.
+    let updates: Vec<(String, u64)> = t
+        .case("k")
+        .unwrap()
+        .history
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Updated)
+        .map(|e| (e.actor.as_ref().unwrap().name.clone(), e.token))
+        .collect();
+    assert_eq!(
+        updates,
+        [("claude".to_string(), a), ("codex".to_string(), b)]
+    );
+}
+
+#[test]
+fn record_limits_are_enforced_after_the_patch() {
+    let mut t = LeaseTable::default();
+    let tok = token_of(&claim(&mut t, 1, "k", "a"));
+    let big = |i: u64| RecordPatch {
+        set_fields: [(format!("f{i}"), "x".repeat(40 * 1024))].into(),
+        ..Default::default()
+    };
+    let first = t.apply(
+        2,
+        &cmd(Op::Update {
+            key: "k".into(),
+            token: tok,
+            patch: big(1),
+        }),
+    );
+    assert!(matches!(first, Outcome::Updated { .. }));
+    let second = t.apply(
+        3,
+        &cmd(Op::Update {
+            key: "k".into(),
+            token: tok,
+            patch: big(2),
+        }),
+    );
+    match second {
+        Outcome::Invalid { message } => assert!(message.contains("65536"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        t.case("k").unwrap().record.fields.len(),
+        1,
+        "nothing partially applied"
+    );
+    let bad_status = t.apply(
+        4,
+        &cmd(Op::Update {
+            key: "k".into(),
+            token: tok,
+            patch: RecordPatch {
+                status: Some("Done!".into()),
+                ..Default::default()
+            },
+        }),
+    );
+    assert!(matches!(bad_status, Outcome::Invalid { .. }));
+}
+
+#[test]
+fn a_handoff_moves_the_token_in_one_entry() {
+    let mut t = LeaseTable::default();
+    let old = token_of(&claim(&mut t, 1, "k", "claude"));
+    assert!(matches!(
+        offer(&mut t, 2, "k", old, "codex"),
+        Outcome::Offered { .. }
+    ));
+    // While the offer is pending: the holder keeps the key, the record is frozen.
+    assert_eq!(t.lease("k").unwrap().token, old);
+    assert!(refused(update(&mut t, 3, "k", old, "done")).contains("frozen"));
+    assert!(matches!(
+        t.apply(
+            4,
+            &cmd(Op::Renew {
+                key: "k".into(),
+                token: old
+            })
+        ),
+        Outcome::Renewed { .. }
+    ));
+    let accepted = t.apply(
+        5,
+        &cmd(Op::Accept {
+            key: "k".into(),
+            holder: holder("codex"),
+            ttl_ms: 10_000,
+        }),
+    );
+    let new = token_of(&accepted);
+    match &accepted {
+        Outcome::Accepted { note: n, from, .. } => {
+            assert_eq!(n, &note());
+            assert_eq!(from.name, "claude");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(new > old);
+    // After: only the new token works.
+    assert!(matches!(
+        t.apply(
+            6,
+            &cmd(Op::Renew {
+                key: "k".into(),
+                token: old
+            })
+        ),
+        Outcome::Lost { .. }
+    ));
+    refused(update(&mut t, 7, "k", old, "done"));
+    assert!(matches!(
+        update(&mut t, 8, "k", new, "in_progress"),
+        Outcome::Updated { .. }
+    ));
+    assert_eq!(
+        t.case("k").unwrap().last_note.as_ref(),
+        Some(&note()),
+        "the note is kept"
+    );
+    assert_eq!(
+        kinds(&t, "k"),
+        ["claimed", "offered", "accepted", "updated"]
+    );
+}
+
+#[test]
+fn handoff_refusals_change_nothing() {
+    let mut t = LeaseTable::default();
+    let tok = token_of(&claim(&mut t, 1, "k", "claude"));
+    assert!(refused(t.apply(
+        2,
+        &cmd(Op::Accept {
+            key: "k".into(),
+            holder: holder("codex"),
+            ttl_ms: 10_000
+        })
+    ))
+    .contains("no pending offer"));
+    assert!(refused(offer(&mut t, 3, "k", tok + 100, "codex")).contains("not current"));
+    assert!(refused(offer(&mut t, 4, "k", tok, "claude")).contains("already held by claude"));
+    offer(&mut t, 5, "k", tok, "codex");
+    assert!(refused(offer(&mut t, 6, "k", tok, "gemini")).contains("already pending"));
+    let msg = refused(t.apply(
+        7,
+        &cmd(Op::Accept {
+            key: "k".into(),
+            holder: holder("gemini"),
+            ttl_ms: 10_000,
+        }),
+    ));
+    assert!(msg.contains("addressed to codex, not gemini"), "{msg}");
+    refused(t.apply(
+        8,
+        &cmd(Op::Decline {
+            key: "k".into(),
+            holder: holder("gemini"),
+        }),
+    ));
+    refused(t.apply(
+        9,
+        &cmd(Op::Cancel {
+            key: "k".into(),
+            token: tok + 100,
+        }),
+    ));
+    assert_eq!(t.lease("k").unwrap().token, tok);
+    assert_eq!(t.case("k").unwrap().offer.as_ref().unwrap().to, "codex");
+}
+
+#[test]
+fn decline_cancel_and_lapse_end_the_offer_and_the_holder_keeps_the_key() {
+    let mut t = LeaseTable::default();
+    let tok = token_of(&claim(&mut t, 1, "k", "claude"));
+    offer(&mut t, 2, "k", tok, "codex");
+    assert_eq!(
+        t.apply(
+            3,
+            &cmd(Op::Decline {
+                key: "k".into(),
+                holder: holder("codex")
+            })
+        ),
+        Outcome::Declined
+    );
+    offer(&mut t, 4, "k", tok, "codex");
+    assert_eq!(
+        t.apply(
+            5,
+            &cmd(Op::Cancel {
+                key: "k".into(),
+                token: tok
+            })
+        ),
+        Outcome::Cancelled
+    );
+    offer(&mut t, 6, "k", tok, "codex");
+    // A lapse for an older offer is ignored; the current one lapses.
+    assert_eq!(
+        t.apply(
+            7,
+            &cmd(Op::Lapse {
+                key: "k".into(),
+                offer_revision: 4
+            })
+        ),
+        Outcome::LapseIgnored
+    );
+    assert_eq!(
+        t.apply(
+            8,
+            &cmd(Op::Lapse {
+                key: "k".into(),
+                offer_revision: 6
+            })
+        ),
+        Outcome::Lapsed
+    );
+    assert_eq!(t.lease("k").unwrap().token, tok, "the holder keeps the key");
+    assert!(t.case("k").unwrap().offer.is_none());
+    assert!(
+        matches!(update(&mut t, 9, "k", tok, "done"), Outcome::Updated { .. }),
+        "unfrozen"
+    );
+    assert_eq!(
+        kinds(&t, "k"),
+        [
+            "claimed",
+            "offered",
+            "declined",
+            "offered",
+            "cancelled",
+            "offered",
+            "lapsed",
+            "updated"
+        ]
+    );
+}
+
+#[test]
+fn expiry_during_an_offer_frees_the_key_and_keeps_the_note() {
+    let mut t = LeaseTable::default();
+    let tok = token_of(&claim(&mut t, 1, "k", "claude"));
+    offer(&mut t, 2, "k", tok, "codex");
+    let expired = t.apply(
+        3,
+        &cmd(Op::Expire {
+            key: "k".into(),
+            token: tok,
+            basis: 1,
+        }),
+    );
+    assert!(matches!(expired, Outcome::Expired { .. }));
+    assert!(t.lease("k").is_none());
+    let case = t.case("k").unwrap();
+    assert!(case.offer.is_none());
+    assert_eq!(
+        case.last_note.as_ref(),
+        Some(&note()),
+        "nothing written is lost"
+    );
+    // The next claimant (anyone) gets the key and finds the note on the record.
+    token_of(&claim(&mut t, 4, "k", "gemini"));
+    assert!(t.case("k").unwrap().last_note.is_some());
+}
+
+#[test]
+fn release_can_set_the_final_status_and_counts_renewals() {
+    let mut t = LeaseTable::default();
+    let tok = token_of(&claim(&mut t, 1, "k", "claude"));
+    t.apply(
+        2,
+        &cmd(Op::Renew {
+            key: "k".into(),
+            token: tok,
+        }),
+    );
+    t.apply(
+        3,
+        &cmd(Op::Renew {
+            key: "k".into(),
+            token: tok,
+        }),
+    );
+    t.apply(
+        4,
+        &cmd(Op::Release {
+            key: "k".into(),
+            token: tok,
+            final_status: Some("done".into()),
+        }),
+    );
+    let case = t.case("k").unwrap();
+    assert_eq!(case.record.status, "done");
+    let released = case.history.events.back().unwrap();
+    assert_eq!(released.kind, EventKind::Released);
+    assert!(
+        released.detail.contains("renewed 2 times") && released.detail.contains("-> done"),
+        "{}",
+        released.detail
+    );
+}
+
+#[test]
+fn history_is_bounded_and_counts_what_it_dropped() {
+    let mut t = LeaseTable::default();
+    let tok = token_of(&claim(&mut t, 1, "k", "a"));
+    for i in 0..HISTORY_EVENTS_MAX as u64 + 10 {
+        let status = if i % 2 == 0 { "open" } else { "blocked" };
+        update(&mut t, i + 2, "k", tok, status);
+    }
+    let h = &t.case("k").unwrap().history;
+    assert_eq!(h.events.len(), HISTORY_EVENTS_MAX);
+    assert_eq!(h.dropped, 11);
+}
+
+#[test]
+fn note_limits_are_enforced() {
+    let mut t = LeaseTable::default();
+    let tok = token_of(&claim(&mut t, 1, "k", "a"));
+    let mut big = note();
+    big.done = "x".repeat(NOTE_BYTES_MAX);
+    let out = t.apply(
+        2,
+        &cmd(Op::Offer {
+            key: "k".into(),
+            token: tok,
+            to: "b".into(),
+            note: big,
+            offer_ttl_ms: 60_000,
+        }),
+    );
+    assert!(matches!(out, Outcome::Invalid { .. }), "{out:?}");
+    let mut no_check = note();
+    no_check.volatile_facts[0].check_command = " ".into();
+    let out = t.apply(
+        3,
+        &cmd(Op::Offer {
+            key: "k".into(),
+            token: tok,
+            to: "b".into(),
+            note: no_check,
+            offer_ttl_ms: 60_000,
+        }),
+    );
+    assert!(matches!(out, Outcome::Invalid { .. }));
+    let out = t.apply(
+        4,
+        &cmd(Op::Offer {
+            key: "k".into(),
+            token: tok,
+            to: "b".into(),
+            note: note(),
+            offer_ttl_ms: OFFER_TTL_MS_MAX + 1,
+        }),
+    );
+    assert!(matches!(out, Outcome::Invalid { .. }));
+    assert!(t.case("k").unwrap().offer.is_none());
+}
