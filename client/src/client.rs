@@ -640,19 +640,35 @@ impl Client {
         if let Some(leader) = self.routing().leader.clone() {
             return leader;
         }
+        self.rotation_endpoint()
+    }
+
+    /// The endpoint the rotation is at, ignoring any leader hint: where requests that any
+    /// node can serve (watches) go.
+    pub(crate) fn rotation_endpoint(&self) -> String {
         let endpoints = &self.inner.config.endpoints;
         endpoints[self.inner.cursor.load(Ordering::Relaxed) % endpoints.len()].clone()
     }
 
+    /// The validated configuration.
+    pub(crate) fn config(&self) -> &ValidConfig {
+        &self.inner.config
+    }
+
     /// After a failed attempt at `endpoint`: forget it as the leader (the node that named it
     /// may have been wrong, or it lost leadership), and move the rotation past it.
-    fn note_failure(&self, endpoint: &str) {
+    pub(crate) fn note_failure(&self, endpoint: &str) {
         {
             let mut routing = self.routing();
             if routing.leader.as_deref() == Some(endpoint) {
                 routing.leader = None;
             }
         }
+        self.advance_rotation(endpoint);
+    }
+
+    /// Moves the rotation past `endpoint`, if it is the one the rotation is at.
+    pub(crate) fn advance_rotation(&self, endpoint: &str) {
         let endpoints = &self.inner.config.endpoints;
         let cursor = self.inner.cursor.load(Ordering::Relaxed);
         if endpoints[cursor % endpoints.len()] == endpoint {
@@ -713,7 +729,7 @@ impl Client {
         }
     }
 
-    fn mark_suspect(&self, endpoint: &str) {
+    pub(crate) fn mark_suspect(&self, endpoint: &str) {
         let mut routing = self.routing();
         if routing.suspects.len() >= SUSPECTS_MAX && !routing.suspects.contains_key(endpoint) {
             routing
@@ -754,7 +770,28 @@ impl Client {
         }
         Ok(channel)
     }
+
+    /// A new channel to a normalised `host:port` for one long-lived stream, not cached: its
+    /// own connection, with HTTP/2 keep-alive pings so that a node that goes silent (host
+    /// down, network partition) breaks the stream within `request_timeout` of a missed ping
+    /// instead of leaving it hanging.
+    pub(crate) fn stream_channel(&self, endpoint: &str) -> Result<Channel, Error> {
+        let config = &self.inner.config;
+        Ok(
+            tonic::transport::Endpoint::from_shared(endpoint_uri(endpoint))
+                .map_err(|e| Error::Config(format!("invalid endpoint {endpoint:?}: {e}")))?
+                .connect_timeout(config.request_timeout)
+                .tcp_nodelay(true)
+                .http2_keep_alive_interval(STREAM_KEEPALIVE_INTERVAL)
+                .keep_alive_timeout(config.request_timeout)
+                .keep_alive_while_idle(true)
+                .connect_lazy(),
+        )
+    }
 }
+
+/// How often a stream's connection pings its node while it waits for the next message.
+const STREAM_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -767,7 +804,11 @@ impl std::fmt::Debug for Client {
 }
 
 /// One line saying why an attempt at `endpoint` failed, for [`Error::Unavailable`].
-fn describe_failure(endpoint: &str, status: &tonic::Status, timeout: Duration) -> String {
+pub(crate) fn describe_failure(
+    endpoint: &str,
+    status: &tonic::Status,
+    timeout: Duration,
+) -> String {
     if is_local_timeout(status) {
         return format!("{endpoint}: no answer within {} ms", timeout.as_millis());
     }

@@ -289,21 +289,22 @@ pub(crate) fn record_view(key: &str, response: pb::GetRecordResponse) -> Result<
 pub(crate) fn history(key: &str, response: pb::HistoryResponse) -> History {
     History {
         key: key.to_owned(),
-        events: response
-            .events
-            .into_iter()
-            .map(|event| Event {
-                revision: event.revision,
-                key: event.key,
-                kind: event.kind,
-                actor: event.actor.map(holder),
-                token: event.token,
-                at_unix_ms: event.at_unix_ms,
-                detail: event.detail,
-            })
-            .collect(),
+        events: response.events.into_iter().map(event).collect(),
         dropped: response.dropped,
         revision: response.revision,
+    }
+}
+
+/// One event, of a history or a watch.
+pub(crate) fn event(event: pb::Event) -> Event {
+    Event {
+        revision: event.revision,
+        key: event.key,
+        kind: event.kind,
+        actor: event.actor.map(holder),
+        token: event.token,
+        at_unix_ms: event.at_unix_ms,
+        detail: event.detail,
     }
 }
 

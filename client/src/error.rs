@@ -43,6 +43,22 @@ pub enum Error {
     #[error("malformed reply from the cluster: {0}")]
     Protocol(String),
 
+    /// A watch asked for a revision older than the node's watch window (`OUT_OF_RANGE`,
+    /// "compacted"): events between `requested` and `first_available` are gone from it, so
+    /// the watch cannot go on without a gap. Re-read the state (the board, or a key's
+    /// history) and watch again from the revision that read answered with, plus one.
+    /// `0`s when the node's message could not be read.
+    #[error(
+        "compacted: revision {requested} is older than the node's watch window, which starts \
+         at {first_available}; events in between are gone"
+    )]
+    Compacted {
+        /// The revision the watch asked for (the one after the last event it received).
+        requested: u64,
+        /// The oldest revision the node still has.
+        first_available: u64,
+    },
+
     /// Any other gRPC status the node answered with.
     #[error("the cluster answered {code:?}: {message}")]
     Other {
@@ -59,10 +75,36 @@ impl Error {
         match status.code() {
             Code::InvalidArgument => Error::InvalidArgument(status.message().to_owned()),
             Code::FailedPrecondition => Error::Refused(status.message().to_owned()),
+            Code::OutOfRange => Error::compacted(status.message()),
             code => Error::Other {
                 code,
                 message: status.message().to_owned(),
             },
+        }
+    }
+}
+
+impl Error {
+    /// [`Error::Compacted`] with the numbers read from the node's message, "compacted:
+    /// revision R is older than this node's watch window, which starts at F; ..."; `0`s for
+    /// a number it does not find.
+    pub(crate) fn compacted(message: &str) -> Error {
+        let number_after = |marker: &str| -> u64 {
+            message
+                .find(marker)
+                .map(|at| &message[at + marker.len()..])
+                .and_then(|rest| {
+                    let digits: &str = rest
+                        .split(|c: char| !c.is_ascii_digit())
+                        .next()
+                        .unwrap_or_default();
+                    digits.parse().ok()
+                })
+                .unwrap_or(0)
+        };
+        Error::Compacted {
+            requested: number_after("revision "),
+            first_available: number_after("starts at "),
         }
     }
 }
@@ -106,6 +148,40 @@ mod tests {
             Error::Other {
                 code: Code::Internal,
                 message: "bug".into()
+            }
+        );
+    }
+
+    #[test]
+    fn out_of_range_is_compacted_with_the_numbers_of_the_message() {
+        let err = Error::from_status(&tonic::Status::out_of_range(
+            "compacted: revision 3 is older than this node's watch window, which starts at \
+             1207; re-read the board and watch from its revision",
+        ));
+        assert_eq!(
+            err,
+            Error::Compacted {
+                requested: 3,
+                first_available: 1207
+            }
+        );
+        assert!(
+            err.to_string().starts_with("compacted: revision 3 "),
+            "{err}"
+        );
+        // A message this client cannot read is still a compaction.
+        assert_eq!(
+            Error::from_status(&tonic::Status::out_of_range("compacted")),
+            Error::Compacted {
+                requested: 0,
+                first_available: 0
+            }
+        );
+        assert_eq!(
+            Error::compacted("compacted: revision x; starts at 9"),
+            Error::Compacted {
+                requested: 0,
+                first_available: 9
             }
         );
     }

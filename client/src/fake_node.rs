@@ -44,7 +44,54 @@ pub(crate) struct FakeNode {
     last_patch: Mutex<Option<pb::RecordPatch>>,
     /// The `final_status` of the latest release.
     last_final_status: Mutex<Option<String>>,
+    /// Answers to watch calls, one per call in order (after the failure script); when they
+    /// run out, a watch is accepted and sends nothing.
+    watches: Mutex<VecDeque<WatchAnswer>>,
+    /// `(prefix, from_revision)` of every watch call.
+    watch_calls: Mutex<Vec<(String, u64)>>,
 }
+
+/// How a fake node answers one watch call.
+#[derive(Debug, Clone)]
+pub(crate) enum WatchAnswer {
+    /// Refuse the call with this status.
+    Refuse(Code, String),
+    /// Accept it, send these events, then end as `then` says.
+    Send(Vec<pb::Event>, WatchEnd),
+}
+
+/// How an accepted fake watch ends after its events.
+#[derive(Debug, Clone)]
+pub(crate) enum WatchEnd {
+    /// Stays open, sending nothing more.
+    Open,
+    /// Ends the stream cleanly.
+    Close,
+    /// Sends this error item.
+    Fail(Code, String),
+}
+
+/// The revision every fake board answer reflects.
+pub(crate) const FAKE_BOARD_REVISION: u64 = 90;
+
+/// A watch event of `key` at `revision`.
+pub(crate) fn watch_event(revision: u64, key: &str, kind: &str) -> pb::Event {
+    pb::Event {
+        revision,
+        key: key.to_owned(),
+        kind: kind.to_owned(),
+        actor: Some(pb::Holder {
+            name: "codex@b".into(),
+            client_id: "codex-client".into(),
+        }),
+        token: revision,
+        at_unix_ms: 1_700_000_000_000 + revision,
+        detail: format!("event {revision}"),
+    }
+}
+
+type EventStream =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<pb::Event, Status>> + Send + 'static>>;
 
 /// How a fake node answers renewals.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -126,6 +173,16 @@ impl FakeNode {
         self.last_final_status.lock().unwrap().clone()
     }
 
+    /// Answers the next watch call with `answer`.
+    pub(crate) fn answer_watch(&self, answer: WatchAnswer) {
+        self.watches.lock().unwrap().push_back(answer);
+    }
+
+    /// `(prefix, from_revision)` of every watch call so far.
+    pub(crate) fn watch_calls(&self) -> Vec<(String, u64)> {
+        self.watch_calls.lock().unwrap().clone()
+    }
+
     /// How many calls of `method` the node received.
     pub(crate) fn count(&self, method: &str) -> usize {
         self.calls
@@ -186,6 +243,38 @@ impl FakeNode {
 
 #[tonic::async_trait]
 impl Baton for FakeNode {
+    type WatchStream = EventStream;
+
+    async fn watch(
+        &self,
+        request: Request<pb::WatchRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let request = request.into_inner();
+        self.enter("watch", None)?;
+        self.watch_calls
+            .lock()
+            .unwrap()
+            .push((request.prefix, request.from_revision));
+        let answer = self.watches.lock().unwrap().pop_front();
+        let (events, then) = match answer {
+            Some(WatchAnswer::Refuse(code, message)) => return Err(Status::new(code, message)),
+            Some(WatchAnswer::Send(events, then)) => (events, then),
+            None => (Vec::new(), WatchEnd::Open),
+        };
+        use futures::StreamExt;
+        let events = futures::stream::iter(events.into_iter().map(Ok));
+        let stream: EventStream = match then {
+            WatchEnd::Open => Box::pin(events.chain(futures::stream::pending())),
+            WatchEnd::Close => Box::pin(events),
+            WatchEnd::Fail(code, message) => {
+                Box::pin(events.chain(futures::stream::once(async move {
+                    Err(Status::new(code, message))
+                })))
+            }
+        };
+        Ok(Response::new(stream))
+    }
+
     async fn claim(
         &self,
         request: Request<pb::ClaimRequest>,
@@ -308,7 +397,11 @@ impl Baton for FakeNode {
         _request: Request<pb::BoardRequest>,
     ) -> Result<Response<pb::BoardResponse>, Status> {
         self.enter("board", None)?;
-        Err(Status::unimplemented("fake"))
+        Ok(Response::new(pb::BoardResponse {
+            leases: Vec::new(),
+            truncated: false,
+            revision: FAKE_BOARD_REVISION,
+        }))
     }
 
     async fn check_token(

@@ -56,6 +56,9 @@
 //! - [`history`]: a key's events ([`Client::history`]) and the ownership stints read out
 //!   of them ([`History::stints`], pure).
 //! - [`handoff`]: offer, accept, decline, cancel; the status note with its volatile facts.
+//! - [`watch`]: [`Client::watch`], every event of a key prefix as a [`WatchStream`] that
+//!   reconnects by itself and resumes without gap or repeat; [`Error::Compacted`] when the
+//!   revision to resume from has left every node's window.
 //! - `convert`: the one place that reads generated protobuf types.
 //! - [`error`]: [`Error`], typed from gRPC statuses; [`Error::Refused`] for the record and
 //!   handoff operations' refusals (stale token, frozen record, not the addressee).
@@ -83,6 +86,7 @@ pub mod history;
 pub mod record;
 mod retry;
 pub mod types;
+pub mod watch;
 
 pub use client::Client;
 pub use config::{normalize_endpoint, ClientConfig, ValidConfig, DEFAULT_ENDPOINT};
@@ -95,3 +99,4 @@ pub use types::{
     safe_deadline, AssignmentInfo, Board, ClaimOutcome, ClusterStatus, Grant, HolderInfo,
     LeaseInfo, Member, Probe, ReadMode, ReleaseOutcome, RenewOutcome, TokenCheck,
 };
+pub use watch::WatchStream;

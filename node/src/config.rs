@@ -44,6 +44,8 @@ pub struct NodeConfig {
     pub write_timeout_ms: u64,
     /// `text` or `json` log lines.
     pub log_format: String,
+    /// Recent events each node keeps for watches; older revisions are `compacted`.
+    pub watch_window_events: usize,
 }
 
 impl Default for NodeConfig {
@@ -64,6 +66,7 @@ impl Default for NodeConfig {
             snapshot_logs: 5_000,
             write_timeout_ms: 10_000,
             log_format: "text".into(),
+            watch_window_events: crate::store::WATCH_WINDOW_EVENTS_DEFAULT,
         }
     }
 }
@@ -84,6 +87,7 @@ pub struct ValidConfig {
     pub expiry_tick: Duration,
     pub write_timeout: Duration,
     pub json_logs: bool,
+    pub watch_window_events: usize,
 }
 
 /// A config that cannot run, with what to change.
@@ -156,6 +160,15 @@ impl NodeConfig {
                 self.write_timeout_ms, self.election_timeout_max_ms
             ));
         }
+        if self.watch_window_events == 0
+            || self.watch_window_events > crate::watch::WATCH_WINDOW_EVENTS_MAX
+        {
+            return bad(format!(
+                "watch_window_events ({}) must be 1 to {}",
+                self.watch_window_events,
+                crate::watch::WATCH_WINDOW_EVENTS_MAX
+            ));
+        }
         if self.snapshot_logs == 0 {
             return bad("snapshot_logs must be 1 or more".into());
         }
@@ -214,6 +227,7 @@ impl NodeConfig {
             expiry_tick: Duration::from_millis(self.expiry_tick_ms),
             write_timeout: Duration::from_millis(self.write_timeout_ms),
             json_logs,
+            watch_window_events: self.watch_window_events,
         })
     }
 }

@@ -26,3 +26,4 @@ pub mod node;
 pub mod raft_types;
 pub mod server;
 pub mod store;
+pub mod watch;

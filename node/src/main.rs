@@ -68,6 +68,9 @@ struct Args {
     /// text or json.
     #[arg(long, env = "BATON_LOG_FORMAT")]
     log_format: Option<String>,
+    /// Recent events each node keeps for watches [default: 100000].
+    #[arg(long, env = "BATON_WATCH_WINDOW_EVENTS")]
+    watch_window_events: Option<usize>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -113,7 +116,8 @@ impl Args {
             expiry_tick_ms,
             snapshot_logs,
             write_timeout_ms,
-            log_format
+            log_format,
+            watch_window_events
         );
         if self.advertise.is_some() {
             c.advertise = self.advertise;

@@ -38,11 +38,12 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), NodeError> {
     let countdowns = Arc::new(Countdowns::new(Arc::new(MonotonicClock)));
-    let (log, sm) = store::open(
+    let (log, sm) = store::open_with(
         &cfg.data_dir,
         cfg.node_id,
         &cfg.cluster_name,
         countdowns.clone(),
+        cfg.watch_window_events,
     )?;
     let network = Network::new(cfg.cluster_name.clone());
     let raft = Raft::new(

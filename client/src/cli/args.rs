@@ -26,6 +26,7 @@ pub const HOLDER_NAME_BYTES_MAX: usize = 128;
   baton update tasks/evidence-42 --token 11 --status done
   baton handoff offer tasks/evidence-42 --token 11 --to codex@host-b --git --done \"...\"
   baton history tasks/evidence-42                 # who held it when, and what each wrote
+  baton watch tasks/ --output json                # every event under tasks/, as it happens
   BATON_ENDPOINTS=10.0.0.1:7001,10.0.0.2:7001 baton probe tasks/evidence-42 --output json"
 )]
 pub struct Cli {
@@ -262,6 +263,34 @@ The addressee must still claim the key, and probe first: a sibling's claim wins.
         /// Answer from the contacted node's local state (faster, may be behind).
         #[arg(long)]
         stale: bool,
+    },
+    /// Print every event of keys under PREFIX (all keys if omitted) as it happens, one a
+    /// line, until Ctrl-C.
+    ///
+    /// Any node serves the watch; when it fails, baton connects to the next endpoint and
+    /// goes on from the event after the last one printed: no gap, no repeat. It gives up
+    /// when no node answers for --timeout (default 10s; exit 4), or when the events to go
+    /// on from are older than every node's window of recent events (exit 1, "compacted":
+    /// re-read the board and watch from its revision + 1). Ctrl-C or SIGTERM stops it with
+    /// exit 0.
+    #[command(after_help = "Examples:
+  baton watch tasks/
+  baton watch tasks/ --output json | jq -r 'select(.kind == \"released\") | .key'
+  baton watch --from 1207                          # every key, from revision 1207 on
+  baton watch tasks/ --timeout 5m                  # ride out a 5-minute outage
+
+Table lines read: rev 1207  tasks/42  claimed    by codex@b  token 1207  <detail>
+With --output json, one event object per line (docs/cli-json.md).
+To miss nothing between a read and the watch:
+  rev=$(baton board tasks/ --output json | jq .revision)
+  baton watch tasks/ --from $((rev + 1))")]
+    Watch {
+        /// Watch keys starting with this prefix ("" or omitted: all keys).
+        #[arg(default_value = "")]
+        prefix: String,
+        /// The first revision to print (0: only events from now on).
+        #[arg(long, value_name = "REV", default_value_t = 0)]
+        from: u64,
     },
     /// Hand KEY over to another agent: offer, accept, decline, cancel.
     #[command(after_help = "Examples:
@@ -759,6 +788,22 @@ mod tests {
             cli.command,
             Command::Release { status: Some(ref s), .. } if s == "done"
         ));
+    }
+
+    #[test]
+    fn watch_takes_an_optional_prefix_and_starting_revision() {
+        let cli = Cli::try_parse_from(["baton", "watch"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Watch { ref prefix, from: 0 } if prefix.is_empty()
+        ));
+        let cli = Cli::try_parse_from(["baton", "watch", "tasks/", "--from", "1207"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Watch { ref prefix, from: 1207 } if prefix == "tasks/"
+        ));
+        let error = Cli::try_parse_from(["baton", "watch", "--from", "-1"]).unwrap_err();
+        assert_eq!(error.exit_code(), 2);
     }
 
     #[test]

@@ -46,9 +46,13 @@ pub fn error_exit_code(error: &anyhow::Error) -> u8 {
         Some(Error::Unavailable { .. }) => EXIT_UNAVAILABLE,
         Some(Error::Refused(_)) => EXIT_STAND_DOWN,
         Some(Error::Config(_)) => EXIT_USAGE,
-        Some(Error::InvalidArgument(_) | Error::Protocol(_) | Error::Other { .. }) | None => {
-            EXIT_ERROR
-        }
+        Some(
+            Error::InvalidArgument(_)
+            | Error::Compacted { .. }
+            | Error::Protocol(_)
+            | Error::Other { .. },
+        )
+        | None => EXIT_ERROR,
     }
 }
 
@@ -77,6 +81,13 @@ mod tests {
         assert_eq!(code(Error::Refused("stale token 5".into())), 3);
         assert_eq!(code(Error::Config("bad endpoint".into())), 2);
         assert_eq!(code(Error::Protocol("no outcome".into())), 1);
+        assert_eq!(
+            code(Error::Compacted {
+                requested: 1,
+                first_available: 9
+            }),
+            1
+        );
         assert_eq!(
             code(Error::Other {
                 code: tonic::Code::Internal,

@@ -11,6 +11,7 @@ pub mod records;
 pub mod run;
 pub mod table;
 pub mod verify;
+pub mod watch;
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
@@ -110,6 +111,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             let history = client.history(&key, read_mode(stale)).await?;
             records::history(&history, events, format)
         }
+        Command::Watch { prefix, from } => watch::run(&client, &prefix, from, format).await?,
         Command::Handoff { command } => handoff::run(&client, command, format).await?,
         Command::Board {
             prefix,

@@ -515,7 +515,7 @@ pub(crate) fn shell_word(word: &str) -> String {
 mod tests {
     use super::*;
     use crate::cli::records::tests::assignment;
-    use crate::cli::{handoff, records};
+    use crate::cli::{handoff, records, watch};
     use serde_json::json;
 
     fn lease() -> LeaseInfo {
@@ -1104,6 +1104,8 @@ mod tests {
             ),
             handoff::declined("tasks/x", 13, f),
             handoff::cancelled("tasks/x", 9, 14, f),
+            watch::rendered(&watch::tests::sample_event(true), f),
+            watch::rendered(&watch::tests::sample_event(false), f),
         ];
         if std::env::var_os("BATON_PRINT_JSON_EXAMPLES").is_some() {
             for out in &outputs {

@@ -29,6 +29,7 @@ use crate::core::{LogCommand, Op, Outcome, RequestId};
 use crate::expiry::wall_clock_unix_ms;
 use crate::raft_types::Raft;
 use crate::store::{SmState, StateMachine};
+use crate::watch::WATCH_BATCH_EVENTS_MAX;
 
 /// How long a forwarded request may take at the leader.
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(15);
@@ -493,8 +494,70 @@ impl BatonServer {
     }
 }
 
+/// Events a watch stream buffers toward a slow client before it waits.
+pub const WATCH_STREAM_BUFFER: usize = 1_024;
+
+type EventStream =
+    std::pin::Pin<Box<dyn futures::Stream<Item = Result<pb::Event, Status>> + Send + 'static>>;
+
+impl BatonServer {
+    /// Serves a watch from this node's own window (see `crate::watch`).
+    fn watch_stream(&self, req: pb::WatchRequest) -> Result<EventStream, Status> {
+        validate::prefix(&req.prefix).map_err(convert::invalid)?;
+        let hub = self.ctx.sm.watch_hub().clone();
+        let mut from = match req.from_revision {
+            0 => hub.latest() + 1,
+            r => r,
+        };
+        // Refuse a compacted start at once, as an error rather than mid-stream.
+        hub.read_from(&req.prefix, from, 0)
+            .map_err(|c| Status::out_of_range(c.to_string()))?;
+        let (tx, rx) = tokio::sync::mpsc::channel(WATCH_STREAM_BUFFER);
+        let prefix = req.prefix;
+        tokio::spawn(async move {
+            let mut grew = hub.subscribe();
+            loop {
+                grew.borrow_and_update();
+                let (events, next) = match hub.read_from(&prefix, from, WATCH_BATCH_EVENTS_MAX) {
+                    Ok(read) => read,
+                    Err(c) => {
+                        // The window moved past this watcher (a slow reader, or a snapshot
+                        // install): tell it, rather than skip events.
+                        let _ = tx.send(Err(Status::out_of_range(c.to_string()))).await;
+                        return;
+                    }
+                };
+                let more = next > from;
+                from = next;
+                for (key, event) in &events {
+                    if tx.send(Ok(convert::pb_event(key, event))).await.is_err() {
+                        return;
+                    }
+                }
+                if more {
+                    continue;
+                }
+                tokio::select! {
+                    changed = grew.changed() => if changed.is_err() { return },
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
+    }
+}
+
 #[tonic::async_trait]
 impl pb::baton_server::Baton for BatonServer {
+    type WatchStream = EventStream;
+
+    async fn watch(
+        &self,
+        req: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        self.watch_stream(req.into_inner()).map(Response::new)
+    }
+
     async fn claim(
         &self,
         req: Request<pb::ClaimRequest>,

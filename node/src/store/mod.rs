@@ -78,12 +78,32 @@ struct Identity {
 }
 
 /// Opens (or creates) the data dir of `node_id` in `cluster_name` and returns its log store
-/// and state machine.
+/// and state machine, with the default watch window.
 pub fn open(
     dir: &Path,
     node_id: NodeId,
     cluster_name: &str,
     countdowns: Arc<Countdowns>,
+) -> Result<(LogStore, StateMachine), OpenError> {
+    open_with(
+        dir,
+        node_id,
+        cluster_name,
+        countdowns,
+        WATCH_WINDOW_EVENTS_DEFAULT,
+    )
+}
+
+/// The watch window of a node that is not told otherwise.
+pub const WATCH_WINDOW_EVENTS_DEFAULT: usize = 100_000;
+
+/// `open`, keeping `watch_window` recent events for watches.
+pub fn open_with(
+    dir: &Path,
+    node_id: NodeId,
+    cluster_name: &str,
+    countdowns: Arc<Countdowns>,
+    watch_window: usize,
 ) -> Result<(LogStore, StateMachine), OpenError> {
     let io = |source| OpenError::Io {
         dir: dir.to_path_buf(),
@@ -102,13 +122,17 @@ pub fn open(
         dir: dir.to_path_buf(),
         source,
     })?;
-    let sm =
-        StateMachine::open(&db, flusher, &dir.join("snapshots"), countdowns).map_err(|detail| {
-            OpenError::CorruptState {
-                dir: dir.to_path_buf(),
-                detail,
-            }
-        })?;
+    let sm = StateMachine::open(
+        &db,
+        flusher,
+        &dir.join("snapshots"),
+        countdowns,
+        watch_window,
+    )
+    .map_err(|detail| OpenError::CorruptState {
+        dir: dir.to_path_buf(),
+        detail,
+    })?;
     Ok((log, sm))
 }
 

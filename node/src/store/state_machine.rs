@@ -24,6 +24,7 @@ use crate::expiry::Countdowns;
 use crate::raft_types::{
     Entry, LogId, Snapshot, SnapshotData, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
+use crate::watch::WatchHub;
 
 const LEASE_PREFIX: &[u8] = b"l/";
 /// `s/<client id>` -> `SessionHeader`.
@@ -76,6 +77,8 @@ struct Shared {
     countdowns: Arc<Countdowns>,
     /// Offer countdowns (lapse).
     offer_countdowns: Arc<Countdowns>,
+    /// The window of recent events that watches read.
+    watch: Arc<WatchHub>,
 }
 
 /// The state machine. Clones share state: the gRPC server keeps one to serve reads.
@@ -170,6 +173,7 @@ impl StateMachine {
         flusher: Flusher,
         snapshot_dir: &Path,
         countdowns: Arc<Countdowns>,
+        watch_window: usize,
     ) -> Result<StateMachine, String> {
         std::fs::create_dir_all(snapshot_dir).map_err(sled_err)?;
         let data = db.open_tree("sm_data").map_err(sled_err)?;
@@ -184,6 +188,7 @@ impl StateMachine {
                 snapshot_lock: tokio::sync::Mutex::new(()),
                 offer_countdowns: Arc::new(countdowns.sibling()),
                 countdowns,
+                watch: Arc::new(WatchHub::new(watch_window)),
             }),
         };
         let mut state = sm.load_from_sled()?;
@@ -342,8 +347,15 @@ impl StateMachine {
         &self.shared.offer_countdowns
     }
 
-    /// Starts every countdown now, for state learned from disk or a snapshot.
+    pub fn watch_hub(&self) -> &Arc<WatchHub> {
+        &self.shared.watch
+    }
+
+    /// Starts every countdown now, and rebuilds the watch window, for state learned from
+    /// disk or a snapshot.
     fn restart_countdowns(&self, state: &SmState) {
+        let applied = state.last_applied.map(|l| l.index).unwrap_or(0);
+        self.shared.watch.reset(&state.table, applied);
         self.shared.countdowns.restart_leases(state.table.leases());
         self.shared
             .offer_countdowns
@@ -497,6 +509,24 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             outcomes.push(outcome);
         }
         self.persist(&state, &changes)?;
+        // Watchers see an event only once it is applied and stored.
+        let mut events: Vec<(String, crate::core::Event)> = changes
+            .events_added
+            .iter()
+            .filter_map(|(key, revision)| {
+                let case = state.table.case(key)?;
+                let event = case
+                    .history
+                    .events
+                    .iter()
+                    .rev()
+                    .find(|e| e.revision == *revision)?;
+                Some((key.clone(), event.clone()))
+            })
+            .collect();
+        events.sort_by_key(|(_, e)| e.revision);
+        let applied = state.last_applied.map(|l| l.index).unwrap_or(0);
+        self.shared.watch.publish(events, applied);
         Ok(outcomes)
     }
 

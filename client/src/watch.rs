@@ -1,0 +1,684 @@
+//! Watches: every event of a key prefix, in revision order, across node failures.
+//!
+//! [`Client::watch`] returns a [`WatchStream`]. Any node serves a watch from its own window
+//! of recent events (followers too; watches are not forwarded), so the stream talks to the
+//! endpoint the client's rotation is at and ignores leader hints. When the stream breaks
+//! (the node dies, restarts, or the connection drops) it connects again, to the next
+//! endpoint, and asks for the revision after the last event it delivered: the caller sees
+//! every event once, in order, with no gap. It gives up only when no node accepts the watch
+//! for the client's retry deadline ([`Error::Unavailable`]), when every endpoint says the
+//! revision is older than its window ([`Error::Compacted`]), or on a refusal that retrying
+//! cannot change ([`Error::InvalidArgument`]). Each of those is the stream's last item.
+
+use std::collections::HashSet;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use baton_proto::v1 as pb;
+use baton_proto::v1::baton_client::BatonClient;
+use futures::stream::{BoxStream, FusedStream, Stream, StreamExt};
+use rand::Rng;
+use tonic::codec::Streaming;
+use tonic::Code;
+
+use crate::client::{describe_failure, Client};
+use crate::convert;
+use crate::error::Error;
+use crate::history::Event;
+use crate::retry::{classify, Backoff, Disposition, BACKOFF_MAX};
+
+/// A stream that lasted this long before it broke was healthy: the watch connects again at
+/// once, with its backoff started over. One that broke sooner waits a backoff step first, so
+/// a node that accepts watches and drops them at once cannot make the client spin.
+const STREAM_HEALTHY_AFTER: Duration = BACKOFF_MAX;
+
+impl Client {
+    /// Every event of keys under `prefix` (`""` for all keys), in revision order, from
+    /// `from_revision` on (`0` = only new ones: events after the revision of the first node
+    /// the stream reaches), then live ones as they happen.
+    ///
+    /// Reconnects by itself when a node fails or the stream breaks (rotating endpoints,
+    /// jittered backoff, giving up only after the retry deadline without any node answering),
+    /// resuming from the last revision received + 1, so the caller sees no gap and no repeat.
+    /// The stream is lazy: nothing is sent until it is first polled.
+    ///
+    /// Its last item, if it ends, is the error that ended it:
+    /// - [`Error::Compacted`]: the revision to resume from is older than the window of every
+    ///   node asked (the watcher fell too far behind, or `from_revision` was too old). Re-read
+    ///   what you track (the board, a key's history) and watch from that read's revision + 1.
+    /// - [`Error::Unavailable`]: no node accepted the watch for the retry deadline.
+    /// - [`Error::InvalidArgument`]: the prefix is not valid.
+    ///
+    /// Resume a dropped stream with `watch(prefix, stream.next_revision())`.
+    ///
+    /// ```no_run
+    /// # async fn example(client: baton_client::Client) -> Result<(), baton_client::Error> {
+    /// use baton_client::{Error, ReadMode};
+    /// use futures::StreamExt;
+    ///
+    /// // Act on the state as of a read, then on every change after it: nothing is missed.
+    /// let board = client.board("tasks/", 0, "", ReadMode::Linearizable).await?;
+    /// let mut events = client.watch("tasks/", board.revision + 1);
+    /// while let Some(item) = events.next().await {
+    ///     match item {
+    ///         Ok(event) => println!("{} {} {}", event.revision, event.key, event.kind),
+    ///         // Fell out of the window: read the board again and watch from its revision + 1.
+    ///         Err(Error::Compacted { .. }) => break,
+    ///         Err(error) => return Err(error),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn watch(&self, prefix: &str, from_revision: u64) -> WatchStream {
+        let next_revision = Arc::new(AtomicU64::new(from_revision));
+        let watcher = Watcher {
+            client: self.clone(),
+            prefix: prefix.to_owned(),
+            next: from_revision,
+            published: Arc::clone(&next_revision),
+            current: None,
+            backoff: Backoff::new(),
+            outage_since: None,
+            last_failure: String::from("no attempt was made"),
+            compacted_at: HashSet::new(),
+            compacted: None,
+            finished: false,
+        };
+        let events = futures::stream::unfold(watcher, |mut watcher| async move {
+            let item = watcher.next_item().await?;
+            Some((item, watcher))
+        })
+        .boxed();
+        WatchStream {
+            events,
+            next_revision,
+            ended: false,
+        }
+    }
+}
+
+/// The events of a watch ([`Client::watch`]): a [`Stream`] of `Result<Event, Error>` whose
+/// only error is its last item. Dropping it ends the watch on the node.
+pub struct WatchStream {
+    events: BoxStream<'static, Result<Event, Error>>,
+    next_revision: Arc<AtomicU64>,
+    /// The stream returned `None`; it is never polled again.
+    ended: bool,
+}
+
+impl WatchStream {
+    /// The revision the watch resumes from: the one after the last event delivered, or the
+    /// `from_revision` it was started with while none has been. A watch started from `0`
+    /// says `0` until its first connection has fixed where "new" starts.
+    pub fn next_revision(&self) -> u64 {
+        self.next_revision.load(Ordering::Acquire)
+    }
+}
+
+impl Stream for WatchStream {
+    type Item = Result<Event, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        let item = std::task::ready!(self.events.poll_next_unpin(cx));
+        self.ended = item.is_none();
+        Poll::Ready(item)
+    }
+}
+
+impl FusedStream for WatchStream {
+    fn is_terminated(&self) -> bool {
+        self.ended
+    }
+}
+
+impl std::fmt::Debug for WatchStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchStream")
+            .field("next_revision", &self.next_revision())
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The state behind a [`WatchStream`].
+struct Watcher {
+    client: Client,
+    prefix: String,
+    /// The revision after the last event delivered (every event below it was delivered or
+    /// is before the start); `0` until a watch from "now" has been placed.
+    next: u64,
+    /// `next`, for [`WatchStream::next_revision`].
+    published: Arc<AtomicU64>,
+    /// The stream being read, if one is open.
+    current: Option<Open>,
+    backoff: Backoff,
+    /// When the current outage began: the first failure since a node last accepted the
+    /// watch. The watch gives up a retry deadline after it.
+    outage_since: Option<Instant>,
+    /// The latest failure, for [`Error::Unavailable`].
+    last_failure: String,
+    /// Endpoints that refused the resume revision as compacted during this outage.
+    compacted_at: HashSet<String>,
+    /// The latest of those refusals.
+    compacted: Option<Error>,
+    /// The last item was yielded.
+    finished: bool,
+}
+
+/// An accepted watch.
+struct Open {
+    endpoint: String,
+    events: Streaming<pb::Event>,
+    since: Instant,
+}
+
+/// What the watch does after a step.
+enum Next {
+    /// Read from the open stream, or try to open one, at once.
+    Now,
+    /// Wait a backoff step (or give up, past the deadline), then try again.
+    Wait,
+    /// Yield this error and end.
+    End(Error),
+}
+
+/// Why a watch could not be opened at one node.
+enum OpenFailure {
+    Config(Error),
+    Status(tonic::Status),
+}
+
+impl From<tonic::Status> for OpenFailure {
+    fn from(status: tonic::Status) -> Self {
+        OpenFailure::Status(status)
+    }
+}
+
+impl Watcher {
+    /// The next item, or `None` once the watch has ended.
+    async fn next_item(&mut self) -> Option<Result<Event, Error>> {
+        while !self.finished {
+            let next = match self.current.as_mut() {
+                Some(open) => match open.events.message().await {
+                    Ok(Some(event)) => {
+                        self.answered();
+                        // A repeat (a node resending what another node already sent) or an
+                        // event before the start: the caller has it or did not ask for it.
+                        if event.revision < self.next {
+                            continue;
+                        }
+                        self.set_next(event.revision + 1);
+                        return Some(Ok(convert::event(event)));
+                    }
+                    Ok(None) => self.broken(None),
+                    Err(status) => self.broken(Some(status)),
+                },
+                None => self.open().await,
+            };
+            match next {
+                Next::Now => {}
+                Next::Wait => {
+                    if let Some(error) = self.wait().await {
+                        self.finished = true;
+                        return Some(Err(error));
+                    }
+                }
+                Next::End(error) => {
+                    self.finished = true;
+                    return Some(Err(error));
+                }
+            }
+        }
+        None
+    }
+
+    fn set_next(&mut self, next: u64) {
+        self.next = next;
+        self.published.store(next, Ordering::Release);
+    }
+
+    /// Tries to open a watch at the endpoint the rotation is at.
+    async fn open(&mut self) -> Next {
+        let endpoint = self.client.rotation_endpoint();
+        let timeout = self.client.config().request_timeout;
+        match tokio::time::timeout(timeout, self.start(&endpoint, timeout)).await {
+            Ok(Ok(events)) => {
+                tracing::debug!(endpoint = %endpoint, from = self.next, "watch opened");
+                self.current = Some(Open {
+                    endpoint,
+                    events,
+                    since: Instant::now(),
+                });
+                self.answered();
+                Next::Now
+            }
+            Ok(Err(OpenFailure::Config(error))) => Next::End(error),
+            Ok(Err(OpenFailure::Status(status))) => {
+                if status.code() == Code::OutOfRange {
+                    return self.refused_as_compacted(endpoint, &status);
+                }
+                match classify(&status) {
+                    Disposition::Fail => Next::End(Error::from_status(&status)),
+                    Disposition::Retry { transport } => {
+                        let failure = describe_failure(&endpoint, &status, timeout);
+                        self.failed(&endpoint, failure, transport);
+                        Next::Wait
+                    }
+                }
+            }
+            Err(_) => {
+                let failure = format!("{endpoint}: no answer within {} ms", timeout.as_millis());
+                self.failed(&endpoint, failure, true);
+                Next::Wait
+            }
+        }
+    }
+
+    /// Asks the node at `endpoint` for the watch. A watch from "now" is first placed at the
+    /// revision after the node's applied index (a local read), so that a break before the
+    /// first event resumes from there instead of leaving a gap.
+    async fn start(
+        &mut self,
+        endpoint: &str,
+        timeout: Duration,
+    ) -> Result<Streaming<pb::Event>, OpenFailure> {
+        let channel = self
+            .client
+            .stream_channel(endpoint)
+            .map_err(OpenFailure::Config)?;
+        let mut node = BatonClient::new(channel);
+        if self.next == 0 {
+            let mut request = tonic::Request::new(pb::BoardRequest {
+                prefix: self.prefix.clone(),
+                limit: 1,
+                start_after: String::new(),
+                stale: true,
+            });
+            request.set_timeout(timeout);
+            let board = node.board(request).await?.into_inner();
+            self.set_next(board.revision + 1);
+        }
+        // No grpc-timeout: the stream lasts as long as the caller reads it.
+        let request = tonic::Request::new(pb::WatchRequest {
+            prefix: self.prefix.clone(),
+            from_revision: self.next,
+        });
+        Ok(node.watch(request).await?.into_inner())
+    }
+
+    /// The open stream ended (`None`) or failed mid-way.
+    fn broken(&mut self, status: Option<tonic::Status>) -> Next {
+        let Some(open) = self.current.take() else {
+            return Next::Now;
+        };
+        let endpoint = open.endpoint;
+        let healthy = open.since.elapsed() >= STREAM_HEALTHY_AFTER;
+        match status {
+            None => {
+                let failure = format!("{endpoint}: the node ended the watch stream");
+                self.failed(&endpoint, failure, false);
+            }
+            // The node's window moved past this watch (a slow reader, a snapshot install).
+            Some(status) if status.code() == Code::OutOfRange => {
+                return self.refused_as_compacted(endpoint, &status);
+            }
+            Some(status) if status.code() == Code::InvalidArgument => {
+                return Next::End(Error::from_status(&status));
+            }
+            // Anything else after the node accepted the watch is the stream breaking: the
+            // node died or restarted, or the connection dropped.
+            Some(status) => {
+                let transport = classify(&status) == Disposition::Retry { transport: true };
+                let timeout = self.client.config().request_timeout;
+                let failure = describe_failure(&endpoint, &status, timeout);
+                self.failed(&endpoint, failure, transport);
+            }
+        }
+        if healthy {
+            self.backoff = Backoff::new();
+            Next::Now
+        } else {
+            Next::Wait
+        }
+    }
+
+    /// A node refused the resume revision as older than its window. Another node may keep
+    /// a longer window (each keeps its own), so every endpoint is asked before giving up.
+    fn refused_as_compacted(&mut self, endpoint: String, status: &tonic::Status) -> Next {
+        let error = Error::compacted(status.message());
+        tracing::debug!(endpoint = %endpoint, %error, "watch refused as compacted");
+        self.outage_since.get_or_insert_with(Instant::now);
+        self.client.advance_rotation(&endpoint);
+        self.last_failure = format!("{endpoint}: {error}");
+        self.compacted_at.insert(endpoint);
+        self.compacted = Some(error.clone());
+        let everywhere = self
+            .client
+            .endpoints()
+            .iter()
+            .all(|e| self.compacted_at.contains(e));
+        if everywhere {
+            Next::End(error)
+        } else {
+            Next::Now
+        }
+    }
+
+    /// A node accepted the watch or sent an event: the outage, if any, is over.
+    fn answered(&mut self) {
+        self.outage_since = None;
+        self.compacted_at.clear();
+        self.compacted = None;
+    }
+
+    /// An attempt at `endpoint` failed, or its stream broke: move on to the next endpoint.
+    fn failed(&mut self, endpoint: &str, failure: String, transport: bool) {
+        tracing::debug!(endpoint = %endpoint, failure = %failure, "watch attempt failed");
+        if transport {
+            self.client.mark_suspect(endpoint);
+        }
+        self.client.note_failure(endpoint);
+        self.outage_since.get_or_insert_with(Instant::now);
+        self.last_failure = failure;
+    }
+
+    /// Sleeps a backoff step; or, when that would end past the retry deadline counted from
+    /// the start of the outage, returns the error to end with instead.
+    async fn wait(&mut self) -> Option<Error> {
+        let delay = self.backoff.next_delay(rand::thread_rng().gen::<f64>());
+        let since = *self.outage_since.get_or_insert_with(Instant::now);
+        if Instant::now() + delay >= since + self.client.config().retry_deadline {
+            // A node that answered "compacted" says more than the ones that did not answer.
+            return Some(self.compacted.take().unwrap_or_else(|| Error::Unavailable {
+                last: self.last_failure.clone(),
+            }));
+        }
+        tokio::time::sleep(delay).await;
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClientConfig;
+    use crate::fake_node::{watch_event, FakeNode, WatchAnswer, WatchEnd, FAKE_BOARD_REVISION};
+
+    async fn client(endpoints: &[String], retry_deadline: Duration) -> Client {
+        Client::connect(ClientConfig {
+            endpoints: endpoints.to_vec(),
+            retry_deadline,
+            request_timeout: Duration::from_millis(500),
+            ..ClientConfig::default()
+        })
+        .await
+        .unwrap()
+    }
+
+    fn revisions(events: &[Result<Event, Error>]) -> Vec<u64> {
+        events
+            .iter()
+            .map(|e| e.as_ref().unwrap().revision)
+            .collect()
+    }
+
+    /// The next item, failing the test if it takes more than 5 s.
+    async fn next(stream: &mut WatchStream) -> Option<Result<Event, Error>> {
+        tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .expect("the watch stream stalled")
+    }
+
+    async fn take(stream: &mut WatchStream, n: usize) -> Vec<Result<Event, Error>> {
+        let mut items = Vec::new();
+        for _ in 0..n {
+            items.push(next(stream).await.expect("the stream ended early"));
+        }
+        items
+    }
+
+    #[test]
+    fn watch_streams_are_send_and_unpin() {
+        fn assert_send_unpin<T: Send + Unpin + Stream<Item = Result<Event, Error>>>() {}
+        assert_send_unpin::<WatchStream>();
+    }
+
+    #[tokio::test]
+    async fn a_broken_stream_resumes_after_the_last_event_without_gap_or_repeat() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        let ev = |r| watch_event(r, &format!("tasks/{r}"), "claimed");
+        node.answer_watch(WatchAnswer::Send(
+            vec![ev(5), ev(6), ev(7)],
+            WatchEnd::Fail(Code::Unavailable, "node shutting down".into()),
+        ));
+        // The next node sends some of the same events again: they are dropped.
+        node.answer_watch(WatchAnswer::Send(
+            vec![ev(6), ev(7), ev(8)],
+            WatchEnd::Close,
+        ));
+        node.answer_watch(WatchAnswer::Send(vec![ev(9)], WatchEnd::Open));
+        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
+
+        let mut stream = client.watch("tasks/", 5);
+        assert_eq!(stream.next_revision(), 5);
+        let items = take(&mut stream, 5).await;
+        assert_eq!(revisions(&items), [5, 6, 7, 8, 9]);
+        let first = items[0].as_ref().unwrap();
+        assert_eq!(
+            (first.key.as_str(), first.kind.as_str(), first.token),
+            ("tasks/5", "claimed", 5)
+        );
+        assert_eq!(first.actor.as_ref().unwrap().name, "codex@b");
+        assert_eq!(first.detail, "event 5");
+        assert_eq!(stream.next_revision(), 10);
+        let froms: Vec<u64> = node.watch_calls().iter().map(|(_, from)| *from).collect();
+        assert_eq!(froms, [5, 8, 9]);
+        assert!(node
+            .watch_calls()
+            .iter()
+            .all(|(prefix, _)| prefix == "tasks/"));
+        // The stream stays open: nothing more, and no end.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), stream.next())
+                .await
+                .is_err()
+        );
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn events_before_the_requested_revision_are_dropped() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        let ev = |r| watch_event(r, "tasks/x", "updated");
+        node.answer_watch(WatchAnswer::Send(vec![ev(3), ev(4), ev(7)], WatchEnd::Open));
+        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
+        let mut stream = client.watch("tasks/", 5);
+        assert_eq!(revisions(&take(&mut stream, 1).await), [7]);
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_watch_from_now_is_placed_after_the_nodes_revision_before_it_starts() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        let after = FAKE_BOARD_REVISION + 1;
+        node.answer_watch(WatchAnswer::Send(
+            vec![watch_event(after, "tasks/x", "claimed")],
+            WatchEnd::Fail(Code::Unknown, "connection reset".into()),
+        ));
+        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
+        let mut stream = client.watch("tasks/", 0);
+        assert_eq!(stream.next_revision(), 0);
+        assert_eq!(revisions(&take(&mut stream, 1).await), [after]);
+        assert_eq!(stream.next_revision(), after + 1);
+        // Let it reconnect after the break: it asks for the revision after the event.
+        tokio::time::timeout(Duration::from_millis(300), stream.next())
+            .await
+            .unwrap_err();
+        let froms: Vec<u64> = node.watch_calls().iter().map(|(_, from)| *from).collect();
+        assert_eq!(froms, [after, after + 1]);
+        assert_eq!(node.count("board"), 1);
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_failing_endpoint_is_left_for_the_next_one() {
+        let down = Arc::new(FakeNode::default());
+        let up = Arc::new(FakeNode::default());
+        let (down_addr, down_task) = down.serve().await;
+        let (up_addr, up_task) = up.serve().await;
+        down.fail_always(Code::Unavailable, "shutting down");
+        up.answer_watch(WatchAnswer::Send(
+            vec![watch_event(12, "tasks/x", "released")],
+            WatchEnd::Open,
+        ));
+        let client = client(
+            &[down_addr.to_string(), up_addr.to_string()],
+            Duration::from_secs(5),
+        )
+        .await;
+        let mut stream = client.watch("tasks/", 10);
+        assert_eq!(revisions(&take(&mut stream, 1).await), [12]);
+        assert_eq!(down.count("watch"), 1);
+        assert_eq!(up.watch_calls(), [("tasks/".to_string(), 10)]);
+        down_task.abort();
+        up_task.abort();
+    }
+
+    #[tokio::test]
+    async fn compacted_at_the_call_is_the_last_item() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        node.answer_watch(WatchAnswer::Refuse(
+            Code::OutOfRange,
+            "compacted: revision 1 is older than this node's watch window, which starts at 40; \
+             re-read the board and watch from its revision"
+                .into(),
+        ));
+        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
+        let mut stream = client.watch("tasks/", 1);
+        assert_eq!(
+            next(&mut stream).await,
+            Some(Err(Error::Compacted {
+                requested: 1,
+                first_available: 40
+            }))
+        );
+        assert_eq!(next(&mut stream).await, None);
+        assert_eq!(next(&mut stream).await, None);
+        assert_eq!(node.count("watch"), 1);
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn compacted_mid_stream_ends_after_the_events_before_it() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        node.answer_watch(WatchAnswer::Send(
+            vec![watch_event(2, "tasks/x", "claimed")],
+            WatchEnd::Fail(Code::OutOfRange, "compacted: no numbers here".into()),
+        ));
+        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
+        let mut stream = client.watch("tasks/", 1);
+        assert_eq!(revisions(&take(&mut stream, 1).await), [2]);
+        assert_eq!(
+            next(&mut stream).await,
+            Some(Err(Error::Compacted {
+                requested: 0,
+                first_available: 0
+            }))
+        );
+        assert_eq!(next(&mut stream).await, None);
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_node_with_a_longer_window_is_asked_before_giving_up_as_compacted() {
+        let short = Arc::new(FakeNode::default());
+        let long = Arc::new(FakeNode::default());
+        let (short_addr, short_task) = short.serve().await;
+        let (long_addr, long_task) = long.serve().await;
+        short.answer_watch(WatchAnswer::Refuse(
+            Code::OutOfRange,
+            "compacted: revision 3 is older than this node's watch window, which starts at 9"
+                .into(),
+        ));
+        long.answer_watch(WatchAnswer::Send(
+            vec![watch_event(3, "tasks/x", "claimed")],
+            WatchEnd::Open,
+        ));
+        let client = client(
+            &[short_addr.to_string(), long_addr.to_string()],
+            Duration::from_secs(5),
+        )
+        .await;
+        let mut stream = client.watch("tasks/", 3);
+        assert_eq!(revisions(&take(&mut stream, 1).await), [3]);
+        short_task.abort();
+        long_task.abort();
+    }
+
+    #[tokio::test]
+    async fn invalid_argument_is_the_last_item_and_is_not_retried() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        node.fail_always(Code::InvalidArgument, "prefix must be at most 512 bytes");
+        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
+        let mut stream = client.watch("tasks/", 1);
+        assert_eq!(
+            next(&mut stream).await,
+            Some(Err(Error::InvalidArgument(
+                "prefix must be at most 512 bytes".into()
+            )))
+        );
+        assert_eq!(next(&mut stream).await, None);
+        assert_eq!(node.count("watch"), 1);
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn no_node_answering_for_the_retry_deadline_is_unavailable_then_the_end() {
+        // Port 1 on localhost refuses connections.
+        let client = client(&["127.0.0.1:1".to_string()], Duration::from_millis(300)).await;
+        let started = Instant::now();
+        let mut stream = client.watch("", 1);
+        let item = next(&mut stream).await;
+        assert!(
+            matches!(&item, Some(Err(Error::Unavailable { last })) if last.contains("127.0.0.1:1")),
+            "{item:?}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert_eq!(next(&mut stream).await, None);
+    }
+
+    #[tokio::test]
+    async fn a_node_that_comes_back_within_the_deadline_is_watched_again() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        node.answer_watch(WatchAnswer::Send(
+            vec![watch_event(4, "tasks/x", "claimed")],
+            WatchEnd::Fail(Code::Unavailable, "restarting".into()),
+        ));
+        // Two refusals while it restarts, then it accepts again.
+        node.answer_watch(WatchAnswer::Refuse(Code::Unavailable, "starting".into()));
+        node.answer_watch(WatchAnswer::Refuse(Code::Unavailable, "starting".into()));
+        node.answer_watch(WatchAnswer::Send(
+            vec![watch_event(5, "tasks/x", "updated")],
+            WatchEnd::Open,
+        ));
+        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
+        let mut stream = client.watch("tasks/", 4);
+        assert_eq!(revisions(&take(&mut stream, 2).await), [4, 5]);
+        let froms: Vec<u64> = node.watch_calls().iter().map(|(_, from)| *from).collect();
+        assert_eq!(froms, [4, 5, 5, 5]);
+        task.abort();
+    }
+}

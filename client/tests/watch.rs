@@ -1,0 +1,404 @@
+//! Watches against a real single-node `baton-node` process: the library's [`WatchStream`]
+//! (order, prefix, resume without gap or repeat, compaction) and `baton watch` as a child
+//! process printing JSON lines.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use baton_client::{
+    ClaimOutcome, Client, ClientConfig, Error, Event, ReadMode, RecordPatch, WatchStream,
+};
+use futures::StreamExt;
+use serde_json::Value;
+
+fn cli_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_baton"))
+}
+
+/// `baton-node` is built by the same `cargo test --workspace` into the same directory.
+fn node_bin() -> PathBuf {
+    let bin = cli_bin().with_file_name("baton-node");
+    assert!(
+        bin.exists(),
+        "{} is missing: run the tests with `cargo test --workspace`",
+        bin.display()
+    );
+    bin
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One real node, killed by PID when dropped.
+struct Node {
+    addr: String,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Node {
+    /// Starts a node with `extra` flags and waits until it leads.
+    async fn start(extra: &[&str]) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let addr = format!("127.0.0.1:{}", free_port());
+        let child = Command::new(node_bin())
+            .args(["--listen", &addr, "--data-dir"])
+            .arg(dir.path().join("data"))
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let node = Node {
+            addr,
+            child,
+            _dir: dir,
+        };
+        let client = node.client().await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(status) = client.status_of(&node.addr).await {
+                if status.state == "leader" {
+                    return node;
+                }
+            }
+            assert!(Instant::now() < deadline, "node never became leader");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn client(&self) -> Client {
+        Client::connect(ClientConfig {
+            retry_deadline: Duration::from_secs(5),
+            ..ClientConfig::with_endpoints([self.addr.as_str()])
+        })
+        .await
+        .unwrap()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The cluster's revision now: a watch from it + 1 misses nothing that happens next.
+async fn revision_now(client: &Client) -> u64 {
+    client
+        .board("", 1, "", ReadMode::Linearizable)
+        .await
+        .unwrap()
+        .revision
+}
+
+/// Claims `key` as `holder`, returning the token.
+async fn claim(client: &Client, key: &str, holder: &str) -> u64 {
+    match client
+        .claim(key, holder, Duration::from_secs(30))
+        .await
+        .unwrap()
+    {
+        ClaimOutcome::Granted(grant) => grant.lease.token,
+        held => panic!("{key} is held: {held:?}"),
+    }
+}
+
+/// The next `n` events, failing the test if one takes more than 10 s or the stream fails.
+async fn take(stream: &mut WatchStream, n: usize) -> Vec<Event> {
+    let mut events = Vec::new();
+    for _ in 0..n {
+        let item = tokio::time::timeout(Duration::from_secs(10), stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("no event after {events:?}"));
+        events.push(item.expect("the watch ended").expect("the watch failed"));
+    }
+    events
+}
+
+/// Nothing more arrives for a while (the stream neither yields nor ends).
+async fn assert_quiet(stream: &mut WatchStream) {
+    if let Ok(item) = tokio::time::timeout(Duration::from_millis(500), stream.next()).await {
+        panic!("unexpected item: {item:?}");
+    }
+}
+
+fn summary(events: &[Event]) -> Vec<(&str, &str)> {
+    events
+        .iter()
+        .map(|e| (e.key.as_str(), e.kind.as_str()))
+        .collect()
+}
+
+fn assert_strictly_increasing(events: &[Event]) {
+    assert!(
+        events.windows(2).all(|w| w[0].revision < w[1].revision),
+        "revisions not strictly increasing: {events:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_sees_the_events_of_its_prefix_in_order_and_no_others() {
+    let node = Node::start(&[]).await;
+    let client = node.client().await;
+    let start = revision_now(&client).await;
+    let mut watch = client.watch("tasks/", start + 1);
+    // A watch from now, already reading when the changes are made.
+    let mut from_now = client.watch("tasks/", 0);
+    let (tx, mut from_now_events) = tokio::sync::mpsc::unbounded_channel();
+    let reader = tokio::spawn(async move {
+        while let Some(item) = from_now.next().await {
+            if tx.send(item).is_err() {
+                break;
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let token = claim(&client, "tasks/a", "alice").await;
+    claim(&client, "other/b", "bob").await;
+    client
+        .update("tasks/a", token, RecordPatch::status("in_progress"))
+        .await
+        .unwrap();
+    client.release("tasks/a", token).await.unwrap();
+
+    let events = take(&mut watch, 3).await;
+    assert_eq!(
+        summary(&events),
+        [
+            ("tasks/a", "claimed"),
+            ("tasks/a", "updated"),
+            ("tasks/a", "released")
+        ]
+    );
+    assert_strictly_increasing(&events);
+    assert!(events[0].revision > start);
+    assert_eq!(events[0].revision, token);
+    assert!(events.iter().all(|e| e.token == token));
+    let actor = events[0].actor.as_ref().unwrap();
+    assert_eq!(
+        (actor.name.as_str(), actor.client_id.as_str()),
+        ("alice", client.client_id())
+    );
+    assert!(events[0].at_unix_ms > 0);
+    assert!(
+        events[1].detail.contains("in_progress"),
+        "{:?}",
+        events[1].detail
+    );
+    assert_eq!(watch.next_revision(), events[2].revision + 1);
+    assert_quiet(&mut watch).await;
+
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let item = tokio::time::timeout(Duration::from_secs(10), from_now_events.recv())
+            .await
+            .expect("the watch from now saw too little")
+            .unwrap();
+        seen.push(item.unwrap());
+    }
+    assert_eq!(seen, events, "the watch from now saw the same events");
+    reader.abort();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dropped_watch_resumes_with_exactly_the_missing_events() {
+    let node = Node::start(&[]).await;
+    let client = node.client().await;
+    let start = revision_now(&client).await;
+
+    let mut watch = client.watch("jobs/", start + 1);
+    let one = claim(&client, "jobs/1", "alice").await;
+    client
+        .update("jobs/1", one, RecordPatch::status("in_progress"))
+        .await
+        .unwrap();
+    let first = take(&mut watch, 2).await;
+    assert_eq!(
+        summary(&first),
+        [("jobs/1", "claimed"), ("jobs/1", "updated")]
+    );
+    let last = first[1].revision;
+    assert_eq!(watch.next_revision(), last + 1);
+    drop(watch);
+
+    // Changes while nobody watches, under the prefix and outside it.
+    client.release("jobs/1", one).await.unwrap();
+    claim(&client, "elsewhere/x", "carol").await;
+    let two = claim(&client, "jobs/2", "bob").await;
+    client
+        .assign("jobs/3", "dave", "dispatcher", "")
+        .await
+        .unwrap();
+
+    let mut resumed = client.watch("jobs/", last + 1);
+    let missed = take(&mut resumed, 3).await;
+    assert_eq!(
+        summary(&missed),
+        [
+            ("jobs/1", "released"),
+            ("jobs/2", "claimed"),
+            ("jobs/3", "assigned")
+        ]
+    );
+    assert!(missed[0].revision > last);
+    assert_strictly_increasing(&missed);
+    assert_eq!(missed[1].token, two);
+    assert_quiet(&mut resumed).await;
+
+    // And it goes on live.
+    client.release("jobs/2", two).await.unwrap();
+    assert_eq!(
+        summary(&take(&mut resumed, 1).await),
+        [("jobs/2", "released")]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revision_older_than_the_window_is_compacted_and_ends_the_watch() {
+    let node = Node::start(&["--watch-window-events", "5"]).await;
+    let client = node.client().await;
+    for i in 0..4 {
+        let key = format!("tasks/{i}");
+        let token = claim(&client, &key, "alice").await;
+        client
+            .update(&key, token, RecordPatch::status("done"))
+            .await
+            .unwrap();
+        client.release(&key, token).await.unwrap();
+    }
+
+    let mut watch = client.watch("tasks/", 1);
+    let item = tokio::time::timeout(Duration::from_secs(10), watch.next())
+        .await
+        .unwrap();
+    let Some(Err(Error::Compacted {
+        requested,
+        first_available,
+    })) = item
+    else {
+        panic!(
+            "expected compacted, got {item:?}: does the node apply --watch-window-events to \
+             its store (store::open_with in node/src/node.rs)?"
+        );
+    };
+    assert_eq!(requested, 1);
+    assert!(first_available > 1, "first available {first_available}");
+    assert!(
+        watch.next().await.is_none(),
+        "the watch ends after compacted"
+    );
+
+    // From the first revision still kept, the watch works.
+    let mut kept = client.watch("tasks/", first_available);
+    let events = take(&mut kept, 1).await;
+    assert!(events[0].revision >= first_available);
+
+    // The CLI says so on stderr and exits 1.
+    let out = Command::new(cli_bin())
+        .args(["--endpoints", &node.addr, "watch", "tasks/", "--from", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr.starts_with("error: compacted: revision 1 "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("re-read the board (baton board tasks/) and watch from its revision"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_prints_a_json_line_per_event_until_stopped() {
+    let node = Node::start(&[]).await;
+    let client = node.client().await;
+    let start = revision_now(&client).await;
+    let from = (start + 1).to_string();
+    let mut child = Command::new(cli_bin())
+        .args(["--endpoints", &node.addr, "--output", "json"])
+        .args(["watch", "tasks/", "--from", &from])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+
+    let token = claim(&client, "tasks/cli", "alice").await;
+    claim(&client, "other/cli", "alice").await;
+    client.release("tasks/cli", token).await.unwrap();
+
+    let mut events: Vec<Value> = Vec::new();
+    while events.len() < 2 {
+        let line = lines
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("no JSON line after {events:?}"));
+        events
+            .push(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")));
+    }
+    let kinds: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| (e["key"].as_str().unwrap(), e["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kinds, [("tasks/cli", "claimed"), ("tasks/cli", "released")]);
+    assert_eq!(events[0]["revision"].as_u64(), Some(token));
+    assert_eq!(events[0]["token"].as_u64(), Some(token));
+    assert_eq!(events[0]["actor"]["name"], "alice");
+    assert!(events[1]["revision"].as_u64() > events[0]["revision"].as_u64());
+    for field in ["at_unix_ms", "detail"] {
+        assert!(events[0].get(field).is_some(), "{field} missing");
+    }
+
+    // SIGTERM (like Ctrl-C) stops it cleanly: exit 0.
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("baton watch did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0));
+    reader.join().unwrap();
+    assert!(lines.try_recv().is_err(), "no line after the two events");
+}
+
+#[test]
+fn the_cli_exits_4_when_no_node_answers() {
+    let dead = format!("127.0.0.1:{}", free_port());
+    let started = Instant::now();
+    let out = Command::new(cli_bin())
+        .args(["--endpoints", &dead, "--timeout", "1s", "watch", "tasks/"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("unavailable"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
