@@ -30,6 +30,9 @@ use crate::error::Error;
 use crate::history::Event;
 use crate::retry::{classify, Backoff, Disposition, BACKOFF_MAX};
 
+/// `Event.kind` of the node's progress markers (`baton_proto::WATCH_PROGRESS_KIND`).
+const PROGRESS_KIND: &str = baton_proto::WATCH_PROGRESS_KIND;
+
 /// A stream that lasted this long before it broke was healthy: the watch connects again at
 /// once, with its backoff started over. One that broke sooner waits a backoff step first, so
 /// a node that accepts watches and drops them at once cannot make the client spin.
@@ -214,6 +217,11 @@ impl Watcher {
                             continue;
                         }
                         self.set_next(event.revision + 1);
+                        // A progress marker only moves the resume point (so a quiet prefix on
+                        // a busy cluster does not fall out of the window); it is no event.
+                        if event.kind == PROGRESS_KIND {
+                            continue;
+                        }
                         return Some(Ok(convert::event(event)));
                     }
                     Ok(None) => self.broken(None),

@@ -109,3 +109,55 @@ async fn a_watch_resumes_across_a_leader_kill_without_gaps_or_repeats() {
     assert_eq!(got, expected, "no gaps across the leader kill");
     assert!(got.iter().all(|(k, _)| k.starts_with("tasks/w/")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_watch_is_kept_inside_the_window_by_progress_markers() {
+    let _serial = serial().await;
+    let cluster = Cluster::start_with(1, &["--watch-window-events", "10"]).await;
+    let client = cluster.client().await;
+    let start = client
+        .board("", 0, "", ReadMode::Linearizable)
+        .await
+        .unwrap()
+        .revision
+        + 1;
+    let mut quiet = client.watch("quiet/", start);
+    // Open the stream (it connects on first poll) before the cluster gets busy.
+    let opened = tokio::time::timeout(Duration::from_millis(500), quiet.next()).await;
+    assert!(opened.is_err(), "nothing to see yet: {opened:?}");
+    // Far more events elsewhere than the window holds.
+    for i in 0..10 {
+        cycle(&client, &format!("busy/{i}"), "busy").await;
+    }
+    // No event of its own arrives, but the stream learns how far it is.
+    let waited = tokio::time::timeout(Duration::from_millis(2_500), quiet.next()).await;
+    assert!(waited.is_err(), "no quiet/ event exists: {waited:?}");
+    let resume = quiet.next_revision();
+    assert!(
+        resume > start + 20,
+        "progress moved the resume point: {start} -> {resume}"
+    );
+    drop(quiet);
+    // Resuming from there is inside the window; from the start it would be compacted.
+    let mut resumed = client.watch("quiet/", resume);
+    let ClaimOutcome::Granted(g) = client.claim("quiet/1", "q", TTL).await.unwrap() else {
+        panic!("held");
+    };
+    let event = tokio::time::timeout(Duration::from_secs(10), resumed.next())
+        .await
+        .expect("the quiet event arrives")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (event.key.as_str(), event.revision),
+        ("quiet/1", g.lease.token)
+    );
+    let mut stale = client.watch("quiet/", start);
+    let compacted = tokio::time::timeout(Duration::from_secs(10), stale.next())
+        .await
+        .unwrap();
+    assert!(
+        matches!(compacted, Some(Err(baton_client::Error::Compacted { .. }))),
+        "{compacted:?}"
+    );
+}

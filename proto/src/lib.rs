@@ -19,3 +19,12 @@ pub const LEADER_METADATA_KEY: &str = "x-baton-leader";
 /// that receives a forwarded request it cannot serve answers UNAVAILABLE instead of
 /// forwarding again (no forwarding loops).
 pub const FORWARDED_METADATA_KEY: &str = "x-baton-forwarded";
+
+/// `Event.kind` of a watch's progress marker: sent by a node, at most once per
+/// `WATCH_PROGRESS_INTERVAL_MS`, when it has moved past events of other prefixes since the
+/// last thing it sent. Its revision is the last one the watcher has been brought up to date
+/// with; clients resume from it + 1 and do not show it as an event.
+pub const WATCH_PROGRESS_KIND: &str = "progress";
+
+/// How often at most a node sends a watch progress marker.
+pub const WATCH_PROGRESS_INTERVAL_MS: u64 = 1_000;

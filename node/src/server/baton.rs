@@ -516,6 +516,11 @@ impl BatonServer {
         let prefix = req.prefix;
         tokio::spawn(async move {
             let mut grew = hub.subscribe();
+            let progress_every =
+                std::time::Duration::from_millis(baton_proto::WATCH_PROGRESS_INTERVAL_MS);
+            // The revision the watcher knows it is up to date with, and when it learned so.
+            let mut told = from.saturating_sub(1);
+            let mut told_at = Instant::now();
             loop {
                 grew.borrow_and_update();
                 let (events, next) = match hub.read_from(&prefix, from, WATCH_BATCH_EVENTS_MAX) {
@@ -533,13 +538,31 @@ impl BatonServer {
                     if tx.send(Ok(convert::pb_event(key, event))).await.is_err() {
                         return;
                     }
+                    told = event.revision;
+                    told_at = Instant::now();
                 }
                 if more {
                     continue;
                 }
+                // Caught up. If only other prefixes' events went by, say how far we are, now
+                // and then, so a quiet watcher's resume point does not fall out of the window.
+                if from - 1 > told && told_at.elapsed() >= progress_every {
+                    let marker = pb::Event {
+                        revision: from - 1,
+                        kind: baton_proto::WATCH_PROGRESS_KIND.into(),
+                        ..pb::Event::default()
+                    };
+                    if tx.send(Ok(marker)).await.is_err() {
+                        return;
+                    }
+                    told = from - 1;
+                    told_at = Instant::now();
+                }
                 tokio::select! {
                     changed = grew.changed() => if changed.is_err() { return },
                     _ = tx.closed() => return,
+                    // Wake up to send a pending progress marker.
+                    _ = tokio::time::sleep(progress_every), if from - 1 > told => {}
                 }
             }
         });
