@@ -424,14 +424,47 @@ async fn a_follower_that_missed_purged_entries_catches_up_from_a_snapshot() {
         );
         last = g.lease.token;
     }
+    // The missed entries include a case file: an assignment, a fenced update, a pending offer.
+    let first = client
+        .probe("tasks/snap-0", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    let token0 = first.lease.unwrap().token;
+    client
+        .assign("tasks/snap-0", "someone", "dispatcher", "snapshot test")
+        .await
+        .unwrap();
+    let patch = baton_client::RecordPatch {
+        status: Some("in_progress".into()),
+        ..Default::default()
+    };
+    client.update("tasks/snap-0", token0, patch).await.unwrap();
+    let note = baton_client::HandoffNote {
+        done: "half".into(),
+        ..Default::default()
+    };
+    client
+        .offer(
+            "tasks/snap-0",
+            token0,
+            "taker",
+            note,
+            Duration::from_secs(600),
+        )
+        .await
+        .unwrap();
     // The leader has purged the entries the follower missed, so only a snapshot helps.
     cluster.start_node(follower);
     let lagging = cluster.client_of(follower).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let board = lagging.board("tasks/snap-", 0, "", ReadMode::Stale).await;
+        let offered = matches!(
+            lagging.record("tasks/snap-0", ReadMode::Stale).await,
+            Ok(r) if r.record.pending_offer.is_some()
+        );
         if let Ok(b) = &board {
-            if b.leases.len() == 120 && b.leases.iter().any(|l| l.token == last) {
+            if offered && b.leases.len() == 120 && b.leases.iter().any(|l| l.token == last) {
                 break;
             }
         }
@@ -443,6 +476,45 @@ async fn a_follower_that_missed_purged_entries_catches_up_from_a_snapshot() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // The case file came with the snapshot: record, assignment, pending offer, history.
+    let want = client
+        .record("tasks/snap-0", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    let got = lagging
+        .record("tasks/snap-0", ReadMode::Stale)
+        .await
+        .unwrap();
+    assert_eq!(got.record.status, "in_progress");
+    assert_eq!(got.record.assigned_to, want.record.assigned_to);
+    let offer = got
+        .record
+        .pending_offer
+        .expect("the pending offer survived");
+    assert_eq!(
+        (offer.to.as_str(), offer.note.done.as_str()),
+        ("taker", "half")
+    );
+    let history = |h: baton_client::History| {
+        h.events
+            .into_iter()
+            .map(|e| (e.revision, e.kind))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        history(
+            lagging
+                .history("tasks/snap-0", ReadMode::Stale)
+                .await
+                .unwrap()
+        ),
+        history(
+            client
+                .history("tasks/snap-0", ReadMode::Linearizable)
+                .await
+                .unwrap()
+        ),
+    );
     let log = std::fs::read_to_string(&cluster.nodes[&follower].log).unwrap();
     assert!(
         cluster.nodes[&follower]
