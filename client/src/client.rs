@@ -312,6 +312,31 @@ impl Client {
         convert::assigned(key, answer.body)
     }
 
+    /// Operator setting: keys under `prefix` stay unclaimable for `delay` after an involuntary
+    /// expiry (a zero `delay` removes the rule). Returns every rule after the change.
+    pub async fn set_quarantine(
+        &self,
+        prefix: &str,
+        delay: Duration,
+    ) -> Result<std::collections::BTreeMap<String, Duration>, Error> {
+        let request = pb::SetQuarantineRequest {
+            prefix: prefix.to_owned(),
+            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            request_id: Some(self.next_request_id()),
+        };
+        let answer = self
+            .call("set_quarantine", request, |channel, request| async move {
+                BatonClient::new(channel).set_quarantine(request).await
+            })
+            .await?;
+        Ok(answer
+            .body
+            .rules_ms
+            .into_iter()
+            .map(|(prefix, ms)| (prefix, Duration::from_millis(ms)))
+            .collect())
+    }
+
     /// Reads the record of `key` and its lease in one read.
     pub async fn record(&self, key: &str, mode: ReadMode) -> Result<RecordView, Error> {
         let request = pb::GetRecordRequest {

@@ -420,6 +420,14 @@ impl Baton for FakeNode {
         Err(Status::unimplemented("fake"))
     }
 
+    async fn set_quarantine(
+        &self,
+        request: Request<pb::SetQuarantineRequest>,
+    ) -> Result<Response<pb::SetQuarantineResponse>, Status> {
+        self.enter("set_quarantine", request.get_ref().request_id.as_ref())?;
+        Err(Status::unimplemented("fake"))
+    }
+
     async fn update(
         &self,
         request: Request<pb::UpdateRequest>,

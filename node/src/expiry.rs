@@ -144,12 +144,14 @@ pub fn wall_clock_unix_ms() -> u64 {
 }
 
 /// The leader's expiry loop: every `tick`, if this node is the leader, propose `Expire` for
-/// each lease countdown and `Lapse` for each offer countdown that ran out. Runs until
+/// each lease countdown, `Lapse` for each offer countdown and `EndQuarantine` for each
+/// quarantine countdown that ran out. Runs until
 /// `shutdown` resolves.
 pub async fn run(
     raft: Raft,
     leases: Arc<Countdowns>,
     offers: Arc<Countdowns>,
+    quarantines: Arc<Countdowns>,
     tick: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -173,9 +175,14 @@ pub async fn run(
             key,
             offer_revision: c.basis,
         };
+        let end_quarantine = |key: String, c: Countdown| Op::EndQuarantine {
+            key,
+            revision: c.basis,
+        };
         for (countdowns, make_op) in [
             (&leases, &expire as &dyn Fn(String, Countdown) -> Op),
             (&offers, &lapse),
+            (&quarantines, &end_quarantine),
         ] {
             let skip = in_flight.lock().expect("in-flight lock").clone();
             let room = EXPIRE_IN_FLIGHT_MAX.saturating_sub(skip.len());

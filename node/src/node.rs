@@ -63,6 +63,7 @@ pub async fn run(
         raft.clone(),
         countdowns,
         sm.offer_countdowns().clone(),
+        sm.quarantine_countdowns().clone(),
         cfg.expiry_tick,
         stop_rx,
     ));

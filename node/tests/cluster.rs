@@ -664,3 +664,60 @@ async fn request_size_and_board_page_limits_are_enforced() {
         .unwrap();
     assert_eq!(probe.lease.unwrap().holder_name, "h");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_key_under_a_quarantine_rule_is_refused_until_the_leader_ends_the_quarantine() {
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    let client = cluster.client().await;
+    let rules = client
+        .set_quarantine("printers/", Duration::from_secs(3))
+        .await
+        .unwrap();
+    assert_eq!(rules.get("printers/"), Some(&Duration::from_secs(3)));
+    let ttl = Duration::from_secs(2);
+    let g = granted(
+        client
+            .claim("printers/lab-1", "crashed", ttl)
+            .await
+            .unwrap(),
+    );
+    // Wait for the expiry (the holder never renews).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let p = client
+            .probe("printers/lab-1", ReadMode::Linearizable)
+            .await
+            .unwrap();
+        if p.lease.is_none() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never expired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let freed = Instant::now();
+    let other = cluster.client().await;
+    match other.claim("printers/lab-1", "next", ttl).await {
+        Err(Error::Refused(msg)) => assert!(msg.contains("quarantined"), "{msg}"),
+        other => panic!("expected a quarantine refusal, got {other:?}"),
+    }
+    // The leader ends it about 3 s after the expiry; then anyone may claim.
+    let next = loop {
+        match other.claim("printers/lab-1", "next", ttl).await {
+            Ok(ClaimOutcome::Granted(n)) => break n,
+            Err(Error::Refused(_)) => {}
+            unexpected => panic!("{unexpected:?}"),
+        }
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(10),
+            "quarantine never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let waited = freed.elapsed();
+    assert!(
+        waited >= Duration::from_millis(2_500),
+        "quarantine ended early: {waited:?}"
+    );
+    assert!(next.lease.token > g.lease.token);
+}

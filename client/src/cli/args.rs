@@ -222,6 +222,20 @@ is refused with the holder's name and token, exit 3 (stand down).")]
         #[arg(long = "unset", value_name = "NAME")]
         unset: Vec<String>,
     },
+    /// Operator: keep keys under PREFIX unclaimable for DELAY after an involuntary expiry
+    /// (Chubby's lock-delay), for resources that cannot check fencing tokens.
+    #[command(after_help = "Examples:
+  baton quarantine printers/ --delay 30s     keys under printers/ wait 30s after a holder's lease expires
+  baton quarantine printers/ --delay 0s      remove the rule
+
+A clean release or an operator's revoke frees a key at once; only an expiry quarantines it.
+The longest matching prefix wins. Prints every rule after the change.")]
+    Quarantine {
+        prefix: String,
+        /// How long, e.g. 30s; 0s removes the rule.
+        #[arg(long, value_parser = parse_duration)]
+        delay: Duration,
+    },
     /// Record who a dispatcher wants on KEY. Reserves nothing: anyone's claim still wins.
     #[command(after_help = "Examples:
   baton assign tasks/evidence-42 --to claude@host-a --reason \"verify four evidence domains\"

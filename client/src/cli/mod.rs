@@ -128,6 +128,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             let check = client.check_token(&key, token).await?;
             output::check(&key, token, &check, format)
         }
+        Command::Quarantine { prefix, delay } => {
+            let rules = client.set_quarantine(&prefix, delay).await?;
+            output::quarantine_rules(&rules, format)
+        }
         Command::Revoke { key, reason } => {
             let revoked = client.revoke(&key, &reason).await?;
             output::revoke(&key, revoked.as_ref(), format)

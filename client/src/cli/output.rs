@@ -303,6 +303,31 @@ pub fn revoke(key: &str, revoked: Option<&LeaseInfo>, format: OutputFormat) -> R
     Rendered::new(format, Json { revoked }, text, Verdict::Ok)
 }
 
+/// The quarantine rules after `baton quarantine`.
+pub fn quarantine_rules(
+    rules: &std::collections::BTreeMap<String, std::time::Duration>,
+    format: OutputFormat,
+) -> Rendered {
+    #[derive(Serialize)]
+    struct Json {
+        rules_ms: std::collections::BTreeMap<String, u64>,
+    }
+    let rules_ms = rules
+        .iter()
+        .map(|(p, d)| (p.clone(), u64::try_from(d.as_millis()).unwrap_or(u64::MAX)))
+        .collect();
+    let text = if rules.is_empty() {
+        "no quarantine rules\n".to_string()
+    } else {
+        let mut text = String::from("quarantine after an involuntary expiry:\n");
+        for (prefix, delay) in rules {
+            text.push_str(&format!("  {prefix}*  {} s\n", delay.as_secs()));
+        }
+        text
+    };
+    Rendered::new(format, Json { rules_ms }, text, Verdict::Ok)
+}
+
 /// One row of `baton cluster status`: a node that answered, or one that did not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NodeRow {

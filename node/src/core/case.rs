@@ -244,6 +244,16 @@ impl History {
     }
 }
 
+/// A key that stays unclaimable for a while after its holder's lease expired (Chubby's
+/// lock-delay), for resources that cannot check fencing tokens.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quarantine {
+    /// The `Expire` entry that started it: each node counts `delay_ms` from its own apply of
+    /// it, and the leader ends it with an `EndQuarantine` naming it.
+    pub revision: u64,
+    pub delay_ms: u64,
+}
+
 /// Everything about a key besides its lease.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaseFile {
@@ -253,6 +263,9 @@ pub struct CaseFile {
     /// cancelled, or its giver's lease ended): nothing written is lost.
     pub last_note: Option<HandoffNote>,
     pub history: History,
+    /// Set after an involuntary expiry under a quarantine rule; claims are refused until it
+    /// ends.
+    pub quarantine: Option<Quarantine>,
 }
 
 impl CaseFile {

@@ -512,3 +512,97 @@ fn note_limits_are_enforced() {
     assert!(matches!(out, Outcome::Invalid { .. }));
     assert!(t.case("k").unwrap().offer.is_none());
 }
+
+fn set_quarantine(t: &mut LeaseTable, index: u64, prefix: &str, delay_ms: u64) -> Outcome {
+    t.apply(
+        index,
+        &cmd(Op::SetQuarantine {
+            prefix: prefix.into(),
+            delay_ms,
+        }),
+    )
+}
+
+#[test]
+fn an_expiry_under_a_quarantine_rule_keeps_the_key_unclaimable_until_the_leader_ends_it() {
+    let mut t = LeaseTable::default();
+    set_quarantine(&mut t, 1, "printers/", 30_000);
+    // The longest prefix wins.
+    match set_quarantine(&mut t, 2, "printers/lab-", 5_000) {
+        Outcome::QuarantineRules { rules } => assert_eq!(rules.len(), 2),
+        other => panic!("{other:?}"),
+    }
+    let tok = token_of(&claim(&mut t, 3, "printers/lab-1", "a"));
+    t.apply(
+        4,
+        &cmd(Op::Expire {
+            key: "printers/lab-1".into(),
+            token: tok,
+            basis: 3,
+        }),
+    );
+    let q = t
+        .case("printers/lab-1")
+        .unwrap()
+        .quarantine
+        .clone()
+        .unwrap();
+    assert_eq!((q.revision, q.delay_ms), (4, 5_000));
+    let msg = refused(claim(&mut t, 5, "printers/lab-1", "b"));
+    assert!(msg.contains("quarantined for 5 s"), "{msg}");
+    // An EndQuarantine for another expiry is ignored; the right one ends it.
+    assert_eq!(
+        t.apply(
+            6,
+            &cmd(Op::EndQuarantine {
+                key: "printers/lab-1".into(),
+                revision: 3
+            })
+        ),
+        Outcome::QuarantineEndIgnored
+    );
+    assert_eq!(
+        t.apply(
+            7,
+            &cmd(Op::EndQuarantine {
+                key: "printers/lab-1".into(),
+                revision: 4
+            })
+        ),
+        Outcome::QuarantineEnded
+    );
+    token_of(&claim(&mut t, 8, "printers/lab-1", "b"));
+}
+
+#[test]
+fn a_clean_release_or_a_revoke_never_quarantines() {
+    let mut t = LeaseTable::default();
+    set_quarantine(&mut t, 1, "p/", 30_000);
+    let tok = token_of(&claim(&mut t, 2, "p/1", "a"));
+    t.apply(
+        3,
+        &cmd(Op::Release {
+            key: "p/1".into(),
+            token: tok,
+            final_status: None,
+        }),
+    );
+    let tok = token_of(&claim(&mut t, 4, "p/1", "b"));
+    t.apply(
+        5,
+        &cmd(Op::Revoke {
+            key: "p/1".into(),
+            reason: "stuck".into(),
+        }),
+    );
+    token_of(&claim(&mut t, 6, "p/1", "c"));
+    assert!(t.case("p/1").unwrap().quarantine.is_none());
+    let _ = tok;
+    // Removing the rule: later expiries free the key at once.
+    match set_quarantine(&mut t, 7, "p/", 0) {
+        Outcome::QuarantineRules { rules } => assert!(rules.is_empty()),
+        other => panic!("{other:?}"),
+    }
+    let out = set_quarantine(&mut t, 8, "p/", QUARANTINE_MS_MAX + 1);
+    assert!(matches!(out, Outcome::Invalid { .. }));
+}

@@ -36,6 +36,11 @@ pub const HISTORY_EVENTS_MAX: usize = 1_000;
 pub const OFFER_TTL_MS_MIN: u64 = 1_000;
 pub const OFFER_TTL_MS_MAX: u64 = 3_600_000;
 
+/// The longest quarantine (lock-delay) after an involuntary expiry.
+pub const QUARANTINE_MS_MAX: u64 = 3_600_000;
+/// Quarantine rules (key prefixes) a cluster may have.
+pub const QUARANTINE_RULES_MAX: usize = 1_000;
+
 /// The longest lease: one hour (SPEC "Lease").
 pub const TTL_MS_MAX: u64 = 3_600_000;
 /// The shortest lease the core accepts from any configuration. A node's configured minimum

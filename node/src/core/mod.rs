@@ -23,8 +23,8 @@ mod case_tests;
 mod tests;
 
 pub use case::{
-    Assignment, CaseFile, Event, EventKind, HandoffNote, History, Offer, Record, RecordPatch,
-    VolatileFact,
+    Assignment, CaseFile, Event, EventKind, HandoffNote, History, Offer, Quarantine, Record,
+    RecordPatch, VolatileFact,
 };
 pub use table::{Changes, ClientSession, LeaseTable};
 pub use types::{FencingToken, Holder, Lease, LogCommand, Op, Outcome, RequestId};

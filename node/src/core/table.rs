@@ -8,9 +8,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::case::{Assignment, CaseFile, Event, EventKind, HandoffNote, Offer, RecordPatch};
+use super::case::{
+    Assignment, CaseFile, Event, EventKind, HandoffNote, Offer, Quarantine, RecordPatch,
+};
 use super::limits::{
-    DEDUP_ANSWERS_PER_CLIENT_MAX, DEDUP_CLIENTS_MAX, FIELDS_MAX, RECORD_BYTES_MAX,
+    DEDUP_ANSWERS_PER_CLIENT_MAX, DEDUP_CLIENTS_MAX, FIELDS_MAX, QUARANTINE_RULES_MAX,
+    RECORD_BYTES_MAX,
 };
 use super::types::{Holder, Lease, LogCommand, Op, Outcome, RequestId};
 use super::validate;
@@ -55,6 +58,8 @@ pub struct Changes {
     pub events_added: BTreeSet<(String, u64)>,
     /// History events compacted away, as (key, revision).
     pub events_dropped: BTreeSet<(String, u64)>,
+    /// Quarantine rule prefixes set or removed.
+    pub quarantine_rules: BTreeSet<String>,
 }
 
 /// All leases and de-duplication sessions.
@@ -63,6 +68,8 @@ pub struct LeaseTable {
     leases: BTreeMap<String, Lease>,
     /// Case files (record, offer, history) of every key that ever had one.
     cases: BTreeMap<String, CaseFile>,
+    /// Quarantine rules: key prefix -> delay after an involuntary expiry, in ms.
+    quarantine_rules: BTreeMap<String, u64>,
     sessions: BTreeMap<String, ClientSession>,
     /// `last_index -> client_id`, to find the least recently active client in O(log n).
     /// Derived from `sessions`; rebuilt on load.
@@ -75,11 +82,13 @@ impl LeaseTable {
     pub fn from_parts(
         leases: impl IntoIterator<Item = Lease>,
         cases: impl IntoIterator<Item = (String, CaseFile)>,
+        quarantine_rules: impl IntoIterator<Item = (String, u64)>,
         sessions: impl IntoIterator<Item = (String, ClientSession)>,
     ) -> Self {
         let mut table = LeaseTable {
             leases: leases.into_iter().map(|l| (l.key.clone(), l)).collect(),
             cases: cases.into_iter().collect(),
+            quarantine_rules: quarantine_rules.into_iter().collect(),
             sessions: sessions.into_iter().collect(),
             ..Default::default()
         };
@@ -110,6 +119,10 @@ impl LeaseTable {
 
     pub fn cases(&self) -> impl Iterator<Item = (&String, &CaseFile)> {
         self.cases.iter()
+    }
+
+    pub fn quarantine_rules(&self) -> &BTreeMap<String, u64> {
+        &self.quarantine_rules
     }
 
     pub fn lease_count(&self) -> usize {
@@ -292,6 +305,8 @@ impl LeaseTable {
             Op::Decline { holder, .. } => step.decline(holder),
             Op::Cancel { token, .. } => step.cancel(*token),
             Op::Lapse { offer_revision, .. } => step.lapse(*offer_revision),
+            Op::SetQuarantine { prefix, delay_ms } => step.set_quarantine(prefix, *delay_ms),
+            Op::EndQuarantine { revision, .. } => step.end_quarantine(*revision),
         }
     }
 
@@ -422,6 +437,22 @@ impl Step<'_> {
     }
 
     fn claim(&mut self, holder: &Holder, ttl_ms: u64) -> Outcome {
+        if let Some(q) = self
+            .table
+            .cases
+            .get(self.key)
+            .and_then(|c| c.quarantine.as_ref())
+        {
+            return Outcome::Refused {
+                message: format!(
+                    "{} is quarantined for {} s after its holder's lease expired (revision {}): \
+                     it cannot be claimed until then",
+                    self.key,
+                    q.delay_ms / 1000,
+                    q.revision
+                ),
+            };
+        }
         let assignment = self.assignment();
         match self.lease().cloned() {
             None => {
@@ -533,7 +564,27 @@ impl Step<'_> {
     fn expire(&mut self, token: u64, basis: u64) -> Outcome {
         match self.lease() {
             Some(l) if l.token == token && l.basis == basis => {
-                let lease = self.end_stint(EventKind::Expired, None, String::new());
+                // An involuntary end: a matching quarantine rule (the longest prefix) keeps
+                // the key unclaimable for a while.
+                let delay_ms = self
+                    .table
+                    .quarantine_rules
+                    .iter()
+                    .filter(|(prefix, _)| self.key.starts_with(prefix.as_str()))
+                    .max_by_key(|(prefix, _)| prefix.len())
+                    .map(|(_, delay)| *delay)
+                    .unwrap_or(0);
+                let detail = if delay_ms > 0 {
+                    let index = self.index;
+                    self.case_mut().quarantine = Some(Quarantine {
+                        revision: index,
+                        delay_ms,
+                    });
+                    format!("quarantined for {} s", delay_ms / 1000)
+                } else {
+                    String::new()
+                };
+                let lease = self.end_stint(EventKind::Expired, None, detail);
                 Outcome::Expired { lease }
             }
             _ => Outcome::ExpireIgnored,
@@ -729,6 +780,40 @@ impl Step<'_> {
         let detail = format!("offer to {}", offer.to);
         self.event(EventKind::Cancelled, Some(lease.holder), token, detail);
         Outcome::Cancelled
+    }
+
+    fn set_quarantine(&mut self, prefix: &str, delay_ms: u64) -> Outcome {
+        let rules = &mut self.table.quarantine_rules;
+        if delay_ms == 0 {
+            rules.remove(prefix);
+        } else {
+            if !rules.contains_key(prefix) && rules.len() >= QUARANTINE_RULES_MAX {
+                return Outcome::Invalid {
+                    message: format!(
+                        "there are {QUARANTINE_RULES_MAX} quarantine rules already: remove one first"
+                    ),
+                };
+            }
+            rules.insert(prefix.to_string(), delay_ms);
+        }
+        self.changes.quarantine_rules.insert(prefix.to_string());
+        Outcome::QuarantineRules {
+            rules: self.table.quarantine_rules.clone(),
+        }
+    }
+
+    fn end_quarantine(&mut self, revision: u64) -> Outcome {
+        let on = self
+            .table
+            .cases
+            .get(self.key)
+            .and_then(|c| c.quarantine.as_ref())
+            .is_some_and(|q| q.revision == revision);
+        if !on {
+            return Outcome::QuarantineEndIgnored;
+        }
+        self.case_mut().quarantine = None;
+        Outcome::QuarantineEnded
     }
 
     fn lapse(&mut self, offer_revision: u64) -> Outcome {

@@ -122,6 +122,18 @@ pub enum Op {
         key: String,
         token: FencingToken,
     },
+    /// Operator setting: keys under `prefix` stay unclaimable for `delay_ms` after an
+    /// involuntary expiry (not a release). `delay_ms` 0 removes the rule.
+    SetQuarantine {
+        prefix: String,
+        delay_ms: u64,
+    },
+    /// Proposed by the leader when a quarantine, counted from its own apply of the expiry,
+    /// has run out. Takes effect only if that quarantine (by revision) is still on.
+    EndQuarantine {
+        key: String,
+        revision: u64,
+    },
     /// Proposed by the leader when an offer's TTL, counted from its own apply of the offer,
     /// has run out. Takes effect only if that offer (by revision) is still pending.
     Lapse {
@@ -218,6 +230,16 @@ impl Op {
                 feed(key.as_bytes());
                 feed(&token.to_le_bytes());
             }
+            Op::SetQuarantine { prefix, delay_ms } => {
+                feed(b"set-quarantine");
+                feed(prefix.as_bytes());
+                feed(&delay_ms.to_le_bytes());
+            }
+            Op::EndQuarantine { key, revision } => {
+                feed(b"end-quarantine");
+                feed(key.as_bytes());
+                feed(&revision.to_le_bytes());
+            }
             Op::Lapse {
                 key,
                 offer_revision,
@@ -244,7 +266,9 @@ impl Op {
             | Op::Accept { key, .. }
             | Op::Decline { key, .. }
             | Op::Cancel { key, .. }
-            | Op::Lapse { key, .. } => key,
+            | Op::Lapse { key, .. }
+            | Op::EndQuarantine { key, .. } => key,
+            Op::SetQuarantine { prefix, .. } => prefix,
         }
     }
 }
@@ -313,6 +337,13 @@ pub enum Outcome {
     Lapsed,
     /// A `Lapse` for an offer that already ended: nothing changed.
     LapseIgnored,
+    /// The quarantine rules after a `SetQuarantine`.
+    QuarantineRules {
+        rules: std::collections::BTreeMap<String, u64>,
+    },
+    QuarantineEnded,
+    /// An `EndQuarantine` for a quarantine that already ended: nothing changed.
+    QuarantineEndIgnored,
     /// A request that is well-formed but not allowed now (stale token, frozen record, no
     /// offer, not the addressee, an offer already pending). Nothing changed. gRPC
     /// `FAILED_PRECONDITION`.

@@ -268,5 +268,14 @@ pub fn op(op: &Op) -> Result<(), InvalidInput> {
         Op::Decline { holder: h, .. } => holder(h),
         Op::Cancel { token: t, .. } => token(*t),
         Op::Lapse { offer_revision, .. } => token(*offer_revision),
+        Op::SetQuarantine { delay_ms, .. } => {
+            if *delay_ms > QUARANTINE_MS_MAX {
+                return invalid(format!(
+                    "quarantine delay {delay_ms} ms is above the maximum {QUARANTINE_MS_MAX} ms"
+                ));
+            }
+            Ok(())
+        }
+        Op::EndQuarantine { revision, .. } => token(*revision),
     }
 }

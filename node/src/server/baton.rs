@@ -304,6 +304,23 @@ impl Ctx {
         }
     }
 
+    async fn set_quarantine(
+        &self,
+        req: pb::SetQuarantineRequest,
+    ) -> Result<pb::SetQuarantineResponse, Refusal> {
+        let (id, op) = convert::set_quarantine(req)?;
+        match self.propose(id, op).await? {
+            (Outcome::QuarantineRules { rules }, revision) => {
+                tracing::warn!(?rules, revision, "quarantine rules changed");
+                Ok(pb::SetQuarantineResponse {
+                    rules_ms: rules.into_iter().collect(),
+                    revision,
+                })
+            }
+            (other, _) => Err(unexpected(other)),
+        }
+    }
+
     async fn get_record(
         &self,
         req: pb::GetRecordRequest,
@@ -757,6 +774,18 @@ impl pb::baton_server::Baton for BatonServer {
             req,
             |ctx, m| async move { ctx.cancel(m).await },
             |mut c, r| async move { c.cancel(r).await },
+        )
+        .await
+    }
+
+    async fn set_quarantine(
+        &self,
+        req: Request<pb::SetQuarantineRequest>,
+    ) -> Result<Response<pb::SetQuarantineResponse>, Status> {
+        self.serve(
+            req,
+            |ctx, m| async move { ctx.set_quarantine(m).await },
+            |mut c, r| async move { c.set_quarantine(r).await },
         )
         .await
     }

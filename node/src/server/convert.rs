@@ -317,3 +317,12 @@ pub fn pb_event(key: &str, e: &Event) -> pb::Event {
         detail: e.detail.clone(),
     }
 }
+
+pub fn set_quarantine(req: pb::SetQuarantineRequest) -> Result<(Option<RequestId>, Op), Status> {
+    let op = Op::SetQuarantine {
+        prefix: req.prefix,
+        delay_ms: req.delay_ms,
+    };
+    validate::op(&op).map_err(invalid)?;
+    Ok((request_id(req.request_id)?, op))
+}

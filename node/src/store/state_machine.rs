@@ -18,7 +18,8 @@ use super::flush::Flusher;
 use super::{decode, encode, write_durably};
 use crate::core::table::Answer;
 use crate::core::{
-    CaseFile, Changes, ClientSession, Event, HandoffNote, Lease, LeaseTable, Offer, Outcome, Record,
+    CaseFile, Changes, ClientSession, Event, HandoffNote, Lease, LeaseTable, Offer, Outcome,
+    Quarantine, Record,
 };
 use crate::expiry::Countdowns;
 use crate::raft_types::{
@@ -41,6 +42,8 @@ const OFFER_PREFIX: &[u8] = b"o/";
 const NOTE_PREFIX: &[u8] = b"n/";
 /// `h/<key>/<revision, 8 bytes big-endian>` -> one history `Event`.
 const EVENT_PREFIX: &[u8] = b"h/";
+/// `q/<prefix>` -> quarantine delay in ms.
+const QUARANTINE_PREFIX: &[u8] = b"q/";
 const KEY_APPLIED: &[u8] = b"last_applied";
 const KEY_MEMBERSHIP: &[u8] = b"membership";
 /// Set while a received snapshot is being copied into `sm_data`; if a crash leaves it set,
@@ -77,6 +80,8 @@ struct Shared {
     countdowns: Arc<Countdowns>,
     /// Offer countdowns (lapse).
     offer_countdowns: Arc<Countdowns>,
+    /// Quarantine countdowns (end of a lock-delay).
+    quarantine_countdowns: Arc<Countdowns>,
     /// The window of recent events that watches read.
     watch: Arc<WatchHub>,
 }
@@ -117,6 +122,7 @@ fn name_before_suffix(prefix: &[u8], stored: &[u8]) -> Result<String, String> {
 struct CaseHead {
     record: Record,
     history_dropped: u64,
+    quarantine: Option<Quarantine>,
 }
 
 fn case_writes(key: &str, case: Option<&CaseFile>) -> [(Vec<u8>, Option<Vec<u8>>); 3] {
@@ -124,6 +130,7 @@ fn case_writes(key: &str, case: Option<&CaseFile>) -> [(Vec<u8>, Option<Vec<u8>>
         encode(&CaseHead {
             record: c.record.clone(),
             history_dropped: c.history.dropped,
+            quarantine: c.quarantine.clone(),
         })
     });
     [
@@ -187,6 +194,7 @@ impl StateMachine {
                 snapshot_dir: snapshot_dir.to_path_buf(),
                 snapshot_lock: tokio::sync::Mutex::new(()),
                 offer_countdowns: Arc::new(countdowns.sibling()),
+                quarantine_countdowns: Arc::new(countdowns.sibling()),
                 countdowns,
                 watch: Arc::new(WatchHub::new(watch_window)),
             }),
@@ -239,6 +247,7 @@ impl StateMachine {
             let case = cases.entry(key).or_default();
             case.record = head.record;
             case.history.dropped = head.history_dropped;
+            case.quarantine = head.quarantine;
         }
         for item in self.shared.data.scan_prefix(OFFER_PREFIX) {
             let (k, bytes) = item.map_err(sled_err)?;
@@ -264,6 +273,13 @@ impl StateMachine {
                 .events
                 .push_back(event);
         }
+        let mut rules = Vec::new();
+        for item in self.shared.data.scan_prefix(QUARANTINE_PREFIX) {
+            let (k, bytes) = item.map_err(sled_err)?;
+            let prefix =
+                String::from_utf8(k[QUARANTINE_PREFIX.len()..].to_vec()).map_err(sled_err)?;
+            rules.push((prefix, decode::<u64>(&bytes).map_err(sled_err)?));
+        }
         // Answers come in key order: by client id, then by seq (big-endian).
         for item in self.shared.data.scan_prefix(ANSWER_PREFIX) {
             let (key, bytes) = item.map_err(sled_err)?;
@@ -284,7 +300,7 @@ impl StateMachine {
             None => StoredMembership::default(),
         };
         Ok(SmState {
-            table: LeaseTable::from_parts(leases, cases, sessions),
+            table: LeaseTable::from_parts(leases, cases, rules, sessions),
             last_applied,
             membership,
         })
@@ -321,6 +337,9 @@ impl StateMachine {
                 batch.insert(event_key(key, event.revision), encode(event));
             }
         }
+        for (prefix, delay) in state.table.quarantine_rules() {
+            batch.insert(prefixed(QUARANTINE_PREFIX, prefix), encode(delay));
+        }
         for (id, session) in state.table.sessions() {
             batch.insert(session_key(id), session_header(session));
             for answer in &session.answers {
@@ -345,6 +364,10 @@ impl StateMachine {
 
     pub fn offer_countdowns(&self) -> &Arc<Countdowns> {
         &self.shared.offer_countdowns
+    }
+
+    pub fn quarantine_countdowns(&self) -> &Arc<Countdowns> {
+        &self.shared.quarantine_countdowns
     }
 
     pub fn watch_hub(&self) -> &Arc<WatchHub> {
@@ -387,6 +410,10 @@ impl StateMachine {
         }
         for (key, revision) in &changes.events_dropped {
             writes.push((event_key(key, *revision), None));
+        }
+        for prefix in &changes.quarantine_rules {
+            let delay = state.table.quarantine_rules().get(prefix).map(encode);
+            writes.push((prefixed(QUARANTINE_PREFIX, prefix), delay));
         }
         for id in &changes.clients {
             writes.push((session_key(id), state.table.session(id).map(session_header)));
@@ -502,6 +529,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                         }
                         Some(_) => {}
                         None => self.shared.offer_countdowns.stop(key),
+                    }
+                    // And quarantines: their end counts from this node's apply of the expiry.
+                    match state.table.case(key).and_then(|c| c.quarantine.as_ref()) {
+                        Some(q) if q.revision == index => self
+                            .shared
+                            .quarantine_countdowns
+                            .start(key, q.revision, q.revision, q.delay_ms),
+                        Some(_) => {}
+                        None => self.shared.quarantine_countdowns.stop(key),
                     }
                     outcome
                 }
