@@ -390,14 +390,15 @@ impl Client {
         Ok(self.guard(outcome))
     }
 
-    /// Claims `key`; while it is held, claims again after a jittered backoff (from about
-    /// 100 ms up to 2 s, shortened to just after the holder's reported end of lease) until
-    /// it is granted or `timeout` has passed. Returns the last [`ClaimOutcome::Held`] on
-    /// timeout: that is an answer, not an error.
+    /// Claims `key`; while it is held, claims again as soon as a watch on the key reports
+    /// any event after the holder's latest renewal (a release, an expiry, a handoff), or
+    /// else after a jittered backoff (from about 100 ms up to 2 s, shortened to just after
+    /// the holder's reported end of lease), until it is granted or `timeout` has passed.
+    /// Returns the last [`ClaimOutcome::Held`] on timeout: that is an answer, not an error.
     ///
     /// Waiting grants no priority: whichever claimant's claim reaches the cluster first
-    /// after the key frees wins it. There is no watch yet, so this polls; the backoff keeps
-    /// a crowd of waiters to about one claim each per second or two.
+    /// after the key frees wins it. Waiters claim once per event on the key and otherwise
+    /// about once per second or two.
     ///
     /// Each claim is retried as usual while the cluster is unavailable (until the retry
     /// deadline); an error ends the wait.
@@ -430,7 +431,28 @@ impl Client {
                 delay_ms = delay.as_millis() as u64,
                 "key held; waiting"
             );
-            tokio::time::sleep(delay).await;
+            // Wake as soon as anything happens to the key (its holder releases it, it
+            // expires, it is handed off), watching from just after the holder's latest
+            // renewal so that nothing in between is missed; the timer stays as a fallback
+            // (a compacted or unreachable watch). Waiting grants no priority: every waiter
+            // wakes and claims, the first claim to commit wins.
+            let basis = lease.basis;
+            let wake = async {
+                use futures::StreamExt;
+                let mut events = self.watch(key, basis + 1);
+                while let Some(item) = events.next().await {
+                    match item {
+                        Ok(event) if event.key == key => return,
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                }
+                std::future::pending::<()>().await
+            };
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = wake => {}
+            }
         }
     }
 
