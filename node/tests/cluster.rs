@@ -721,3 +721,65 @@ async fn an_expired_key_under_a_quarantine_rule_is_refused_until_the_leader_ends
     );
     assert!(next.lease.token > g.lease.token);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unaccepted_offer_lapses_by_the_leader_and_the_giver_keeps_the_key() {
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    let client = cluster.client().await;
+    let g = granted(client.claim("tasks/lapse", "giver", TTL).await.unwrap());
+    let note = baton_client::HandoffNote {
+        remaining: "everything".into(),
+        ..Default::default()
+    };
+    client
+        .offer(
+            "tasks/lapse",
+            g.lease.token,
+            "taker",
+            note,
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let view = client
+            .record("tasks/lapse", ReadMode::Linearizable)
+            .await
+            .unwrap();
+        if view.record.pending_offer.is_none() {
+            assert_eq!(
+                view.lease.unwrap().token,
+                g.lease.token,
+                "the giver keeps the key"
+            );
+            assert_eq!(view.record.last_note.unwrap().remaining, "everything");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the offer never lapsed\n{}",
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let kinds: Vec<String> = client
+        .history("tasks/lapse", ReadMode::Linearizable)
+        .await
+        .unwrap()
+        .events
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(kinds, ["claimed", "offered", "lapsed"]);
+    // The record is writable again.
+    let patch = baton_client::RecordPatch {
+        status: Some("in_progress".into()),
+        ..Default::default()
+    };
+    client
+        .update("tasks/lapse", g.lease.token, patch)
+        .await
+        .unwrap();
+}
