@@ -1,105 +1,24 @@
 //! The `baton` CLI against a real single-node `baton-node` process: outputs, JSON shapes and
 //! the exit codes of the SPEC (0 ok, 1 error, 2 usage, 3 held/lost/stale, 4 unavailable).
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::process::Command;
+
+use common::{cli_bin, free_port, Node, Setup};
 use serde_json::Value;
 
-fn cli_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_baton"))
-}
-
-/// `baton-node` is built by the same `cargo test --workspace` into the same directory.
-fn node_bin() -> PathBuf {
-    let bin = cli_bin().with_file_name("baton-node");
-    assert!(
-        bin.exists(),
-        "{} is missing: run the tests with `cargo test --workspace`",
-        bin.display()
-    );
-    bin
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One real node, killed by PID when dropped.
-struct Node {
-    addr: String,
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Node {
-    fn start() -> Node {
-        let dir = tempfile::tempdir().unwrap();
-        let addr = format!("127.0.0.1:{}", free_port());
-        let child = Command::new(node_bin())
-            .args(["--listen", &addr, "--data-dir"])
-            .arg(dir.path().join("data"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let node = Node {
-            addr,
-            child,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let out = node.baton(&["cluster", "status", "--output", "json"]);
-            if out.status.success() && String::from_utf8_lossy(&out.stdout).contains("\"leader\"") {
-                return node;
-            }
-            assert!(Instant::now() < deadline, "node never became leader");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn baton(&self, args: &[&str]) -> Output {
-        Command::new(cli_bin())
-            .arg("--endpoints")
-            .arg(&self.addr)
-            .args(args)
-            .env_remove("BATON_CLIENT_ID")
-            .output()
-            .unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> (i32, Value) {
-        let mut all = vec!["--output", "json"];
-        all.extend_from_slice(args);
-        let out = self.baton(&all);
-        let code = out.status.code().unwrap();
-        let value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "{args:?} printed no JSON ({e}): stdout {:?} stderr {:?}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        (code, value)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A node whose `baton` runs do not inherit the caller's client id.
+fn start_node() -> Node {
+    Node::start(Setup {
+        unset_env: &["BATON_CLIENT_ID"],
+        ..Setup::default()
+    })
 }
 
 #[test]
 fn claim_probe_check_renew_release_round_trip_with_exit_codes() {
-    let node = Node::start();
+    let node = start_node();
     let (code, v) = node.json(&["claim", "tasks/cli", "--holder", "alice", "--ttl", "30s"]);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["outcome"], "granted");
@@ -136,7 +55,7 @@ fn claim_probe_check_renew_release_round_trip_with_exit_codes() {
 
 #[test]
 fn the_same_client_id_in_two_cli_runs_is_the_same_holder() {
-    let node = Node::start();
+    let node = start_node();
     let args = [
         "--client-id",
         "agent-7",
@@ -162,7 +81,7 @@ fn the_same_client_id_in_two_cli_runs_is_the_same_holder() {
 
 #[test]
 fn bad_input_exits_1_with_the_servers_message_and_changes_nothing() {
-    let node = Node::start();
+    let node = start_node();
     let long_key = "k".repeat(513);
     for args in [
         vec!["claim", "", "--ttl", "30s"],
@@ -200,7 +119,7 @@ fn usage_errors_exit_2_and_an_unreachable_cluster_exits_4() {
 
 #[test]
 fn board_table_and_revoke() {
-    let node = Node::start();
+    let node = start_node();
     for key in ["team/a", "team/b", "other/c"] {
         let out = node.baton(&["claim", key, "--holder", "carol", "--ttl", "30s"]);
         assert!(out.status.success());

@@ -3,118 +3,22 @@
 //! not ownership", "holder is not a lock"), the token moving in a handoff, and `--git` /
 //! `--verify` against a real git checkout.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{Node, Setup};
 use serde_json::Value;
 
-fn cli_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_baton"))
-}
-
-/// `baton-node` is built by the same `cargo test --workspace` into the same directory.
-fn node_bin() -> PathBuf {
-    let bin = cli_bin().with_file_name("baton-node");
-    assert!(
-        bin.exists(),
-        "{} is missing: run the tests with `cargo test --workspace`",
-        bin.display()
-    );
-    bin
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One real node, killed by PID when dropped.
-struct Node {
-    addr: String,
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Node {
-    fn start() -> Node {
-        let dir = tempfile::tempdir().unwrap();
-        let addr = format!("127.0.0.1:{}", free_port());
-        let child = Command::new(node_bin())
-            .args(["--listen", &addr, "--data-dir"])
-            .arg(dir.path().join("data"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let node = Node {
-            addr,
-            child,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let out = node.baton(&["cluster", "status", "--output", "json"]);
-            if out.status.success() && String::from_utf8_lossy(&out.stdout).contains("\"leader\"") {
-                return node;
-            }
-            assert!(Instant::now() < deadline, "node never became leader");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn baton(&self, args: &[&str]) -> Output {
-        self.baton_in(&std::env::temp_dir(), args)
-    }
-
-    /// Runs `baton` with `dir` as its current directory (for `--git` and `--verify`).
-    fn baton_in(&self, dir: &Path, args: &[&str]) -> Output {
-        Command::new(cli_bin())
-            .arg("--endpoints")
-            .arg(&self.addr)
-            .args(args)
-            .current_dir(dir)
-            .env_remove("BATON_CLIENT_ID")
-            .env_remove("BATON_HOLDER")
-            .output()
-            .unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> (i32, Value) {
-        self.json_in(&std::env::temp_dir(), args)
-    }
-
-    fn json_in(&self, dir: &Path, args: &[&str]) -> (i32, Value) {
-        let mut all = vec!["--output", "json"];
-        all.extend_from_slice(args);
-        let out = self.baton_in(dir, &all);
-        let code = out.status.code().unwrap();
-        let value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "{args:?} printed no JSON ({e}): stdout {:?} stderr {:?}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-        (code, value)
-    }
-
-    /// Claims `key` for `holder`; returns the token.
-    fn claim(&self, key: &str, holder: &str) -> u64 {
-        let (code, v) = self.json(&["claim", key, "--holder", holder, "--ttl", "30s"]);
-        assert_eq!((code, &v["outcome"]), (0, &Value::from("granted")), "{v}");
-        v["lease"]["token"].as_u64().unwrap()
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A node whose `baton` runs do not inherit the caller's client id or holder name, and run
+/// outside any git checkout unless a test names one.
+fn start_node() -> Node {
+    Node::start(Setup {
+        unset_env: &["BATON_CLIENT_ID", "BATON_HOLDER"],
+        cli_dir: Some(std::env::temp_dir()),
+        ..Setup::default()
+    })
 }
 
 fn text(out: &Output) -> (i32, String, String) {
@@ -127,7 +31,7 @@ fn text(out: &Output) -> (i32, String, String) {
 
 #[test]
 fn an_assignment_reserves_nothing_and_the_addressee_stands_down_naming_the_holder() {
-    let node = Node::start();
+    let node = start_node();
     let key = "tasks/evidence-42";
     let (code, v) = node.json(&[
         "assign",
@@ -176,7 +80,7 @@ fn an_assignment_reserves_nothing_and_the_addressee_stands_down_naming_the_holde
 
 #[test]
 fn only_the_token_holder_writes_the_record_and_history_attributes_each_update_to_its_stint() {
-    let node = Node::start();
+    let node = start_node();
     let key = "tasks/incident-7";
     let claude = node.claim(key, "claude@a");
     let c = claude.to_string();
@@ -259,7 +163,7 @@ fn only_the_token_holder_writes_the_record_and_history_attributes_each_update_to
 
 #[test]
 fn an_accepted_handoff_moves_the_token_and_kills_the_old_one() {
-    let node = Node::start();
+    let node = start_node();
     let key = "tasks/handoff";
     let old = node.claim(key, "claude@a");
     let t = old.to_string();
@@ -342,7 +246,7 @@ fn an_accepted_handoff_moves_the_token_and_kills_the_old_one() {
 
 #[test]
 fn decline_and_cancel_leave_the_key_with_the_giver() {
-    let node = Node::start();
+    let node = start_node();
     let key = "tasks/declined";
     let t = node.claim(key, "claude@a").to_string();
     let offer = [
@@ -413,7 +317,7 @@ fn dirty_repo() -> tempfile::TempDir {
 
 #[test]
 fn offer_with_git_records_head_and_the_dirty_files_and_accept_verify_compares_them() {
-    let node = Node::start();
+    let node = start_node();
     let repo = dirty_repo();
     let head = git(repo.path(), &["rev-parse", "HEAD"]);
     let key = "tasks/git";
@@ -456,7 +360,7 @@ fn offer_with_git_records_head_and_the_dirty_files_and_accept_verify_compares_th
 
 #[test]
 fn accept_verify_runs_each_check_and_reports_a_changed_value() {
-    let node = Node::start();
+    let node = start_node();
     let repo = dirty_repo();
     let key = "tasks/verify";
     let t = node.claim(key, "claude@a").to_string();

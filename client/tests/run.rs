@@ -3,127 +3,23 @@
 //! signals pass through, the key is released afterwards, and waiting claimants get the key
 //! once it frees.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+mod common;
+
+use std::path::Path;
+use std::process::{Child, ExitStatus, Output};
 use std::time::{Duration, Instant};
 
+use common::{parse_json, Node, Setup};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-fn cli_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_baton"))
-}
-
-/// `baton-node` is built by the same `cargo test --workspace` into the same directory.
-fn node_bin() -> PathBuf {
-    let bin = cli_bin().with_file_name("baton-node");
-    assert!(
-        bin.exists(),
-        "{} is missing: run the tests with `cargo test --workspace`",
-        bin.display()
-    );
-    bin
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One real node, killed by PID when dropped, with a scratch directory for the children's
-/// marker files.
-struct Node {
-    addr: String,
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Node {
-    fn start() -> Node {
-        let dir = tempfile::tempdir().unwrap();
-        let addr = format!("127.0.0.1:{}", free_port());
-        let child = Command::new(node_bin())
-            .args(["--listen", &addr, "--data-dir"])
-            .arg(dir.path().join("data"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let node = Node { addr, child, dir };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let out = node.baton(&["cluster", "status", "--output", "json"]);
-            if out.status.success() && String::from_utf8_lossy(&out.stdout).contains("\"leader\"") {
-                return node;
-            }
-            assert!(Instant::now() < deadline, "node never became leader");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// A file path in the test's scratch directory.
-    fn file(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(cli_bin());
-        command
-            .arg("--endpoints")
-            .arg(&self.addr)
-            .args(args)
-            .env_remove("BATON_CLIENT_ID")
-            .env_remove("BATON_HOLDER")
-            .env_remove("BATON_ENDPOINTS");
-        command
-    }
-
-    fn baton(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-
-    /// Starts `baton ARGS` in the background with its output captured.
-    fn spawn(&self, args: &[&str]) -> Child {
-        self.command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-
-    fn json(&self, args: &[&str]) -> (i32, Value) {
-        let mut all = vec!["--output", "json"];
-        all.extend_from_slice(args);
-        let out = self.baton(&all);
-        (out.status.code().unwrap(), parse_json(&out))
-    }
-
-    /// The key's lease as a linearizable probe sees it (`null` when free).
-    fn lease(&self, key: &str) -> Value {
-        let (code, v) = self.json(&["probe", key]);
-        assert_eq!(code, 0, "{v}");
-        v["lease"].clone()
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn parse_json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "printed no JSON ({e}): stdout {:?} stderr {:?}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
+/// A node whose `baton` runs do not inherit the caller's client id, holder name or
+/// endpoints; the children's marker files go in its scratch directory ([`Node::file`]).
+fn start_node() -> Node {
+    Node::start(Setup {
+        unset_env: &["BATON_CLIENT_ID", "BATON_HOLDER", "BATON_ENDPOINTS"],
+        ..Setup::default()
     })
 }
 
@@ -181,7 +77,7 @@ fn process_is_dead(pid: i32) -> bool {
 
 #[test]
 fn two_concurrent_runs_on_one_key_run_exactly_one_child() {
-    let node = Node::start();
+    let node = start_node();
     let tokens = node.file("tokens");
     let script = format!("echo $BATON_TOKEN >> '{}'; sleep 3", tokens.display());
     let runs: Vec<Child> = ["runner-a", "runner-b"]
@@ -240,7 +136,7 @@ fn two_concurrent_runs_on_one_key_run_exactly_one_child() {
 
 #[test]
 fn held_key_in_json_prints_the_holder_and_runs_nothing() {
-    let node = Node::start();
+    let node = start_node();
     let (code_claim, _) = node.json(&["claim", "tasks/busy", "--holder", "owner", "--ttl", "30s"]);
     assert_eq!(code_claim, 0);
     let marker = node.file("ran");
@@ -282,7 +178,7 @@ fn held_key_in_json_prints_the_holder_and_runs_nothing() {
 
 #[test]
 fn run_with_wait_starts_the_child_once_the_holder_releases() {
-    let node = Node::start();
+    let node = start_node();
     let (code_first, first) =
         node.json(&["claim", "tasks/queue", "--holder", "first", "--ttl", "30s"]);
     assert_eq!(code_first, 0, "{first}");
@@ -319,7 +215,7 @@ fn run_with_wait_starts_the_child_once_the_holder_releases() {
 
 #[test]
 fn child_exit_code_is_passed_through_and_the_key_released() {
-    let node = Node::start();
+    let node = start_node();
     let env_file = node.file("env");
     let script = format!(
         "echo \"$BATON_KEY|$BATON_TOKEN|$BATON_HOLDER|$BATON_ENDPOINTS\" > '{}'; exit 7",
@@ -355,7 +251,7 @@ fn child_exit_code_is_passed_through_and_the_key_released() {
 
 #[test]
 fn revoked_lease_stops_the_childs_whole_process_group_and_exits_3() {
-    let node = Node::start();
+    let node = start_node();
     let pid_file = node.file("grandchild.pid");
     // The shell starts a grandchild and waits; both must stop when the lease is lost.
     let script = format!(
@@ -406,7 +302,7 @@ fn revoked_lease_stops_the_childs_whole_process_group_and_exits_3() {
 
 #[test]
 fn sigterm_to_baton_run_reaches_the_child_and_the_key_is_released() {
-    let node = Node::start();
+    let node = start_node();
     let ready = node.file("ready");
     let marker = node.file("got-term");
     let script = format!(
@@ -435,7 +331,7 @@ fn sigterm_to_baton_run_reaches_the_child_and_the_key_is_released() {
 
 #[test]
 fn claim_wait_gets_the_key_soon_after_the_holder_releases_it() {
-    let node = Node::start();
+    let node = start_node();
     let (code_first, first) =
         node.json(&["claim", "tasks/wait", "--holder", "first", "--ttl", "30s"]);
     assert_eq!(code_first, 0, "{first}");
@@ -470,7 +366,7 @@ fn claim_wait_gets_the_key_soon_after_the_holder_releases_it() {
 
 #[test]
 fn claim_wait_with_a_timeout_on_a_held_key_exits_3_naming_the_holder() {
-    let node = Node::start();
+    let node = start_node();
     let (code_first, _) =
         node.json(&["claim", "tasks/never", "--holder", "keeper", "--ttl", "30s"]);
     assert_eq!(code_first, 0);

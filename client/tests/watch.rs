@@ -2,93 +2,24 @@
 //! (order, prefix, resume without gap or repeat, compaction) and `baton watch` as a child
 //! process printing JSON lines.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use baton_client::{
-    ClaimOutcome, Client, ClientConfig, Error, Event, ReadMode, RecordPatch, WatchStream,
-};
+use baton_client::{ClaimOutcome, Client, Error, Event, ReadMode, RecordPatch, WatchStream};
+use common::{cli_bin, free_port, Node, Setup};
 use futures::StreamExt;
 use serde_json::Value;
 
-fn cli_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_baton"))
-}
-
-/// `baton-node` is built by the same `cargo test --workspace` into the same directory.
-fn node_bin() -> PathBuf {
-    let bin = cli_bin().with_file_name("baton-node");
-    assert!(
-        bin.exists(),
-        "{} is missing: run the tests with `cargo test --workspace`",
-        bin.display()
-    );
-    bin
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One real node, killed by PID when dropped.
-struct Node {
-    addr: String,
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Node {
-    /// Starts a node with `extra` flags and waits until it leads.
-    async fn start(extra: &[&str]) -> Node {
-        let dir = tempfile::tempdir().unwrap();
-        let addr = format!("127.0.0.1:{}", free_port());
-        let child = Command::new(node_bin())
-            .args(["--listen", &addr, "--data-dir"])
-            .arg(dir.path().join("data"))
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let node = Node {
-            addr,
-            child,
-            _dir: dir,
-        };
-        let client = node.client().await;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(status) = client.status_of(&node.addr).await {
-                if status.state == "leader" {
-                    return node;
-                }
-            }
-            assert!(Instant::now() < deadline, "node never became leader");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    async fn client(&self) -> Client {
-        Client::connect(ClientConfig {
-            retry_deadline: Duration::from_secs(5),
-            ..ClientConfig::with_endpoints([self.addr.as_str()])
-        })
-        .await
-        .unwrap()
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Starts a node with `flags` and waits until it leads.
+async fn start_node(flags: &'static [&'static str]) -> Node {
+    Node::start_async(Setup {
+        flags,
+        ..Setup::default()
+    })
+    .await
 }
 
 /// The cluster's revision now: a watch from it + 1 misses nothing that happens next.
@@ -147,7 +78,7 @@ fn assert_strictly_increasing(events: &[Event]) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn watch_sees_the_events_of_its_prefix_in_order_and_no_others() {
-    let node = Node::start(&[]).await;
+    let node = start_node(&[]).await;
     let client = node.client().await;
     let start = revision_now(&client).await;
     let mut watch = client.watch("tasks/", start + 1);
@@ -212,7 +143,7 @@ async fn watch_sees_the_events_of_its_prefix_in_order_and_no_others() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dropped_watch_resumes_with_exactly_the_missing_events() {
-    let node = Node::start(&[]).await;
+    let node = start_node(&[]).await;
     let client = node.client().await;
     let start = revision_now(&client).await;
 
@@ -265,7 +196,7 @@ async fn a_dropped_watch_resumes_with_exactly_the_missing_events() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_revision_older_than_the_window_is_compacted_and_ends_the_watch() {
-    let node = Node::start(&["--watch-window-events", "5"]).await;
+    let node = start_node(&["--watch-window-events", "5"]).await;
     let client = node.client().await;
     for i in 0..4 {
         let key = format!("tasks/{i}");
@@ -304,10 +235,7 @@ async fn a_revision_older_than_the_window_is_compacted_and_ends_the_watch() {
     assert!(events[0].revision >= first_available);
 
     // The CLI says so on stderr and exits 1.
-    let out = Command::new(cli_bin())
-        .args(["--endpoints", &node.addr, "watch", "tasks/", "--from", "1"])
-        .output()
-        .unwrap();
+    let out = node.baton(&["watch", "tasks/", "--from", "1"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(out.stdout.is_empty());
@@ -323,17 +251,11 @@ async fn a_revision_older_than_the_window_is_compacted_and_ends_the_watch() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_cli_prints_a_json_line_per_event_until_stopped() {
-    let node = Node::start(&[]).await;
+    let node = start_node(&[]).await;
     let client = node.client().await;
     let start = revision_now(&client).await;
     let from = (start + 1).to_string();
-    let mut child = Command::new(cli_bin())
-        .args(["--endpoints", &node.addr, "--output", "json"])
-        .args(["watch", "tasks/", "--from", &from])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = node.spawn(&["--output", "json", "watch", "tasks/", "--from", &from]);
     let stdout = child.stdout.take().unwrap();
     let (tx, lines) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {

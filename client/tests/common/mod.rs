@@ -1,0 +1,215 @@
+//! The harness the client's integration tests share: one real single-node `baton-node`
+//! process in a scratch directory on a free port, killed by PID when dropped, and the `baton`
+//! CLI run against it. Each test file says how it differs in a [`Setup`].
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use baton_client::{Client, ClientConfig};
+use serde_json::Value;
+
+pub fn cli_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_baton"))
+}
+
+/// `baton-node` is built by the same `cargo test --workspace` into the same directory.
+pub fn node_bin() -> PathBuf {
+    let bin = cli_bin().with_file_name("baton-node");
+    assert!(
+        bin.exists(),
+        "{} is missing: run the tests with `cargo test --workspace`",
+        bin.display()
+    );
+    bin
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// How a test file's node is started and its `baton` runs are made.
+#[derive(Clone, Debug, Default)]
+pub struct Setup {
+    /// Extra `baton-node` flags, after `--listen` and `--data-dir`.
+    pub flags: &'static [&'static str],
+    /// Variables removed from each `baton` run's environment, so the caller's own settings
+    /// do not leak into the test.
+    pub unset_env: &'static [&'static str],
+    /// The working directory of each `baton` run unless a test names one; `None` inherits
+    /// the test's.
+    pub cli_dir: Option<PathBuf>,
+}
+
+/// One real node, killed by PID when dropped, with a scratch directory (its data is under
+/// `data/`; tests may put their own files beside it).
+pub struct Node {
+    pub addr: String,
+    child: Child,
+    dir: tempfile::TempDir,
+    setup: Setup,
+}
+
+impl Node {
+    /// Starts a node and waits until `baton cluster status` says it leads.
+    pub fn start(setup: Setup) -> Node {
+        let node = Node::spawn_node(setup);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = node.baton(&["cluster", "status", "--output", "json"]);
+            if out.status.success() && String::from_utf8_lossy(&out.stdout).contains("\"leader\"") {
+                return node;
+            }
+            assert!(Instant::now() < deadline, "node never became leader");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Starts a node and waits until the library's client says it leads.
+    pub async fn start_async(setup: Setup) -> Node {
+        let node = Node::spawn_node(setup);
+        let client = node.client().await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(status) = client.status_of(&node.addr).await {
+                if status.state == "leader" {
+                    return node;
+                }
+            }
+            assert!(Instant::now() < deadline, "node never became leader");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn spawn_node(setup: Setup) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let addr = format!("127.0.0.1:{}", free_port());
+        let child = Command::new(node_bin())
+            .args(["--listen", &addr, "--data-dir"])
+            .arg(dir.path().join("data"))
+            .args(setup.flags)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Node {
+            addr,
+            child,
+            dir,
+            setup,
+        }
+    }
+
+    /// A library client of this node.
+    pub async fn client(&self) -> Client {
+        Client::connect(ClientConfig {
+            retry_deadline: Duration::from_secs(5),
+            ..ClientConfig::with_endpoints([self.addr.as_str()])
+        })
+        .await
+        .unwrap()
+    }
+
+    /// A file path in the test's scratch directory.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `baton --endpoints ADDR ARGS`, in the setup's directory and environment.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(cli_bin());
+        command.arg("--endpoints").arg(&self.addr).args(args);
+        if let Some(dir) = &self.setup.cli_dir {
+            command.current_dir(dir);
+        }
+        for name in self.setup.unset_env {
+            command.env_remove(name);
+        }
+        command
+    }
+
+    pub fn baton(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// Runs `baton` with `dir` as its current directory (for `--git` and `--verify`).
+    pub fn baton_in(&self, dir: &Path, args: &[&str]) -> Output {
+        self.command(args).current_dir(dir).output().unwrap()
+    }
+
+    /// Starts `baton ARGS` in the background with its output captured.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// `baton --output json ARGS`: its exit code and the JSON it printed.
+    pub fn json(&self, args: &[&str]) -> (i32, Value) {
+        json_result(args, &self.baton(&json_args(args)))
+    }
+
+    /// [`Node::json`] with `dir` as the current directory.
+    pub fn json_in(&self, dir: &Path, args: &[&str]) -> (i32, Value) {
+        json_result(args, &self.baton_in(dir, &json_args(args)))
+    }
+
+    /// Claims `key` for `holder`; returns the token.
+    pub fn claim(&self, key: &str, holder: &str) -> u64 {
+        let (code, v) = self.json(&["claim", key, "--holder", holder, "--ttl", "30s"]);
+        assert_eq!((code, &v["outcome"]), (0, &Value::from("granted")), "{v}");
+        v["lease"]["token"].as_u64().unwrap()
+    }
+
+    /// The key's lease as a linearizable probe sees it (`null` when free).
+    pub fn lease(&self, key: &str) -> Value {
+        let (code, v) = self.json(&["probe", key]);
+        assert_eq!(code, 0, "{v}");
+        v["lease"].clone()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn json_args<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec!["--output", "json"];
+    all.extend_from_slice(args);
+    all
+}
+
+/// The exit code of `baton --output json ARGS` and the JSON it printed.
+fn json_result(args: &[&str], out: &Output) -> (i32, Value) {
+    (
+        out.status.code().unwrap(),
+        stdout_json(out, &format!("{args:?} ")),
+    )
+}
+
+/// The JSON `out` printed, or a panic showing both its streams.
+pub fn parse_json(out: &Output) -> Value {
+    stdout_json(out, "")
+}
+
+/// `what` prefixes the panic message, naming what printed no JSON.
+fn stdout_json(out: &Output, what: &str) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{what}printed no JSON ({e}): stdout {:?} stderr {:?}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
