@@ -140,6 +140,11 @@ pub(crate) fn board(response: pb::BoardResponse) -> Result<Board, Error> {
             .collect::<Result<_, _>>()?,
         truncated: response.truncated,
         revision: response.revision,
+        assignments: response
+            .assignments
+            .into_iter()
+            .map(|(key, a)| (key, assignment(a)))
+            .collect(),
     })
 }
 

@@ -401,6 +401,7 @@ impl Baton for FakeNode {
             leases: Vec::new(),
             truncated: false,
             revision: FAKE_BOARD_REVISION,
+            assignments: Default::default(),
         }))
     }
 

@@ -157,6 +157,9 @@ pub struct Board {
     pub truncated: bool,
     /// Applied log index the answer reflects.
     pub revision: u64,
+    /// The assignment of each listed key that has one (key -> assignment): who a dispatcher
+    /// wanted, beside who holds it. Routing metadata only.
+    pub assignments: std::collections::BTreeMap<String, crate::AssignmentInfo>,
 }
 
 /// The answer to a token check (Chubby's `CheckSequencer`), always linearizable.

@@ -783,3 +783,24 @@ async fn an_unaccepted_offer_lapses_by_the_leader_and_the_giver_keeps_the_key() 
         .await
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_board_shows_the_assignment_beside_the_holder() {
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    let client = cluster.client().await;
+    client
+        .assign("tasks/b1", "claude@a", "dispatcher", "")
+        .await
+        .unwrap();
+    granted(client.claim("tasks/b1", "codex@b", TTL).await.unwrap());
+    granted(client.claim("tasks/b2", "codex@b", TTL).await.unwrap());
+    let board = client
+        .board("tasks/", 0, "", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert_eq!(board.leases.len(), 2);
+    assert_eq!(board.leases[0].holder_name, "codex@b");
+    assert_eq!(board.assignments["tasks/b1"].to, "claude@a");
+    assert!(!board.assignments.contains_key("tasks/b2"));
+}

@@ -251,7 +251,7 @@ pub fn board(prefix: &str, board: &Board, format: OutputFormat) -> Rendered {
             format!("no leases held under {prefix:?}\n")
         }
     } else {
-        lease_table(&board.leases)
+        board_table(board)
     };
     if let (true, Some(last)) = (board.truncated, board.leases.last()) {
         let prefix_arg = if prefix.is_empty() {
@@ -447,6 +447,33 @@ pub(crate) fn lease_table(leases: &[LeaseInfo]) -> String {
         })
         .collect();
     table::render(&["KEY", "HOLDER", "TOKEN", "EXPIRES", "SINCE"], &rows)
+}
+
+/// The board: who holds each key and, beside it, who a dispatcher assigned it to.
+fn board_table(board: &Board) -> String {
+    let rows: Vec<Vec<String>> = board
+        .leases
+        .iter()
+        .map(|lease| {
+            let assigned = board
+                .assignments
+                .get(&lease.key)
+                .map(|a| a.to.clone())
+                .unwrap_or_else(|| "-".to_owned());
+            vec![
+                lease.key.clone(),
+                lease.holder_name.clone(),
+                assigned,
+                lease.token.to_string(),
+                in_human(lease.remaining),
+                utc(lease.held_since_unix_ms),
+            ]
+        })
+        .collect();
+    table::render(
+        &["KEY", "HELD BY", "ASSIGNED TO", "TOKEN", "EXPIRES", "SINCE"],
+        &rows,
+    )
 }
 
 pub(crate) fn grant_pairs(grant: &Grant, now: Instant) -> String {
@@ -812,17 +839,23 @@ mod tests {
                 leases: vec![lease()],
                 truncated: true,
                 revision: 50,
+                assignments: [(
+                    "tasks/evidence-42".to_string(),
+                    crate::cli::records::tests::assignment(),
+                )]
+                .into(),
             },
             OutputFormat::Table,
         );
         let mut lines = out.stdout.lines();
         assert_eq!(
-            lines.next().unwrap().split_whitespace().collect::<Vec<_>>(),
-            ["KEY", "HOLDER", "TOKEN", "EXPIRES", "SINCE"]
-        );
-        assert_eq!(
             lines.next().unwrap(),
-            "tasks/evidence-42  claude@host-a  1234   in 12s   2023-11-14T22:13:20Z"
+            "KEY                HELD BY        ASSIGNED TO  TOKEN  EXPIRES  SINCE"
+        );
+        let row = lines.next().unwrap();
+        assert!(
+            row.starts_with("tasks/evidence-42  claude@host-a  ") && row.contains("1234"),
+            "{row}"
         );
         assert_eq!(
             lines.next().unwrap(),
@@ -838,12 +871,13 @@ mod tests {
                 leases: vec![lease()],
                 truncated: false,
                 revision: 50,
+                assignments: Default::default(),
             },
             OutputFormat::Json,
         );
         assert_eq!(
             json_of(&out),
-            json!({"leases": [lease_json()], "truncated": false, "revision": 50})
+            json!({"leases": [lease_json()], "truncated": false, "revision": 50, "assignments": {}})
         );
     }
 
@@ -1098,6 +1132,7 @@ mod tests {
                     leases: vec![lease()],
                     truncated: true,
                     revision: 1,
+                    assignments: [("tasks/evidence-42".to_string(), assignment())].into(),
                 },
                 f,
             ),

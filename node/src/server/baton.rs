@@ -399,18 +399,23 @@ impl Ctx {
         if !req.stale {
             self.linearize().await?;
         }
-        let (leases, truncated, revision) = self.sm.read(|s| {
+        let (leases, truncated, revision, assignments) = self.sm.read(|s| {
             let (page, truncated) = s.table.board(&req.prefix, &req.start_after, limit);
-            (
-                page.into_iter().cloned().collect::<Vec<_>>(),
-                truncated,
-                revision(s),
-            )
+            let assignments: std::collections::HashMap<String, pb::Assignment> = page
+                .iter()
+                .filter_map(|l| {
+                    let a = s.table.case(&l.key)?.record.assigned_to.as_ref()?;
+                    Some((l.key.clone(), convert::assignment(a)))
+                })
+                .collect();
+            let page = page.into_iter().cloned().collect::<Vec<_>>();
+            (page, truncated, revision(s), assignments)
         });
         Ok(pb::BoardResponse {
             leases: leases.iter().map(|l| self.lease(l)).collect(),
             truncated,
             revision,
+            assignments,
         })
     }
 
