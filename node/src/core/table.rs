@@ -384,6 +384,23 @@ impl Step<'_> {
         self.changes.keys.insert(self.key.to_string());
     }
 
+    /// A new lease for `holder` whose token is this entry's index: a claim of a free key or
+    /// an accepted handoff.
+    fn grant(&mut self, holder: &Holder, ttl_ms: u64) -> Lease {
+        let lease = Lease {
+            key: self.key.to_string(),
+            holder: holder.clone(),
+            token: self.index,
+            basis: self.index,
+            renewals: 0,
+            ttl_ms,
+            since_unix_ms: self.now_unix_ms,
+            renewed_unix_ms: self.now_unix_ms,
+        };
+        self.set_lease(lease.clone());
+        lease
+    }
+
     fn take_lease(&mut self) -> Option<Lease> {
         let lease = self.table.leases.remove(self.key);
         if lease.is_some() {
@@ -456,17 +473,7 @@ impl Step<'_> {
         let assignment = self.assignment();
         match self.lease().cloned() {
             None => {
-                let lease = Lease {
-                    key: self.key.to_string(),
-                    holder: holder.clone(),
-                    token: self.index,
-                    basis: self.index,
-                    renewals: 0,
-                    ttl_ms,
-                    since_unix_ms: self.now_unix_ms,
-                    renewed_unix_ms: self.now_unix_ms,
-                };
-                self.set_lease(lease.clone());
+                let lease = self.grant(holder, ttl_ms);
                 let detail = match &assignment {
                     Some(a) if a.to != holder.name => {
                         format!("assigned to {}, claimed by {}", a.to, holder.name)
@@ -724,17 +731,7 @@ impl Step<'_> {
             Err(refusal) => return *refusal,
         };
         // In one entry: the giver's token dies and the taker's is born. No gap, no overlap.
-        let lease = Lease {
-            key: self.key.to_string(),
-            holder: holder.clone(),
-            token: self.index,
-            basis: self.index,
-            renewals: 0,
-            ttl_ms,
-            since_unix_ms: self.now_unix_ms,
-            renewed_unix_ms: self.now_unix_ms,
-        };
-        self.set_lease(lease.clone());
+        let lease = self.grant(holder, ttl_ms);
         self.end_offer();
         let detail = format!("from {} (token {})", offer.from.name, offer.from_token);
         self.event(
