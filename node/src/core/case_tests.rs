@@ -606,3 +606,57 @@ fn a_clean_release_or_a_revoke_never_quarantines() {
     let out = set_quarantine(&mut t, 8, "p/", QUARANTINE_MS_MAX + 1);
     assert!(matches!(out, Outcome::Invalid { .. }));
 }
+
+#[test]
+fn the_key_limit_refuses_new_keys_but_not_work_on_existing_ones() {
+    let mut t = LeaseTable::with_keys_max(2);
+    token_of(&claim(&mut t, 1, "a", "x"));
+    let b = t.apply(
+        2,
+        &cmd(Op::Assign {
+            key: "b".into(),
+            to: "y".into(),
+            by: "d".into(),
+            reason: String::new(),
+        }),
+    );
+    assert!(matches!(b, Outcome::Assigned { .. }));
+    // A third key is refused, however it would be created; nothing changes.
+    for (i, op) in [
+        Op::Claim {
+            key: "c".into(),
+            holder: holder("z"),
+            ttl_ms: 10_000,
+        },
+        Op::Assign {
+            key: "c".into(),
+            to: "y".into(),
+            by: "d".into(),
+            reason: String::new(),
+        },
+        Op::Revoke {
+            key: "c".into(),
+            reason: "r".into(),
+        },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        match t.apply(3 + i as u64, &cmd(op)) {
+            Outcome::Invalid { message } => assert!(message.contains("limit"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(t.case("c").is_none());
+    // Existing keys keep working: b can be claimed, a released and claimed again.
+    token_of(&claim(&mut t, 10, "b", "z"));
+    t.apply(
+        11,
+        &cmd(Op::Release {
+            key: "a".into(),
+            token: 1,
+            final_status: None,
+        }),
+    );
+    token_of(&claim(&mut t, 12, "a", "w"));
+}

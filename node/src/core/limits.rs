@@ -36,6 +36,11 @@ pub const HISTORY_EVENTS_MAX: usize = 1_000;
 pub const OFFER_TTL_MS_MIN: u64 = 1_000;
 pub const OFFER_TTL_MS_MAX: u64 = 3_600_000;
 
+/// Keys with a case file (anything ever claimed, assigned or revoked) a cluster keeps. A
+/// claim, assignment or revoke that would add one more is refused. Case files are not
+/// garbage-collected yet, so this is the cluster's capacity.
+pub const KEYS_MAX: usize = 1_000_000;
+
 /// The longest quarantine (lock-delay) after an involuntary expiry.
 pub const QUARANTINE_MS_MAX: u64 = 3_600_000;
 /// Quarantine rules (key prefixes) a cluster may have.

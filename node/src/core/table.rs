@@ -12,7 +12,7 @@ use super::case::{
     Assignment, CaseFile, Event, EventKind, HandoffNote, Offer, Quarantine, RecordPatch,
 };
 use super::limits::{
-    DEDUP_ANSWERS_PER_CLIENT_MAX, DEDUP_CLIENTS_MAX, FIELDS_MAX, QUARANTINE_RULES_MAX,
+    DEDUP_ANSWERS_PER_CLIENT_MAX, DEDUP_CLIENTS_MAX, FIELDS_MAX, KEYS_MAX, QUARANTINE_RULES_MAX,
     RECORD_BYTES_MAX,
 };
 use super::types::{Holder, Lease, LogCommand, Op, Outcome, RequestId};
@@ -70,6 +70,9 @@ pub struct LeaseTable {
     cases: BTreeMap<String, CaseFile>,
     /// Quarantine rules: key prefix -> delay after an involuntary expiry, in ms.
     quarantine_rules: BTreeMap<String, u64>,
+    /// A lower `KEYS_MAX`, set only by tests (`with_keys_max`); never serialized.
+    #[serde(skip)]
+    keys_max_for_tests: Option<usize>,
     sessions: BTreeMap<String, ClientSession>,
     /// `last_index -> client_id`, to find the least recently active client in O(log n).
     /// Derived from `sessions`; rebuilt on load.
@@ -119,6 +122,20 @@ impl LeaseTable {
 
     pub fn cases(&self) -> impl Iterator<Item = (&String, &CaseFile)> {
         self.cases.iter()
+    }
+
+    /// How many keys the table keeps: `KEYS_MAX`, or less in tests.
+    fn keys_max(&self) -> usize {
+        self.keys_max_for_tests.unwrap_or(KEYS_MAX)
+    }
+
+    /// A table with a lower key limit, so that tests can reach it.
+    #[cfg(test)]
+    pub fn with_keys_max(keys_max: usize) -> LeaseTable {
+        LeaseTable {
+            keys_max_for_tests: Some(keys_max),
+            ..LeaseTable::default()
+        }
     }
 
     pub fn quarantine_rules(&self) -> &BTreeMap<String, u64> {
@@ -275,6 +292,17 @@ impl LeaseTable {
         changes: &mut Changes,
     ) -> Outcome {
         let key = op.key();
+        let creates_key = !self.cases.contains_key(key)
+            && matches!(op, Op::Claim { .. } | Op::Assign { .. } | Op::Revoke { .. });
+        if creates_key && self.cases.len() >= self.keys_max() {
+            return Outcome::Invalid {
+                message: format!(
+                    "the cluster holds {} keys, its limit: {key} cannot be added (reuse or \
+                     revoke keys you no longer need)",
+                    self.cases.len()
+                ),
+            };
+        }
         let mut step = Step {
             table: self,
             key,
