@@ -4,10 +4,15 @@
 //! Linux its `flush` is a `sync_file_range`, not an fsync. So one blocking thread calls
 //! `Db::flush` and then `sync_data` on the db file, and answers every request that arrived
 //! before it started; requests that arrive meanwhile share the next round.
+//!
+//! sled writes a page larger than ~128 KiB to a file of its own under `blobs/` and never
+//! fsyncs it; the flusher fsyncs every blob file it has not synced yet (and the directory)
+//! in the same round, so a large page is as durable as the rest once the round completes.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 use openraft::storage::LogFlushed;
@@ -31,6 +36,8 @@ impl Flusher {
     /// Starts the flusher thread for `db`, whose main file lives in `dir/db`.
     pub fn start(db: sled::Db, dir: &Path) -> io::Result<Flusher> {
         let file = File::open(dir.join("db"))?;
+        let blobs = dir.join("blobs");
+        let mut synced_blobs: HashSet<PathBuf> = HashSet::new();
         let (tx, rx) = mpsc::channel::<Waiter>();
         std::thread::Builder::new()
             .name("baton-flush".into())
@@ -43,6 +50,7 @@ impl Flusher {
                         .flush()
                         .map(|_| ())
                         .map_err(io::Error::other)
+                        .and_then(|()| sync_new_blobs(&blobs, &mut synced_blobs))
                         .and_then(|()| file.sync_data());
                     for waiter in batch {
                         match (waiter, &result) {
@@ -77,4 +85,34 @@ impl Flusher {
             .map_err(|_| io::Error::other("flusher thread stopped"))?
             .map_err(io::Error::other)
     }
+}
+
+/// Fsyncs the blob files sled wrote since the last call, then their directory. Forgets the
+/// files sled has since deleted.
+fn sync_new_blobs(blobs: &Path, synced: &mut HashSet<PathBuf>) -> io::Result<()> {
+    let entries = match std::fs::read_dir(blobs) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let mut present = HashSet::new();
+    let mut any_new = false;
+    for entry in entries {
+        let path = entry?.path();
+        if !synced.contains(&path) {
+            match File::open(&path) {
+                Ok(f) => f.sync_all()?,
+                // sled removed it meanwhile: nothing to make durable.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            }
+            any_new = true;
+        }
+        present.insert(path);
+    }
+    if any_new {
+        File::open(blobs)?.sync_all()?;
+    }
+    *synced = present;
+    Ok(())
 }
