@@ -216,7 +216,7 @@ impl StateMachine {
                 state = file.state;
             }
         }
-        sm.restart_countdowns(&state);
+        sm.arm_timers_and_watch(&state);
         *sm.shared.state.write().expect("state lock") = state;
         Ok(sm)
     }
@@ -374,9 +374,9 @@ impl StateMachine {
         &self.shared.watch
     }
 
-    /// Starts every countdown now, and rebuilds the watch window, for state learned from
-    /// disk or a snapshot.
-    fn restart_countdowns(&self, state: &SmState) {
+    /// For state learned from disk or a snapshot: starts every countdown (lease, offer,
+    /// quarantine) now and rebuilds the watch window from the histories.
+    fn arm_timers_and_watch(&self, state: &SmState) {
         let applied = state.last_applied.map(|l| l.index).unwrap_or(0);
         self.shared.watch.reset(&state.table, applied);
         self.shared.countdowns.restart_leases(state.table.leases());
@@ -604,7 +604,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .sync()
             .await
             .map_err(|e| StorageIOError::write_state_machine(&e))?;
-        self.restart_countdowns(&file.state);
+        self.arm_timers_and_watch(&file.state);
         *self.shared.state.write().expect("state lock") = file.state;
         Ok(())
     }
