@@ -16,6 +16,8 @@
 //! (the fencing token), persists the change and starts the lease's countdown in
 //! `expiry::Countdowns`; the handler turns the `core::Outcome` into the gRPC answer.
 
+pub mod chaos;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod core;

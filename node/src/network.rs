@@ -117,6 +117,7 @@ impl Peer {
             payload: encode(rpc),
         });
         request.set_timeout(option.hard_ttl());
+        crate::chaos::raft_delay().await;
         let reply = match method {
             Method::AppendEntries => client.append_entries(request).await,
             Method::Vote => client.vote(request).await,

@@ -11,7 +11,6 @@ use openraft::error::InitializeError;
 use openraft::BasicNode;
 use tokio::net::TcpListener;
 
-use crate::clock::MonotonicClock;
 use crate::config::ValidConfig;
 use crate::core::limits::{RAFT_MESSAGE_BYTES_MAX, REQUEST_BYTES_MAX};
 use crate::expiry::{self, Countdowns};
@@ -37,7 +36,7 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), NodeError> {
-    let countdowns = Arc::new(Countdowns::new(Arc::new(MonotonicClock)));
+    let countdowns = Arc::new(Countdowns::new(crate::chaos::lease_clock()));
     let (log, sm) = store::open_with(
         &cfg.data_dir,
         cfg.node_id,

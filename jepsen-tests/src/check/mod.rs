@@ -1,0 +1,535 @@
+//! The checkers: they read a run's history and say whether baton kept its promises.
+//!
+//! - [`wgl`] + [`model`]: per-key linearizability of every baton operation against the lease
+//!   model (the authority: it sees info operations, hidden expiry and offers);
+//! - [`tokens`]: fencing tokens unique per key and increasing in real-time order;
+//! - [`intervals`]: the windows in which workers believed they held a key never overlap;
+//! - [`fencing`]: no write with a stale token was accepted;
+//! - [`lists`]: the record lists workers append to lose, duplicate or invent nothing (also run
+//!   on the unfenced canary, where it must find lost updates).
+//!
+//! All checkers are linear or near-linear except the WGL search, which has a per-key time
+//! budget ([`CheckParams::wgl_budget_ms`]) and answers Unknown when it runs out.
+
+pub mod fencing;
+pub mod intervals;
+pub mod lists;
+pub mod model;
+pub mod tokens;
+pub mod wgl;
+
+#[cfg(test)]
+mod sim;
+#[cfg(test)]
+mod testkit;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::history::{
+    Call, CheckParams, CheckResult, History, Kind, Nanos, Op, Reply, Verdict, Violation,
+};
+
+/// The workload whose list lives in harness memory, guarded only by the lease.
+pub const CANARY_WORKLOAD: &str = "unfenced-canary";
+
+/// Violations kept per checker (the rest are counted in the summary only).
+const MAX_VIOLATIONS: usize = 200;
+
+/// Runs every baton checker on the history: linearizability, tokens, intervals, fencing and
+/// lists, in that order. Keys of the canary workload are left out (see [`check_canary`]).
+pub fn check_all(history: &History, params: &CheckParams) -> Vec<CheckResult> {
+    let ops = history.ops();
+    let baton: Vec<Op> = ops.into_iter().filter(is_baton).collect();
+    vec![
+        linearizability(&baton, params),
+        tokens::check(&baton),
+        intervals::check(&baton, params),
+        fencing::check(&baton),
+        lists::check(&baton, lists::Source::Baton),
+    ]
+}
+
+/// The list checker on the canary's in-memory list (`MemRead`/`MemWrite`). The harness expects
+/// [`Verdict::Fail`]: a lease without fencing loses updates, and a checker that cannot see
+/// that cannot be trusted to pass baton.
+pub fn check_canary(history: &History) -> CheckResult {
+    let ops = history.ops();
+    let canary: Vec<Op> = ops
+        .into_iter()
+        .filter(|o| matches!(o.call, Call::MemRead | Call::MemWrite { .. }))
+        .collect();
+    lists::check(&canary, lists::Source::Canary)
+}
+
+/// Operation counts, for the "a pass is never empty" minimums and the report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Keys with baton operations (canary keys excluded).
+    pub keys: u64,
+    /// Baton operations (canary workload excluded).
+    pub ops: u64,
+    /// Claims granted a new token (`ok`, not already held).
+    pub ok_claims: u64,
+    /// Claims by the holder that renewed its lease (`ok`, already held).
+    pub ok_reclaims: u64,
+    /// Renewals that extended a lease.
+    pub ok_renews: u64,
+    /// Leases given back.
+    pub ok_releases: u64,
+    /// Handoffs offered (each freezes the record until accepted or ended).
+    pub ok_offers: u64,
+    /// Accepted offers (a grant of a new token).
+    pub ok_accepts: u64,
+    /// Linearizable reads of lease and record.
+    pub ok_reads: u64,
+    /// Fenced writes baton accepted.
+    pub ok_writes: u64,
+    /// Writes a worker issued after its belief in the lease had ended.
+    pub late_writes: u64,
+    /// Late writes that baton nevertheless accepted (legal while the lease lived on).
+    pub ok_late_writes: u64,
+    /// Writes refused by the state machine (stale token or frozen record).
+    pub refused_writes: u64,
+    /// Late writes that were refused.
+    pub refused_late_writes: u64,
+    /// Refused writes that were certainly stale: late, or carrying a token below one whose
+    /// grant had returned before the write was invoked. The fencing at work.
+    pub refused_stale_writes: u64,
+    /// Operations that definitely did not happen.
+    pub fail_ops: u64,
+    /// Operations with unknown outcome.
+    pub info_ops: u64,
+    /// Canary operations (`MemRead`/`MemWrite`).
+    pub canary_ops: u64,
+    /// Canary writes to the in-memory list (each should survive; some will not).
+    pub canary_ok_writes: u64,
+}
+
+/// Counts the history's operations.
+pub fn counts(history: &History) -> Counts {
+    let ops = history.ops();
+    let mut c = Counts::default();
+    let canary = |o: &Op| matches!(o.call, Call::MemRead | Call::MemWrite { .. });
+    for o in ops.iter().filter(|o| canary(o)) {
+        c.canary_ops += 1;
+        c.canary_ok_writes +=
+            u64::from(matches!(o.call, Call::MemWrite { .. }) && o.kind == Kind::Ok);
+    }
+    let baton: Vec<Op> = ops.into_iter().filter(is_baton).collect();
+    let keys = by_key(&baton);
+    c.keys = keys.len() as u64;
+    for kops in keys.values() {
+        // Return times and tokens of the key's ok grants, to tell certainly stale writes.
+        let grants: Vec<(u64, u64)> = kops
+            .iter()
+            .filter_map(|o| match (&o.call, o.kind, &o.reply, o.ret_ns) {
+                (
+                    Call::Claim { .. } | Call::Accept { .. },
+                    Kind::Ok,
+                    Some(Reply::Granted { token, .. }),
+                    Some(ret),
+                ) => Some((ret, *token)),
+                _ => None,
+            })
+            .collect();
+        for o in kops {
+            c.ops += 1;
+            match o.kind {
+                Kind::Fail => c.fail_ops += 1,
+                Kind::Info | Kind::Invoke => c.info_ops += 1,
+                Kind::Ok => {}
+            }
+            let ok = o.kind == Kind::Ok;
+            match (&o.call, &o.reply) {
+                (Call::Claim { .. }, Some(Reply::Granted { already_held, .. })) if ok => {
+                    if *already_held {
+                        c.ok_reclaims += 1;
+                    } else {
+                        c.ok_claims += 1;
+                    }
+                }
+                (Call::Accept { .. }, Some(Reply::Granted { .. })) if ok => c.ok_accepts += 1,
+                (Call::Renew { .. }, _) if ok => c.ok_renews += 1,
+                (Call::Release { .. }, _) if ok => c.ok_releases += 1,
+                (Call::Offer { .. }, _) if ok => c.ok_offers += 1,
+                (Call::Read, _) if ok => c.ok_reads += 1,
+                (Call::Write { late, token, .. }, reply) => {
+                    let refused =
+                        o.kind == Kind::Fail && matches!(reply, Some(Reply::Refused { .. }));
+                    let superseded = grants.iter().any(|&(r, t)| r < o.inv_ns && t > *token);
+                    c.late_writes += u64::from(*late);
+                    c.ok_writes += u64::from(ok);
+                    c.ok_late_writes += u64::from(ok && *late);
+                    c.refused_writes += u64::from(refused);
+                    c.refused_late_writes += u64::from(refused && *late);
+                    c.refused_stale_writes += u64::from(refused && (*late || superseded));
+                }
+                _ => {}
+            }
+        }
+    }
+    c
+}
+
+/// A baton operation of a key not in the canary workload.
+fn is_baton(o: &Op) -> bool {
+    o.workload != CANARY_WORKLOAD && !matches!(o.call, Call::MemRead | Call::MemWrite { .. })
+}
+
+/// The per-key WGL search on every baton key, each within `params.wgl_budget_ms`.
+pub fn linearizability(ops: &[Op], params: &CheckParams) -> CheckResult {
+    let keys = by_key(ops);
+    let model = model::LeaseModel { rho: params.rho };
+    let budget = Duration::from_millis(params.wgl_budget_ms);
+    let mut found = Found::default();
+    let (mut placed, mut dropped, mut unknown, mut bad) = (0, 0, Vec::new(), 0);
+    for (key, kops) in &keys {
+        let p = model::prepare(kops);
+        placed += p.ops.len();
+        dropped += p.dropped;
+        for (i, why) in &p.malformed {
+            found.add(
+                "malformed",
+                key,
+                Some(kops[*i].inv_ns),
+                format!("{why}: {}", describe(kops[*i])),
+            );
+        }
+        match wgl::check(&model, &p.ops, budget) {
+            wgl::Outcome::Linearizable => {}
+            wgl::Outcome::Unknown => {
+                unknown.push(key.to_string());
+                found.add(
+                    "unknown",
+                    key,
+                    None,
+                    format!(
+                        "linearizability undecided: the search budget of {} ms ran out on {} operations",
+                        params.wgl_budget_ms,
+                        p.ops.len()
+                    ),
+                );
+            }
+            wgl::Outcome::NotLinearizable { longest, stuck } => {
+                bad += 1;
+                let origin = |i: usize| kops[p.origin[i]];
+                let last = longest
+                    .last()
+                    .map(|&i| format!("; the last placed was {}", describe(origin(i))))
+                    .unwrap_or_default();
+                let (t, what) = match stuck {
+                    Some(s) => (Some(origin(s).inv_ns), describe(origin(s))),
+                    None => (None, "?".to_string()),
+                };
+                found.add(
+                    "not linearizable",
+                    key,
+                    t,
+                    format!(
+                        "not linearizable: at most {} of {} operations could be placed in an order \
+                         the lease model allows; {what} could not be placed{last}",
+                        longest.len(),
+                        p.ops.len()
+                    ),
+                );
+            }
+        }
+    }
+    let verdict = if bad > 0 || found.count("malformed") > 0 {
+        Verdict::Fail
+    } else if !unknown.is_empty() {
+        Verdict::Unknown
+    } else {
+        Verdict::Pass
+    };
+    let outcome = match verdict {
+        Verdict::Pass => "all linearizable".to_string(),
+        Verdict::Unknown => format!("undecided on {} (budget ran out)", unknown.join(", ")),
+        _ => format!("{bad} not linearizable"),
+    };
+    let summary = format!(
+        "{} keys, {placed} operations placed ({dropped} dropped: fail/info reads, uninformative \
+         refusals), budget {} ms per key: {outcome}{}",
+        keys.len(),
+        params.wgl_budget_ms,
+        found.suffix()
+    );
+    found.result("linearizability", verdict, summary)
+}
+
+/// Operations grouped by key, each group in invocation order.
+pub(crate) fn by_key(ops: &[Op]) -> BTreeMap<&str, Vec<&Op>> {
+    let mut keys: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
+    for o in ops {
+        keys.entry(o.key.as_str()).or_default().push(o);
+    }
+    for v in keys.values_mut() {
+        v.sort_by_key(|o| o.inv_ns);
+    }
+    keys
+}
+
+/// Seconds since the run started, for messages.
+pub(crate) fn secs(t: Nanos) -> String {
+    format!("{:.3}s", t as f64 / 1e9)
+}
+
+/// One operation in a line: who, what, when, and how it ended.
+pub(crate) fn describe(o: &Op) -> String {
+    let call = match &o.call {
+        Call::Claim { ttl_ms } => format!("claim(ttl {ttl_ms} ms)"),
+        Call::Renew { token } => format!("renew({token})"),
+        Call::Release { token } => format!("release({token})"),
+        Call::Offer {
+            token,
+            to,
+            offer_ttl_ms,
+        } => format!("offer({token} to {to}, ttl {offer_ttl_ms} ms)"),
+        Call::Accept { ttl_ms } => format!("accept(ttl {ttl_ms} ms)"),
+        Call::Read => "read".to_string(),
+        Call::Write { token, list, late } => format!(
+            "write({token}, {} elements, last {}{})",
+            list.len(),
+            list.last()
+                .map(|e| e.encode())
+                .unwrap_or_else(|| "-".into()),
+            if *late { ", late" } else { "" }
+        ),
+        Call::MemRead => "mem-read".to_string(),
+        Call::MemWrite { list } => format!(
+            "mem-write({} elements, last {})",
+            list.len(),
+            list.last()
+                .map(|e| e.encode())
+                .unwrap_or_else(|| "-".into())
+        ),
+    };
+    let holding = |h: &Option<crate::history::Holding>| match h {
+        Some(h) => format!("{} with {}", h.client, h.token),
+        None => "free".to_string(),
+    };
+    let reply = match &o.reply {
+        _ if o.ret_ns.is_none() => "info (no answer)".to_string(),
+        None => format!("{:?}", o.kind).to_lowercase(),
+        Some(r) => match r {
+            Reply::Granted {
+                token,
+                already_held,
+            } => format!(
+                "granted {token}{}",
+                if *already_held { " (already held)" } else { "" }
+            ),
+            Reply::Held { holder } => format!("held by {} with {}", holder.client, holder.token),
+            Reply::Renewed => "renewed".into(),
+            Reply::Released => "released".into(),
+            Reply::Lost { current } => format!("lost ({})", holding(current)),
+            Reply::Offered => "offered".into(),
+            Reply::Read { holder, list } => format!(
+                "{}, {} elements, last {}",
+                holding(holder),
+                list.len(),
+                list.last()
+                    .map(|e| e.encode())
+                    .unwrap_or_else(|| "-".into())
+            ),
+            Reply::Written => "written".into(),
+            Reply::Refused { message } => format!("refused ({message})"),
+            Reply::Unknown { message } => format!("unknown ({message})"),
+        },
+    };
+    let ret = o.ret_ns.map(secs).unwrap_or_else(|| "∞".into());
+    format!(
+        "{} by {} (process {}) [{} .. {}] → {reply}",
+        call,
+        o.client,
+        o.process,
+        secs(o.inv_ns),
+        ret
+    )
+}
+
+/// Violations found by one checker: the first [`MAX_VIOLATIONS`] kept, all counted by kind.
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    list: Vec<Violation>,
+    kinds: BTreeMap<&'static str, usize>,
+}
+
+impl Found {
+    pub(crate) fn add(&mut self, kind: &'static str, key: &str, t: Option<Nanos>, message: String) {
+        *self.kinds.entry(kind).or_default() += 1;
+        if self.list.len() < MAX_VIOLATIONS {
+            self.list.push(Violation {
+                key: Some(key.to_string()),
+                t_ns: t,
+                message: format!("{kind}: {message}"),
+            });
+        }
+    }
+
+    pub(crate) fn count(&self, kind: &str) -> usize {
+        self.kinds.get(kind).copied().unwrap_or(0)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.kinds.is_empty()
+    }
+
+    /// `; 3 violations (lost 2, duplicate 1)` or nothing.
+    pub(crate) fn suffix(&self) -> String {
+        if self.kinds.is_empty() {
+            return String::new();
+        }
+        let total: usize = self.kinds.values().sum();
+        let parts: Vec<String> = self.kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let kept = if total > self.list.len() {
+            format!(", first {} listed", self.list.len())
+        } else {
+            String::new()
+        };
+        format!("; {total} violations ({}{kept})", parts.join(", "))
+    }
+
+    pub(crate) fn result(self, checker: &str, verdict: Verdict, summary: String) -> CheckResult {
+        CheckResult {
+            checker: checker.to_string(),
+            verdict,
+            summary,
+            violations: self.list,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testkit::*;
+    use super::*;
+
+    #[test]
+    fn check_all_passes_a_clean_history_and_counts_it() {
+        let ops = vec![
+            claim_ok("c1", 5, 0, 10),
+            read_ok("c1", Some(("c1", 5)), &[], 20, 30),
+            write_ok("c1", 5, &[e(5, 1)], 40, 50),
+            release_ok("c1", 5, 60, 70),
+            claim_ok("c2", 9, 80, 90),
+            read_ok("c2", Some(("c2", 9)), &[e(5, 1)], 100, 110),
+            write_ok("c2", 9, &[e(5, 1), e(9, 2)], 120, 130),
+            write_refused("c1", 5, &[e(5, 1), e(5, 3)], true, 140, 150),
+            read_ok("c3", Some(("c2", 9)), &[e(5, 1), e(9, 2)], 160, 170),
+            mem_write("c4", &[e(1, 7)], 0, 10),
+            mem_read("c4", &[e(1, 7)], 20, 30),
+        ];
+        let h = history(&ops);
+        let results = check_all(&h, &params());
+        let names: Vec<&str> = results.iter().map(|r| r.checker.as_str()).collect();
+        assert_eq!(
+            names,
+            ["linearizability", "tokens", "intervals", "fencing", "lists"]
+        );
+        for r in &results {
+            assert_eq!(r.verdict, Verdict::Pass, "{r:#?}");
+            assert!(r.violations.is_empty());
+        }
+        assert!(
+            results[0].summary.contains("1 keys, 9 operations"),
+            "{}",
+            results[0].summary
+        );
+        let c = counts(&h);
+        assert_eq!(c.keys, 1);
+        assert_eq!(c.ops, 9);
+        assert_eq!(c.ok_claims, 2);
+        assert_eq!(c.ok_writes, 2);
+        assert_eq!(c.refused_writes, 1);
+        assert_eq!(c.refused_late_writes, 1);
+        assert_eq!(c.refused_stale_writes, 1);
+        assert_eq!(c.late_writes, 1);
+        assert_eq!(c.ok_reads, 3);
+        assert_eq!(c.fail_ops, 1);
+        assert_eq!(c.canary_ops, 2);
+        assert_eq!(c.canary_ok_writes, 1);
+        // The canary's list is intact here, so its checker passes.
+        assert_eq!(check_canary(&h).verdict, Verdict::Pass);
+    }
+
+    #[test]
+    fn check_all_fails_a_double_grant_in_several_checkers() {
+        let ops = vec![
+            claim_ok("c1", 5, 0, 10),
+            claim_ok("c2", 7, 100, 110),
+            write_ok("c1", 5, &[e(5, 1)], 200, 210),
+        ];
+        let results = check_all(&history(&ops), &params());
+        let verdict = |name: &str| {
+            results
+                .iter()
+                .find(|r| r.checker == name)
+                .map(|r| r.verdict)
+                .unwrap()
+        };
+        assert_eq!(verdict("linearizability"), Verdict::Fail);
+        assert_eq!(verdict("intervals"), Verdict::Fail);
+        assert_eq!(verdict("fencing"), Verdict::Fail);
+        assert_eq!(verdict("tokens"), Verdict::Pass);
+        let lin = &results[0];
+        assert_eq!(lin.violations.len(), 1);
+        assert_eq!(lin.violations[0].key.as_deref(), Some("k"));
+        assert!(
+            lin.violations[0]
+                .message
+                .contains("claim(ttl 2000 ms) by c2"),
+            "{:?}",
+            lin.violations
+        );
+    }
+
+    #[test]
+    fn canary_lost_updates_fail() {
+        // Two workers both believe they hold the lease: each reads [] and appends; the
+        // second overwrite loses the first element.
+        let ops = vec![
+            mem_read("c1", &[], 0, 10),
+            mem_read("c2", &[], 5, 15),
+            mem_write("c1", &[e(1, 1)], 20, 30),
+            mem_write("c2", &[e(2, 2)], 40, 50),
+            mem_read("c3", &[e(2, 2)], 60, 70),
+        ];
+        let r = check_canary(&history(&ops));
+        assert_eq!(r.checker, "canary-lists");
+        assert_eq!(r.verdict, Verdict::Fail);
+        assert!(
+            r.violations.iter().any(|v| v.message.starts_with("lost")),
+            "{r:#?}"
+        );
+    }
+
+    #[test]
+    fn unknown_budget_makes_linearizability_unknown() {
+        // Many overlapping writes by the holder and a read of a list nobody wrote: the search
+        // has to try every subset of the writes before it can give up.
+        let mut ops = vec![claim_ok("c0", 5, 0, 10)];
+        for i in 1..=22u64 {
+            ops.push(write_ok("c0", 5, &[e(5, i)], 20, 1000));
+        }
+        ops.push(read_ok("c99", Some(("c0", 5)), &[e(5, 99)], 20, 1000));
+        let mut p = params();
+        p.wgl_budget_ms = 1;
+        let r = linearizability(&ops, &p);
+        assert_eq!(r.verdict, Verdict::Unknown, "{r:#?}");
+        assert!(r.summary.contains("undecided on k"), "{}", r.summary);
+        assert!(!r.passed());
+    }
+
+    #[test]
+    fn describe_is_readable() {
+        let d = describe(&claim_ok("c1", 5, 1000, 1010));
+        assert_eq!(
+            d,
+            "claim(ttl 2000 ms) by c1 (process 1) [1.000s .. 1.010s] → granted 5"
+        );
+        let d = describe(&claim_info("c2", 20));
+        assert!(d.ends_with("[0.020s .. ∞] → info (no answer)"), "{d}");
+    }
+}

@@ -1,0 +1,980 @@
+//! baton's per-key lease model for the WGL search ([`super::wgl`]).
+//!
+//! One key: who holds it (a client id; the holder's token is always the last token granted on
+//! the key, because every grant replaces the holder), the last token, the lease's TTL and
+//! earliest possible expiry, a pending offer and the record's list.
+//!
+//! Nondeterminism, kept as sets of states by the search:
+//! - **Tokens** are Raft log indexes: a grant's token is any value above the last one. An
+//!   `info` grant's token is unknown, kept as a lower bound (`AtLeast`) and pinned down
+//!   (`Exact`) when a later read, refusal or operation shows it. Token values are never
+//!   enumerated.
+//! - **Expiry** is a hidden step (holder and offer gone) allowed before an operation X only if
+//!   `X.ret >= earliest_expiry`, where `earliest_expiry = inv(grant or latest renewal) +
+//!   ttl / (1 + rho)`: the server counts from when it applied the request, which is after the
+//!   client sent it, on a clock at most `rho` fast. Comparing with X's *return* is lenient: it
+//!   can miss a violation but never raise a false alarm. Info operations (return +infinity)
+//!   may always come after an expiry.
+//! - **Offer lapse** likewise, after `inv(offer) + offer_ttl / (1 + rho)`.
+//!
+//! Semantics follow the state machine (`node/src/core/table.rs`): a claim by the holding
+//! client keeps its token and renews with `ttl = max(old, new)`; an offer to the holder's own
+//! name is refused; a pending offer freezes the record; releasing or expiring ends the offer.
+
+use std::collections::HashMap;
+
+use super::wgl::{Model, Operation};
+use crate::history::{Call, Elem, Kind, Op, Reply};
+
+/// A token as far as the history shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Tok {
+    /// Known.
+    Exact(u64),
+    /// Granted by an operation whose reply was lost: some value `>=` this.
+    AtLeast(u64),
+}
+
+impl Tok {
+    /// The smallest value the token can have.
+    fn lower(self) -> u64 {
+        match self {
+            Tok::Exact(t) | Tok::AtLeast(t) => t,
+        }
+    }
+
+    /// The token pinned to `t`, if it can be `t`.
+    fn pin(self, t: u64) -> Option<Tok> {
+        match self {
+            Tok::Exact(x) if x == t => Some(self),
+            Tok::AtLeast(l) if t >= l => Some(Tok::Exact(t)),
+            _ => None,
+        }
+    }
+
+    /// A token known to be `t` (refusals are legal unless the token surely matches).
+    fn is(self, t: u64) -> bool {
+        self == Tok::Exact(t)
+    }
+
+    /// Whether a new grant may carry `t` (some value of this token is below `t`).
+    fn below(self, t: u64) -> bool {
+        self.lower() < t
+    }
+
+    /// The token of a grant whose reply was lost: anything above this one.
+    fn successor(self) -> Tok {
+        Tok::AtLeast(self.lower().saturating_add(1))
+    }
+}
+
+/// One possible state of a key. Small and `Copy`: the list is an interned id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseState {
+    /// The holding client (interned id); its token is `last`.
+    pub holder: Option<u32>,
+    /// The last token granted on the key (`Exact(0)` before any grant).
+    pub last: Tok,
+    /// The lease's TTL (0 when free, so free states compare equal).
+    pub ttl_ms: u64,
+    /// Earliest instant the lease may expire (0 when free).
+    pub expiry_ns: u64,
+    /// Pending offer: addressee's name (interned) and earliest lapse instant.
+    pub offer: Option<(u32, u64)>,
+    /// The record's list (interned id; 0 is the empty list).
+    pub list: u32,
+}
+
+impl LeaseState {
+    /// A fresh key: free, no token yet, empty list.
+    pub fn initial() -> LeaseState {
+        LeaseState {
+            holder: None,
+            last: Tok::Exact(0),
+            ttl_ms: 0,
+            expiry_ns: 0,
+            offer: None,
+            list: 0,
+        }
+    }
+
+    fn freed(self) -> LeaseState {
+        LeaseState {
+            holder: None,
+            ttl_ms: 0,
+            expiry_ns: 0,
+            offer: None,
+            ..self
+        }
+    }
+
+    /// `(client, token)` can act: the client holds the key and the token can be the last.
+    fn held_by(self, client: u32, token: u64) -> Option<LeaseState> {
+        if self.holder != Some(client) {
+            return None;
+        }
+        self.last.pin(token).map(|last| LeaseState { last, ..self })
+    }
+
+    /// `(client, token)` surely holds the key (so a refusal of it is illegal).
+    fn surely_held_by(self, client: u32, token: u64) -> bool {
+        self.holder == Some(client) && self.last.is(token)
+    }
+}
+
+/// How a claim came back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimRes {
+    Granted {
+        token: u64,
+        already_held: bool,
+    },
+    /// Refused: held by this client (interned) with this token.
+    Held {
+        client: u32,
+        token: u64,
+    },
+    /// No answer.
+    Unknown,
+}
+
+/// How an accept came back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcceptRes {
+    Granted { token: u64 },
+    Refused,
+    Unknown,
+}
+
+/// How a renew, release, offer or write came back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Res {
+    Ok,
+    /// `Lost` (renew, release) or `Refused` (offer, write).
+    Refused,
+    Unknown,
+}
+
+/// An operation as the model sees it: ids interned, refusals that tell nothing dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseOp {
+    Claim {
+        client: u32,
+        ttl_ms: u64,
+        res: ClaimRes,
+    },
+    Renew {
+        client: u32,
+        token: u64,
+        res: Res,
+    },
+    Release {
+        client: u32,
+        token: u64,
+        res: Res,
+    },
+    Offer {
+        client: u32,
+        token: u64,
+        to: u32,
+        /// Addressed to the offering worker's own name: always refused.
+        to_self: bool,
+        offer_ttl_ms: u64,
+        res: Res,
+    },
+    Accept {
+        client: u32,
+        name: u32,
+        ttl_ms: u64,
+        res: AcceptRes,
+    },
+    /// An ok read: the holder `(client, token)` and the list, both exactly.
+    Read {
+        holder: Option<(u32, u64)>,
+        list: u32,
+    },
+    Write {
+        client: u32,
+        token: u64,
+        list: u32,
+        res: Res,
+    },
+}
+
+/// The model: the clock-rate bound `rho` turns TTLs into earliest expiries.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseModel {
+    pub rho: f64,
+}
+
+impl LeaseModel {
+    /// The shortest a TTL of `ms` can last on a server clock at most `rho` fast (rounded
+    /// down: lenient).
+    fn life_ns(&self, ms: u64) -> u64 {
+        (ms as f64 * 1e6 / (1.0 + self.rho.max(0.0))).floor() as u64
+    }
+
+    /// A new lease for `client` granted by an operation invoked at `inv`.
+    fn grant(&self, s: LeaseState, client: u32, last: Tok, ttl_ms: u64, inv: u64) -> LeaseState {
+        LeaseState {
+            holder: Some(client),
+            last,
+            ttl_ms,
+            expiry_ns: inv.saturating_add(self.life_ns(ttl_ms)),
+            offer: None,
+            list: s.list,
+        }
+    }
+
+    /// The lease renewed from `inv` with `ttl_ms`.
+    fn renew(&self, s: LeaseState, ttl_ms: u64, inv: u64) -> LeaseState {
+        LeaseState {
+            ttl_ms,
+            expiry_ns: inv.saturating_add(self.life_ns(ttl_ms)),
+            ..s
+        }
+    }
+
+    /// The operation itself, on one state (hidden steps already taken).
+    fn apply(&self, s: LeaseState, o: &Operation<LeaseOp>, out: &mut Vec<LeaseState>) {
+        let inv = o.inv_ns;
+        match o.op {
+            LeaseOp::Claim {
+                client,
+                ttl_ms,
+                res,
+            } => match res {
+                ClaimRes::Granted {
+                    token,
+                    already_held: false,
+                } => {
+                    if s.holder.is_none() && s.last.below(token) {
+                        out.push(self.grant(s, client, Tok::Exact(token), ttl_ms, inv));
+                    }
+                }
+                ClaimRes::Granted {
+                    token,
+                    already_held: true,
+                } => {
+                    if let Some(s) = s.held_by(client, token) {
+                        out.push(self.renew(s, s.ttl_ms.max(ttl_ms), inv));
+                    }
+                }
+                ClaimRes::Held {
+                    client: h,
+                    token: ht,
+                } => {
+                    if h != client {
+                        out.extend(s.held_by(h, ht));
+                    }
+                }
+                ClaimRes::Unknown => match s.holder {
+                    None => out.push(self.grant(s, client, s.last.successor(), ttl_ms, inv)),
+                    Some(h) if h == client => out.push(self.renew(s, s.ttl_ms.max(ttl_ms), inv)),
+                    Some(_) => {}
+                },
+            },
+            LeaseOp::Renew { client, token, res } => match res {
+                Res::Ok | Res::Unknown => {
+                    if let Some(s) = s.held_by(client, token) {
+                        out.push(self.renew(s, s.ttl_ms, inv));
+                    }
+                }
+                Res::Refused => {
+                    if !s.surely_held_by(client, token) {
+                        out.push(s);
+                    }
+                }
+            },
+            LeaseOp::Release { client, token, res } => match res {
+                Res::Ok | Res::Unknown => {
+                    if let Some(s) = s.held_by(client, token) {
+                        out.push(s.freed());
+                    }
+                }
+                Res::Refused => {
+                    if !s.surely_held_by(client, token) {
+                        out.push(s);
+                    }
+                }
+            },
+            LeaseOp::Offer {
+                client,
+                token,
+                to,
+                to_self,
+                offer_ttl_ms,
+                res,
+            } => match res {
+                Res::Ok | Res::Unknown => {
+                    if let (Some(s), None, false) = (s.held_by(client, token), s.offer, to_self) {
+                        let lapse = inv.saturating_add(self.life_ns(offer_ttl_ms));
+                        out.push(LeaseState {
+                            offer: Some((to, lapse)),
+                            ..s
+                        });
+                    }
+                }
+                Res::Refused => {
+                    if to_self || s.offer.is_some() || !s.surely_held_by(client, token) {
+                        out.push(s);
+                    }
+                }
+            },
+            LeaseOp::Accept {
+                client,
+                name,
+                ttl_ms,
+                res,
+            } => {
+                let addressed =
+                    s.holder.is_some() && matches!(s.offer, Some((to, _)) if to == name);
+                match res {
+                    AcceptRes::Granted { token } => {
+                        if addressed && s.last.below(token) {
+                            out.push(self.grant(s, client, Tok::Exact(token), ttl_ms, inv));
+                        }
+                    }
+                    AcceptRes::Unknown => {
+                        if addressed {
+                            out.push(self.grant(s, client, s.last.successor(), ttl_ms, inv));
+                        }
+                    }
+                    AcceptRes::Refused => {
+                        if !addressed {
+                            out.push(s);
+                        }
+                    }
+                }
+            }
+            LeaseOp::Read { holder, list } => {
+                if list != s.list {
+                    return;
+                }
+                match holder {
+                    None => {
+                        if s.holder.is_none() {
+                            out.push(s);
+                        }
+                    }
+                    Some((h, t)) => out.extend(s.held_by(h, t)),
+                }
+            }
+            LeaseOp::Write {
+                client,
+                token,
+                list,
+                res,
+            } => match res {
+                Res::Ok | Res::Unknown => {
+                    if let (Some(s), None) = (s.held_by(client, token), s.offer) {
+                        out.push(LeaseState { list, ..s });
+                    }
+                }
+                Res::Refused => {
+                    if s.offer.is_some() || !s.surely_held_by(client, token) {
+                        out.push(s);
+                    }
+                }
+            },
+        }
+    }
+}
+
+impl Model for LeaseModel {
+    type State = LeaseState;
+    type Op = LeaseOp;
+
+    fn init(&self) -> Vec<LeaseState> {
+        vec![LeaseState::initial()]
+    }
+
+    fn step(&self, s: &LeaseState, o: &Operation<LeaseOp>, out: &mut Vec<LeaseState>) {
+        // Hidden steps that may have happened before this operation took effect.
+        let by = o.ret_ns.unwrap_or(u64::MAX);
+        self.apply(*s, o, out);
+        if let Some((_, lapse)) = s.offer {
+            if by >= lapse {
+                self.apply(LeaseState { offer: None, ..*s }, o, out);
+            }
+        }
+        if s.holder.is_some() && by >= s.expiry_ns {
+            self.apply(s.freed(), o, out);
+        }
+    }
+}
+
+/// One key's operations ready for the search.
+#[derive(Debug, Default)]
+pub struct Prepared {
+    /// The operations the search places.
+    pub ops: Vec<Operation<LeaseOp>>,
+    /// For each of `ops`, its index in the input.
+    pub origin: Vec<usize>,
+    /// Operations left out because they tell nothing (fail or info reads, refusals for
+    /// other reasons, canary operations).
+    pub dropped: usize,
+    /// `ok` operations whose reply does not fit the call: `(input index, why)`.
+    pub malformed: Vec<(usize, String)>,
+}
+
+/// Strings to small ids.
+#[derive(Default)]
+struct Interner {
+    clients: HashMap<String, u32>,
+    names: HashMap<String, u32>,
+    lists: HashMap<Vec<Elem>, u32>,
+}
+
+impl Interner {
+    fn id(map: &mut HashMap<String, u32>, s: &str) -> u32 {
+        if let Some(&id) = map.get(s) {
+            return id;
+        }
+        let id = map.len() as u32;
+        map.insert(s.to_string(), id);
+        id
+    }
+    fn client(&mut self, s: &str) -> u32 {
+        Self::id(&mut self.clients, s)
+    }
+    fn name(&mut self, s: &str) -> u32 {
+        Self::id(&mut self.names, s)
+    }
+    fn list(&mut self, l: &[Elem]) -> u32 {
+        if self.lists.is_empty() {
+            self.lists.insert(Vec::new(), 0);
+        }
+        if let Some(&id) = self.lists.get(l) {
+            return id;
+        }
+        let id = self.lists.len() as u32;
+        self.lists.insert(l.to_vec(), id);
+        id
+    }
+}
+
+/// Turns one key's operations (all baton operations of that key) into model operations.
+pub fn prepare(ops: &[&Op]) -> Prepared {
+    let mut ids = Interner::default();
+    ids.list(&[]);
+    let mut p = Prepared::default();
+    for (i, op) in ops.iter().enumerate() {
+        match convert(op, &mut ids) {
+            Ok(Some(m)) => {
+                let open = op.kind == Kind::Info || op.kind == Kind::Invoke;
+                p.ops.push(Operation {
+                    inv_ns: op.inv_ns,
+                    ret_ns: if open { None } else { op.ret_ns },
+                    op: m,
+                });
+                p.origin.push(i);
+            }
+            Ok(None) => p.dropped += 1,
+            Err(why) => {
+                p.dropped += 1;
+                p.malformed.push((i, why));
+            }
+        }
+    }
+    p
+}
+
+/// `Ok(None)`: drop; `Err`: an ok reply that does not fit the call.
+fn convert(op: &Op, ids: &mut Interner) -> Result<Option<LeaseOp>, String> {
+    let open = matches!(op.kind, Kind::Info | Kind::Invoke) || op.ret_ns.is_none();
+    let ok = op.kind == Kind::Ok && !open;
+    let reply = if open { None } else { op.reply.as_ref() };
+    let client = ids.client(&op.client);
+    let bad = || -> Result<Option<LeaseOp>, String> {
+        Err(format!(
+            "ok {} with reply {:?}",
+            op.call.name(),
+            op.reply.as_ref()
+        ))
+    };
+    // Renew, release, offer and write share the shape "ok / refused with this reply / open".
+    let res = |refusal: fn(&Reply) -> bool, okay: fn(&Reply) -> bool| -> Result<Option<Res>, ()> {
+        match (open, ok, reply) {
+            (true, _, _) => Ok(Some(Res::Unknown)),
+            (false, true, Some(r)) if okay(r) => Ok(Some(Res::Ok)),
+            (false, true, _) => Err(()),
+            (false, false, Some(r)) if refusal(r) => Ok(Some(Res::Refused)),
+            _ => Ok(None),
+        }
+    };
+    let lost = |r: &Reply| matches!(r, Reply::Lost { .. });
+    let refused = |r: &Reply| matches!(r, Reply::Refused { .. });
+    let m = match &op.call {
+        Call::Claim { ttl_ms } => {
+            let res = match (open, ok, reply) {
+                (true, _, _) => ClaimRes::Unknown,
+                (
+                    false,
+                    true,
+                    Some(Reply::Granted {
+                        token,
+                        already_held,
+                    }),
+                ) => ClaimRes::Granted {
+                    token: *token,
+                    already_held: *already_held,
+                },
+                (false, true, _) => return bad(),
+                (false, false, Some(Reply::Held { holder })) => ClaimRes::Held {
+                    client: ids.client(&holder.client),
+                    token: holder.token,
+                },
+                _ => return Ok(None),
+            };
+            LeaseOp::Claim {
+                client,
+                ttl_ms: *ttl_ms,
+                res,
+            }
+        }
+        Call::Renew { token } => match res(lost, |r| matches!(r, Reply::Renewed)) {
+            Ok(Some(res)) => LeaseOp::Renew {
+                client,
+                token: *token,
+                res,
+            },
+            Ok(None) => return Ok(None),
+            Err(()) => return bad(),
+        },
+        Call::Release { token } => match res(lost, |r| matches!(r, Reply::Released)) {
+            Ok(Some(res)) => LeaseOp::Release {
+                client,
+                token: *token,
+                res,
+            },
+            Ok(None) => return Ok(None),
+            Err(()) => return bad(),
+        },
+        Call::Offer {
+            token,
+            to,
+            offer_ttl_ms,
+        } => match res(refused, |r| matches!(r, Reply::Offered)) {
+            Ok(Some(res)) => LeaseOp::Offer {
+                client,
+                token: *token,
+                to: ids.name(to),
+                to_self: *to == op.name,
+                offer_ttl_ms: *offer_ttl_ms,
+                res,
+            },
+            Ok(None) => return Ok(None),
+            Err(()) => return bad(),
+        },
+        Call::Accept { ttl_ms } => {
+            let res = match (open, ok, reply) {
+                (true, _, _) => AcceptRes::Unknown,
+                (false, true, Some(Reply::Granted { token, .. })) => {
+                    AcceptRes::Granted { token: *token }
+                }
+                (false, true, _) => return bad(),
+                (false, false, Some(Reply::Refused { .. })) => AcceptRes::Refused,
+                _ => return Ok(None),
+            };
+            LeaseOp::Accept {
+                client,
+                name: ids.name(&op.name),
+                ttl_ms: *ttl_ms,
+                res,
+            }
+        }
+        Call::Read => match (ok, reply) {
+            (true, Some(Reply::Read { holder, list })) => LeaseOp::Read {
+                holder: holder.as_ref().map(|h| (ids.client(&h.client), h.token)),
+                list: ids.list(list),
+            },
+            (true, _) => return bad(),
+            _ => return Ok(None),
+        },
+        Call::Write { token, list, .. } => match res(refused, |r| matches!(r, Reply::Written)) {
+            Ok(Some(res)) => LeaseOp::Write {
+                client,
+                token: *token,
+                list: ids.list(list),
+                res,
+            },
+            Ok(None) => return Ok(None),
+            Err(()) => return bad(),
+        },
+        Call::MemRead | Call::MemWrite { .. } => return Ok(None),
+    };
+    Ok(Some(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::wgl::{check, Outcome};
+    use super::*;
+    use crate::history::Op;
+    use std::time::Duration;
+
+    /// Runs the model on these operations (all on one key) with rho = 10 %.
+    fn lin(ops: &[Op]) -> Outcome {
+        let refs: Vec<&Op> = ops.iter().collect();
+        let p = prepare(&refs);
+        assert!(p.malformed.is_empty(), "{:?}", p.malformed);
+        check(&LeaseModel { rho: 0.1 }, &p.ops, Duration::from_secs(5))
+    }
+
+    fn ok(ops: &[Op]) {
+        assert_eq!(lin(ops), Outcome::Linearizable, "{ops:#?}");
+    }
+
+    /// Not linearizable, and the search got stuck on operation `stuck` (input index).
+    fn bad(ops: &[Op], stuck: usize) {
+        match lin(ops) {
+            Outcome::NotLinearizable { stuck: s, .. } => assert_eq!(s, Some(stuck), "{ops:#?}"),
+            other => panic!("expected not linearizable, got {other:?}"),
+        }
+    }
+
+    // TTL 2000 ms, rho 0.1: a lease lasts at least 1818.18 ms from the grant's invocation.
+
+    #[test]
+    fn sequential_lease_life_is_linearizable() {
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            renew_ok("c1", 5, 100, 110),
+            write_ok("c1", 5, &[e(5, 1)], 200, 210),
+            read_ok("c2", Some(("c1", 5)), &[e(5, 1)], 300, 310),
+            release_ok("c1", 5, 400, 410),
+            read_ok("c2", None, &[e(5, 1)], 500, 510),
+            claim_ok("c2", 9, 600, 610),
+            reclaim_ok("c2", 9, 700, 710),
+        ]);
+    }
+
+    #[test]
+    fn overlapping_grants_without_possible_expiry_are_illegal() {
+        bad(
+            &[claim_ok("c1", 5, 0, 10), claim_ok("c2", 7, 1000, 1010)],
+            1,
+        );
+    }
+
+    #[test]
+    fn a_grant_after_the_earliest_expiry_is_legal() {
+        // 1819 ms after the first grant's invocation: its lease may have expired.
+        ok(&[claim_ok("c1", 5, 0, 10), claim_ok("c2", 7, 1819, 1830)]);
+        // The return counts (lenient): invoked before, returned after the earliest expiry.
+        ok(&[claim_ok("c1", 5, 0, 10), claim_ok("c2", 7, 1000, 1819)]);
+        // One millisecond short is still illegal.
+        bad(
+            &[claim_ok("c1", 5, 0, 10), claim_ok("c2", 7, 1000, 1817)],
+            1,
+        );
+    }
+
+    #[test]
+    fn a_renewal_pushes_the_earliest_expiry() {
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                renew_ok("c1", 5, 1000, 1010),
+                claim_ok("c2", 7, 2000, 2010),
+            ],
+            2,
+        );
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            renew_ok("c1", 5, 1000, 1010),
+            claim_ok("c2", 7, 2819, 2830),
+        ]);
+    }
+
+    #[test]
+    fn tokens_must_increase_but_need_not_be_consecutive() {
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            release_ok("c1", 5, 20, 30),
+            claim_ok("c2", 93, 40, 50),
+        ]);
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                release_ok("c1", 5, 20, 30),
+                claim_ok("c2", 5, 40, 50),
+            ],
+            2,
+        );
+    }
+
+    #[test]
+    fn a_renew_ok_after_another_clients_grant_is_illegal() {
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                claim_ok("c2", 7, 2000, 2010),
+                renew_ok("c1", 5, 2100, 2110),
+            ],
+            2,
+        );
+    }
+
+    #[test]
+    fn refusals_are_legal_only_when_the_token_may_be_stale() {
+        // Renew lost while surely holding (no expiry possible yet): illegal.
+        bad(
+            &[claim_ok("c1", 5, 0, 10), renew_lost("c1", 5, 100, 110)],
+            1,
+        );
+        // Renew lost once the lease may have expired: legal.
+        ok(&[claim_ok("c1", 5, 0, 10), renew_lost("c1", 5, 1900, 1910)]);
+        // A refused write by the holder with no offer pending and no possible expiry: illegal.
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                write_refused("c1", 5, &[e(5, 1)], false, 100, 110),
+            ],
+            1,
+        );
+        // A refused write with an older token: legal.
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            write_refused("c2", 3, &[e(3, 1)], true, 100, 110),
+        ]);
+    }
+
+    #[test]
+    fn held_refusals_show_the_holder() {
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            claim_held("c2", "c1", 5, 100, 110),
+        ]);
+        // Wrong token reported.
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                claim_held("c2", "c1", 6, 100, 110),
+            ],
+            1,
+        );
+        // The server may report an expired holder late.
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            claim_held("c2", "c1", 5, 5000, 5010),
+        ]);
+    }
+
+    #[test]
+    fn an_info_claims_token_is_revealed_by_a_later_read() {
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            release_ok("c1", 5, 20, 30),
+            claim_info("c2", 40),
+            read_ok("c3", Some(("c2", 17)), &[], 100, 110),
+            read_ok("c3", Some(("c2", 17)), &[], 200, 210),
+        ]);
+        // Once revealed it is pinned: a later read with another token is illegal.
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                release_ok("c1", 5, 20, 30),
+                claim_info("c2", 40),
+                read_ok("c3", Some(("c2", 17)), &[], 100, 110),
+                read_ok("c3", Some(("c2", 18)), &[], 200, 210),
+            ],
+            4,
+        );
+        // And it cannot be at or below the last known token.
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                release_ok("c1", 5, 20, 30),
+                claim_info("c2", 40),
+                read_ok("c3", Some(("c2", 5)), &[], 100, 110),
+            ],
+            3,
+        );
+    }
+
+    #[test]
+    fn an_info_claim_may_never_happen_or_happen_late() {
+        ok(&[
+            claim_info("c2", 0),
+            claim_ok("c1", 5, 10, 20),
+            release_ok("c1", 5, 30, 40),
+            read_ok("c3", None, &[], 50, 60),
+            read_ok("c3", Some(("c2", 8)), &[], 70, 80),
+        ]);
+        // A grant after an unknown-token grant needs a larger token than the lower bound.
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            release_ok("c1", 5, 20, 30),
+            claim_info("c2", 40),
+            claim_ok("c3", 7, 5000, 5010),
+        ]);
+    }
+
+    #[test]
+    fn a_read_showing_a_holder_nobody_was_granted_is_illegal() {
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                read_ok("c3", Some(("c9", 5)), &[], 100, 110),
+            ],
+            1,
+        );
+        // Nor a list nobody wrote.
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                read_ok("c3", Some(("c1", 5)), &[e(5, 1)], 100, 110),
+            ],
+            1,
+        );
+    }
+
+    #[test]
+    fn a_pending_offer_freezes_the_record() {
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                offer_ok("c1", 5, "w-c2", 1000, 20, 30),
+                write_ok("c1", 5, &[e(5, 1)], 40, 50),
+            ],
+            2,
+        );
+        // A refused write during the offer is legal (frozen).
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            offer_ok("c1", 5, "w-c2", 1000, 20, 30),
+            write_refused("c1", 5, &[e(5, 1)], false, 40, 50),
+        ]);
+    }
+
+    #[test]
+    fn an_offer_lapses_after_its_ttl() {
+        // Offer TTL 1000 ms: lapses no earlier than 20 + 909 ms. A write at 960 may follow a
+        // lapse; one returning at 900 may not.
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            offer_ok("c1", 5, "w-c2", 1000, 20, 30),
+            write_ok("c1", 5, &[e(5, 1)], 940, 960),
+        ]);
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                offer_ok("c1", 5, "w-c2", 1000, 20, 30),
+                write_ok("c1", 5, &[e(5, 1)], 880, 900),
+            ],
+            2,
+        );
+        // After a lapse the addressee's accept is refused (legal), and before it accepted.
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            offer_ok("c1", 5, "w-c2", 1000, 20, 30),
+            accept_refused("c2", 1500, 1510),
+        ]);
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                offer_ok("c1", 5, "w-c2", 1000, 20, 30),
+                accept_refused("c2", 100, 110),
+            ],
+            2,
+        );
+    }
+
+    #[test]
+    fn an_accepted_offer_hands_the_key_over() {
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            offer_ok("c1", 5, "w-c2", 1000, 20, 30),
+            accept_ok("c2", 8, 40, 50),
+            write_ok("c2", 8, &[e(8, 1)], 60, 70),
+            write_refused("c1", 5, &[e(5, 2)], false, 80, 90),
+            read_ok("c3", Some(("c2", 8)), &[e(8, 1)], 100, 110),
+        ]);
+        // Only the addressee can accept.
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                offer_ok("c1", 5, "w-c2", 1000, 20, 30),
+                accept_ok("c3", 8, 40, 50),
+            ],
+            2,
+        );
+        // The old token is dead after the handoff.
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                offer_ok("c1", 5, "w-c2", 1000, 20, 30),
+                accept_ok("c2", 8, 40, 50),
+                write_ok("c1", 5, &[e(5, 1)], 60, 70),
+            ],
+            3,
+        );
+    }
+
+    #[test]
+    fn offers_are_addressed_to_worker_names_not_processes() {
+        // The addressee's worker lost a reply and continues as a new process (client c5)
+        // under the same name: it can accept.
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            offer_ok("c1", 5, "w2", 1000, 20, 30),
+            named(accept_ok("c5", 8, 40, 50), "w2"),
+            read_ok("c3", Some(("c5", 8)), &[], 60, 70),
+        ]);
+    }
+
+    #[test]
+    fn an_offer_to_oneself_is_refused() {
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                offer_ok("c1", 5, "w-c1", 1000, 20, 30),
+            ],
+            1,
+        );
+    }
+
+    #[test]
+    fn a_reclaim_keeps_the_token_and_the_longer_ttl() {
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            reclaim_ok("c1", 5, 1000, 1010),
+            read_ok("c2", Some(("c1", 5)), &[], 2500, 2510),
+        ]);
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                reclaim_ok("c1", 5, 1000, 1010),
+                claim_ok("c2", 9, 2500, 2510),
+            ],
+            2,
+        );
+        // A reclaim by a client that does not hold the key.
+        bad(&[claim_ok("c1", 5, 0, 10), reclaim_ok("c2", 5, 20, 30)], 1);
+    }
+
+    #[test]
+    fn concurrent_claims_are_ordered_by_the_search() {
+        // Two overlapping claims: c2 refused seeing c1, c1 granted: legal in that order.
+        ok(&[claim_ok("c1", 5, 0, 100), claim_held("c2", "c1", 5, 10, 90)]);
+    }
+
+    #[test]
+    fn malformed_ok_replies_are_reported() {
+        let ops = [op(
+            "c1",
+            Call::Renew { token: 1 },
+            Kind::Ok,
+            Some(Reply::Offered),
+            0,
+            10,
+        )];
+        let refs: Vec<&Op> = ops.iter().collect();
+        let p = prepare(&refs);
+        assert_eq!(p.malformed.len(), 1);
+        assert!(p.ops.is_empty());
+    }
+}

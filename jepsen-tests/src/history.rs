@@ -1,0 +1,489 @@
+//! The history of a run: every operation's invocation and completion, and every fault, on
+//! the harness's one monotonic clock. Written as JSON lines (`history.jsonl`), read back by
+//! the checkers and the report.
+//!
+//! Rules (Jepsen's): a process has at most one operation in flight; a completion is `ok`
+//! (it happened, with this result), `fail` (it definitely did not happen: refused before or
+//! by the state machine), or `info` (unknown: a timeout or a lost connection; the operation
+//! may take effect at any later time, so it stays open to the end of the history). After an
+//! `info` the process is retired and its worker continues as a new process with a new
+//! client id.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Nanoseconds on the harness's monotonic clock since the run started.
+pub type Nanos = u64;
+
+/// One element a worker appends to a key's list (the record field `list`): the token it
+/// wrote with and a number unique in the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Elem {
+    pub token: u64,
+    pub uid: u64,
+}
+
+impl Elem {
+    /// `token:uid`, the form stored in the record.
+    pub fn encode(&self) -> String {
+        format!("{}:{}", self.token, self.uid)
+    }
+
+    /// Parses `token:uid`.
+    pub fn decode(text: &str) -> Option<Elem> {
+        let (t, u) = text.split_once(':')?;
+        Some(Elem {
+            token: t.parse().ok()?,
+            uid: u.parse().ok()?,
+        })
+    }
+}
+
+/// Encodes a list for the record field `list` (space-separated elements).
+pub fn encode_list(list: &[Elem]) -> String {
+    list.iter().map(Elem::encode).collect::<Vec<_>>().join(" ")
+}
+
+/// Decodes the record field `list`; `None` if any element is malformed.
+pub fn decode_list(text: &str) -> Option<Vec<Elem>> {
+    text.split_whitespace().map(Elem::decode).collect()
+}
+
+/// The holder of a lease as a read shows it: the holder process's client id and the token.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Holding {
+    pub client: String,
+    pub token: u64,
+}
+
+/// What an operation asks. `client` is always the invoking process's client id (the
+/// lease holder identity in baton); `name` is the worker's holder name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "f", rename_all = "kebab-case")]
+pub enum Call {
+    /// Claim the key with this TTL.
+    Claim { ttl_ms: u64 },
+    /// Renew the lease held with `token`.
+    Renew { token: u64 },
+    /// Release the lease held with `token`.
+    Release { token: u64 },
+    /// Offer the key, held with `token`, to the worker named `to`.
+    Offer {
+        token: u64,
+        to: String,
+        offer_ttl_ms: u64,
+    },
+    /// Accept an offer addressed to this worker's name, with this TTL.
+    Accept { ttl_ms: u64 },
+    /// Linearizable read of the key's lease and record list (baton `GetRecord`).
+    Read,
+    /// Fenced write of the whole list with `token` (baton `Update`). `late` marks a write the
+    /// worker issued after its own belief in the lease had ended (a deliberate stale write).
+    Write {
+        token: u64,
+        list: Vec<Elem>,
+        late: bool,
+    },
+    /// Canary: read the list kept in harness memory (no baton involved).
+    MemRead,
+    /// Canary: overwrite the list kept in harness memory, guarded only by the lease the
+    /// worker believes it holds.
+    MemWrite { list: Vec<Elem> },
+}
+
+impl Call {
+    /// The function's name as written in the history (`claim`, `renew`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Call::Claim { .. } => "claim",
+            Call::Renew { .. } => "renew",
+            Call::Release { .. } => "release",
+            Call::Offer { .. } => "offer",
+            Call::Accept { .. } => "accept",
+            Call::Read => "read",
+            Call::Write { .. } => "write",
+            Call::MemRead => "mem-read",
+            Call::MemWrite { .. } => "mem-write",
+        }
+    }
+}
+
+/// What came back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "r", rename_all = "kebab-case")]
+pub enum Reply {
+    /// Claim or accept: the caller holds the key with `token` (for a claim by the process
+    /// that already held the key, the same token with the lease renewed: `already_held`).
+    Granted { token: u64, already_held: bool },
+    /// Claim refused: the key is held by `holder` (fail).
+    Held { holder: Holding },
+    /// Renewed (ok).
+    Renewed,
+    /// Released (ok).
+    Released,
+    /// Renew or release refused: the token is not current; `current` holds it now (fail).
+    Lost { current: Option<Holding> },
+    /// Offer recorded (ok).
+    Offered,
+    /// A read: the lease (if any) and the record's list.
+    Read {
+        holder: Option<Holding>,
+        list: Vec<Elem>,
+    },
+    /// Write applied (ok).
+    Written,
+    /// Refused by the state machine (fail): stale token, frozen record, no offer for us.
+    Refused { message: String },
+    /// No answer (info), or an error that means the same.
+    Unknown { message: String },
+}
+
+/// How an operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Invoke,
+    Ok,
+    Fail,
+    Info,
+}
+
+/// One line of `history.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "line", rename_all = "kebab-case")]
+pub enum Line {
+    Op(OpEvent),
+    Nemesis(NemesisEvent),
+}
+
+/// An invocation or completion of a client operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpEvent {
+    /// Position in the history.
+    pub idx: u64,
+    /// The process (one op in flight at a time; retired after `info`).
+    pub process: u64,
+    #[serde(rename = "type")]
+    pub kind: Kind,
+    /// The workload the key belongs to (`lease-register`, `fenced-append`, `unfenced-canary`).
+    pub workload: String,
+    pub key: String,
+    /// The process's client id (lease holder identity).
+    pub client: String,
+    /// The worker's holder name (stable across its processes).
+    pub name: String,
+    #[serde(flatten)]
+    pub call: Call,
+    /// Present on completions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<Reply>,
+    pub t_ns: Nanos,
+}
+
+/// A fault starting or ending.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NemesisEvent {
+    pub idx: u64,
+    /// `partition-halves`, `kill`, `pause`, `skew`, `delay`, ...
+    pub fault: String,
+    /// `start` or `stop`.
+    pub phase: String,
+    /// Which nodes, rates, durations: for people.
+    pub detail: String,
+    /// The largest clock-rate deviation from 1.0 any node has while this fault is on
+    /// (skew only; 0 otherwise).
+    #[serde(default)]
+    pub skew: f64,
+    pub t_ns: Nanos,
+}
+
+/// A whole operation: invocation and completion paired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Op {
+    pub process: u64,
+    pub workload: String,
+    pub key: String,
+    pub client: String,
+    pub name: String,
+    pub call: Call,
+    /// `Ok`, `Fail` or `Info` (an invocation with no completion is `Info`).
+    pub kind: Kind,
+    /// `None` when `kind` is `Info` with no completion line.
+    pub reply: Option<Reply>,
+    pub inv_ns: Nanos,
+    /// `None` for `Info`: the operation stays open to the end of the history.
+    pub ret_ns: Option<Nanos>,
+}
+
+/// A run's history as read back.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct History {
+    pub lines: Vec<Line>,
+}
+
+impl History {
+    /// Reads `history.jsonl`.
+    pub fn read(path: &Path) -> anyhow::Result<History> {
+        let file = std::fs::File::open(path)?;
+        let mut lines = Vec::new();
+        for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+            let line = line?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let parsed: Line = serde_json::from_str(&line)
+                .map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), n + 1))?;
+            lines.push(parsed);
+        }
+        Ok(History { lines })
+    }
+
+    /// Writes `history.jsonl`.
+    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        for line in &self.lines {
+            serde_json::to_writer(&mut out, line)?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()?;
+        Ok(())
+    }
+
+    /// Operations, invocation paired with completion, in invocation order. Info
+    /// completions get `ret_ns = None`.
+    pub fn ops(&self) -> Vec<Op> {
+        let mut open: HashMap<u64, usize> = HashMap::new();
+        let mut ops: Vec<Op> = Vec::new();
+        for line in &self.lines {
+            let Line::Op(e) = line else { continue };
+            match e.kind {
+                Kind::Invoke => {
+                    open.insert(e.process, ops.len());
+                    ops.push(Op {
+                        process: e.process,
+                        workload: e.workload.clone(),
+                        key: e.key.clone(),
+                        client: e.client.clone(),
+                        name: e.name.clone(),
+                        call: e.call.clone(),
+                        kind: Kind::Info,
+                        reply: None,
+                        inv_ns: e.t_ns,
+                        ret_ns: None,
+                    });
+                }
+                kind => {
+                    if let Some(i) = open.remove(&e.process) {
+                        let op = &mut ops[i];
+                        op.kind = kind;
+                        op.reply = e.reply.clone();
+                        op.ret_ns = (kind != Kind::Info).then_some(e.t_ns);
+                    }
+                }
+            }
+        }
+        ops
+    }
+
+    /// Fault intervals `(fault, detail, start, end)`; a fault never stopped ends at `end_ns`.
+    pub fn faults(&self, end_ns: Nanos) -> Vec<(String, String, Nanos, Nanos)> {
+        let mut open: HashMap<(String, String), Nanos> = HashMap::new();
+        let mut out = Vec::new();
+        for line in &self.lines {
+            let Line::Nemesis(n) = line else { continue };
+            let id = (n.fault.clone(), n.detail.clone());
+            if n.phase == "start" {
+                open.insert(id, n.t_ns);
+            } else if let Some(start) = open.remove(&id) {
+                out.push((id.0, id.1, start, n.t_ns));
+            }
+        }
+        for ((fault, detail), start) in open {
+            out.push((fault, detail, start, end_ns));
+        }
+        out.sort_by_key(|f| f.2);
+        out
+    }
+
+    /// The largest clock-rate deviation any skew fault applied in the run.
+    pub fn max_skew(&self) -> f64 {
+        self.lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Nemesis(n) => Some(n.skew),
+                Line::Op(_) => None,
+            })
+            .fold(0.0, f64::max)
+    }
+
+    /// The time of the last line.
+    pub fn end_ns(&self) -> Nanos {
+        self.lines
+            .iter()
+            .map(|l| match l {
+                Line::Op(e) => e.t_ns,
+                Line::Nemesis(n) => n.t_ns,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// The parameters the checkers need from the run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CheckParams {
+    /// Clock-rate bound the model grants the servers: a lease granted or renewed by an
+    /// operation invoked at `t` may expire no earlier than `t + ttl / (1 + rho)`.
+    pub rho: f64,
+    /// The clients' drift margin: a worker believes it holds a lease until
+    /// `inv + ttl × (1 − drift_margin)` of its latest grant or renewal.
+    pub drift_margin: f64,
+    /// Skew the run applied is within the documented bound, so believed-held intervals
+    /// that overlap are a failure (beyond it they are only reported).
+    pub skew_within_bound: bool,
+    /// Budget for the linearizability search per key; running out is a failure.
+    pub wgl_budget_ms: u64,
+}
+
+/// The verdict of one checker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Nothing wrong found.
+    Pass,
+    /// A violation.
+    Fail,
+    /// The checker could not decide (e.g. its search budget ran out): counts as a failure.
+    Unknown,
+    /// Violations seen but expected in this run (over-bound skew): reported, not failed.
+    Reported,
+}
+
+/// Something a checker found, placed where the report can mark it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Violation {
+    pub key: Option<String>,
+    pub t_ns: Option<Nanos>,
+    pub message: String,
+}
+
+/// One checker's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub checker: String,
+    pub verdict: Verdict,
+    /// One line for people: what was checked and what was seen (counts).
+    pub summary: String,
+    pub violations: Vec<Violation>,
+}
+
+impl CheckResult {
+    pub fn passed(&self) -> bool {
+        matches!(self.verdict, Verdict::Pass | Verdict::Reported)
+    }
+}
+
+/// What a run was, for the summary and the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunMeta {
+    /// Scenario name (`partition-kill`, `pause`, `skew`, `canary`, ...).
+    pub scenario: String,
+    pub seed: u64,
+    pub nodes: usize,
+    /// Lease TTL the workers ask for.
+    pub ttl_ms: u64,
+    /// Length of the fault phase.
+    pub duration_ms: u64,
+    /// The exact command that reruns this scenario with this seed.
+    pub rerun: String,
+    /// `ok`, `failed` or `indeterminate`.
+    pub verdict: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip_through_json() {
+        let line = Line::Op(OpEvent {
+            idx: 3,
+            process: 7,
+            kind: Kind::Ok,
+            workload: "lease-register".into(),
+            key: "lr/1".into(),
+            client: "c7".into(),
+            name: "w1".into(),
+            call: Call::Write {
+                token: 12,
+                list: vec![Elem { token: 12, uid: 4 }],
+                late: false,
+            },
+            reply: Some(Reply::Written),
+            t_ns: 99,
+        });
+        let text = serde_json::to_string(&line).unwrap();
+        assert!(text.contains(r#""f":"write""#), "{text}");
+        assert!(text.contains(r#""type":"ok""#), "{text}");
+        let back: Line = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, line);
+    }
+
+    #[test]
+    fn ops_pair_invocations_with_completions_and_leave_info_open() {
+        let ev = |idx, process, kind, reply: Option<Reply>, t_ns| {
+            Line::Op(OpEvent {
+                idx,
+                process,
+                kind,
+                workload: "lease-register".into(),
+                key: "k".into(),
+                client: format!("c{process}"),
+                name: "w".into(),
+                call: Call::Claim { ttl_ms: 2000 },
+                reply,
+                t_ns,
+            })
+        };
+        let h = History {
+            lines: vec![
+                ev(0, 1, Kind::Invoke, None, 10),
+                ev(1, 2, Kind::Invoke, None, 11),
+                ev(
+                    2,
+                    1,
+                    Kind::Ok,
+                    Some(Reply::Granted {
+                        token: 5,
+                        already_held: false,
+                    }),
+                    20,
+                ),
+                ev(
+                    3,
+                    2,
+                    Kind::Info,
+                    Some(Reply::Unknown {
+                        message: "timeout".into(),
+                    }),
+                    30,
+                ),
+            ],
+        };
+        let ops = h.ops();
+        assert_eq!(ops.len(), 2);
+        assert_eq!((ops[0].kind, ops[0].ret_ns), (Kind::Ok, Some(20)));
+        assert_eq!((ops[1].kind, ops[1].ret_ns), (Kind::Info, None));
+    }
+
+    #[test]
+    fn list_encoding_round_trips_and_rejects_garbage() {
+        let list = vec![Elem { token: 3, uid: 1 }, Elem { token: 9, uid: 2 }];
+        assert_eq!(decode_list(&encode_list(&list)), Some(list));
+        assert_eq!(decode_list(""), Some(vec![]));
+        assert_eq!(decode_list("3:1 x"), None);
+    }
+}

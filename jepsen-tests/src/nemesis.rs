@@ -1,0 +1,343 @@
+//! Faults, and the schedule that injects them: each fault starts, holds for a few seconds,
+//! and is healed before the next one, so that the cluster is sometimes whole and the
+//! workload makes progress between faults. Every start and stop goes into the history.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use baton_client::{Client, ClientConfig};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+use crate::cluster::Cluster;
+use crate::net::Net;
+use crate::workload::Recorder;
+
+/// The documented drift bound the scenarios stay within when skew is "within bound": node
+/// clock rates vary by at most this much from 1.0, less than the clients' drift margin (5%).
+pub const SKEW_WITHIN: f64 = 0.04;
+/// Clock rate of the leader in the over-bound scenario.
+pub const SKEW_OVER_RATE: f64 = 2.0;
+
+/// One kind of fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// A random minority cut off from the majority, both ways.
+    PartitionHalves,
+    /// The leader cut off from every other node.
+    IsolateLeader,
+    /// The leader hears nobody, but everyone hears the leader.
+    OneWayLeader,
+    /// The harness's clients cannot reach one node (it still talks to its peers).
+    ClientCut,
+    /// Each node talks to its two ring neighbours only (5 nodes: every node in a majority,
+    /// no two majorities the same).
+    MajoritiesRing,
+    /// Two halves joined by one bridge node.
+    Bridge,
+    /// 20% of incoming packets dropped on every node.
+    Loss,
+    /// Raft messages delayed 50 ms + up to 80 ms of jitter on every node.
+    Delay,
+    KillOne,
+    KillLeader,
+    KillAll,
+    /// SIGSTOP of one node for 1–3 × TTL.
+    PauseOne,
+    PauseLeader,
+    /// Every node's lease clock at a random rate within [`SKEW_WITHIN`].
+    SkewWithin,
+}
+
+impl Fault {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::PartitionHalves => "partition-halves",
+            Fault::IsolateLeader => "partition-leader",
+            Fault::OneWayLeader => "partition-one-way",
+            Fault::ClientCut => "partition-client",
+            Fault::MajoritiesRing => "partition-ring",
+            Fault::Bridge => "partition-bridge",
+            Fault::Loss => "loss",
+            Fault::Delay => "delay",
+            Fault::KillOne => "kill-one",
+            Fault::KillLeader => "kill-leader",
+            Fault::KillAll => "kill-all",
+            Fault::PauseOne => "pause-one",
+            Fault::PauseLeader => "pause-leader",
+            Fault::SkewWithin => "skew",
+        }
+    }
+}
+
+/// The test bed the nemesis acts on.
+pub struct Bed {
+    pub net: Net,
+    pub cluster: Mutex<Cluster>,
+    pub rec: Arc<Recorder>,
+    pub ttl: Duration,
+}
+
+impl Bed {
+    fn cluster(&self) -> std::sync::MutexGuard<'_, Cluster> {
+        self.cluster.lock().expect("cluster lock")
+    }
+
+    pub fn ids(&self) -> Vec<u64> {
+        self.cluster().ids()
+    }
+
+    /// The leader as the nodes report it (the one that says it leads, in the highest term).
+    pub async fn leader(&self) -> Option<u64> {
+        let endpoints = self.cluster().endpoints();
+        let config = ClientConfig {
+            request_timeout: Duration::from_millis(500),
+            retry_deadline: Duration::from_millis(500),
+            ..ClientConfig::with_endpoints(endpoints.clone())
+        };
+        let client = Client::connect(config).await.ok()?;
+        let asks = endpoints.iter().map(|e| client.status_of(e));
+        let answers = futures::future::join_all(asks).await;
+        answers
+            .into_iter()
+            .flatten()
+            .filter(|s| s.state == "leader")
+            .max_by_key(|s| s.term)
+            .map(|s| s.node_id)
+    }
+
+    /// Waits until every node is up and agrees on one leader; returns how long it took.
+    pub async fn await_recovery(&self, limit: Duration) -> Option<Duration> {
+        let start = std::time::Instant::now();
+        let endpoints = self.cluster().endpoints();
+        let config = ClientConfig {
+            request_timeout: Duration::from_millis(500),
+            retry_deadline: Duration::from_millis(500),
+            ..ClientConfig::with_endpoints(endpoints.clone())
+        };
+        let client = Client::connect(config).await.ok()?;
+        while start.elapsed() < limit {
+            let answers =
+                futures::future::join_all(endpoints.iter().map(|e| client.status_of(e))).await;
+            let leaders: Vec<Option<u64>> = answers
+                .iter()
+                .map(|a| a.as_ref().ok().and_then(|s| s.leader_id))
+                .collect();
+            if leaders.iter().all(|l| l.is_some() && *l == leaders[0]) {
+                return Some(start.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        None
+    }
+
+    /// Heals everything: network whole, nodes resumed and running, clocks and links normal.
+    pub fn heal_all(&self) -> anyhow::Result<()> {
+        self.net.heal()?;
+        self.cluster().heal()
+    }
+}
+
+/// What a running fault needs undone.
+enum Undo {
+    Network,
+    Restart(Vec<u64>),
+    Resume(Vec<u64>),
+    Chaos(Vec<u64>),
+}
+
+/// Starts `fault`; returns how to heal it and a description.
+async fn start(bed: &Bed, fault: Fault, rng: &mut StdRng) -> anyhow::Result<(Undo, String, f64)> {
+    let ids = bed.ids();
+    let n = ids.len();
+    let leader = match fault {
+        Fault::IsolateLeader | Fault::OneWayLeader | Fault::KillLeader | Fault::PauseLeader => {
+            bed.leader().await
+        }
+        _ => None,
+    };
+    let random = |rng: &mut StdRng| ids[rng.gen_range(0..n)];
+    Ok(match fault {
+        Fault::PartitionHalves => {
+            let mut shuffled = ids.clone();
+            shuffled.shuffle(rng);
+            let (minority, majority) = shuffled.split_at(n / 2);
+            for a in minority {
+                for b in majority {
+                    bed.net.cut(*a, *b)?;
+                }
+            }
+            (Undo::Network, format!("{minority:?} | {majority:?}"), 0.0)
+        }
+        Fault::IsolateLeader | Fault::OneWayLeader => {
+            let l = leader.unwrap_or_else(|| random(rng));
+            for other in ids.iter().filter(|i| **i != l) {
+                if fault == Fault::IsolateLeader {
+                    bed.net.cut(l, *other)?;
+                } else {
+                    bed.net.drop_from(l, *other)?;
+                }
+            }
+            (Undo::Network, format!("node {l}"), 0.0)
+        }
+        Fault::ClientCut => {
+            let id = random(rng);
+            bed.net.cut_clients(id)?;
+            (Undo::Network, format!("clients x node {id}"), 0.0)
+        }
+        Fault::MajoritiesRing => {
+            let mut ring = ids.clone();
+            ring.shuffle(rng);
+            for i in 0..n {
+                for j in 0..n {
+                    let d = (i + n - j) % n;
+                    if i != j && d != 1 && d != n - 1 {
+                        bed.net.drop_from(ring[i], ring[j])?;
+                    }
+                }
+            }
+            (Undo::Network, format!("ring {ring:?}"), 0.0)
+        }
+        Fault::Bridge => {
+            let mut order = ids.clone();
+            order.shuffle(rng);
+            let mid = n / 2;
+            for a in &order[..mid] {
+                for b in &order[mid + 1..] {
+                    bed.net.cut(*a, *b)?;
+                }
+            }
+            (
+                Undo::Network,
+                format!(
+                    "{:?} <{}> {:?}",
+                    &order[..mid],
+                    order[mid],
+                    &order[mid + 1..]
+                ),
+                0.0,
+            )
+        }
+        Fault::Loss => {
+            for h in &bed.net.hosts {
+                crate::net::in_ns(
+                    &h.ns,
+                    "iptables",
+                    &[
+                        "-A",
+                        "INPUT",
+                        "-m",
+                        "statistic",
+                        "--mode",
+                        "random",
+                        "--probability",
+                        "0.2",
+                        "-j",
+                        "DROP",
+                    ],
+                )?;
+            }
+            (Undo::Network, "20% on every node".into(), 0.0)
+        }
+        Fault::Delay => {
+            for id in &ids {
+                bed.cluster().set_chaos(*id, 1.0, 50, 80);
+            }
+            (
+                Undo::Chaos(ids.clone()),
+                "50ms + 0-80ms on every node".into(),
+                0.0,
+            )
+        }
+        Fault::KillOne | Fault::KillLeader | Fault::KillAll => {
+            let victims = match fault {
+                Fault::KillAll => ids.clone(),
+                Fault::KillLeader => vec![leader.unwrap_or_else(|| random(rng))],
+                _ => vec![random(rng)],
+            };
+            for v in &victims {
+                bed.cluster().kill9(*v);
+            }
+            let d = format!("nodes {victims:?}");
+            (Undo::Restart(victims), d, 0.0)
+        }
+        Fault::PauseOne | Fault::PauseLeader => {
+            let v = if fault == Fault::PauseLeader {
+                leader.unwrap_or_else(|| random(rng))
+            } else {
+                random(rng)
+            };
+            bed.cluster().pause(v);
+            (Undo::Resume(vec![v]), format!("node {v}"), 0.0)
+        }
+        Fault::SkewWithin => {
+            let mut rates = Vec::new();
+            for id in &ids {
+                let rate = 1.0 + rng.gen_range(-SKEW_WITHIN..=SKEW_WITHIN);
+                bed.cluster().set_chaos(*id, rate, 0, 0);
+                rates.push(format!("n{id}={rate:.3}"));
+            }
+            (Undo::Chaos(ids.clone()), rates.join(" "), SKEW_WITHIN)
+        }
+    })
+}
+
+fn undo(bed: &Bed, undo: Undo) -> anyhow::Result<()> {
+    match undo {
+        Undo::Network => bed.net.heal(),
+        Undo::Restart(ids) => {
+            for id in ids {
+                bed.cluster().launch(id)?;
+            }
+            Ok(())
+        }
+        Undo::Resume(ids) => {
+            for id in ids {
+                bed.cluster().resume(id);
+            }
+            Ok(())
+        }
+        Undo::Chaos(ids) => {
+            for id in ids {
+                bed.cluster().set_chaos(id, 1.0, 0, 0);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Runs faults drawn from `faults` until `until` (seeded), each held 3–6 s (pauses: 1–3 ×
+/// TTL), with 2–4 s of calm in between. Returns how many faults it injected.
+pub async fn run_schedule(
+    bed: &Bed,
+    faults: &[Fault],
+    seed: u64,
+    until: std::time::Instant,
+) -> anyhow::Result<usize> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x006e_656d_6573_6973);
+    let mut injected = 0;
+    if faults.is_empty() {
+        tokio::time::sleep_until(until.into()).await;
+        return Ok(0);
+    }
+    tokio::time::sleep(Duration::from_millis(rng.gen_range(1500..3000))).await;
+    while std::time::Instant::now() < until {
+        let fault = faults[rng.gen_range(0..faults.len())];
+        let hold = match fault {
+            Fault::PauseOne | Fault::PauseLeader => bed.ttl.mul_f64(rng.gen_range(1.0..3.0)),
+            _ => Duration::from_millis(rng.gen_range(3000..6000)),
+        };
+        let (how, detail, skew) = start(bed, fault, &mut rng).await?;
+        bed.rec.nemesis(fault.name(), "start", &detail, skew);
+        injected += 1;
+        let end = (std::time::Instant::now() + hold).min(until);
+        tokio::time::sleep_until(end.into()).await;
+        undo(bed, how)?;
+        bed.rec.nemesis(fault.name(), "stop", &detail, skew);
+        let calm = Duration::from_millis(rng.gen_range(2000..4000));
+        let end = (std::time::Instant::now() + calm).min(until);
+        tokio::time::sleep_until(end.into()).await;
+    }
+    Ok(injected)
+}

@@ -1,0 +1,587 @@
+//! One run of one scenario: test hosts, a fresh cluster, workers, the nemesis, healing,
+//! recovery, final reads, the checkers, and the run folder (history, node logs, summary,
+//! HTML report).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::check;
+use crate::cluster::{Cluster, NodeSettings, LIBFAKETIME};
+use crate::history::{Call, CheckParams, CheckResult, Kind, Reply, RunMeta, Verdict, Violation};
+use crate::nemesis::{self, Bed, Fault, SKEW_OVER_RATE, SKEW_WITHIN};
+use crate::net::{self, Net};
+use crate::workload::{self, Ctx, Recorder, Slot};
+
+/// The clients' drift margin (baton's default): workers believe in a lease until
+/// `inv + ttl × (1 − DRIFT_MARGIN)`.
+pub const DRIFT_MARGIN: f64 = 0.05;
+/// Election timeout the nodes run with (max); recovery limits are counted from it.
+pub const ELECTION_MAX_MS: u64 = 1000;
+/// How long the cluster may take to agree on a leader after healing.
+pub const RECOVERY_LIMIT: Duration = Duration::from_secs(30);
+
+/// Wall-clock offsets of nodes 1..5 in scenarios with `wall_offsets`.
+pub const WALL_OFFSETS_S: [i64; 5] = [300, -300, 120, -45, 600];
+
+/// A run with fewer of these than the minimum proves nothing: it fails.
+pub const MIN_OK_CLAIMS: u64 = 10;
+pub const MIN_OK_WRITES: u64 = 5;
+pub const MIN_REFUSED_STALE_WRITES: u64 = 1;
+
+/// Clock-rate skew a scenario holds for its whole fault phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum BaseSkew {
+    None,
+    /// Every node at a random rate within ±[`SKEW_WITHIN`].
+    Within,
+    /// The first leader at [`SKEW_OVER_RATE`]: beyond the bound, leases may overlap
+    /// (reported); fencing must still hold.
+    Over,
+}
+
+/// A scenario: which faults, which workloads.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub faults: Vec<Fault>,
+    /// (workload, slots, workers per slot)
+    pub workloads: Vec<(&'static str, usize, usize)>,
+    pub skew: BaseSkew,
+    /// Nodes' wall clocks offset by minutes with libfaketime (monotonic clock untouched).
+    pub wall_offsets: bool,
+}
+
+/// Names of the scenarios [`scenario`] knows.
+pub const SCENARIOS: &[&str] = &[
+    "partition-kill",
+    "pause",
+    "skew",
+    "skew-over",
+    "canary",
+    "matrix",
+];
+
+/// The scenario called `name`, for a cluster of `nodes`.
+pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
+    use Fault::*;
+    let baton = vec![("lease-register", 4, 3), ("fenced-append", 2, 3)];
+    let mut partitions = vec![PartitionHalves, IsolateLeader, OneWayLeader, ClientCut];
+    if nodes >= 5 {
+        partitions.extend([MajoritiesRing, Bridge]);
+    }
+    let s = |faults: Vec<Fault>, workloads, skew, wall_offsets| Scenario {
+        name: name.to_string(),
+        faults,
+        workloads,
+        skew,
+        wall_offsets,
+    };
+    Some(match name {
+        "partition-kill" => {
+            let mut f = partitions.clone();
+            f.extend([KillOne, KillLeader, KillAll]);
+            s(f, baton, BaseSkew::None, false)
+        }
+        "pause" => s(
+            vec![PauseLeader, PauseOne, PauseLeader],
+            baton,
+            BaseSkew::None,
+            false,
+        ),
+        "skew" => {
+            let mut f = partitions.clone();
+            f.extend([Delay, PauseLeader]);
+            s(f, baton, BaseSkew::Within, true)
+        }
+        "skew-over" => s(vec![PartitionHalves, Delay], baton, BaseSkew::Over, false),
+        "canary" => s(
+            vec![],
+            vec![("unfenced-canary", 1, 2)],
+            BaseSkew::None,
+            false,
+        ),
+        "matrix" => {
+            let mut f = partitions.clone();
+            f.extend([
+                Loss,
+                Delay,
+                KillOne,
+                KillLeader,
+                KillAll,
+                PauseOne,
+                PauseLeader,
+                SkewWithin,
+            ]);
+            s(f, baton, BaseSkew::None, true)
+        }
+        _ => return None,
+    })
+}
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub scenario: String,
+    pub seed: u64,
+    pub nodes: usize,
+    /// Length of the fault phase.
+    pub duration: Duration,
+    pub ttl: Duration,
+    /// Runs go to `<out>/<scenario>-<seed>/`.
+    pub out: PathBuf,
+    /// The `baton-node-chaos` binary.
+    pub node_bin: PathBuf,
+    /// Linearizability search budget per key.
+    pub wgl_budget: Duration,
+}
+
+impl Options {
+    /// The command that reruns this run.
+    pub fn rerun(&self) -> String {
+        format!(
+            "sudo -E cargo run -p jepsen-tests --bin baton-jepsen -- run --scenario {} --seed {} \
+             --nodes {} --duration-s {} --ttl-ms {}",
+            self.scenario,
+            self.seed,
+            self.nodes,
+            self.duration.as_secs(),
+            self.ttl.as_millis()
+        )
+    }
+}
+
+/// What a run found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub meta: RunMeta,
+    pub dir: PathBuf,
+    pub results: Vec<CheckResult>,
+    pub ops: usize,
+    pub faults: usize,
+    pub recovery_ms: Option<u64>,
+}
+
+impl Outcome {
+    pub fn ok(&self) -> bool {
+        self.meta.verdict == "ok"
+    }
+
+    /// The summary for people, as also written to `summary.txt`.
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "scenario {} seed {} nodes {}: {}\n  ops {} faults {} recovery {}\n",
+            self.meta.scenario,
+            self.meta.seed,
+            self.meta.nodes,
+            self.meta.verdict.to_uppercase(),
+            self.ops,
+            self.faults,
+            self.recovery_ms
+                .map(|ms| format!("{ms} ms"))
+                .unwrap_or_else(|| "NONE".into()),
+        );
+        for r in &self.results {
+            out.push_str(&format!(
+                "  {:<18} {:<9} {}\n",
+                r.checker,
+                format!("{:?}", r.verdict).to_lowercase(),
+                r.summary
+            ));
+            for v in r.violations.iter().take(5) {
+                out.push_str(&format!(
+                    "      ! {} @{} {}\n",
+                    v.key.as_deref().unwrap_or("-"),
+                    v.t_ns
+                        .map(|t| format!("{:.3}s", t as f64 / 1e9))
+                        .unwrap_or_else(|| "-".into()),
+                    v.message
+                ));
+            }
+        }
+        out.push_str(&format!(
+            "  report {}\n  rerun: {}\n",
+            self.dir.join("report.html").display(),
+            self.meta.rerun
+        ));
+        out
+    }
+}
+
+fn result(
+    checker: &str,
+    verdict: Verdict,
+    summary: String,
+    violations: Vec<Violation>,
+) -> CheckResult {
+    CheckResult {
+        checker: checker.to_string(),
+        verdict,
+        summary,
+        violations,
+    }
+}
+
+/// Runs one scenario end to end. Everything it made (namespaces, links, processes) is
+/// removed when it returns, and also when its future is dropped (Ctrl-C) or it panics.
+pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
+    net::available().map_err(|e| anyhow::anyhow!("cannot make test hosts: {e}"))?;
+    let scenario = scenario(&opts.scenario, opts.nodes)
+        .with_context(|| format!("unknown scenario {:?}; known: {SCENARIOS:?}", opts.scenario))?;
+    let dir = opts.out.join(format!("{}-{}", opts.scenario, opts.seed));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let dir = dir.canonicalize()?;
+    let node_dir = dir.join("nodes");
+    tracing::info!(scenario = %opts.scenario, seed = opts.seed, dir = %dir.display(), "run");
+
+    let net = Net::create(opts.nodes)?;
+    let settings = NodeSettings {
+        binary: opts.node_bin.clone(),
+        heartbeat_ms: 100,
+        election_min_ms: 500,
+        election_max_ms: ELECTION_MAX_MS,
+        ttl_ms_min: 2000.min(opts.ttl.as_millis() as u64),
+        snapshot_logs: 500,
+    };
+    // Wall clocks minutes apart (libfaketime; monotonic clocks untouched): offsets between
+    // machines must not matter to baton.
+    let offsets: Vec<i64> = if scenario.wall_offsets && Path::new(LIBFAKETIME).exists() {
+        WALL_OFFSETS_S.to_vec()
+    } else {
+        Vec::new()
+    };
+    let cluster = Cluster::start(&net, &node_dir, settings, &offsets)?;
+    let rec = Arc::new(Recorder::new());
+    let bed = Bed {
+        net,
+        cluster: Mutex::new(cluster),
+        rec: rec.clone(),
+        ttl: opts.ttl,
+    };
+    if bed.await_recovery(RECOVERY_LIMIT).await.is_none() {
+        anyhow::bail!(
+            "the fresh cluster elected no leader within {} s (node logs in {})",
+            RECOVERY_LIMIT.as_secs(),
+            node_dir.display()
+        );
+    }
+    if scenario.wall_offsets {
+        let detail = if Path::new(LIBFAKETIME).exists() {
+            "wall clocks of nodes 1-5 at +300s -300s +120s -45s +600s (libfaketime)"
+        } else {
+            "libfaketime missing: wall clocks not offset"
+        };
+        rec.nemesis("wall-clock", "start", detail, 0.0);
+    }
+
+    // Skew held for the whole fault phase.
+    let mut skew_detail = String::new();
+    let mut skew_level = 0.0;
+    match scenario.skew {
+        BaseSkew::None => {}
+        BaseSkew::Within => {
+            let cluster = bed.cluster.lock().expect("cluster lock");
+            let rates = [
+                1.0 + SKEW_WITHIN,
+                1.0 - SKEW_WITHIN,
+                1.0 + SKEW_WITHIN / 2.0,
+                1.0,
+                1.0 - SKEW_WITHIN / 2.0,
+            ];
+            for id in cluster.ids() {
+                let rate = rates[(id as usize - 1) % rates.len()];
+                cluster.set_chaos(id, rate, 0, 0);
+                skew_detail.push_str(&format!("n{id}={rate:.3} "));
+            }
+            skew_level = SKEW_WITHIN;
+        }
+        BaseSkew::Over => {
+            let leader = bed.leader().await.unwrap_or(1);
+            bed.cluster
+                .lock()
+                .expect("cluster lock")
+                .set_chaos(leader, SKEW_OVER_RATE, 0, 0);
+            skew_detail = format!("n{leader}={SKEW_OVER_RATE:.3}");
+            skew_level = SKEW_OVER_RATE - 1.0;
+        }
+    }
+    if !skew_detail.is_empty() {
+        rec.nemesis("skew-base", "start", skew_detail.trim(), skew_level);
+    }
+
+    // Workers.
+    let ctx = Arc::new(Ctx {
+        rec: rec.clone(),
+        endpoints: bed.cluster.lock().expect("cluster lock").endpoints(),
+        ttl: opts.ttl,
+        drift_margin: DRIFT_MARGIN,
+        stop: Default::default(),
+        memory: Default::default(),
+        keys: Default::default(),
+    });
+    let run_tag = format!("s{}", opts.seed % 10_000);
+    let mut tasks = Vec::new();
+    let mut seed = opts.seed;
+    for (workload, slots, workers) in &scenario.workloads {
+        for index in 0..*slots {
+            let slot = Arc::new(Slot::new(workload, index, *workers, &run_tag));
+            for w in 0..*workers {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                tasks.push(tokio::spawn(workload::run_worker(
+                    ctx.clone(),
+                    slot.clone(),
+                    w,
+                    seed,
+                )));
+            }
+        }
+    }
+
+    // Faults.
+    let until = Instant::now() + opts.duration;
+    let injected = nemesis::run_schedule(&bed, &scenario.faults, opts.seed, until).await?;
+
+    // Heal, stop the workers, wait for the cluster.
+    ctx.stop.store(true, Ordering::Relaxed);
+    bed.heal_all()?;
+    if !skew_detail.is_empty() {
+        rec.nemesis("skew-base", "stop", skew_detail.trim(), skew_level);
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let recovery = bed.await_recovery(RECOVERY_LIMIT).await;
+    rec.nemesis("heal", "start", "all faults healed; final reads", 0.0);
+
+    // Final reads and recovery claims.
+    let keys = ctx.keys.lock().expect("keys lock").clone();
+    let claim_limit = Duration::from_millis(2 * (ELECTION_MAX_MS + opts.ttl.as_millis() as u64))
+        + Duration::from_secs(10);
+    let finals = keys
+        .iter()
+        .map(|(workload, key)| final_checks(&ctx, workload, key, claim_limit));
+    let unrecovered: Vec<Violation> = futures::future::join_all(finals)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    rec.nemesis("heal", "stop", "all faults healed; final reads", 0.0);
+
+    bed.cluster
+        .lock()
+        .expect("cluster lock")
+        .stop_all(Duration::from_secs(5));
+    let panics = bed.cluster.lock().expect("cluster lock").panics();
+    drop(bed);
+
+    // Check.
+    let history = rec.history();
+    history.write(&dir.join("history.jsonl"))?;
+    let over = scenario.skew == BaseSkew::Over;
+    let params = CheckParams {
+        rho: if over {
+            SKEW_OVER_RATE - 1.0
+        } else {
+            DRIFT_MARGIN
+        },
+        drift_margin: DRIFT_MARGIN,
+        skew_within_bound: !over,
+        wgl_budget_ms: opts.wgl_budget.as_millis() as u64,
+    };
+    let baton_workloads = scenario
+        .workloads
+        .iter()
+        .any(|(w, _, _)| *w != "unfenced-canary");
+    let mut results = Vec::new();
+    if baton_workloads {
+        results.extend(check::check_all(&history, &params));
+        let c = check::counts(&history);
+        let mut short = Vec::new();
+        if c.ok_claims < MIN_OK_CLAIMS {
+            short.push(format!("{} ok claims < {MIN_OK_CLAIMS}", c.ok_claims));
+        }
+        if c.ok_writes < MIN_OK_WRITES {
+            short.push(format!("{} ok writes < {MIN_OK_WRITES}", c.ok_writes));
+        }
+        if c.refused_stale_writes < MIN_REFUSED_STALE_WRITES {
+            short.push(format!(
+                "{} refused stale writes < {MIN_REFUSED_STALE_WRITES}",
+                c.refused_stale_writes
+            ));
+        }
+        results.push(result(
+            "minimum-counts",
+            if short.is_empty() {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            },
+            format!(
+                "{} ok claims, {} ok writes, {} refused stale writes, {} info ops{}",
+                c.ok_claims,
+                c.ok_writes,
+                c.refused_stale_writes,
+                c.info_ops,
+                if short.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", short.join(", "))
+                }
+            ),
+            Vec::new(),
+        ));
+    }
+    if scenario
+        .workloads
+        .iter()
+        .any(|(w, _, _)| *w == "unfenced-canary")
+    {
+        let canary = check::check_canary(&history);
+        let caught = canary.verdict == Verdict::Fail;
+        results.push(result(
+            "canary-caught",
+            if caught { Verdict::Pass } else { Verdict::Fail },
+            if caught {
+                format!(
+                    "the unfenced canary lost updates and the list checker caught {} of them: \
+                     the checkers can see this bug",
+                    canary.violations.len()
+                )
+            } else {
+                "the unfenced canary's lost update went unnoticed: the checkers are blind"
+                    .to_string()
+            },
+            canary.violations,
+        ));
+    }
+    results.push(result(
+        "recovery",
+        if recovery.is_some() && unrecovered.is_empty() {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        },
+        format!(
+            "leader agreed {} after healing; {} of {} keys readable and claimable again",
+            recovery
+                .map(|d| format!("in {} ms", d.as_millis()))
+                .unwrap_or_else(|| "NEVER".into()),
+            keys.len() - unrecovered.len().min(keys.len()),
+            keys.len()
+        ),
+        unrecovered,
+    ));
+    results.push(result(
+        "no-panic",
+        if panics.is_empty() {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        },
+        format!("{} panic lines in node logs", panics.len()),
+        panics
+            .into_iter()
+            .map(|message| Violation {
+                key: None,
+                t_ns: None,
+                message,
+            })
+            .collect(),
+    ));
+
+    let verdict = if results.iter().any(|r| r.verdict == Verdict::Fail) {
+        "failed"
+    } else if results.iter().any(|r| r.verdict == Verdict::Unknown) {
+        "indeterminate"
+    } else {
+        "ok"
+    };
+    let meta = RunMeta {
+        scenario: opts.scenario.clone(),
+        seed: opts.seed,
+        nodes: opts.nodes,
+        ttl_ms: opts.ttl.as_millis() as u64,
+        duration_ms: opts.duration.as_millis() as u64,
+        rerun: opts.rerun(),
+        verdict: verdict.to_string(),
+    };
+    let outcome = Outcome {
+        meta,
+        dir: dir.clone(),
+        results,
+        ops: history.ops().len(),
+        faults: injected,
+        recovery_ms: recovery.map(|d| d.as_millis() as u64),
+    };
+    crate::report::write_html(
+        &dir.join("report.html"),
+        &outcome.meta,
+        &history,
+        &outcome.results,
+    )?;
+    std::fs::write(dir.join("summary.txt"), outcome.text())?;
+    std::fs::write(
+        dir.join("summary.json"),
+        serde_json::to_string_pretty(&outcome)?,
+    )?;
+    Ok(outcome)
+}
+
+/// After healing: the key reads, and can be claimed again (then is released). Canary keys
+/// get a final read of the harness-memory list. Returns what failed.
+async fn final_checks(ctx: &Ctx, workload: &str, key: &str, limit: Duration) -> Option<Violation> {
+    let start = Instant::now();
+    let mut p = ctx.new_proc("final");
+    let fail = |message: String| {
+        Some(Violation {
+            key: Some(key.to_string()),
+            t_ns: Some(ctx.rec.now_ns()),
+            message,
+        })
+    };
+    if workload == "unfenced-canary" {
+        workload::perform(ctx, &p, workload, key, Call::MemRead).await;
+        return None;
+    }
+    loop {
+        let (kind, _) = workload::perform(ctx, &p, workload, key, Call::Read).await;
+        if kind == Kind::Ok {
+            break;
+        }
+        if kind == Kind::Info {
+            p = ctx.new_proc("final");
+        }
+        if start.elapsed() > limit {
+            return fail(format!("no final read within {} s", limit.as_secs()));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let ttl_ms = ctx.ttl.as_millis() as u64;
+    loop {
+        let (kind, reply) = workload::perform(ctx, &p, workload, key, Call::Claim { ttl_ms }).await;
+        if let (Kind::Ok, Reply::Granted { token, .. }) = (kind, &reply) {
+            let token = *token;
+            workload::perform(ctx, &p, workload, key, Call::Release { token }).await;
+            return None;
+        }
+        if kind == Kind::Info {
+            p = ctx.new_proc("final");
+        }
+        if start.elapsed() > limit {
+            return fail(format!(
+                "not claimable within {} s after healing",
+                limit.as_secs()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

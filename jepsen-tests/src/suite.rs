@@ -1,0 +1,115 @@
+//! Suites of runs: `ci` (a few minutes on 2 cores) and `long` (many seeds, 5 nodes, the whole
+//! fault matrix, over-bound skew).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::run::{self, Options, Outcome};
+
+/// Lease TTL of the suites' workers.
+pub const SUITE_TTL: Duration = Duration::from_millis(2000);
+/// Linearizability search budget per key.
+pub const WGL_BUDGET: Duration = Duration::from_secs(20);
+
+fn options(scenario: &str, seed: u64, nodes: usize, secs: u64, out: &Path, bin: &Path) -> Options {
+    Options {
+        scenario: scenario.to_string(),
+        seed,
+        nodes,
+        duration: Duration::from_secs(secs),
+        ttl: SUITE_TTL,
+        out: out.to_path_buf(),
+        node_bin: bin.to_path_buf(),
+        wgl_budget: WGL_BUDGET,
+    }
+}
+
+/// The CI suite: partitions + kills, pauses, skew within the bound (with wall-clock offsets,
+/// delay and partitions), and the canary; 3 nodes. `(scenario, seed, fault-phase seconds)`.
+pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
+    vec![
+        ("canary", seed, 8),
+        ("partition-kill", seed, 45),
+        ("pause", seed, 40),
+        ("skew", seed, 40),
+    ]
+}
+
+/// Runs `runs` one after another on 3 nodes.
+pub async fn run_all(
+    runs: Vec<(&'static str, u64, u64)>,
+    out: &Path,
+    bin: &Path,
+) -> anyhow::Result<Vec<Outcome>> {
+    let mut outcomes = Vec::new();
+    for (scenario, seed, secs) in runs {
+        let outcome = run::run(&options(scenario, seed, 3, secs, out, bin)).await?;
+        eprintln!("{}", outcome.text());
+        outcomes.push(outcome);
+    }
+    Ok(outcomes)
+}
+
+/// The long suite: the canary once, then the fault matrix, partitions + kills, pauses, skew
+/// within the bound and over it, in turn with consecutive seeds, on `nodes` nodes, each with a
+/// 2-minute fault phase, until `total` has passed.
+pub async fn long(
+    seed: u64,
+    nodes: usize,
+    total: Duration,
+    out: &Path,
+    bin: &Path,
+) -> anyhow::Result<Vec<Outcome>> {
+    let start = Instant::now();
+    let mut outcomes = vec![run::run(&options("canary", seed, nodes, 8, out, bin)).await?];
+    eprintln!("{}", outcomes[0].text());
+    let cycle = ["matrix", "partition-kill", "pause", "skew", "skew-over"];
+    let mut i = 0u64;
+    while start.elapsed() < total {
+        let scenario = cycle[(i % cycle.len() as u64) as usize];
+        let outcome = run::run(&options(scenario, seed + i, nodes, 120, out, bin)).await?;
+        eprintln!("{}", outcome.text());
+        outcomes.push(outcome);
+        i += 1;
+    }
+    Ok(outcomes)
+}
+
+/// One table of every run, and the totals.
+pub fn summarize(outcomes: &[Outcome], elapsed: Duration) -> String {
+    let mut out = format!(
+        "{:<16} {:>8} {:>6} {:>7} {:>7} {:>10}  verdict\n",
+        "scenario", "seed", "nodes", "ops", "faults", "recovery"
+    );
+    for o in outcomes {
+        out.push_str(&format!(
+            "{:<16} {:>8} {:>6} {:>7} {:>7} {:>10}  {}\n",
+            o.meta.scenario,
+            o.meta.seed,
+            o.meta.nodes,
+            o.ops,
+            o.faults,
+            o.recovery_ms
+                .map(|ms| format!("{ms} ms"))
+                .unwrap_or_else(|| "none".into()),
+            o.meta.verdict
+        ));
+    }
+    let failed: Vec<&Outcome> = outcomes.iter().filter(|o| !o.ok()).collect();
+    out.push_str(&format!(
+        "{} runs, {} ops, {} faults in {:.0} s: {}\n",
+        outcomes.len(),
+        outcomes.iter().map(|o| o.ops).sum::<usize>(),
+        outcomes.iter().map(|o| o.faults).sum::<usize>(),
+        elapsed.as_secs_f64(),
+        if failed.is_empty() {
+            "ALL OK".to_string()
+        } else {
+            format!("{} NOT OK", failed.len())
+        }
+    ));
+    for o in failed {
+        out.push_str(&format!("rerun {}: {}\n", o.meta.seed, o.meta.rerun));
+    }
+    out
+}

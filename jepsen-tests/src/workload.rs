@@ -1,0 +1,690 @@
+//! Clients: workers that drive baton (or, for the canary, a list in harness memory) and
+//! record every operation in the history.
+//!
+//! - `lease-register`: claim, renew, release, handoff offer/accept, read, and fenced writes
+//!   of the record's list (read after the grant, then write list + element with the token),
+//!   over keys that rotate after [`KEY_OPS_MAX`] operations so each key's history stays small
+//!   enough for the linearizability search.
+//! - `fenced-append`: claim, read the list, pause up to 1.5 × TTL (past the lease on purpose
+//!   now and then), write list + element with the token: stale writes must be refused and
+//!   acknowledged elements must survive.
+//! - `unfenced-canary`: the same loop against a list in harness memory, guarded only by the
+//!   lease the worker believes it holds, with one pause past the TTL. Its lost update must be
+//!   caught by the list checker: proof that the checkers can find a bug.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use baton_client::{
+    ClaimOutcome, Client, ClientConfig, Error, HandoffNote, ReadMode, RecordPatch, ReleaseOutcome,
+    RenewOutcome,
+};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::history::{
+    decode_list, encode_list, Call, Elem, History, Holding, Kind, Line, Nanos, NemesisEvent,
+    OpEvent, Reply,
+};
+
+/// Operations on one key before its workers move on to a fresh key.
+pub const KEY_OPS_MAX: u64 = 120;
+/// A client operation with no answer after this long is recorded as `info`.
+pub const OP_TIMEOUT: Duration = Duration::from_secs(6);
+/// How long a worker keeps a lease in reserve: it stops acting this long before its
+/// believed deadline.
+pub const BELIEF_MARGIN: Duration = Duration::from_millis(150);
+
+/// The history being written, on the harness's one clock.
+pub struct Recorder {
+    start: Instant,
+    lines: Mutex<Vec<Line>>,
+    next_idx: AtomicU64,
+    next_process: AtomicU64,
+    next_uid: AtomicU64,
+}
+
+impl Recorder {
+    pub fn new() -> Recorder {
+        Recorder {
+            start: Instant::now(),
+            lines: Mutex::new(Vec::new()),
+            next_idx: AtomicU64::new(0),
+            next_process: AtomicU64::new(0),
+            next_uid: AtomicU64::new(1),
+        }
+    }
+
+    pub fn now_ns(&self) -> Nanos {
+        self.start.elapsed().as_nanos() as Nanos
+    }
+
+    pub fn instant_at(&self, ns: Nanos) -> Instant {
+        self.start + Duration::from_nanos(ns)
+    }
+
+    fn push(&self, make: impl FnOnce(u64, Nanos) -> Line) {
+        // Index and time are taken under the lock, so the file is in time order.
+        let mut lines = self.lines.lock().expect("history lock");
+        let idx = self.next_idx.fetch_add(1, Ordering::Relaxed);
+        let t = self.now_ns();
+        lines.push(make(idx, t));
+    }
+
+    pub fn nemesis(&self, fault: &str, phase: &str, detail: &str, skew: f64) {
+        tracing::info!(fault, phase, detail, "nemesis");
+        self.push(|idx, t_ns| {
+            Line::Nemesis(NemesisEvent {
+                idx,
+                fault: fault.to_string(),
+                phase: phase.to_string(),
+                detail: detail.to_string(),
+                skew,
+                t_ns,
+            })
+        });
+    }
+
+    fn op(
+        &self,
+        p: &Proc,
+        workload: &str,
+        key: &str,
+        call: &Call,
+        kind: Kind,
+        reply: Option<Reply>,
+    ) -> Nanos {
+        let mut at = 0;
+        self.push(|idx, t_ns| {
+            at = t_ns;
+            Line::Op(OpEvent {
+                idx,
+                process: p.process,
+                kind,
+                workload: workload.to_string(),
+                key: key.to_string(),
+                client: p.client_id.clone(),
+                name: p.name.clone(),
+                call: call.clone(),
+                reply,
+                t_ns,
+            })
+        });
+        at
+    }
+
+    pub fn uid(&self) -> u64 {
+        self.next_uid.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn history(&self) -> History {
+        History {
+            lines: self.lines.lock().expect("history lock").clone(),
+        }
+    }
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new()
+    }
+}
+
+/// A process: one client id, one operation at a time; replaced after an `info`.
+pub struct Proc {
+    pub process: u64,
+    pub client: Client,
+    pub client_id: String,
+    pub name: String,
+}
+
+/// What every worker shares.
+pub struct Ctx {
+    pub rec: Arc<Recorder>,
+    pub endpoints: Vec<String>,
+    pub ttl: Duration,
+    pub drift_margin: f64,
+    pub stop: AtomicBool,
+    /// Canary lists, by key.
+    pub memory: Mutex<HashMap<String, Vec<Elem>>>,
+    /// Every key a workload used: (workload, key).
+    pub keys: Mutex<Vec<(String, String)>>,
+}
+
+impl Ctx {
+    pub fn new_proc(&self, name: &str) -> Proc {
+        let config = ClientConfig {
+            request_timeout: Duration::from_millis(1000),
+            retry_deadline: Duration::from_millis(4000),
+            drift_margin: self.drift_margin,
+            ..ClientConfig::with_endpoints(self.endpoints.clone())
+        };
+        let valid = config.validate().expect("harness client config");
+        let client_id = valid.client_id().to_string();
+        Proc {
+            process: self.rec.next_process.fetch_add(1, Ordering::Relaxed),
+            client: Client::from_valid(valid),
+            client_id,
+            name: name.to_string(),
+        }
+    }
+
+    fn note_key(&self, workload: &str, key: &str) {
+        let mut keys = self.keys.lock().expect("keys lock");
+        if !keys.iter().any(|(w, k)| w == workload && k == key) {
+            keys.push((workload.to_string(), key.to_string()));
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// Performs `call` as process `p` and records it. An `info` result retires the process:
+/// the caller must replace it ([`Ctx::new_proc`]).
+pub async fn perform(ctx: &Ctx, p: &Proc, workload: &str, key: &str, call: Call) -> (Kind, Reply) {
+    ctx.note_key(workload, key);
+    ctx.rec.op(p, workload, key, &call, Kind::Invoke, None);
+    let (kind, reply) = match tokio::time::timeout(OP_TIMEOUT, execute(ctx, p, key, &call)).await {
+        Ok(r) => r,
+        Err(_) => (
+            Kind::Info,
+            Reply::Unknown {
+                message: format!("no answer within {} ms", OP_TIMEOUT.as_millis()),
+            },
+        ),
+    };
+    ctx.rec
+        .op(p, workload, key, &call, kind, Some(reply.clone()));
+    (kind, reply)
+}
+
+fn holding(lease: &baton_client::LeaseInfo) -> Holding {
+    Holding {
+        client: lease.holder_client_id.clone(),
+        token: lease.token,
+    }
+}
+
+/// An error from baton as a history outcome: a refusal is a definite `fail`, and so is bad
+/// input (nothing applied; recorded with an `Unknown` reply, which the model does not read as
+/// a statement about the lease); anything else leaves the outcome unknown.
+fn failed(e: Error) -> (Kind, Reply) {
+    match e {
+        Error::Refused(message) => (Kind::Fail, Reply::Refused { message }),
+        Error::InvalidArgument(message) => (
+            Kind::Fail,
+            Reply::Unknown {
+                message: format!("invalid argument: {message}"),
+            },
+        ),
+        other => (
+            Kind::Info,
+            Reply::Unknown {
+                message: other.to_string(),
+            },
+        ),
+    }
+}
+
+async fn execute(ctx: &Ctx, p: &Proc, key: &str, call: &Call) -> (Kind, Reply) {
+    let c = &p.client;
+    match call {
+        Call::Claim { ttl_ms } => match c.claim(key, &p.name, Duration::from_millis(*ttl_ms)).await
+        {
+            Ok(ClaimOutcome::Granted(g)) => (
+                Kind::Ok,
+                Reply::Granted {
+                    token: g.lease.token,
+                    already_held: g.already_held,
+                },
+            ),
+            Ok(ClaimOutcome::Held { lease, .. }) => (
+                Kind::Fail,
+                Reply::Held {
+                    holder: holding(&lease),
+                },
+            ),
+            Err(e) => failed(e),
+        },
+        Call::Renew { token } => match c.renew(key, *token).await {
+            Ok(RenewOutcome::Renewed(_)) => (Kind::Ok, Reply::Renewed),
+            Ok(RenewOutcome::Lost { current }) => (
+                Kind::Fail,
+                Reply::Lost {
+                    current: current.as_ref().map(holding),
+                },
+            ),
+            Err(e) => failed(e),
+        },
+        Call::Release { token } => match c.release(key, *token).await {
+            Ok(ReleaseOutcome::Released(_)) => (Kind::Ok, Reply::Released),
+            Ok(ReleaseOutcome::Lost { current }) => (
+                Kind::Fail,
+                Reply::Lost {
+                    current: current.as_ref().map(holding),
+                },
+            ),
+            Err(e) => failed(e),
+        },
+        Call::Offer {
+            token,
+            to,
+            offer_ttl_ms,
+        } => {
+            let note = HandoffNote {
+                done: format!("offered by {}", p.name),
+                ..HandoffNote::default()
+            };
+            match c
+                .offer(key, *token, to, note, Duration::from_millis(*offer_ttl_ms))
+                .await
+            {
+                Ok(_) => (Kind::Ok, Reply::Offered),
+                Err(e) => failed(e),
+            }
+        }
+        Call::Accept { ttl_ms } => {
+            match c.accept(key, &p.name, Duration::from_millis(*ttl_ms)).await {
+                Ok(a) => (
+                    Kind::Ok,
+                    Reply::Granted {
+                        token: a.lease.token,
+                        already_held: false,
+                    },
+                ),
+                Err(e) => failed(e),
+            }
+        }
+        Call::Read => match c.record(key, ReadMode::Linearizable).await {
+            Ok(view) => {
+                let text = view
+                    .record
+                    .fields
+                    .get("list")
+                    .map(String::as_str)
+                    .unwrap_or("");
+                match decode_list(text) {
+                    Some(list) => (
+                        Kind::Ok,
+                        Reply::Read {
+                            holder: view.lease.as_ref().map(holding),
+                            list,
+                        },
+                    ),
+                    None => (
+                        Kind::Info,
+                        Reply::Unknown {
+                            message: format!("unreadable list {text:?}"),
+                        },
+                    ),
+                }
+            }
+            Err(e) => (
+                Kind::Info,
+                Reply::Unknown {
+                    message: e.to_string(),
+                },
+            ),
+        },
+        Call::Write { token, list, .. } => {
+            let mut patch = RecordPatch::default();
+            patch.set_fields.insert("list".into(), encode_list(list));
+            match c.update(key, *token, patch).await {
+                Ok(_) => (Kind::Ok, Reply::Written),
+                Err(e) => failed(e),
+            }
+        }
+        Call::MemRead => {
+            let list = ctx
+                .memory
+                .lock()
+                .expect("memory lock")
+                .get(key)
+                .cloned()
+                .unwrap_or_default();
+            (Kind::Ok, Reply::Read { holder: None, list })
+        }
+        Call::MemWrite { list } => {
+            ctx.memory
+                .lock()
+                .expect("memory lock")
+                .insert(key.to_string(), list.clone());
+            (Kind::Ok, Reply::Written)
+        }
+    }
+}
+
+/// A lease a worker believes it holds.
+#[derive(Debug, Clone, Copy)]
+struct Belief {
+    token: u64,
+    /// `inv + ttl × (1 − drift_margin)` of the latest ok grant or renewal.
+    until: Instant,
+}
+
+impl Belief {
+    fn live(&self) -> bool {
+        Instant::now() + BELIEF_MARGIN < self.until
+    }
+}
+
+/// A group of workers sharing a sequence of keys.
+pub struct Slot {
+    pub workload: &'static str,
+    pub index: usize,
+    pub names: Vec<String>,
+    generation: AtomicU64,
+    ops: AtomicU64,
+}
+
+impl Slot {
+    pub fn new(workload: &'static str, index: usize, workers: usize, run_tag: &str) -> Slot {
+        Slot {
+            workload,
+            index,
+            names: (0..workers)
+                .map(|w| format!("{run_tag}-{}{index}w{w}", &workload[..2]))
+                .collect(),
+            generation: AtomicU64::new(0),
+            ops: AtomicU64::new(0),
+        }
+    }
+
+    fn key(&self) -> String {
+        let short = match self.workload {
+            "lease-register" => "lr",
+            "fenced-append" => "fa",
+            _ => "canary",
+        };
+        format!(
+            "{short}/{}-{}",
+            self.index,
+            self.generation.load(Ordering::Relaxed)
+        )
+    }
+
+    /// Counts an operation; rotates to a fresh key when this one has had enough.
+    fn count(&self) {
+        if self.ops.fetch_add(1, Ordering::Relaxed) + 1 >= KEY_OPS_MAX {
+            self.ops.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+struct Worker {
+    ctx: Arc<Ctx>,
+    slot: Arc<Slot>,
+    w: usize,
+    proc_: Proc,
+    rng: StdRng,
+    belief: Option<Belief>,
+    /// The list as this worker last read it since its latest grant (None: read first).
+    list: Option<Vec<Elem>>,
+    key: String,
+}
+
+impl Worker {
+    fn new(ctx: Arc<Ctx>, slot: Arc<Slot>, w: usize, seed: u64) -> Worker {
+        let proc_ = ctx.new_proc(&slot.names[w]);
+        let key = slot.key();
+        Worker {
+            ctx,
+            slot,
+            w,
+            proc_,
+            rng: StdRng::seed_from_u64(seed),
+            belief: None,
+            list: None,
+            key,
+        }
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        self.ctx.ttl.as_millis() as u64
+    }
+
+    async fn op(&mut self, call: Call) -> (Kind, Reply, Nanos) {
+        let inv = self.ctx.rec.now_ns();
+        let (kind, reply) =
+            perform(&self.ctx, &self.proc_, self.slot.workload, &self.key, call).await;
+        self.slot.count();
+        if kind == Kind::Info {
+            // Retired: whatever it held or wrote is now unknown.
+            self.proc_ = self.ctx.new_proc(&self.slot.names[self.w]);
+            self.belief = None;
+            self.list = None;
+        }
+        (kind, reply, inv)
+    }
+
+    fn believe(&mut self, token: u64, inv_ns: Nanos) {
+        let ttl = self.ctx.ttl.mul_f64(1.0 - self.ctx.drift_margin);
+        self.belief = Some(Belief {
+            token,
+            until: self.ctx.rec.instant_at(inv_ns) + ttl,
+        });
+    }
+
+    fn follow_key(&mut self) {
+        let key = self.slot.key();
+        if key != self.key {
+            self.key = key;
+            self.belief = None;
+            self.list = None;
+        }
+    }
+
+    async fn nap(&mut self, max_ms: u64) {
+        let ms = self.rng.gen_range(10..=max_ms.max(10));
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+
+    async fn claim(&mut self) {
+        let ttl_ms = self.ttl_ms();
+        let (kind, reply, inv) = self.op(Call::Claim { ttl_ms }).await;
+        if let (
+            Kind::Ok,
+            Reply::Granted {
+                token,
+                already_held,
+            },
+        ) = (kind, reply)
+        {
+            if !already_held {
+                self.list = None;
+            }
+            self.believe(token, inv);
+        }
+    }
+
+    async fn read(&mut self) -> Option<Vec<Elem>> {
+        let (kind, reply, _) = self.op(Call::Read).await;
+        match (kind, reply) {
+            (Kind::Ok, Reply::Read { list, .. }) => Some(list),
+            _ => None,
+        }
+    }
+
+    async fn write(&mut self, token: u64, base: Vec<Elem>, late: bool) -> Kind {
+        let mut list = base;
+        list.push(Elem {
+            token,
+            uid: self.ctx.rec.uid(),
+        });
+        let (kind, _, _) = self
+            .op(Call::Write {
+                token,
+                list: list.clone(),
+                late,
+            })
+            .await;
+        if kind == Kind::Ok {
+            self.list = Some(list);
+        } else {
+            self.list = None;
+        }
+        kind
+    }
+
+    /// One step of `lease-register`.
+    async fn lease_register_step(&mut self) {
+        let ttl_ms = self.ttl_ms();
+        match self.belief.filter(Belief::live) {
+            Some(b) => {
+                let r = self.rng.gen_range(0..100);
+                if r < 25 {
+                    let (kind, _, inv) = self.op(Call::Renew { token: b.token }).await;
+                    match kind {
+                        Kind::Ok => self.believe(b.token, inv),
+                        Kind::Fail => self.belief = None,
+                        _ => {}
+                    }
+                } else if r < 60 {
+                    match self.list.clone() {
+                        // Read after the grant, so the list is the one the token guards.
+                        None => self.list = self.read().await,
+                        Some(list) => {
+                            if self.write(b.token, list, false).await == Kind::Fail {
+                                self.belief = None;
+                            }
+                        }
+                    }
+                } else if r < 70 {
+                    self.read().await;
+                } else if r < 82 {
+                    let (kind, _, _) = self.op(Call::Release { token: b.token }).await;
+                    if kind != Kind::Info {
+                        self.belief = None;
+                    }
+                } else if r < 92 {
+                    let others: Vec<&String> = self
+                        .slot
+                        .names
+                        .iter()
+                        .filter(|n| **n != self.slot.names[self.w])
+                        .collect();
+                    let to = others[self.rng.gen_range(0..others.len())].clone();
+                    let (kind, _, _) = self
+                        .op(Call::Offer {
+                            token: b.token,
+                            to,
+                            offer_ttl_ms: 1000,
+                        })
+                        .await;
+                    // Offered: the key may move at any moment; act as if it is gone.
+                    if kind == Kind::Ok {
+                        self.belief = None;
+                    }
+                } else {
+                    self.claim().await;
+                }
+            }
+            None => {
+                if let (Some(b), Some(list)) = (self.belief.take(), self.list.take()) {
+                    if self.rng.gen_bool(0.3) {
+                        // Deliberately late: the lease may be gone; fencing must judge.
+                        self.write(b.token, list, true).await;
+                        return;
+                    }
+                }
+                let r = self.rng.gen_range(0..100);
+                if r < 65 {
+                    self.claim().await;
+                } else if r < 85 {
+                    let (kind, reply, inv) = self.op(Call::Accept { ttl_ms }).await;
+                    if let (Kind::Ok, Reply::Granted { token, .. }) = (kind, reply) {
+                        self.list = None;
+                        self.believe(token, inv);
+                    }
+                } else {
+                    self.read().await;
+                }
+            }
+        }
+    }
+
+    /// One round of `fenced-append`: claim, read, pause, write, release.
+    async fn fenced_append_round(&mut self) {
+        if self.belief.filter(Belief::live).is_none() {
+            self.claim().await;
+        }
+        let Some(b) = self.belief.filter(Belief::live) else {
+            self.nap(250).await;
+            return;
+        };
+        let Some(list) = self.read().await else {
+            return;
+        };
+        let ttl = self.ctx.ttl;
+        let pause = if self.rng.gen_bool(0.3) {
+            ttl.mul_f64(self.rng.gen_range(0.5..1.5))
+        } else {
+            Duration::from_millis(self.rng.gen_range(0..200))
+        };
+        tokio::time::sleep(pause).await;
+        let late = Instant::now() >= b.until;
+        let kind = self.write(b.token, list, late).await;
+        if kind == Kind::Ok && !late && self.rng.gen_bool(0.6) {
+            self.op(Call::Release { token: b.token }).await;
+        }
+        // Each round starts from a fresh claim and a fresh read.
+        self.belief = None;
+        self.list = None;
+        self.nap(100).await;
+    }
+
+    /// One round of the unfenced canary: claim through baton, then read-pause-write a list in
+    /// harness memory with nothing but the belief in the lease to guard it. Worker 0's first
+    /// granted round pauses past the TTL: the classic lock-without-fencing lost update.
+    async fn canary_round(&mut self, paused_once: &mut bool) {
+        self.claim().await;
+        let Some(b) = self.belief.filter(Belief::live) else {
+            self.nap(200).await;
+            return;
+        };
+        let (_, reply, _) = self.op(Call::MemRead).await;
+        let Reply::Read { list, .. } = reply else {
+            return;
+        };
+        let pause = if self.w == 0 && !*paused_once {
+            *paused_once = true;
+            self.ctx.ttl.mul_f64(1.6)
+        } else {
+            Duration::from_millis(self.rng.gen_range(0..100))
+        };
+        tokio::time::sleep(pause).await;
+        let mut list = list;
+        list.push(Elem {
+            token: b.token,
+            uid: self.ctx.rec.uid(),
+        });
+        self.op(Call::MemWrite { list }).await;
+        self.op(Call::Release { token: b.token }).await;
+        self.belief = None;
+        self.nap(150).await;
+    }
+}
+
+/// Runs one worker until `ctx.stop`.
+pub async fn run_worker(ctx: Arc<Ctx>, slot: Arc<Slot>, w: usize, seed: u64) {
+    let mut worker = Worker::new(ctx.clone(), slot.clone(), w, seed);
+    let mut paused_once = false;
+    // Stagger the start so the workers do not move in lockstep.
+    worker.nap(300).await;
+    while !ctx.stopped() {
+        worker.follow_key();
+        match slot.workload {
+            "lease-register" => {
+                worker.lease_register_step().await;
+                worker.nap(120).await;
+            }
+            "fenced-append" => worker.fenced_append_round().await,
+            _ => worker.canary_round(&mut paused_once).await,
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! Test-only fault hooks for `jepsen-tests`, compiled in only with the `chaos` cargo feature.
+//!
+//! A node started with `BATON_CHAOS_FILE=PATH` polls that file (every
+//! [`CHAOS_POLL_INTERVAL`]) for lines `key=value`:
+//! - `clock_rate=1.04`: the clock lease, offer and quarantine countdowns read runs at this
+//!   rate (1.04 = 4% fast: leases expire early in real time, the hazard the drift margin
+//!   covers). Changes keep the clock continuous and monotonic.
+//! - `raft_delay_ms=40` and `raft_jitter_ms=30`: every outgoing Raft RPC of this node waits
+//!   `delay + uniform(0, jitter)` before it is sent (tc netem is not available on the test
+//!   machines, so delay is injected at the transport instead).
+//!
+//! Without the feature, or without the variable, [`lease_clock`] is the plain monotonic
+//! clock and [`raft_delay`] does nothing. Rate skew reaches the countdowns only: openraft's
+//! own election and heartbeat timers keep the real rate (they decide liveness, not safety).
+
+use std::sync::Arc;
+
+use crate::clock::{Clock, MonotonicClock};
+
+/// How often the control file is read.
+pub const CHAOS_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The clock lease countdowns use on this node.
+pub fn lease_clock() -> Arc<dyn Clock> {
+    #[cfg(feature = "chaos")]
+    if let Some(knobs) = imp::knobs() {
+        return Arc::new(imp::SkewedClock::new(knobs));
+    }
+    Arc::new(MonotonicClock)
+}
+
+/// Waits before an outgoing Raft RPC, as the control file says (no wait without it).
+pub async fn raft_delay() {
+    #[cfg(feature = "chaos")]
+    if let Some(knobs) = imp::knobs() {
+        let wait = knobs.raft_delay();
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+#[cfg(feature = "chaos")]
+mod imp {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Mutex, OnceLock};
+    use std::time::{Duration, Instant};
+
+    use super::CHAOS_POLL_INTERVAL;
+    use crate::clock::Clock;
+
+    /// The current settings, updated by the polling thread.
+    pub struct Knobs {
+        rate_bits: AtomicU64,
+        delay_ms: AtomicU64,
+        jitter_ms: AtomicU64,
+        seed: AtomicU64,
+    }
+
+    impl Knobs {
+        pub fn rate(&self) -> f64 {
+            f64::from_bits(self.rate_bits.load(Ordering::Relaxed))
+        }
+
+        pub fn raft_delay(&self) -> Duration {
+            let delay = self.delay_ms.load(Ordering::Relaxed);
+            let jitter = self.jitter_ms.load(Ordering::Relaxed);
+            let extra = if jitter == 0 {
+                0
+            } else {
+                // xorshift: good enough to spread delays, no dependency needed.
+                let mut x = self.seed.load(Ordering::Relaxed) | 1;
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                self.seed.store(x, Ordering::Relaxed);
+                x % (jitter + 1)
+            };
+            Duration::from_millis(delay + extra)
+        }
+
+        fn load(&self, text: &str) {
+            let mut rate: f64 = 1.0;
+            let (mut delay, mut jitter) = (0, 0);
+            for line in text.lines() {
+                let Some((k, v)) = line.split_once('=') else {
+                    continue;
+                };
+                match k.trim() {
+                    "clock_rate" => rate = v.trim().parse().unwrap_or(1.0),
+                    "raft_delay_ms" => delay = v.trim().parse().unwrap_or(0),
+                    "raft_jitter_ms" => jitter = v.trim().parse().unwrap_or(0),
+                    _ => {}
+                }
+            }
+            if !(rate.is_finite() && rate > 0.0) {
+                rate = 1.0;
+            }
+            self.rate_bits.store(f64::to_bits(rate), Ordering::Relaxed);
+            self.delay_ms.store(delay, Ordering::Relaxed);
+            self.jitter_ms.store(jitter, Ordering::Relaxed);
+        }
+    }
+
+    static KNOBS: OnceLock<Option<&'static Knobs>> = OnceLock::new();
+
+    /// The knobs, with the polling thread started on first use; `None` without
+    /// `BATON_CHAOS_FILE`.
+    pub fn knobs() -> Option<&'static Knobs> {
+        *KNOBS.get_or_init(|| {
+            let path = std::env::var_os("BATON_CHAOS_FILE")?;
+            let knobs: &'static Knobs = Box::leak(Box::new(Knobs {
+                rate_bits: AtomicU64::new(f64::to_bits(1.0)),
+                delay_ms: AtomicU64::new(0),
+                jitter_ms: AtomicU64::new(0),
+                seed: AtomicU64::new(u64::from(std::process::id()) * 0x9E37_79B9),
+            }));
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                knobs.load(&text);
+            }
+            tracing::warn!(
+                file = %std::path::Path::new(&path).display(),
+                "chaos hooks active (test builds only): clock rate and Raft delay follow this file"
+            );
+            std::thread::Builder::new()
+                .name("chaos-poll".into())
+                .spawn(move || loop {
+                    std::thread::sleep(CHAOS_POLL_INTERVAL);
+                    if let Ok(text) = std::fs::read_to_string(&path) {
+                        knobs.load(&text);
+                    }
+                })
+                .expect("starting the chaos poll thread");
+            Some(knobs)
+        })
+    }
+
+    /// A monotonic clock running at the knobs' rate, continuous across rate changes.
+    pub struct SkewedClock {
+        knobs: &'static Knobs,
+        /// (real instant, virtual instant, rate) at the last rate change.
+        anchor: Mutex<(Instant, Instant, f64)>,
+    }
+
+    impl SkewedClock {
+        pub fn new(knobs: &'static Knobs) -> SkewedClock {
+            let now = Instant::now();
+            SkewedClock {
+                knobs,
+                anchor: Mutex::new((now, now, knobs.rate())),
+            }
+        }
+    }
+
+    impl Clock for SkewedClock {
+        fn now(&self) -> Instant {
+            let real = Instant::now();
+            let rate = self.knobs.rate();
+            let mut anchor = self.anchor.lock().expect("skewed clock lock");
+            let (real0, virt0, rate0) = *anchor;
+            if rate != rate0 {
+                let virt = virt0 + real.saturating_duration_since(real0).mul_f64(rate0);
+                *anchor = (real, virt, rate);
+                return virt;
+            }
+            virt0 + real.saturating_duration_since(real0).mul_f64(rate)
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn knobs_parse_the_control_file_and_ignore_nonsense() {
+            let k = Knobs {
+                rate_bits: AtomicU64::new(f64::to_bits(1.0)),
+                delay_ms: AtomicU64::new(0),
+                jitter_ms: AtomicU64::new(0),
+                seed: AtomicU64::new(7),
+            };
+            k.load("clock_rate=1.5\nraft_delay_ms=40\nraft_jitter_ms=0\n");
+            assert_eq!(k.rate(), 1.5);
+            assert_eq!(k.raft_delay(), Duration::from_millis(40));
+            k.load("clock_rate=-3\nnoise\n");
+            assert_eq!(k.rate(), 1.0);
+            assert_eq!(k.raft_delay(), Duration::ZERO);
+            k.load("raft_delay_ms=10\nraft_jitter_ms=5");
+            for _ in 0..100 {
+                let d = k.raft_delay();
+                assert!(d >= Duration::from_millis(10) && d <= Duration::from_millis(15));
+            }
+        }
+
+        #[test]
+        fn a_fast_clock_runs_ahead_and_stays_monotonic_across_rate_changes() {
+            let k: &'static Knobs = Box::leak(Box::new(Knobs {
+                rate_bits: AtomicU64::new(f64::to_bits(2.0)),
+                delay_ms: AtomicU64::new(0),
+                jitter_ms: AtomicU64::new(0),
+                seed: AtomicU64::new(7),
+            }));
+            let clock = SkewedClock::new(k);
+            let (r0, v0) = (Instant::now(), clock.now());
+            std::thread::sleep(Duration::from_millis(50));
+            let (r1, v1) = (Instant::now(), clock.now());
+            let real = r1 - r0;
+            let virt = v1 - v0;
+            assert!(virt >= real.mul_f64(1.8), "virtual {virt:?} real {real:?}");
+            k.rate_bits.store(f64::to_bits(0.5), Ordering::Relaxed);
+            let v2 = clock.now();
+            assert!(v2 >= v1);
+            std::thread::sleep(Duration::from_millis(50));
+            let v3 = clock.now();
+            assert!(
+                v3 - v2 < Duration::from_millis(45),
+                "slow clock ran {:?}",
+                v3 - v2
+            );
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! The `baton-node` command line (the binary's `main` calls [`main`]; the chaos harness's
+//! `baton-node-chaos` binary calls it too).
+//!
+//! `baton-node` runs one baton node.
+//!
+//! With no flags: a single-node cluster on 127.0.0.1:7001 with `./baton-data`.
+//! `baton-node dev --nodes 3`: a local 3-node cluster in one process, for trying baton.
+//! Settings come from an optional TOML file (`--config`), then `BATON_*` env vars, then
+//! flags, each overriding the one before; the result is validated as one.
+
+use std::path::PathBuf;
+
+use crate::config::NodeConfig;
+use anyhow::Context;
+use clap::Parser;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "baton-node",
+    version,
+    about = "A node of baton, the replicated store of ownership tokens",
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:
+  baton-node                            single-node cluster on 127.0.0.1:7001, data in ./baton-data
+  baton-node dev --nodes 3              local 3-node cluster on 127.0.0.1:7001-7003, temporary data
+  baton-node --node-id 2 --listen 0.0.0.0:7001 --advertise host2:7001 \\
+      --data-dir /var/lib/baton --initial-cluster 1=host1:7001,2=host2:7001,3=host3:7001"
+)]
+struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// TOML config file (fields as in NodeConfig: node_id, listen, data_dir, ...).
+    #[arg(long, env = "BATON_CONFIG")]
+    config: Option<PathBuf>,
+    /// This node's id (>= 1).
+    #[arg(long, env = "BATON_NODE_ID")]
+    node_id: Option<u64>,
+    /// gRPC listen address, ip:port [default: 127.0.0.1:7001].
+    #[arg(long, env = "BATON_LISTEN")]
+    listen: Option<String>,
+    /// Address peers and clients use for this node [default: from --initial-cluster or --listen].
+    #[arg(long, env = "BATON_ADVERTISE")]
+    advertise: Option<String>,
+    /// Data directory [default: ./baton-data].
+    #[arg(long, env = "BATON_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Cluster name; data dirs and Raft traffic of another cluster are refused [default: baton].
+    #[arg(long, env = "BATON_CLUSTER_NAME")]
+    cluster_name: Option<String>,
+    /// Initial voters of a new cluster: 1=host:port,2=host:port,3=host:port.
+    #[arg(long, env = "BATON_INITIAL_CLUSTER")]
+    initial_cluster: Option<String>,
+    #[arg(long, env = "BATON_HEARTBEAT_MS")]
+    heartbeat_ms: Option<u64>,
+    #[arg(long, env = "BATON_ELECTION_TIMEOUT_MIN_MS")]
+    election_timeout_min_ms: Option<u64>,
+    #[arg(long, env = "BATON_ELECTION_TIMEOUT_MAX_MS")]
+    election_timeout_max_ms: Option<u64>,
+    /// Shortest lease clients may ask for (>= 2 x election timeout max).
+    #[arg(long, env = "BATON_TTL_MS_MIN")]
+    ttl_ms_min: Option<u64>,
+    /// Longest lease clients may ask for (<= 1 hour).
+    #[arg(long, env = "BATON_TTL_MS_MAX")]
+    ttl_ms_max: Option<u64>,
+    #[arg(long, env = "BATON_EXPIRY_TICK_MS")]
+    expiry_tick_ms: Option<u64>,
+    #[arg(long, env = "BATON_SNAPSHOT_LOGS")]
+    snapshot_logs: Option<u64>,
+    #[arg(long, env = "BATON_WRITE_TIMEOUT_MS")]
+    write_timeout_ms: Option<u64>,
+    /// text or json.
+    #[arg(long, env = "BATON_LOG_FORMAT")]
+    log_format: Option<String>,
+    /// Recent events each node keeps for watches [default: 100000].
+    #[arg(long, env = "BATON_WATCH_WINDOW_EVENTS")]
+    watch_window_events: Option<usize>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Run a local cluster of several nodes in this process (loopback only); Ctrl-C stops it.
+    Dev {
+        /// How many nodes.
+        #[arg(long, default_value_t = 3)]
+        nodes: u64,
+        /// Directory for the nodes' data; a temporary one (removed on exit) if not given.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Node N listens on 127.0.0.1:(base-port + N - 1); 0 picks free ports.
+        #[arg(long, default_value_t = 7001)]
+        base_port: u16,
+    },
+}
+
+impl Args {
+    fn into_config(self) -> anyhow::Result<NodeConfig> {
+        let mut c = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading config file {}", path.display()))?;
+                NodeConfig::from_toml(&text)?
+            }
+            None => NodeConfig::default(),
+        };
+        macro_rules! overlay {
+            ($($field:ident),*) => { $( if let Some(v) = self.$field { c.$field = v; } )* };
+        }
+        overlay!(
+            node_id,
+            listen,
+            data_dir,
+            cluster_name,
+            initial_cluster,
+            heartbeat_ms,
+            election_timeout_min_ms,
+            election_timeout_max_ms,
+            ttl_ms_min,
+            ttl_ms_max,
+            expiry_tick_ms,
+            snapshot_logs,
+            write_timeout_ms,
+            log_format,
+            watch_window_events
+        );
+        if self.advertise.is_some() {
+            c.advertise = self.advertise;
+        }
+        Ok(c)
+    }
+}
+
+fn init_tracing(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,openraft=warn,sled=warn".into());
+    // Colours only for a person at a terminal, not in log files.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM. The handlers are installed when this is called,
+/// not when the future is first polled, so a signal that arrives while the node is still
+/// starting is not lost (nor does it kill the process uncleanly).
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt()).expect("installing the SIGINT handler");
+    let mut terminate = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+    async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    }
+}
+
+/// Tells the person at the terminal how to reach the dev cluster (stdout; logs go to stderr).
+fn announce_dev(cluster: &crate::dev::DevCluster) {
+    use std::io::Write;
+    let endpoints = cluster.endpoints.join(",");
+    let text = format!(
+        "baton dev cluster: {} nodes, data in {}\nendpoints: {endpoints}\n\
+         try:       baton --endpoints {endpoints} claim tasks/demo --ttl 30s\n\
+         stop:      Ctrl-C\n",
+        cluster.endpoints.len(),
+        cluster.dir.display()
+    );
+    // A closed stdout (the reader went away) must not take the cluster down with it.
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
+/// Runs `baton-node` with the process's arguments; exits 1 with a message on error.
+#[tokio::main]
+pub async fn main() {
+    if let Err(e) = run().await {
+        eprintln!("baton-node: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if let Some(Command::Dev {
+        nodes,
+        dir,
+        base_port,
+    }) = args.command
+    {
+        init_tracing(false);
+        let opts = crate::dev::DevOptions {
+            nodes,
+            dir,
+            base_port,
+        };
+        crate::dev::run(opts, announce_dev, shutdown_signal()).await?;
+        return Ok(());
+    }
+    let cfg = args.into_config()?.validate()?;
+    init_tracing(cfg.json_logs);
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .with_context(|| format!("binding {}", cfg.listen))?;
+    crate::node::run(cfg, listener, shutdown_signal()).await?;
+    Ok(())
+}
