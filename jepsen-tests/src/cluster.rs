@@ -16,8 +16,20 @@ use crate::net::Net;
 /// The port every node listens on (each has its own address).
 pub const NODE_PORT: u16 = 7001;
 
-/// Where libfaketime lives on Debian (package `faketime`).
-pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+/// Where libfaketime lives on Debian (package `faketime`), per architecture.
+pub const LIBFAKETIME_PATHS: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+];
+
+/// libfaketime, if installed.
+pub fn libfaketime() -> Option<PathBuf> {
+    LIBFAKETIME_PATHS
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
 
 /// Settings of the nodes.
 #[derive(Debug, Clone)]
@@ -42,6 +54,12 @@ pub struct NodeProc {
     pub paused: bool,
     /// Wall-clock offset (seconds) applied with libfaketime at the next start; 0 = none.
     pub wall_offset_s: i64,
+    /// The lease clock's rate the scenario holds for the whole run (1.0: none).
+    pub base_rate: f64,
+    /// The rate now (a transient skew fault may differ from `base_rate`).
+    pub rate: f64,
+    /// Raft delay and jitter now, ms.
+    pub delay_ms: (u64, u64),
 }
 
 /// The cluster.
@@ -89,6 +107,9 @@ impl Cluster {
                 child: None,
                 paused: false,
                 wall_offset_s: wall_offsets_s.get(i).copied().unwrap_or(0),
+                base_rate: 1.0,
+                rate: 1.0,
+                delay_ms: (0, 0),
             });
         }
         let mut cluster = Cluster {
@@ -148,9 +169,11 @@ impl Cluster {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
-        if node.wall_offset_s != 0 && Path::new(LIBFAKETIME).exists() {
+        if node.wall_offset_s != 0 {
+            let lib = libfaketime()
+                .context("wall-clock offsets need libfaketime (apt-get install -y faketime)")?;
             // Wall clock only: CLOCK_MONOTONIC untouched (faking it hangs timed waits).
-            cmd.env("LD_PRELOAD", LIBFAKETIME)
+            cmd.env("LD_PRELOAD", lib)
                 .env("FAKETIME", format!("{:+}", node.wall_offset_s))
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
                 .env("FAKETIME_DONT_RESET", "1");
@@ -166,10 +189,15 @@ impl Cluster {
     /// Whether node `id`'s process is running (possibly paused).
     pub fn is_up(&mut self, id: u64) -> bool {
         let node = self.node_mut(id);
-        match node.child.as_mut() {
+        let up = match node.child.as_mut() {
             Some(c) => matches!(c.try_wait(), Ok(None)),
             None => false,
+        };
+        if !up {
+            // Reaped: forget the PID, so no signal can reach a process that reused it.
+            node.child = None;
         }
+        up
     }
 
     /// SIGKILL, and reap.
@@ -184,6 +212,9 @@ impl Cluster {
 
     /// SIGSTOP.
     pub fn pause(&mut self, id: u64) {
+        if !self.is_up(id) {
+            return;
+        }
         let node = self.node_mut(id);
         if let Some(child) = &node.child {
             let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGSTOP);
@@ -193,6 +224,10 @@ impl Cluster {
 
     /// SIGCONT.
     pub fn resume(&mut self, id: u64) {
+        if !self.is_up(id) {
+            self.node_mut(id).paused = false;
+            return;
+        }
         let node = self.node_mut(id);
         if let Some(child) = &node.child {
             let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGCONT);
@@ -200,12 +235,36 @@ impl Cluster {
         node.paused = false;
     }
 
-    /// Writes node `id`'s chaos control file.
-    pub fn set_chaos(&self, id: u64, clock_rate: f64, delay_ms: u64, jitter_ms: u64) {
-        let text = format!(
-            "clock_rate={clock_rate}\nraft_delay_ms={delay_ms}\nraft_jitter_ms={jitter_ms}\n"
-        );
+    /// Sets node `id`'s lease-clock rate (its chaos control file), keeping its delay.
+    pub fn set_rate(&mut self, id: u64, rate: f64) {
+        self.node_mut(id).rate = rate;
+        self.write_chaos(id);
+    }
+
+    /// Sets node `id`'s rate for the whole run: faults that change it return to this.
+    pub fn set_base_rate(&mut self, id: u64, rate: f64) {
+        self.node_mut(id).base_rate = rate;
+        self.set_rate(id, rate);
+    }
+
+    /// Back to the base rate.
+    pub fn reset_rate(&mut self, id: u64) {
+        let base = self.node(id).base_rate;
+        self.set_rate(id, base);
+    }
+
+    /// Sets node `id`'s Raft delay and jitter, keeping its rate.
+    pub fn set_delay(&mut self, id: u64, delay_ms: u64, jitter_ms: u64) {
+        self.node_mut(id).delay_ms = (delay_ms, jitter_ms);
+        self.write_chaos(id);
+    }
+
+    fn write_chaos(&self, id: u64) {
         let node = self.node(id);
+        let text = format!(
+            "clock_rate={}\nraft_delay_ms={}\nraft_jitter_ms={}\n",
+            node.rate, node.delay_ms.0, node.delay_ms.1
+        );
         // Write-then-rename so the node never reads half a file.
         let tmp = node.chaos_file.with_extension("tmp");
         if std::fs::write(&tmp, text).is_ok() {
@@ -216,7 +275,11 @@ impl Cluster {
     /// Every node resumed, running, with normal clocks and no delay.
     pub fn heal(&mut self) -> anyhow::Result<()> {
         for id in self.ids() {
-            self.set_chaos(id, 1.0, 0, 0);
+            let node = self.node_mut(id);
+            node.base_rate = 1.0;
+            node.rate = 1.0;
+            node.delay_ms = (0, 0);
+            self.write_chaos(id);
             if self.node(id).paused {
                 self.resume(id);
             }

@@ -117,11 +117,21 @@ impl Call {
 pub enum Reply {
     /// Claim or accept: the caller holds the key with `token` (for a claim by the process
     /// that already held the key, the same token with the lease renewed: `already_held`).
-    Granted { token: u64, already_held: bool },
+    /// `safe_deadline_ns`: the client library's safe deadline for it, on the harness clock
+    /// (the library promises `send_time + ttl × (1 − drift_margin)`).
+    Granted {
+        token: u64,
+        already_held: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        safe_deadline_ns: Option<Nanos>,
+    },
     /// Claim refused: the key is held by `holder` (fail).
     Held { holder: Holding },
-    /// Renewed (ok).
-    Renewed,
+    /// Renewed (ok), with the client library's new safe deadline on the harness clock.
+    Renewed {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        safe_deadline_ns: Option<Nanos>,
+    },
     /// Released (ok).
     Released,
     /// Renew or release refused: the token is not current; `current` holds it now (fail).
@@ -133,6 +143,9 @@ pub enum Reply {
         holder: Option<Holding>,
         list: Vec<Elem>,
     },
+    /// A read (ok) whose record list could not be decoded: the record holds something no
+    /// worker wrote. Every checker treats it as a violation.
+    Corrupt { text: String },
     /// Write applied (ok).
     Written,
     /// Refused by the state machine (fail): stale token, frozen record, no offer for us.
@@ -459,6 +472,7 @@ mod tests {
                     Some(Reply::Granted {
                         token: 5,
                         already_held: false,
+                        safe_deadline_ns: None,
                     }),
                     20,
                 ),

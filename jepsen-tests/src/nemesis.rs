@@ -71,10 +71,11 @@ impl Fault {
     }
 }
 
-/// The test bed the nemesis acts on.
+/// The test bed the nemesis acts on. Field order matters: the cluster's processes are
+/// killed (dropped) before their namespaces are deleted.
 pub struct Bed {
-    pub net: Net,
     pub cluster: Mutex<Cluster>,
+    pub net: Net,
     pub rec: Arc<Recorder>,
     pub ttl: Duration,
 }
@@ -144,7 +145,9 @@ enum Undo {
     Network,
     Restart(Vec<u64>),
     Resume(Vec<u64>),
-    Chaos(Vec<u64>),
+    /// Back to each node's base clock rate.
+    Rate(Vec<u64>),
+    Delay(Vec<u64>),
 }
 
 /// Starts `fault`; returns how to heal it and a description.
@@ -242,10 +245,10 @@ async fn start(bed: &Bed, fault: Fault, rng: &mut StdRng) -> anyhow::Result<(Und
         }
         Fault::Delay => {
             for id in &ids {
-                bed.cluster().set_chaos(*id, 1.0, 50, 80);
+                bed.cluster().set_delay(*id, 50, 80);
             }
             (
-                Undo::Chaos(ids.clone()),
+                Undo::Delay(ids.clone()),
                 "50ms + 0-80ms on every node".into(),
                 0.0,
             )
@@ -275,10 +278,10 @@ async fn start(bed: &Bed, fault: Fault, rng: &mut StdRng) -> anyhow::Result<(Und
             let mut rates = Vec::new();
             for id in &ids {
                 let rate = 1.0 + rng.gen_range(-SKEW_WITHIN..=SKEW_WITHIN);
-                bed.cluster().set_chaos(*id, rate, 0, 0);
+                bed.cluster().set_rate(*id, rate);
                 rates.push(format!("n{id}={rate:.3}"));
             }
-            (Undo::Chaos(ids.clone()), rates.join(" "), SKEW_WITHIN)
+            (Undo::Rate(ids.clone()), rates.join(" "), SKEW_WITHIN)
         }
     })
 }
@@ -298,9 +301,15 @@ fn undo(bed: &Bed, undo: Undo) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Undo::Chaos(ids) => {
+        Undo::Rate(ids) => {
             for id in ids {
-                bed.cluster().set_chaos(id, 1.0, 0, 0);
+                bed.cluster().reset_rate(id);
+            }
+            Ok(())
+        }
+        Undo::Delay(ids) => {
+            for id in ids {
+                bed.cluster().set_delay(id, 0, 0);
             }
             Ok(())
         }

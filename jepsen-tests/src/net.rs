@@ -54,7 +54,7 @@ impl Net {
     pub fn create(n: usize) -> anyhow::Result<Net> {
         sweep_stale();
         let pid = std::process::id();
-        let subnet = (pid % 200 + 20) as u8;
+        let subnet = free_subnet(pid)?;
         let mut net = Net {
             pid,
             bridge: format!("{NAME_PREFIX}{pid}b"),
@@ -203,6 +203,19 @@ pub fn sweep_stale() {
     if let Ok(list) = sh("ip", &["netns", "list"]) {
         for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
             if owner(name, 'n').is_some_and(|pid| !alive(pid)) {
+                // Its nodes outlived the harness (they have no parent-death signal): kill them
+                // first, or they would heartbeat forever and slow every later run.
+                if let Ok(pids) = sh("ip", &["netns", "pids", name]) {
+                    for pid in pids
+                        .split_whitespace()
+                        .filter_map(|p| p.parse::<i32>().ok())
+                    {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(pid),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                }
                 let _ = sh("ip", &["netns", "delete", name]);
             }
         }
@@ -227,6 +240,20 @@ pub fn sweep_stale() {
             }
         }
     }
+}
+
+/// A /24 under 10.77.0.0/16 that no interface on this machine uses, starting from one
+/// derived from `pid` (so concurrent harnesses start apart).
+fn free_subnet(pid: u32) -> anyhow::Result<u8> {
+    let used = sh("ip", &["-o", "-4", "addr", "show"])?;
+    let start = pid % 200 + 20;
+    for i in 0..200 {
+        let candidate = ((start + i - 20) % 200 + 20) as u8;
+        if !used.contains(&format!("10.77.{candidate}.")) {
+            return Ok(candidate);
+        }
+    }
+    bail!("no free /24 under 10.77.0.0/16 for the test hosts")
 }
 
 /// Whether this process can make test hosts (root with `ip` and `iptables`).

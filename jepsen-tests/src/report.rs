@@ -24,8 +24,10 @@
 //! - the invocation of an `ok` release of that token (*released*, solid end cap);
 //! - the invocation of the first `ok` grant of the next higher token on the key
 //!   (*superseded*, no cap);
-//! - the estimated expiry: the latest invocation, before either of the above, of an `ok`
-//!   grant or renew of the token, plus the TTL the grant asked for (*expired*, dotted cap);
+//! - the estimated expiry: the latest end, among the `ok` grants and renewals of the token
+//!   invoked before either of the above, of the holder's belief: the client library's safe
+//!   deadline when the history records it (`safe_deadline_ns`), else the invocation plus the
+//!   TTL the grant asked for (*expired*, dotted cap);
 //! - the end of the history.
 //!
 //! A claim answered `already_held` counts as a renewal of the same token. Operations with
@@ -384,19 +386,34 @@ fn describe_reply(reply: Option<&Reply>) -> String {
         Some(Reply::Granted {
             token,
             already_held,
+            safe_deadline_ns,
         }) => format!(
-            "granted token {token}{}",
-            if *already_held { " (already held)" } else { "" }
+            "granted token {token}{}{}",
+            if *already_held { " (already held)" } else { "" },
+            safe_deadline_ns
+                .map(|d| format!(", safe until {} s", secs(d)))
+                .unwrap_or_default()
         ),
         Some(Reply::Held { holder }) => {
             format!("held by {} (token {})", holder.client, holder.token)
         }
-        Some(Reply::Renewed) => "renewed".into(),
+        Some(Reply::Renewed { safe_deadline_ns }) => format!(
+            "renewed{}",
+            safe_deadline_ns
+                .map(|d| format!(", safe until {} s", secs(d)))
+                .unwrap_or_default()
+        ),
         Some(Reply::Released) => "released".into(),
         Some(Reply::Lost { current }) => format!("lost; now held by {}", holding(current)),
         Some(Reply::Offered) => "offered".into(),
         Some(Reply::Read { holder, list }) => {
             format!("read: held by {}, {} elements", holding(holder), list.len())
+        }
+        Some(Reply::Corrupt { text }) => {
+            format!(
+                "CORRUPT read: the record's list {:?} cannot be decoded",
+                clip(text, 60)
+            )
         }
         Some(Reply::Written) => "written".into(),
         Some(Reply::Refused { message }) => format!("refused: {message}"),
@@ -454,7 +471,9 @@ impl EndReason {
         match self {
             EndReason::Released => "released",
             EndReason::Superseded => "superseded by a higher token",
-            EndReason::Expired => "expired (latest grant/renew invocation + TTL)",
+            EndReason::Expired => {
+                "expired (the safe deadline of the latest grant or renewal, else its invocation + TTL)"
+            }
             EndReason::HistoryEnd => "still held at the end of the history",
         }
     }
@@ -482,8 +501,8 @@ struct Tenure {
     client: String,
     name: String,
     ttl_ns: Nanos,
-    /// Invocations of every `ok` grant and renew of the token.
-    alive_invs: Vec<Nanos>,
+    /// Invocation and recorded safe deadline of every `ok` grant and renew of the token.
+    alive: Vec<(Nanos, Option<Nanos>)>,
     release_inv: Option<Nanos>,
 }
 
@@ -496,7 +515,12 @@ fn ownership_bars(ops: &[Op], end_ns: Nanos, default_ttl_ms: u64) -> BTreeMap<St
             Call::Claim { ttl_ms } | Call::Accept { ttl_ms } => ttl_ms,
             _ => continue,
         };
-        let Some(Reply::Granted { token, .. }) = op.reply else {
+        let Some(Reply::Granted {
+            token,
+            safe_deadline_ns,
+            ..
+        }) = op.reply
+        else {
             continue;
         };
         let Some(ret) = op.ret_ns else { continue };
@@ -508,7 +532,7 @@ fn ownership_bars(ops: &[Op], end_ns: Nanos, default_ttl_ms: u64) -> BTreeMap<St
             client: op.client.clone(),
             name: op.name.clone(),
             ttl_ns: ttl_ms.saturating_mul(1_000_000),
-            alive_invs: Vec::new(),
+            alive: Vec::new(),
             release_inv: None,
         });
         if ret < t.start {
@@ -518,7 +542,7 @@ fn ownership_bars(ops: &[Op], end_ns: Nanos, default_ttl_ms: u64) -> BTreeMap<St
             t.name.clone_from(&op.name);
             t.ttl_ns = ttl_ms.saturating_mul(1_000_000);
         }
-        t.alive_invs.push(op.inv_ns);
+        t.alive.push((op.inv_ns, safe_deadline_ns));
     }
     // ...then renewals and releases.
     for op in ops.iter().filter(|o| o.kind == Kind::Ok) {
@@ -526,9 +550,9 @@ fn ownership_bars(ops: &[Op], end_ns: Nanos, default_ttl_ms: u64) -> BTreeMap<St
             continue;
         };
         match (&op.call, &op.reply) {
-            (Call::Renew { token }, Some(Reply::Renewed)) => {
+            (Call::Renew { token }, Some(Reply::Renewed { safe_deadline_ns })) => {
                 if let Some(t) = tenures.get_mut(token) {
-                    t.alive_invs.push(op.inv_ns);
+                    t.alive.push((op.inv_ns, *safe_deadline_ns));
                 }
             }
             (Call::Release { token }, Some(Reply::Released)) => {
@@ -552,10 +576,10 @@ fn ownership_bars(ops: &[Op], end_ns: Nanos, default_ttl_ms: u64) -> BTreeMap<St
                 .min()
                 .unwrap_or(end_ns);
             let expiry = t
-                .alive_invs
+                .alive
                 .iter()
-                .filter(|&&inv| inv < hard_end)
-                .map(|&inv| inv.saturating_add(t.ttl_ns))
+                .filter(|&&(inv, _)| inv < hard_end)
+                .map(|&(inv, safe)| safe.unwrap_or(inv.saturating_add(t.ttl_ns)))
                 .max();
             // The first candidate wins ties.
             let (end, reason) = [
@@ -576,7 +600,7 @@ fn ownership_bars(ops: &[Op], end_ns: Nanos, default_ttl_ms: u64) -> BTreeMap<St
                 start: t.start,
                 end: end.max(t.start),
                 reason,
-                renewals: t.alive_invs.len().saturating_sub(1),
+                renewals: t.alive.len().saturating_sub(1),
             });
         }
         out.insert(key.to_string(), bars);
@@ -838,7 +862,9 @@ fn legend(out: &mut String, ctx: &Ctx) {
     out.push_str(
         "<div class=\"rule\"><b>Timeline rows.</b> Upper lane: ownership bars, one per token, \
          coloured by token (a hash of the token picks the hue) and labelled with it. Lower lane: \
-         <b>red ticks</b> are failed operations (taller for refused writes), <b>dark dots</b> are \
+         <b>red ticks</b> are failed operations (taller for refused writes), <b>red crosses</b> are \
+         corrupt reads (ok reads whose record list could not be decoded: always a violation), \
+         <b>dark dots</b> are \
          ok writes, <b>hatched amber bands</b> are info operations, open from their invocation \
          (amber tick) to the end of the history. A <b>red vertical line</b> is a checker violation (hover for \
          its message); a dashed one spanning all rows is a violation with no key.\
@@ -846,8 +872,10 @@ fn legend(out: &mut String, ctx: &Ctx) {
          starts a bar at that grant's completion; the bar ends at the earliest of\
          <ul><li>the invocation of an ok release of the token (solid dark end cap);</li>\
          <li>the invocation of the first ok grant of the next higher token on the key (no cap);</li>\
-         <li>the estimated expiry: the latest invocation of an ok grant or renew of the token \
-         (before the two points above) plus the TTL the grant asked for (dotted end cap);</li>\
+         <li>the estimated expiry: the latest end, among the ok grants and renewals of the token \
+         invoked before the two points above, of the holder's belief: the client library's safe \
+         deadline when recorded, else the invocation plus the TTL the grant asked for (dotted \
+         end cap);</li>\
          <li>the end of the history.</li></ul>\
          A claim answered <i>already held</i> counts as a renewal. Operations with unknown \
          outcome (info) never start, extend or end a bar, and reads are not used: bars show what \
@@ -1124,6 +1152,23 @@ fn timeline(out: &mut String, ctx: &Ctx) {
         let mut info_starts = String::new();
         for op in ops {
             match op.kind {
+                Kind::Ok if matches!(op.reply, Some(Reply::Corrupt { .. })) => {
+                    // A read showing a record nobody wrote: a violation, marked like one (a
+                    // cross through the row) whatever the tooltip budget says.
+                    let x = ctx.tx(op.ret_ns.unwrap_or(op.inv_ns));
+                    let _ = write!(
+                        out,
+                        "<g class=\"corrupt\"><title>corrupt read at {} s by {} ({}): {}</title><path d=\"M{:.1} {:.1}l10 12m0 -12l-10 12\" stroke=\"{VIOLATION_COLOUR}\" stroke-width=\"2.5\"/><line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"transparent\" stroke-width=\"9\"/></g>",
+                        secs(op.ret_ns.unwrap_or(op.inv_ns)),
+                        esc(&op.client),
+                        esc(&op.name),
+                        esc(&describe_reply(op.reply.as_ref())),
+                        x - 5.0,
+                        y + 4.0,
+                        y,
+                        y + ROW_H
+                    );
+                }
                 Kind::Ok => {
                     if matches!(op.call, Call::Write { .. } | Call::MemWrite { .. }) {
                         if let Some(ret) = op.ret_ns {
@@ -1609,6 +1654,7 @@ mod tests {
         Some(Reply::Granted {
             token,
             already_held: false,
+            safe_deadline_ns: None,
         })
     }
 
@@ -1642,7 +1688,9 @@ mod tests {
             "c1",
             Call::Renew { token: 5 },
             Kind::Ok,
-            Some(Reply::Renewed),
+            Some(Reply::Renewed {
+                safe_deadline_ns: None,
+            }),
             2 * S,
             2 * S + MS,
         )
@@ -1875,7 +1923,9 @@ mod tests {
                         "c",
                         Call::Renew { token },
                         Kind::Ok,
-                        Some(Reply::Renewed),
+                        Some(Reply::Renewed {
+                            safe_deadline_ns: None,
+                        }),
                         inv,
                         inv + lat,
                     );
@@ -1998,7 +2048,9 @@ mod tests {
             "c1",
             Call::Renew { token: 1 },
             Kind::Ok,
-            Some(Reply::Renewed),
+            Some(Reply::Renewed {
+                safe_deadline_ns: None,
+            }),
             2 * S,
             2 * S + MS,
         )
@@ -2010,6 +2062,7 @@ mod tests {
             Some(Reply::Granted {
                 token: 1,
                 already_held: true,
+                safe_deadline_ns: None,
             }),
             3 * S,
             3 * S + MS,
@@ -2100,6 +2153,114 @@ mod tests {
             ]
         );
         assert_eq!(bars["k"][0].client, "c1");
+    }
+
+    #[test]
+    fn a_recorded_safe_deadline_ends_the_bar() {
+        let mut b = Builder::default();
+        // Token 1: granted at 1 s, safe until 2.9 s by the library: expires there, not at
+        // 1 s + TTL. Token 2: renewed at 5 s with a safe deadline of 6.8 s, earlier than its
+        // grant's 4 s + 3 s.
+        b.op(
+            "k",
+            "c1",
+            Call::Claim { ttl_ms: 2000 },
+            Kind::Ok,
+            Some(Reply::Granted {
+                token: 1,
+                already_held: false,
+                safe_deadline_ns: Some(2 * S + 900 * MS),
+            }),
+            S,
+            S + MS,
+        )
+        .op(
+            "k",
+            "c2",
+            Call::Claim { ttl_ms: 3000 },
+            Kind::Ok,
+            granted(2),
+            4 * S,
+            4 * S + MS,
+        )
+        .op(
+            "k",
+            "c2",
+            Call::Renew { token: 2 },
+            Kind::Ok,
+            Some(Reply::Renewed {
+                safe_deadline_ns: Some(6 * S + 800 * MS),
+            }),
+            5 * S,
+            5 * S + MS,
+        )
+        .op(
+            "k",
+            "c3",
+            Call::Read,
+            Kind::Ok,
+            Some(Reply::Read {
+                holder: None,
+                list: vec![],
+            }),
+            9 * S,
+            10 * S,
+        );
+        let h = b.history();
+        let bars = ownership_bars(&h.ops(), h.end_ns(), 2000);
+        let got: Vec<(u64, Nanos, EndReason)> = bars["k"]
+            .iter()
+            .map(|b| (b.token, b.end, b.reason))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, 2 * S + 900 * MS, EndReason::Expired),
+                (2, 7 * S, EndReason::Expired),
+            ]
+        );
+        // (The latest end wins: token 2's grant, 4 s + 3 s, outlasts its renewal's 6.8 s.)
+        let html = render_html(&meta(), &h, &[]);
+        assert!(
+            html.contains("token 1 held by c1 (w-c1): 1.001–2.900 s, 0 renewals; expired (the \
+                           safe deadline of the latest grant or renewal, else its invocation + TTL)"),
+            "{html}"
+        );
+        assert_eq!(
+            describe_reply(h.ops()[2].reply.as_ref()),
+            "renewed, safe until 6.800 s"
+        );
+    }
+
+    #[test]
+    fn corrupt_reads_are_marked_like_violations() {
+        let mut b = Builder::default();
+        b.op(
+            "k",
+            "c1",
+            Call::Read,
+            Kind::Ok,
+            Some(Reply::Corrupt {
+                text: "5:1 <b>".into(),
+            }),
+            S,
+            2 * S,
+        );
+        let html = render_html(&meta(), &b.history(), &[]);
+        let at = html.find("<g class=\"corrupt\">").expect("a corrupt mark");
+        let mark = &html[at..at + html[at..].find("</g>").unwrap()];
+        assert!(
+            mark.contains(
+                "<title>corrupt read at 2.000 s by c1 (w-c1): CORRUPT read: the record&#39;s list \
+                 &quot;5:1 &lt;b&gt;&quot; cannot be decoded</title>"
+            ),
+            "{mark}"
+        );
+        assert!(
+            mark.contains(&format!("stroke=\"{VIOLATION_COLOUR}\"")),
+            "{mark}"
+        );
+        assert!(html.contains("<b>red crosses</b> are corrupt reads"));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! recovery, final reads, the checkers, and the run folder (history, node logs, summary,
 //! HTML report).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,7 +11,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::check;
-use crate::cluster::{Cluster, NodeSettings, LIBFAKETIME};
+use crate::cluster::{libfaketime, Cluster, NodeSettings};
 use crate::history::{Call, CheckParams, CheckResult, Kind, Reply, RunMeta, Verdict, Violation};
 use crate::nemesis::{self, Bed, Fault, SKEW_OVER_RATE, SKEW_WITHIN};
 use crate::net::{self, Net};
@@ -141,11 +141,18 @@ pub struct Options {
 }
 
 impl Options {
-    /// The command that reruns this run.
+    /// The command that reruns this run (builds the harness and the chaos node first, so
+    /// neither is stale).
     pub fn rerun(&self) -> String {
         format!(
-            "sudo -E cargo run -p jepsen-tests --bin baton-jepsen -- run --scenario {} --seed {} \
-             --nodes {} --duration-s {} --ttl-ms {}",
+            "cargo build -p jepsen-tests --bins && sudo -E {} --out {} --node-bin {} run \
+             --scenario {} --seed {} --nodes {} --duration-s {} --ttl-ms {}",
+            self.node_bin
+                .parent()
+                .map(|d| d.join("baton-jepsen").display().to_string())
+                .unwrap_or_else(|| "baton-jepsen".into()),
+            self.out.display(),
+            self.node_bin.display(),
             self.scenario,
             self.seed,
             self.nodes,
@@ -232,10 +239,14 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     net::available().map_err(|e| anyhow::anyhow!("cannot make test hosts: {e}"))?;
     let scenario = scenario(&opts.scenario, opts.nodes)
         .with_context(|| format!("unknown scenario {:?}; known: {SCENARIOS:?}", opts.scenario))?;
-    let dir = opts.out.join(format!("{}-{}", opts.scenario, opts.seed));
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir)?;
-    }
+    // A fresh folder per run: rerunning a seed never overwrites the evidence of the first run.
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let dir = opts
+        .out
+        .join(format!("{}-{}-{stamp}", opts.scenario, opts.seed));
     std::fs::create_dir_all(&dir)?;
     let dir = dir.canonicalize()?;
     let node_dir = dir.join("nodes");
@@ -247,12 +258,16 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         heartbeat_ms: 100,
         election_min_ms: 500,
         election_max_ms: ELECTION_MAX_MS,
-        ttl_ms_min: 2000.min(opts.ttl.as_millis() as u64),
+        ttl_ms_min: 2 * ELECTION_MAX_MS,
         snapshot_logs: 500,
     };
     // Wall clocks minutes apart (libfaketime; monotonic clocks untouched): offsets between
     // machines must not matter to baton.
-    let offsets: Vec<i64> = if scenario.wall_offsets && Path::new(LIBFAKETIME).exists() {
+    let offsets: Vec<i64> = if scenario.wall_offsets {
+        libfaketime().context(
+            "this scenario offsets wall clocks with libfaketime, which is not installed \
+             (apt-get install -y faketime)",
+        )?;
         WALL_OFFSETS_S.to_vec()
     } else {
         Vec::new()
@@ -260,8 +275,8 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     let cluster = Cluster::start(&net, &node_dir, settings, &offsets)?;
     let rec = Arc::new(Recorder::new());
     let bed = Bed {
-        net,
         cluster: Mutex::new(cluster),
+        net,
         rec: rec.clone(),
         ttl: opts.ttl,
     };
@@ -273,12 +288,8 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         );
     }
     if scenario.wall_offsets {
-        let detail = if Path::new(LIBFAKETIME).exists() {
-            "wall clocks of nodes 1-5 at +300s -300s +120s -45s +600s (libfaketime)"
-        } else {
-            "libfaketime missing: wall clocks not offset"
-        };
-        rec.nemesis("wall-clock", "start", detail, 0.0);
+        let detail = format!("wall clocks of nodes 1.. at {WALL_OFFSETS_S:?} s (libfaketime)");
+        rec.nemesis("wall-clock", "start", &detail, 0.0);
     }
 
     // Skew held for the whole fault phase.
@@ -287,7 +298,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     match scenario.skew {
         BaseSkew::None => {}
         BaseSkew::Within => {
-            let cluster = bed.cluster.lock().expect("cluster lock");
+            let mut cluster = bed.cluster.lock().expect("cluster lock");
             let rates = [
                 1.0 + SKEW_WITHIN,
                 1.0 - SKEW_WITHIN,
@@ -297,18 +308,18 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
             ];
             for id in cluster.ids() {
                 let rate = rates[(id as usize - 1) % rates.len()];
-                cluster.set_chaos(id, rate, 0, 0);
+                cluster.set_base_rate(id, rate);
                 skew_detail.push_str(&format!("n{id}={rate:.3} "));
             }
             skew_level = SKEW_WITHIN;
         }
         BaseSkew::Over => {
-            let leader = bed.leader().await.unwrap_or(1);
-            bed.cluster
-                .lock()
-                .expect("cluster lock")
-                .set_chaos(leader, SKEW_OVER_RATE, 0, 0);
-            skew_detail = format!("n{leader}={SKEW_OVER_RATE:.3}");
+            // Every node, so that whichever leads counts leases down twice as fast.
+            let mut cluster = bed.cluster.lock().expect("cluster lock");
+            for id in cluster.ids() {
+                cluster.set_base_rate(id, SKEW_OVER_RATE);
+            }
+            skew_detail = format!("every node at {SKEW_OVER_RATE:.3}");
             skew_level = SKEW_OVER_RATE - 1.0;
         }
     }
@@ -356,8 +367,15 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     if !skew_detail.is_empty() {
         rec.nemesis("skew-base", "stop", skew_detail.trim(), skew_level);
     }
+    let mut worker_panics = Vec::new();
     for t in tasks {
-        let _ = t.await;
+        if let Err(e) = t.await {
+            worker_panics.push(Violation {
+                key: None,
+                t_ns: None,
+                message: format!("a worker died: {e}"),
+            });
+        }
     }
     let recovery = bed.await_recovery(RECOVERY_LIMIT).await;
     rec.nemesis("heal", "start", "all faults healed; final reads", 0.0);
@@ -402,8 +420,9 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         .iter()
         .any(|(w, _, _)| *w != "unfenced-canary");
     let mut results = Vec::new();
+    // Every workload's baton operations are checked, the canary's claims and releases too.
+    results.extend(check::check_all(&history, &params));
     if baton_workloads {
-        results.extend(check::check_all(&history, &params));
         let c = check::counts(&history);
         let mut short = Vec::new();
         if c.ok_claims < MIN_OK_CLAIMS {
@@ -480,14 +499,19 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         ),
         unrecovered,
     ));
+    let died = panics.len() + worker_panics.len();
     results.push(result(
         "no-panic",
-        if panics.is_empty() {
+        if died == 0 {
             Verdict::Pass
         } else {
             Verdict::Fail
         },
-        format!("{} panic lines in node logs", panics.len()),
+        format!(
+            "{} panic lines in node logs, {} workers died",
+            panics.len(),
+            worker_panics.len()
+        ),
         panics
             .into_iter()
             .map(|message| Violation {
@@ -495,6 +519,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
                 t_ns: None,
                 message,
             })
+            .chain(worker_panics)
             .collect(),
     ));
 

@@ -65,6 +65,11 @@ impl Recorder {
         self.start + Duration::from_nanos(ns)
     }
 
+    /// An instant as nanoseconds on the history's clock.
+    pub fn ns_of(&self, at: Instant) -> Nanos {
+        at.saturating_duration_since(self.start).as_nanos() as Nanos
+    }
+
     fn push(&self, make: impl FnOnce(u64, Nanos) -> Line) {
         // Index and time are taken under the lock, so the file is in time order.
         let mut lines = self.lines.lock().expect("history lock");
@@ -209,11 +214,16 @@ fn holding(lease: &baton_client::LeaseInfo) -> Holding {
     }
 }
 
-/// An error from baton as a history outcome: a refusal is a definite `fail`, and so is bad
+/// An error from baton as a history outcome: a refusal is a definite `fail` (except "too old
+/// to tell whether it was applied", which is unknown), and so is bad
 /// input (nothing applied; recorded with an `Unknown` reply, which the model does not read as
 /// a statement about the lease); anything else leaves the outcome unknown.
 fn failed(e: Error) -> (Kind, Reply) {
     match e {
+        // The node could not tell whether a retried request was applied: unknown, not a no.
+        Error::Refused(message) if message.contains("too old to tell") => {
+            (Kind::Info, Reply::Unknown { message })
+        }
         Error::Refused(message) => (Kind::Fail, Reply::Refused { message }),
         Error::InvalidArgument(message) => (
             Kind::Fail,
@@ -240,6 +250,7 @@ async fn execute(ctx: &Ctx, p: &Proc, key: &str, call: &Call) -> (Kind, Reply) {
                 Reply::Granted {
                     token: g.lease.token,
                     already_held: g.already_held,
+                    safe_deadline_ns: Some(ctx.rec.ns_of(g.safe_deadline)),
                 },
             ),
             Ok(ClaimOutcome::Held { lease, .. }) => (
@@ -251,7 +262,12 @@ async fn execute(ctx: &Ctx, p: &Proc, key: &str, call: &Call) -> (Kind, Reply) {
             Err(e) => failed(e),
         },
         Call::Renew { token } => match c.renew(key, *token).await {
-            Ok(RenewOutcome::Renewed(_)) => (Kind::Ok, Reply::Renewed),
+            Ok(RenewOutcome::Renewed(g)) => (
+                Kind::Ok,
+                Reply::Renewed {
+                    safe_deadline_ns: Some(ctx.rec.ns_of(g.safe_deadline)),
+                },
+            ),
             Ok(RenewOutcome::Lost { current }) => (
                 Kind::Fail,
                 Reply::Lost {
@@ -294,6 +310,7 @@ async fn execute(ctx: &Ctx, p: &Proc, key: &str, call: &Call) -> (Kind, Reply) {
                     Reply::Granted {
                         token: a.lease.token,
                         already_held: false,
+                        safe_deadline_ns: Some(ctx.rec.ns_of(a.safe_deadline)),
                     },
                 ),
                 Err(e) => failed(e),
@@ -315,10 +332,11 @@ async fn execute(ctx: &Ctx, p: &Proc, key: &str, call: &Call) -> (Kind, Reply) {
                             list,
                         },
                     ),
+                    // A definite answer showing a list nobody wrote: the checkers fail on it.
                     None => (
-                        Kind::Info,
-                        Reply::Unknown {
-                            message: format!("unreadable list {text:?}"),
+                        Kind::Ok,
+                        Reply::Corrupt {
+                            text: text.to_string(),
                         },
                     ),
                 }
@@ -408,7 +426,11 @@ impl Slot {
     }
 
     /// Counts an operation; rotates to a fresh key when this one has had enough.
-    fn count(&self) {
+    fn count(&self, key: &str) {
+        // An operation that ran on a key the slot has already left counts for nothing.
+        if key != self.key() {
+            return;
+        }
         if self.ops.fetch_add(1, Ordering::Relaxed) + 1 >= KEY_OPS_MAX {
             self.ops.store(0, Ordering::Relaxed);
             self.generation.fetch_add(1, Ordering::Relaxed);
@@ -452,7 +474,7 @@ impl Worker {
         let inv = self.ctx.rec.now_ns();
         let (kind, reply) =
             perform(&self.ctx, &self.proc_, self.slot.workload, &self.key, call).await;
-        self.slot.count();
+        self.slot.count(&self.key);
         if kind == Kind::Info {
             // Retired: whatever it held or wrote is now unknown.
             self.proc_ = self.ctx.new_proc(&self.slot.names[self.w]);
@@ -462,12 +484,22 @@ impl Worker {
         (kind, reply, inv)
     }
 
-    fn believe(&mut self, token: u64, inv_ns: Nanos) {
+    /// The worker acts on `token` until the client library's safe deadline from `reply`
+    /// (`send_time + ttl × (1 − drift_margin)`), or the same counted from `inv_ns` if the
+    /// reply has none.
+    fn believe(&mut self, token: u64, reply: &Reply, inv_ns: Nanos) {
+        let deadline = match reply {
+            Reply::Granted {
+                safe_deadline_ns, ..
+            }
+            | Reply::Renewed { safe_deadline_ns } => *safe_deadline_ns,
+            _ => None,
+        };
         let ttl = self.ctx.ttl.mul_f64(1.0 - self.ctx.drift_margin);
-        self.belief = Some(Belief {
-            token,
-            until: self.ctx.rec.instant_at(inv_ns) + ttl,
-        });
+        let until = deadline
+            .map(|ns| self.ctx.rec.instant_at(ns))
+            .unwrap_or_else(|| self.ctx.rec.instant_at(inv_ns) + ttl);
+        self.belief = Some(Belief { token, until });
     }
 
     fn follow_key(&mut self) {
@@ -492,13 +524,14 @@ impl Worker {
             Reply::Granted {
                 token,
                 already_held,
+                ..
             },
-        ) = (kind, reply)
+        ) = (kind, &reply)
         {
             if !already_held {
                 self.list = None;
             }
-            self.believe(token, inv);
+            self.believe(*token, &reply, inv);
         }
     }
 
@@ -538,9 +571,9 @@ impl Worker {
             Some(b) => {
                 let r = self.rng.gen_range(0..100);
                 if r < 25 {
-                    let (kind, _, inv) = self.op(Call::Renew { token: b.token }).await;
+                    let (kind, reply, inv) = self.op(Call::Renew { token: b.token }).await;
                     match kind {
-                        Kind::Ok => self.believe(b.token, inv),
+                        Kind::Ok => self.believe(b.token, &reply, inv),
                         Kind::Fail => self.belief = None,
                         _ => {}
                     }
@@ -597,9 +630,9 @@ impl Worker {
                     self.claim().await;
                 } else if r < 85 {
                     let (kind, reply, inv) = self.op(Call::Accept { ttl_ms }).await;
-                    if let (Kind::Ok, Reply::Granted { token, .. }) = (kind, reply) {
+                    if let (Kind::Ok, Reply::Granted { token, .. }) = (kind, &reply) {
                         self.list = None;
-                        self.believe(token, inv);
+                        self.believe(*token, &reply, inv);
                     }
                 } else {
                     self.read().await;

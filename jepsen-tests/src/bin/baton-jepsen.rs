@@ -131,7 +131,9 @@ async fn main() {
             }
         }
     };
-    // Ctrl-C drops the run: namespaces, links and nodes are removed by their Drop.
+    // Ctrl-C or SIGTERM drops the run: namespaces, links and nodes are removed by their Drop.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing the SIGTERM handler");
     let code = tokio::select! {
         r = work => match r {
             Ok(true) => 0,
@@ -144,6 +146,10 @@ async fn main() {
         _ = tokio::signal::ctrl_c() => {
             eprintln!("baton-jepsen: interrupted; cleaned up");
             130
+        }
+        _ = terminate.recv() => {
+            eprintln!("baton-jepsen: terminated; cleaned up");
+            143
         }
     };
     std::process::exit(code);

@@ -15,7 +15,9 @@
 //! - **failed write visible**: elements only `fail` writes carried never appear;
 //! - **from the future**: no element is read before any write of it was invoked;
 //! - **token order** (baton only): tokens along a list never decrease;
-//! - **final read**: the last read of each key holds every element acknowledged before it.
+//! - **final read**: the last read of each key holds every element acknowledged before it;
+//! - **corrupt read** (baton only): no read comes back with a record list that cannot be
+//!   decoded (`Reply::Corrupt`): the record would hold something no worker wrote.
 //!
 //! Each problem is reported once per element (the first read showing it), not once per read.
 
@@ -77,6 +79,25 @@ pub fn check(ops: &[Op], source: Source) -> CheckResult {
     let (mut acked_final, mut held_final) = (0, 0);
     for (key, kops) in &keys {
         let reads: Vec<ReadOp> = kops.iter().filter_map(|o| read_of(o, source)).collect();
+        let right_read = |o: &Op| match source {
+            Source::Baton => matches!(o.call, Call::Read),
+            Source::Canary => matches!(o.call, Call::MemRead),
+        };
+        for o in kops.iter().filter(|o| right_read(o)) {
+            if let Some(Reply::Corrupt { text }) = &o.reply {
+                found.add(
+                    "corrupt read",
+                    key,
+                    Some(o.inv_ns),
+                    format!(
+                        "the list {:?} cannot be decoded, so the record holds something no worker \
+                         wrote: {}",
+                        super::clip(text, 80),
+                        describe(o)
+                    ),
+                );
+            }
+        }
         let writes: Vec<WriteOp> = kops.iter().filter_map(|o| write_of(o, source)).collect();
         n_reads += reads.len();
         for w in &writes {
@@ -419,6 +440,24 @@ mod tests {
             })
             .collect();
         assert_eq!(check(&canary, Source::Canary).verdict, Verdict::Pass);
+    }
+
+    #[test]
+    fn a_corrupt_read_fails() {
+        let r = baton(&[
+            write_ok("c1", 5, &[e(5, 1)], 0, 10),
+            read_corrupt("c2", "5:1 5:", 20, 30),
+            read_ok("c2", None, &[e(5, 1)], 40, 50),
+        ]);
+        assert_eq!(r.verdict, Verdict::Fail);
+        assert_eq!(kinds(&r), ["corrupt read"], "{r:#?}");
+        assert!(
+            r.violations[0]
+                .message
+                .contains("the list \"5:1 5:\" cannot be decoded"),
+            "{r:#?}"
+        );
+        assert_eq!(r.violations[0].t_ns, Some(20 * MS));
     }
 
     #[test]

@@ -1,12 +1,17 @@
 //! The checkers: they read a run's history and say whether baton kept its promises.
 //!
 //! - [`wgl`] + [`model`]: per-key linearizability of every baton operation against the lease
-//!   model (the authority: it sees info operations, hidden expiry and offers);
+//!   model (the authority: it sees info operations, hidden expiry and offers); a read whose
+//!   record list cannot be decoded fails it outright;
 //! - [`tokens`]: fencing tokens unique per key and increasing in real-time order;
-//! - [`intervals`]: the windows in which workers believed they held a key never overlap;
+//! - [`intervals`]: the windows in which workers believed they held a key never overlap, and
+//!   the client library's safe deadlines are never later than it promises;
 //! - [`fencing`]: no write with a stale token was accepted;
-//! - [`lists`]: the record lists workers append to lose, duplicate or invent nothing (also run
-//!   on the unfenced canary, where it must find lost updates).
+//! - [`lists`]: the record lists workers append to lose, duplicate, corrupt or invent nothing
+//!   (also run on the unfenced canary's memory lists, where it must find lost updates).
+//!
+//! "Baton operations" are all operations but the canary's `MemRead`/`MemWrite`: the canary
+//! workload's claims and releases are checked like everyone else's.
 //!
 //! All checkers are linear or near-linear except the WGL search, which has a per-key time
 //! budget ([`CheckParams::wgl_budget_ms`]) and answers Unknown when it runs out.
@@ -37,7 +42,8 @@ pub const CANARY_WORKLOAD: &str = "unfenced-canary";
 const MAX_VIOLATIONS: usize = 200;
 
 /// Runs every baton checker on the history: linearizability, tokens, intervals, fencing and
-/// lists, in that order. Keys of the canary workload are left out (see [`check_canary`]).
+/// lists, in that order, on every baton operation, the canary workload's claims and releases
+/// included. Only the canary's `MemRead`/`MemWrite` are left out (see [`check_canary`]).
 pub fn check_all(history: &History, params: &CheckParams) -> Vec<CheckResult> {
     let ops = history.ops();
     let baton: Vec<Op> = ops.into_iter().filter(is_baton).collect();
@@ -106,7 +112,8 @@ pub struct Counts {
     pub canary_ok_writes: u64,
 }
 
-/// Counts the history's operations.
+/// Counts the history's operations. The canary workload's claims and releases are checked
+/// ([`check_all`]) but not counted here: the minimums are about the baton workloads.
 pub fn counts(history: &History) -> Counts {
     let ops = history.ops();
     let mut c = Counts::default();
@@ -116,7 +123,7 @@ pub fn counts(history: &History) -> Counts {
         c.canary_ok_writes +=
             u64::from(matches!(o.call, Call::MemWrite { .. }) && o.kind == Kind::Ok);
     }
-    let baton: Vec<Op> = ops.into_iter().filter(is_baton).collect();
+    let baton: Vec<Op> = ops.into_iter().filter(is_baton_workload).collect();
     let keys = by_key(&baton);
     c.keys = keys.len() as u64;
     for kops in keys.values() {
@@ -172,9 +179,18 @@ pub fn counts(history: &History) -> Counts {
     c
 }
 
-/// A baton operation of a key not in the canary workload.
+/// A baton operation: anything but the canary's reads and writes of harness memory. The
+/// canary's own claims and releases are baton operations and are checked like any other (its
+/// late behaviour is all in memory: it claims, reads and writes memory, then releases, so a
+/// release that comes back `Lost` after a pause past the TTL is legal and its belief, which
+/// the intervals checker takes from grant timing alone, ends at the safe deadline anyway).
 fn is_baton(o: &Op) -> bool {
-    o.workload != CANARY_WORKLOAD && !matches!(o.call, Call::MemRead | Call::MemWrite { .. })
+    !matches!(o.call, Call::MemRead | Call::MemWrite { .. })
+}
+
+/// A baton operation of a key not in the canary workload (what [`counts`] counts).
+fn is_baton_workload(o: &Op) -> bool {
+    o.workload != CANARY_WORKLOAD && is_baton(o)
 }
 
 /// The per-key WGL search on every baton key, each within `params.wgl_budget_ms`.
@@ -194,6 +210,18 @@ pub fn linearizability(ops: &[Op], params: &CheckParams) -> CheckResult {
                 key,
                 Some(kops[*i].inv_ns),
                 format!("{why}: {}", describe(kops[*i])),
+            );
+        }
+        for &i in &p.corrupt {
+            found.add(
+                "corrupt read",
+                key,
+                Some(kops[i].inv_ns),
+                format!(
+                    "the record's list could not be decoded, so it holds something no worker \
+                     wrote: {}",
+                    describe(kops[i])
+                ),
             );
         }
         match wgl::check(&model, &p.ops, budget) {
@@ -236,7 +264,8 @@ pub fn linearizability(ops: &[Op], params: &CheckParams) -> CheckResult {
             }
         }
     }
-    let verdict = if bad > 0 || found.count("malformed") > 0 {
+    let corrupt = found.count("corrupt read");
+    let verdict = if bad > 0 || found.count("malformed") > 0 || corrupt > 0 {
         Verdict::Fail
     } else if !unknown.is_empty() {
         Verdict::Unknown
@@ -246,7 +275,9 @@ pub fn linearizability(ops: &[Op], params: &CheckParams) -> CheckResult {
     let outcome = match verdict {
         Verdict::Pass => "all linearizable".to_string(),
         Verdict::Unknown => format!("undecided on {} (budget ran out)", unknown.join(", ")),
-        _ => format!("{bad} not linearizable"),
+        _ if bad > 0 => format!("{bad} not linearizable"),
+        _ if corrupt > 0 => format!("{corrupt} corrupt reads"),
+        _ => "malformed replies".to_string(),
     };
     let summary = format!(
         "{} keys, {placed} operations placed ({dropped} dropped: fail/info reads, uninformative \
@@ -268,6 +299,16 @@ pub(crate) fn by_key(ops: &[Op]) -> BTreeMap<&str, Vec<&Op>> {
         v.sort_by_key(|o| o.inv_ns);
     }
     keys
+}
+
+/// At most `max` characters of `text` (an ellipsis marks a cut).
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
 }
 
 /// Seconds since the run started, for messages.
@@ -316,12 +357,21 @@ pub(crate) fn describe(o: &Op) -> String {
             Reply::Granted {
                 token,
                 already_held,
+                safe_deadline_ns,
             } => format!(
-                "granted {token}{}",
-                if *already_held { " (already held)" } else { "" }
+                "granted {token}{}{}",
+                if *already_held { " (already held)" } else { "" },
+                safe_deadline_ns
+                    .map(|d| format!(", safe until {}", secs(d)))
+                    .unwrap_or_default()
             ),
             Reply::Held { holder } => format!("held by {} with {}", holder.client, holder.token),
-            Reply::Renewed => "renewed".into(),
+            Reply::Renewed { safe_deadline_ns } => format!(
+                "renewed{}",
+                safe_deadline_ns
+                    .map(|d| format!(", safe until {}", secs(d)))
+                    .unwrap_or_default()
+            ),
             Reply::Released => "released".into(),
             Reply::Lost { current } => format!("lost ({})", holding(current)),
             Reply::Offered => "offered".into(),
@@ -333,6 +383,7 @@ pub(crate) fn describe(o: &Op) -> String {
                     .map(|e| e.encode())
                     .unwrap_or_else(|| "-".into())
             ),
+            Reply::Corrupt { text } => format!("corrupt list {:?}", clip(text, 80)),
             Reply::Written => "written".into(),
             Reply::Refused { message } => format!("refused ({message})"),
             Reply::Unknown { message } => format!("unknown ({message})"),
@@ -483,6 +534,87 @@ mod tests {
             "{:?}",
             lin.violations
         );
+    }
+
+    /// A canary op on the canary key.
+    fn canary(o: Op) -> Op {
+        on(o, CANARY_WORKLOAD, "canary")
+    }
+
+    #[test]
+    fn the_canarys_claims_and_releases_are_checked_without_false_alarms() {
+        // The canary's round: worker c1 claims, reads memory, pauses past the TTL, writes
+        // memory (a lost update waiting to happen) and releases, lost to c2 who claimed after
+        // c1's lease may have expired.
+        let ops = vec![
+            canary(claim_ok("c1", 5, 0, 10)),
+            mem_read("c1", &[], 20, 30),
+            canary(claim_held("c2", "c1", 5, 100, 110)),
+            canary(claim_ok("c2", 7, 2000, 2010)),
+            mem_read("c2", &[], 2020, 2030),
+            mem_write("c2", &[e(7, 2)], 2040, 2050),
+            canary(release_ok("c2", 7, 2060, 2070)),
+            mem_write("c1", &[e(5, 1)], 3300, 3310),
+            canary(release_lost_to("c1", 5, None, 3320, 3330)),
+            mem_read("c3", &[e(5, 1)], 3400, 3410),
+        ];
+        let h = history(&ops);
+        for r in check_all(&h, &params()) {
+            assert_eq!(r.verdict, Verdict::Pass, "{r:#?}");
+        }
+        let lin = &check_all(&h, &params())[0];
+        // The five claims and releases were placed; the memory operations never reach the model.
+        assert!(
+            lin.summary.starts_with("1 keys, 5 operations placed"),
+            "{}",
+            lin.summary
+        );
+        // The canary's own checker sees the lost update.
+        assert_eq!(check_canary(&h).verdict, Verdict::Fail);
+        // Not counted towards the baton workloads' minimums.
+        let c = counts(&h);
+        assert_eq!((c.keys, c.ops, c.ok_claims, c.canary_ops), (0, 0, 0, 5));
+    }
+
+    #[test]
+    fn a_double_grant_on_the_canary_key_fails() {
+        let ops = vec![
+            canary(claim_ok("c1", 5, 0, 10)),
+            canary(claim_ok("c2", 7, 100, 110)),
+            mem_read("c1", &[], 20, 30),
+        ];
+        let results = check_all(&history(&ops), &params());
+        let verdict = |name: &str| results.iter().find(|r| r.checker == name).unwrap().verdict;
+        assert_eq!(verdict("linearizability"), Verdict::Fail);
+        assert_eq!(verdict("intervals"), Verdict::Fail);
+    }
+
+    #[test]
+    fn a_corrupt_read_fails_linearizability_and_lists() {
+        let ops = vec![
+            claim_ok("c1", 5, 0, 10),
+            write_ok("c1", 5, &[e(5, 1)], 20, 30),
+            read_corrupt("c2", "5:1 \u{1}", 40, 50),
+        ];
+        let results = check_all(&history(&ops), &params());
+        let lin = &results[0];
+        assert_eq!(lin.verdict, Verdict::Fail, "{lin:#?}");
+        assert_eq!(lin.violations.len(), 1);
+        assert!(
+            lin.violations[0].message.starts_with("corrupt read: "),
+            "{lin:#?}"
+        );
+        assert!(
+            lin.violations[0]
+                .message
+                .ends_with("→ corrupt list \"5:1 \\u{1}\""),
+            "{lin:#?}"
+        );
+        assert_eq!(lin.violations[0].t_ns, Some(40 * MS));
+        assert!(lin.summary.contains("1 corrupt reads"), "{}", lin.summary);
+        let lists = results.iter().find(|r| r.checker == "lists").unwrap();
+        assert_eq!(lists.verdict, Verdict::Fail, "{lists:#?}");
+        assert!(lists.violations[0].message.starts_with("corrupt read: "));
     }
 
     #[test]

@@ -10,16 +10,27 @@
 //!   (`Exact`) when a later read, refusal or operation shows it. Token values are never
 //!   enumerated.
 //! - **Expiry** is a hidden step (holder and offer gone) allowed before an operation X only if
-//!   `X.ret >= earliest_expiry`, where `earliest_expiry = inv(grant or latest renewal) +
+//!   `horizon(X) >= earliest_expiry`, where `earliest_expiry = inv(grant or latest renewal) +
 //!   ttl / (1 + rho)`: the server counts from when it applied the request, which is after the
-//!   client sent it, on a clock at most `rho` fast. Comparing with X's *return* is lenient: it
-//!   can miss a violation but never raise a false alarm. Info operations (return +infinity)
-//!   may always come after an expiry.
+//!   client sent it, on a clock at most `rho` fast. `horizon(X)` is the search's bound on X's
+//!   linearization point ([`Model::step`]): the earliest return among X and every operation
+//!   linearized after it (each of them takes effect after X and before it returns). It is at
+//!   most `X.ret`, so a long X (a claim retried for seconds) cannot hide an early expiry when a
+//!   short operation that must follow it returned before the earliest expiry. Still lenient
+//!   (X may have taken effect earlier still): it can miss a violation but never raise a false
+//!   alarm. When X and everything after it are info operations (return +infinity), an expiry
+//!   may always come first.
 //! - **Offer lapse** likewise, after `inv(offer) + offer_ttl / (1 + rho)`.
 //!
 //! Semantics follow the state machine (`node/src/core/table.rs`): a claim by the holding
 //! client keeps its token and renews with `ttl = max(old, new)`; an offer to the holder's own
-//! name is refused; a pending offer freezes the record; releasing or expiring ends the offer.
+//! name is refused; a pending offer freezes the record; releasing or expiring ends the offer;
+//! a renew or release of a token that is not current is refused (`Lost`) with the lease as the
+//! server sees it (`current`), which must be the model's holder, or none when the key is free.
+//!
+//! A read that came back `ok` with a record list that cannot be decoded (`Reply::Corrupt`)
+//! shows a record nobody wrote: [`prepare`] reports it ([`Prepared::corrupt`]) instead of
+//! handing it to the search, and the linearizability checker fails on it.
 
 use std::collections::HashMap;
 
@@ -146,12 +157,24 @@ pub enum AcceptRes {
     Unknown,
 }
 
-/// How a renew, release, offer or write came back.
+/// How an offer or write came back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Res {
     Ok,
-    /// `Lost` (renew, release) or `Refused` (offer, write).
+    /// `Refused`.
     Refused,
+    Unknown,
+}
+
+/// How a renew or release came back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostRes {
+    Ok,
+    /// `Lost`: the token is not current; the server's lease is `current` (holder client id
+    /// interned, token), or the key is free.
+    Lost {
+        current: Option<(u32, u64)>,
+    },
     Unknown,
 }
 
@@ -166,12 +189,12 @@ pub enum LeaseOp {
     Renew {
         client: u32,
         token: u64,
-        res: Res,
+        res: LostRes,
     },
     Release {
         client: u32,
         token: u64,
-        res: Res,
+        res: LostRes,
     },
     Offer {
         client: u32,
@@ -275,28 +298,20 @@ impl LeaseModel {
                 },
             },
             LeaseOp::Renew { client, token, res } => match res {
-                Res::Ok | Res::Unknown => {
+                LostRes::Ok | LostRes::Unknown => {
                     if let Some(s) = s.held_by(client, token) {
                         out.push(self.renew(s, s.ttl_ms, inv));
                     }
                 }
-                Res::Refused => {
-                    if !s.surely_held_by(client, token) {
-                        out.push(s);
-                    }
-                }
+                LostRes::Lost { current } => lost(s, client, token, current, out),
             },
             LeaseOp::Release { client, token, res } => match res {
-                Res::Ok | Res::Unknown => {
+                LostRes::Ok | LostRes::Unknown => {
                     if let Some(s) = s.held_by(client, token) {
                         out.push(s.freed());
                     }
                 }
-                Res::Refused => {
-                    if !s.surely_held_by(client, token) {
-                        out.push(s);
-                    }
-                }
+                LostRes::Lost { current } => lost(s, client, token, current, out),
             },
             LeaseOp::Offer {
                 client,
@@ -381,6 +396,33 @@ impl LeaseModel {
     }
 }
 
+/// A renew or release of `(client, token)` refused as `Lost` with the server's lease
+/// `current`: legal when the token may not be current and `current` is the holder (its token
+/// pinned), or `None` with the key free. A lease the server reports after it may have expired
+/// is fine (the model never forces an expiry); a free key while the lease surely lives is not.
+fn lost(
+    s: LeaseState,
+    client: u32,
+    token: u64,
+    current: Option<(u32, u64)>,
+    out: &mut Vec<LeaseState>,
+) {
+    match current {
+        None => {
+            if s.holder.is_none() {
+                out.push(s);
+            }
+        }
+        Some((h, t)) => {
+            if let Some(p) = s.held_by(h, t) {
+                if !p.surely_held_by(client, token) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+}
+
 impl Model for LeaseModel {
     type State = LeaseState;
     type Op = LeaseOp;
@@ -389,9 +431,16 @@ impl Model for LeaseModel {
         vec![LeaseState::initial()]
     }
 
-    fn step(&self, s: &LeaseState, o: &Operation<LeaseOp>, out: &mut Vec<LeaseState>) {
-        // Hidden steps that may have happened before this operation took effect.
-        let by = o.ret_ns.unwrap_or(u64::MAX);
+    fn step(
+        &self,
+        s: &LeaseState,
+        o: &Operation<LeaseOp>,
+        horizon_ns: u64,
+        out: &mut Vec<LeaseState>,
+    ) {
+        // Hidden steps that may have happened before this operation took effect, which was
+        // no later than `horizon_ns` (at most its return).
+        let by = horizon_ns.min(o.ret_ns.unwrap_or(u64::MAX));
         self.apply(*s, o, out);
         if let Some((_, lapse)) = s.offer {
             if by >= lapse {
@@ -416,6 +465,10 @@ pub struct Prepared {
     pub dropped: usize,
     /// `ok` operations whose reply does not fit the call: `(input index, why)`.
     pub malformed: Vec<(usize, String)>,
+    /// Reads whose record list could not be decoded (`Reply::Corrupt`): input indexes. Each
+    /// is a definite answer showing a record nobody wrote, so a violation; left out of the
+    /// search (which could only fail on them, slowly) so the rest of the key is still judged.
+    pub corrupt: Vec<usize>,
 }
 
 /// Strings to small ids.
@@ -460,6 +513,10 @@ pub fn prepare(ops: &[&Op]) -> Prepared {
     ids.list(&[]);
     let mut p = Prepared::default();
     for (i, op) in ops.iter().enumerate() {
+        if matches!(op.call, Call::Read) && matches!(op.reply, Some(Reply::Corrupt { .. })) {
+            p.corrupt.push(i);
+            continue;
+        }
         match convert(op, &mut ids) {
             Ok(Some(m)) => {
                 let open = op.kind == Kind::Info || op.kind == Kind::Invoke;
@@ -493,7 +550,7 @@ fn convert(op: &Op, ids: &mut Interner) -> Result<Option<LeaseOp>, String> {
             op.reply.as_ref()
         ))
     };
-    // Renew, release, offer and write share the shape "ok / refused with this reply / open".
+    // Offer and write share the shape "ok / refused with this reply / open".
     let res = |refusal: fn(&Reply) -> bool, okay: fn(&Reply) -> bool| -> Result<Option<Res>, ()> {
         match (open, ok, reply) {
             (true, _, _) => Ok(Some(Res::Unknown)),
@@ -503,7 +560,18 @@ fn convert(op: &Op, ids: &mut Interner) -> Result<Option<LeaseOp>, String> {
             _ => Ok(None),
         }
     };
-    let lost = |r: &Reply| matches!(r, Reply::Lost { .. });
+    // Renew and release: "ok / lost with the current lease / open".
+    let mut lost_res = |okay: fn(&Reply) -> bool| -> Result<Option<LostRes>, ()> {
+        match (open, ok, reply) {
+            (true, _, _) => Ok(Some(LostRes::Unknown)),
+            (false, true, Some(r)) if okay(r) => Ok(Some(LostRes::Ok)),
+            (false, true, _) => Err(()),
+            (false, false, Some(Reply::Lost { current })) => Ok(Some(LostRes::Lost {
+                current: current.as_ref().map(|h| (ids.client(&h.client), h.token)),
+            })),
+            _ => Ok(None),
+        }
+    };
     let refused = |r: &Reply| matches!(r, Reply::Refused { .. });
     let m = match &op.call {
         Call::Claim { ttl_ms } => {
@@ -515,6 +583,7 @@ fn convert(op: &Op, ids: &mut Interner) -> Result<Option<LeaseOp>, String> {
                     Some(Reply::Granted {
                         token,
                         already_held,
+                        ..
                     }),
                 ) => ClaimRes::Granted {
                     token: *token,
@@ -533,7 +602,7 @@ fn convert(op: &Op, ids: &mut Interner) -> Result<Option<LeaseOp>, String> {
                 res,
             }
         }
-        Call::Renew { token } => match res(lost, |r| matches!(r, Reply::Renewed)) {
+        Call::Renew { token } => match lost_res(|r| matches!(r, Reply::Renewed { .. })) {
             Ok(Some(res)) => LeaseOp::Renew {
                 client,
                 token: *token,
@@ -542,7 +611,7 @@ fn convert(op: &Op, ids: &mut Interner) -> Result<Option<LeaseOp>, String> {
             Ok(None) => return Ok(None),
             Err(()) => return bad(),
         },
-        Call::Release { token } => match res(lost, |r| matches!(r, Reply::Released)) {
+        Call::Release { token } => match lost_res(|r| matches!(r, Reply::Released)) {
             Ok(Some(res)) => LeaseOp::Release {
                 client,
                 token: *token,
@@ -673,6 +742,51 @@ mod tests {
     }
 
     #[test]
+    fn an_expiry_must_precede_every_return_after_the_operation_not_just_its_own() {
+        // c2's claim is long (retried until 5000), so by its own return c1's lease may have
+        // expired (earliest 1818). But a read returning at 1200 already shows c2 holding: the
+        // claim took effect by 1200, when c1's lease surely lived.
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                claim_ok("c2", 7, 1000, 5000),
+                read_ok("c3", Some(("c2", 7)), &[], 1100, 1200),
+            ],
+            2,
+        );
+        // Without the read, or with one returning after the earliest expiry, it is legal.
+        ok(&[claim_ok("c1", 5, 0, 10), claim_ok("c2", 7, 1000, 5000)]);
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            claim_ok("c2", 7, 1000, 5000),
+            read_ok("c3", Some(("c2", 7)), &[], 1100, 1900),
+        ]);
+        // A read that may come before the claim (it shows c1) does not bound it.
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            claim_ok("c2", 7, 1000, 5000),
+            read_ok("c3", Some(("c1", 5)), &[], 1100, 1200),
+        ]);
+        // Likewise an offer's lapse (earliest 929): a long write during the offer is legal
+        // only after the lapse, but a read returning at 900 already shows it.
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                offer_ok("c1", 5, "w-c2", 1000, 20, 30),
+                write_ok("c1", 5, &[e(5, 1)], 100, 3000),
+                read_ok("c3", Some(("c1", 5)), &[e(5, 1)], 850, 900),
+            ],
+            3,
+        );
+        ok(&[
+            claim_ok("c1", 5, 0, 10),
+            offer_ok("c1", 5, "w-c2", 1000, 20, 30),
+            write_ok("c1", 5, &[e(5, 1)], 100, 3000),
+            read_ok("c3", Some(("c1", 5)), &[e(5, 1)], 850, 950),
+        ]);
+    }
+
+    #[test]
     fn a_renewal_pushes_the_earliest_expiry() {
         bad(
             &[
@@ -761,6 +875,81 @@ mod tests {
             claim_ok("c1", 5, 0, 10),
             claim_held("c2", "c1", 5, 5000, 5010),
         ]);
+    }
+
+    #[test]
+    fn lost_refusals_show_the_current_holder() {
+        // c2 holds after c1's lease may have expired: c1's renewal is lost to c2.
+        let before = [claim_ok("c1", 5, 0, 10), claim_ok("c2", 7, 2000, 2010)];
+        let with = |o: Op| {
+            let mut v = before.to_vec();
+            v.push(o);
+            v
+        };
+        ok(&with(renew_lost_to("c1", 5, Some(("c2", 7)), 2100, 2110)));
+        ok(&with(release_lost_to("c1", 5, Some(("c2", 7)), 2100, 2110)));
+        // A free key while c2's lease surely lives.
+        bad(&with(renew_lost_to("c1", 5, None, 2100, 2110)), 2);
+        bad(&with(release_lost_to("c1", 5, None, 2100, 2110)), 2);
+        // A holder nobody was granted, or the wrong token.
+        bad(
+            &with(renew_lost_to("c1", 5, Some(("c9", 7)), 2100, 2110)),
+            2,
+        );
+        bad(
+            &with(renew_lost_to("c1", 5, Some(("c2", 8)), 2100, 2110)),
+            2,
+        );
+        // Free once c2's lease may have expired (2000 + 1818).
+        ok(&with(renew_lost_to("c1", 5, None, 3900, 3910)));
+        // The server may report an expired holder late.
+        ok(&with(renew_lost_to("c1", 5, Some(("c2", 7)), 9000, 9010)));
+        // But not one that released.
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                release_ok("c1", 5, 20, 30),
+                claim_ok("c2", 7, 40, 50),
+                release_ok("c2", 7, 60, 70),
+                release_lost_to("c1", 5, Some(("c2", 7)), 80, 90),
+            ],
+            4,
+        );
+        // Nor the refused token itself as the current one.
+        bad(
+            &[
+                claim_ok("c1", 5, 0, 10),
+                renew_lost_to("c1", 5, Some(("c1", 5)), 3000, 3010),
+            ],
+            1,
+        );
+        // A lost reply reveals an info claim's token, which then stays pinned.
+        let revealed = [
+            claim_ok("c1", 5, 0, 10),
+            release_ok("c1", 5, 20, 30),
+            claim_info("c2", 40),
+            renew_lost_to("c1", 5, Some(("c2", 17)), 100, 110),
+        ];
+        ok(&revealed);
+        let mut pinned = revealed.to_vec();
+        pinned.push(read_ok("c3", Some(("c2", 18)), &[], 200, 210));
+        bad(&pinned, 4);
+    }
+
+    #[test]
+    fn corrupt_reads_are_reported_not_dropped() {
+        let ops = [
+            claim_ok("c1", 5, 0, 10),
+            read_corrupt("c2", "5:1 garbage", 20, 30),
+            write_ok("c1", 5, &[e(5, 1)], 40, 50),
+        ];
+        let refs: Vec<&Op> = ops.iter().collect();
+        let p = prepare(&refs);
+        assert_eq!(p.corrupt, vec![1]);
+        assert!(p.malformed.is_empty());
+        // The rest of the key still goes to the search.
+        assert_eq!(p.origin, vec![0, 2]);
+        assert_eq!(p.dropped, 0);
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! semantics (tokens grow by random gaps; expiry at `effect + ttl`, which is never before
 //! `inv + ttl / (1 + rho)`; offers lapse). Workers follow a simplified `lease-register` loop,
 //! including deliberately late writes and lost replies (info; the process is retired and a
-//! new client id takes over; the operation took effect or not, possibly much later).
+//! new client id takes over; the operation took effect or not, possibly much later). The
+//! client library's safe deadline (`send + ttl × (1 − margin)`, sent within half a millisecond
+//! of the invocation) is recorded in grants and renewals, and the workers act on it.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -28,6 +30,9 @@ pub enum Bug {
     NoFencing,
     /// Leases expire after half their TTL (a clock running twice as fast).
     FastClock,
+    /// The client library counts its safe deadline from the reply's arrival, not from when it
+    /// sent the request.
+    ArrivalClock,
 }
 
 #[derive(Debug, Clone)]
@@ -112,6 +117,7 @@ impl Store {
                     let reply = Reply::Granted {
                         token,
                         already_held: false,
+                        safe_deadline_ns: None,
                     };
                     (Kind::Ok, reply)
                 }
@@ -121,6 +127,7 @@ impl Store {
                     let reply = Reply::Granted {
                         token: l.token,
                         already_held: true,
+                        safe_deadline_ns: None,
                     };
                     (Kind::Ok, reply)
                 }
@@ -139,7 +146,12 @@ impl Store {
                 if matches!(op.call, Call::Renew { .. }) {
                     let l = self.lease.as_mut().unwrap();
                     l.expires = now + l.ttl_ms * MS;
-                    (Kind::Ok, Reply::Renewed)
+                    (
+                        Kind::Ok,
+                        Reply::Renewed {
+                            safe_deadline_ns: None,
+                        },
+                    )
                 } else {
                     self.lease = None;
                     self.offer = None;
@@ -171,6 +183,7 @@ impl Store {
                 let reply = Reply::Granted {
                     token,
                     already_held: false,
+                    safe_deadline_ns: None,
                 };
                 (Kind::Ok, reply)
             }
@@ -183,7 +196,9 @@ impl Store {
             ),
             Call::Write { token, list, .. } => {
                 let allowed = match bug {
-                    Bug::None | Bug::FastClock => self.current(c, *token) && self.offer.is_none(),
+                    Bug::None | Bug::FastClock | Bug::ArrivalClock => {
+                        self.current(c, *token) && self.offer.is_none()
+                    }
                     Bug::NoFencing => self.ever_held.iter().any(|h| h == c),
                 };
                 if !allowed {
@@ -325,7 +340,23 @@ pub fn key_history(
                 }
             }
             Event::Return(i, w) => {
-                let (k, reply) = results[i].clone().unwrap();
+                let (k, mut reply) = results[i].clone().unwrap();
+                // The client library's safe deadline, counted from its send (just after the
+                // invocation, before any effect) or, with the bug, from the reply's arrival.
+                let counted_from = match bug {
+                    Bug::ArrivalClock => now,
+                    // (A jitter that leaves the random sequence alone.)
+                    _ => out[i].inv_ns + (i as u64 * 7_919) % 500_000,
+                };
+                match &mut reply {
+                    Reply::Granted {
+                        safe_deadline_ns, ..
+                    }
+                    | Reply::Renewed { safe_deadline_ns } => {
+                        *safe_deadline_ns = Some(counted_from + TTL_MS * MS * 95 / 100);
+                    }
+                    _ => {}
+                }
                 out[i].kind = k;
                 out[i].reply = Some(reply.clone());
                 out[i].ret_ns = Some(now);
@@ -411,7 +442,10 @@ fn next_call(rng: &mut StdRng, ws: &mut [Worker], w: usize, now: u64, uid: &mut 
 
 /// What a worker learns from a reply.
 fn learn(me: &mut Worker, op: &Op, kind: Kind, reply: &Reply) {
-    let believe = |inv: u64, token: u64| Some((token, inv + TTL_MS * MS * 95 / 100));
+    // Until the library's safe deadline.
+    let believe = |safe: &Option<u64>, token: u64| {
+        Some((token, safe.unwrap_or(op.inv_ns + TTL_MS * MS * 95 / 100)))
+    };
     match (&op.call, kind, reply) {
         (
             Call::Claim { .. } | Call::Accept { .. },
@@ -419,14 +453,17 @@ fn learn(me: &mut Worker, op: &Op, kind: Kind, reply: &Reply) {
             Reply::Granted {
                 token,
                 already_held,
+                safe_deadline_ns,
             },
         ) => {
             if !already_held {
                 me.list = None;
             }
-            me.belief = believe(op.inv_ns, *token);
+            me.belief = believe(safe_deadline_ns, *token);
         }
-        (Call::Renew { token }, Kind::Ok, _) => me.belief = believe(op.inv_ns, *token),
+        (Call::Renew { token }, Kind::Ok, Reply::Renewed { safe_deadline_ns }) => {
+            me.belief = believe(safe_deadline_ns, *token)
+        }
         (Call::Renew { .. } | Call::Release { .. }, _, _) => me.belief = None,
         (Call::Offer { .. }, Kind::Ok, _) => me.belief = None,
         (Call::Read, Kind::Ok, Reply::Read { list, .. })
@@ -531,6 +568,40 @@ mod tests {
         assert_eq!(verdict("linearizability"), Verdict::Fail);
         assert_eq!(verdict("intervals"), Verdict::Fail);
         // Fencing still holds: tokens moved on, stale writes were refused.
+        assert_eq!(verdict("fencing"), Verdict::Pass);
+        assert_eq!(verdict("tokens"), Verdict::Pass);
+    }
+
+    #[test]
+    fn a_client_library_counting_from_the_reply_is_caught() {
+        let (results, _) = run(Bug::ArrivalClock, 8);
+        let r = results.iter().find(|r| r.checker == "intervals").unwrap();
+        assert_eq!(r.verdict, Verdict::Fail, "{}", r.summary);
+        assert!(
+            r.violations
+                .iter()
+                .any(|v| v.message.starts_with("late safe deadline")),
+            "{r:#?}"
+        );
+        // Even with over-bound skew (overlaps only reported), a late deadline fails.
+        let mut p = params();
+        p.skew_within_bound = false;
+        let mut ops = Vec::new();
+        for k in 0..8 {
+            ops.extend(key_history(
+                1000 + k as u64,
+                &format!("lr/{k}"),
+                4,
+                150,
+                0.03,
+                Bug::ArrivalClock,
+            ));
+        }
+        let r = super::super::intervals::check(&ops, &p);
+        assert_eq!(r.verdict, Verdict::Fail, "{}", r.summary);
+        // The store itself is correct.
+        let verdict = |name: &str| results.iter().find(|r| r.checker == name).unwrap().verdict;
+        assert_eq!(verdict("linearizability"), Verdict::Pass);
         assert_eq!(verdict("fencing"), Verdict::Pass);
         assert_eq!(verdict("tokens"), Verdict::Pass);
     }

@@ -65,6 +65,7 @@ pub fn claim_ok(c: &str, token: u64, inv: u64, ret: u64) -> Op {
     let reply = Reply::Granted {
         token,
         already_held: false,
+        safe_deadline_ns: None,
     };
     op(
         c,
@@ -80,6 +81,7 @@ pub fn reclaim_ok(c: &str, token: u64, inv: u64, ret: u64) -> Op {
     let reply = Reply::Granted {
         token,
         already_held: true,
+        safe_deadline_ns: None,
     };
     op(
         c,
@@ -114,15 +116,57 @@ pub fn renew_ok(c: &str, token: u64, inv: u64, ret: u64) -> Op {
         c,
         Call::Renew { token },
         Kind::Ok,
-        Some(Reply::Renewed),
+        Some(Reply::Renewed {
+            safe_deadline_ns: None,
+        }),
         inv,
         ret,
     )
 }
 
 pub fn renew_lost(c: &str, token: u64, inv: u64, ret: u64) -> Op {
-    let reply = Reply::Lost { current: None };
+    renew_lost_to(c, token, None, inv, ret)
+}
+
+/// A renewal refused as `Lost`, the server reporting `current` as the holder.
+pub fn renew_lost_to(c: &str, token: u64, current: Option<(&str, u64)>, inv: u64, ret: u64) -> Op {
+    let reply = Reply::Lost {
+        current: current.map(|(h, t)| holding(h, t)),
+    };
     op(c, Call::Renew { token }, Kind::Fail, Some(reply), inv, ret)
+}
+
+/// A release refused as `Lost`, the server reporting `current` as the holder.
+pub fn release_lost_to(
+    c: &str,
+    token: u64,
+    current: Option<(&str, u64)>,
+    inv: u64,
+    ret: u64,
+) -> Op {
+    let reply = Reply::Lost {
+        current: current.map(|(h, t)| holding(h, t)),
+    };
+    op(
+        c,
+        Call::Release { token },
+        Kind::Fail,
+        Some(reply),
+        inv,
+        ret,
+    )
+}
+
+/// The same grant or renewal with the client library's safe deadline at `ms`.
+pub fn safe_until(mut o: Op, ms: u64) -> Op {
+    match &mut o.reply {
+        Some(Reply::Granted {
+            safe_deadline_ns, ..
+        })
+        | Some(Reply::Renewed { safe_deadline_ns }) => *safe_deadline_ns = Some(ms * MS),
+        other => panic!("no safe deadline in {other:?}"),
+    }
+    o
 }
 
 pub fn release_ok(c: &str, token: u64, inv: u64, ret: u64) -> Op {
@@ -145,10 +189,20 @@ pub fn offer_ok(c: &str, token: u64, to: &str, offer_ttl_ms: u64, inv: u64, ret:
     op(c, call, Kind::Ok, Some(Reply::Offered), inv, ret)
 }
 
+pub fn offer_refused(c: &str, token: u64, to: &str, offer_ttl_ms: u64, inv: u64, ret: u64) -> Op {
+    let call = Call::Offer {
+        token,
+        to: to.into(),
+        offer_ttl_ms,
+    };
+    op(c, call, Kind::Fail, Some(refused()), inv, ret)
+}
+
 pub fn accept_ok(c: &str, token: u64, inv: u64, ret: u64) -> Op {
     let reply = Reply::Granted {
         token,
         already_held: false,
+        safe_deadline_ns: None,
     };
     op(
         c,
@@ -176,6 +230,12 @@ pub fn read_ok(c: &str, holder: Option<(&str, u64)>, list: &[Elem], inv: u64, re
         holder: holder.map(|(h, t)| holding(h, t)),
         list: list.to_vec(),
     };
+    op(c, Call::Read, Kind::Ok, Some(reply), inv, ret)
+}
+
+/// An ok read whose record list could not be decoded.
+pub fn read_corrupt(c: &str, text: &str, inv: u64, ret: u64) -> Op {
+    let reply = Reply::Corrupt { text: text.into() };
     op(c, Call::Read, Kind::Ok, Some(reply), inv, ret)
 }
 

@@ -31,6 +31,7 @@ fn grants<'a>(ops: &[&'a Op]) -> Vec<Grant<'a>> {
                 Some(Reply::Granted {
                     token,
                     already_held,
+                    ..
                 }),
                 Some(ret),
             ) => Some(Grant {

@@ -17,6 +17,13 @@
 //! Operations with no return (`info`: the outcome is unknown) return at +infinity and need not
 //! be linearized at all: they may never have happened. Their returns sort last, so reaching
 //! one means every operation that had to be placed has been.
+//!
+//! The step of a call gets a bound on its linearization point (see [`Model::step`]): the time
+//! of the first return entry still in the list. The walk reaches a call only across calls, so
+//! that return belongs to this operation or to a later one; every operation still in the list
+//! is linearized after this one. A second linked list holding only the return entries, lifted
+//! and restored with the first, gives that time in constant time. It depends only on the set of
+//! linearized operations, so the memo cache stays valid.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -35,8 +42,19 @@ pub trait Model {
 
     /// Pushes onto `out` every state `op` can lead to from `state` (none: illegal there). The
     /// operation's timestamps are passed so that hidden, time-dependent steps (expiry) can be
-    /// folded into the step.
-    fn step(&self, state: &Self::State, op: &Operation<Self::Op>, out: &mut Vec<Self::State>);
+    /// folded into the step, and so is `horizon_ns`, a bound on the operation's linearization
+    /// point: the earliest return (`u64::MAX` for open operations) among this operation and
+    /// every operation not linearized before it. Each of those takes effect at or after this
+    /// one and no later than it returns, so this one takes effect no later than `horizon_ns`
+    /// (which is at most its own return). A hidden step "before this operation" may only use
+    /// instants up to `horizon_ns`.
+    fn step(
+        &self,
+        state: &Self::State,
+        op: &Operation<Self::Op>,
+        horizon_ns: u64,
+        out: &mut Vec<Self::State>,
+    );
 }
 
 /// One operation of the history: its invocation and return times on the harness clock.
@@ -83,10 +101,15 @@ impl BitSet {
 }
 
 /// The successors of a whole state set, in canonical form (sorted, no duplicates).
-fn step_set<M: Model>(model: &M, states: &[M::State], op: &Operation<M::Op>) -> Vec<M::State> {
+fn step_set<M: Model>(
+    model: &M,
+    states: &[M::State],
+    op: &Operation<M::Op>,
+    horizon_ns: u64,
+) -> Vec<M::State> {
     let mut out = Vec::new();
     for s in states {
-        model.step(s, op, &mut out);
+        model.step(s, op, horizon_ns, &mut out);
     }
     out.sort();
     out.dedup();
@@ -130,6 +153,21 @@ pub fn check<M: Model>(model: &M, ops: &[Operation<M::Op>], budget: Duration) ->
         prev[e] = last;
         last = e;
     }
+    // The return entries alone, in the same order (indexed like `next`; calls unused).
+    let mut rnext = vec![NIL; 2 * n + 1];
+    let mut rprev = vec![NIL; 2 * n + 1];
+    let mut last = head;
+    for &(_, _, e) in order.iter().filter(|o| o.1 == 1) {
+        rnext[last] = e;
+        rprev[e] = last;
+        last = e;
+    }
+    // When each return entry happens (`u64::MAX` for open operations).
+    let ret_time = |e: usize| -> u64 {
+        ops[e - n]
+            .ret_ns
+            .map_or(u64::MAX, |r| r.max(ops[e - n].inv_ns))
+    };
 
     // Lifting removes an operation's call then its return; unlifting restores them in the
     // reverse order, so the saved neighbour pointers are still right.
@@ -169,7 +207,13 @@ pub fn check<M: Model>(model: &M, ops: &[Operation<M::Op>], budget: Duration) ->
         }
         if e < n {
             let op = e;
-            let new = step_set(model, &state, &ops[op]);
+            let first_ret = rnext[head];
+            let horizon = if first_ret == NIL {
+                u64::MAX
+            } else {
+                ret_time(first_ret)
+            };
+            let new = step_set(model, &state, &ops[op], horizon);
             if !new.is_empty() {
                 linearized.set(op);
                 let seen = (linearized.clone(), new.clone());
@@ -182,6 +226,7 @@ pub fn check<M: Model>(model: &M, ops: &[Operation<M::Op>], budget: Duration) ->
                     stack.push((e, std::mem::replace(&mut state, new)));
                     unlink(&mut next, &mut prev, call(op));
                     unlink(&mut next, &mut prev, ret(op));
+                    unlink(&mut rnext, &mut rprev, ret(op));
                     e = next[head];
                     continue;
                 }
@@ -203,6 +248,7 @@ pub fn check<M: Model>(model: &M, ops: &[Operation<M::Op>], budget: Duration) ->
             };
             state = saved;
             linearized.clear(c);
+            relink(&mut rnext, &mut rprev, ret(c));
             relink(&mut next, &mut prev, ret(c));
             relink(&mut next, &mut prev, call(c));
             e = next[c];
@@ -231,7 +277,7 @@ mod tests {
         fn init(&self) -> Vec<u32> {
             vec![0]
         }
-        fn step(&self, s: &u32, op: &Operation<RegOp>, out: &mut Vec<u32>) {
+        fn step(&self, s: &u32, op: &Operation<RegOp>, _horizon: u64, out: &mut Vec<u32>) {
             match &op.op {
                 RegOp::Write(v) => out.push(*v),
                 RegOp::Read(v) => {
@@ -244,7 +290,7 @@ mod tests {
         }
     }
 
-    fn op(inv: u64, ret: Option<u64>, op: RegOp) -> Operation<RegOp> {
+    fn op<O>(inv: u64, ret: Option<u64>, op: O) -> Operation<O> {
         Operation {
             inv_ns: inv,
             ret_ns: ret,
@@ -347,6 +393,40 @@ mod tests {
             op(40, Some(50), RegOp::Read(3)),
         ];
         assert!(matches!(run(&bad), Outcome::NotLinearizable { .. }));
+    }
+
+    /// Operations that must be placed in index order (`Nth(k)` is legal only as the k-th),
+    /// recording the horizon each placement was given.
+    struct Ordered(std::cell::RefCell<Vec<(usize, u64)>>);
+
+    impl Model for Ordered {
+        type State = usize;
+        type Op = usize;
+        fn init(&self) -> Vec<usize> {
+            vec![0]
+        }
+        fn step(&self, s: &usize, op: &Operation<usize>, horizon: u64, out: &mut Vec<usize>) {
+            if op.op == *s {
+                self.0.borrow_mut().push((op.op, horizon));
+                out.push(s + 1);
+            }
+        }
+    }
+
+    #[test]
+    fn the_horizon_is_the_earliest_return_among_the_ops_not_yet_placed() {
+        // 0 is long, 1 must follow it and returns at 20: 0 takes effect by 20, not by 100.
+        // 2 is open and placed last: nothing bounds it.
+        let h = [
+            op(0, Some(100), 0),
+            op(10, Some(20), 1),
+            op(5, None, 2),
+            op(30, Some(40), 3),
+        ];
+        let m = Ordered(Default::default());
+        assert_eq!(check(&m, &h, Duration::from_secs(5)), Outcome::Linearizable);
+        let placed = m.0.borrow().clone();
+        assert_eq!(placed, vec![(0, 20), (1, 20), (2, 40), (3, 40)]);
     }
 
     #[test]
