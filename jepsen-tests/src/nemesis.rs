@@ -89,15 +89,20 @@ impl Bed {
         self.cluster().ids()
     }
 
-    /// The leader as the nodes report it (the one that says it leads, in the highest term).
-    pub async fn leader(&self) -> Option<u64> {
+    /// A client that asks each node about itself, quickly, and the nodes' endpoints.
+    async fn status_client(&self) -> Option<(Client, Vec<String>)> {
         let endpoints = self.cluster().endpoints();
         let config = ClientConfig {
             request_timeout: Duration::from_millis(500),
             retry_deadline: Duration::from_millis(500),
             ..ClientConfig::with_endpoints(endpoints.clone())
         };
-        let client = Client::connect(config).await.ok()?;
+        Some((Client::connect(config).await.ok()?, endpoints))
+    }
+
+    /// The leader as the nodes report it (the one that says it leads, in the highest term).
+    pub async fn leader(&self) -> Option<u64> {
+        let (client, endpoints) = self.status_client().await?;
         let asks = endpoints.iter().map(|e| client.status_of(e));
         let answers = futures::future::join_all(asks).await;
         answers
@@ -111,13 +116,7 @@ impl Bed {
     /// Waits until every node is up and agrees on one leader; returns how long it took.
     pub async fn await_recovery(&self, limit: Duration) -> Option<Duration> {
         let start = std::time::Instant::now();
-        let endpoints = self.cluster().endpoints();
-        let config = ClientConfig {
-            request_timeout: Duration::from_millis(500),
-            retry_deadline: Duration::from_millis(500),
-            ..ClientConfig::with_endpoints(endpoints.clone())
-        };
-        let client = Client::connect(config).await.ok()?;
+        let (client, endpoints) = self.status_client().await?;
         while start.elapsed() < limit {
             let answers =
                 futures::future::join_all(endpoints.iter().map(|e| client.status_of(e))).await;

@@ -18,18 +18,7 @@ pub fn check(ops: &[Op]) -> CheckResult {
     let (mut ok_writes, mut late_ok, mut refused, mut late_refused) = (0, 0, 0, 0);
     for (key, kops) in &keys {
         // `ok` grants by return time, with the largest token granted so far.
-        let mut grants: Vec<(u64, u64, &Op)> = kops
-            .iter()
-            .filter_map(|o| match (&o.call, o.kind, &o.reply, o.ret_ns) {
-                (
-                    Call::Claim { .. } | Call::Accept { .. },
-                    Kind::Ok,
-                    Some(Reply::Granted { token, .. }),
-                    Some(ret),
-                ) => Some((ret, *token, *o)),
-                _ => None,
-            })
-            .collect();
+        let mut grants = super::ok_grants(kops.iter().copied());
         grants.sort_by_key(|g| g.0);
         // (return time, largest token granted by then, that grant's return, that grant).
         let mut best: Vec<(u64, u64, u64, &Op)> = Vec::with_capacity(grants.len());

@@ -35,6 +35,20 @@ use crate::history::{
     Call, CheckParams, CheckResult, History, Kind, Nanos, Op, Reply, Verdict, Violation,
 };
 
+/// The ok grants (claims and accepts) among `ops`: (return time, token, the op).
+pub(crate) fn ok_grants<'a>(ops: impl Iterator<Item = &'a Op>) -> Vec<(Nanos, u64, &'a Op)> {
+    ops.filter_map(|o| match (&o.call, o.kind, &o.reply, o.ret_ns) {
+        (
+            Call::Claim { .. } | Call::Accept { .. },
+            Kind::Ok,
+            Some(Reply::Granted { token, .. }),
+            Some(ret),
+        ) => Some((ret, *token, o)),
+        _ => None,
+    })
+    .collect()
+}
+
 /// The workload whose list lives in harness memory, guarded only by the lease.
 pub const CANARY_WORKLOAD: &str = "unfenced-canary";
 
@@ -128,17 +142,9 @@ pub fn counts(history: &History) -> Counts {
     c.keys = keys.len() as u64;
     for kops in keys.values() {
         // Return times and tokens of the key's ok grants, to tell certainly stale writes.
-        let grants: Vec<(u64, u64)> = kops
-            .iter()
-            .filter_map(|o| match (&o.call, o.kind, &o.reply, o.ret_ns) {
-                (
-                    Call::Claim { .. } | Call::Accept { .. },
-                    Kind::Ok,
-                    Some(Reply::Granted { token, .. }),
-                    Some(ret),
-                ) => Some((ret, *token)),
-                _ => None,
-            })
+        let grants: Vec<(u64, u64)> = ok_grants(kops.iter().copied())
+            .into_iter()
+            .map(|(ret, token, _)| (ret, token))
             .collect();
         for o in kops {
             c.ops += 1;
