@@ -59,6 +59,9 @@
 //! - [`watch`]: [`Client::watch`], every event of a key prefix as a [`WatchStream`] that
 //!   reconnects by itself and resumes without gap or repeat; [`Error::Compacted`] when the
 //!   revision to resume from has left every node's window.
+//! - [`bench`]: the `baton bench` workload ([`bench::run`]): concurrent claimants, each
+//!   its own [`Client`], looping claim → renew → release over a key space, with counts,
+//!   rates and latency percentiles ([`BenchReport`]).
 //! - `convert`: the one place that reads generated protobuf types.
 //! - [`error`]: [`Error`], typed from gRPC statuses; [`Error::Refused`] for the record and
 //!   handoff operations' refusals (stale token, frozen record, not the addressee).
@@ -74,6 +77,7 @@
 //!
 //! The `baton` binary (`src/main.rs`, `src/cli/`) is a thin edge over this library.
 
+pub mod bench;
 pub mod client;
 pub mod config;
 mod convert;
@@ -88,6 +92,7 @@ mod retry;
 pub mod types;
 pub mod watch;
 
+pub use bench::{BenchConfig, BenchReport};
 pub use client::Client;
 pub use config::{normalize_endpoint, ClientConfig, ValidConfig, DEFAULT_ENDPOINT};
 pub use error::Error;

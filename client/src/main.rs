@@ -19,10 +19,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
 
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // One thread is plenty for one request at a time; `bench` drives many concurrent
+    // clients, and on one thread it would measure this process rather than the cluster.
+    let mut builder = if matches!(cli.command, cli::args::Command::Bench(_)) {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");

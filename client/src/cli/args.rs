@@ -333,6 +333,28 @@ To miss nothing between a read and the watch:
 Exit codes: the child's; 3 when the key is held (nothing runs) or the lease was lost;
 4 when the cluster is unavailable at the claim; 127 when the command is not found.")]
     Run(RunArgs),
+    /// Measure claim/renew/release throughput and latency with concurrent claimants.
+    ///
+    /// Starts --clients claimants at once, each its own client (own connections and client
+    /// id, like separate agent processes). Each loops: claim a random key of --keys keys
+    /// (PREFIX000000, PREFIX000001, ...) with --ttl; if granted, renew it once and release
+    /// it; if held, go on with the next key. Only operations that start after --warmup and
+    /// finish before the end of --duration count. Errors are counted by kind and never stop
+    /// the run; each operation retries an unavailable cluster for --timeout (default 5s).
+    /// --client-id is not used: every claimant has its own random id.
+    ///
+    /// Prints a table, then the same report as one JSON line (only the JSON line with
+    /// --output json; docs/cli-json.md). The claims are real: run it against a scratch
+    /// cluster, since every key it claims keeps a case file there.
+    #[command(after_help = "Examples:
+  baton bench                                             # 16 clients, 1000 keys, 10s after 2s
+  baton bench --clients 64 --keys 100 --duration 30s      # more claimants per key: more held
+  baton bench --clients 4 --keys 4 --duration 2s --warmup 0s
+  baton --endpoints 10.0.0.1:7001,10.0.0.2:7001,10.0.0.3:7001 bench --output json | jq .cycles_per_s
+
+Exits 0 when the run finished, even with some errors (see the errors line); 4 when no
+claim got an answer (the cluster is unavailable); 2 when a flag is out of range.")]
+    Bench(BenchArgs),
     /// Cluster administration.
     #[command(after_help = "Examples:
   baton cluster status
@@ -364,6 +386,30 @@ pub struct RunArgs {
     /// The command to run and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// `baton bench [--clients N] [--keys N] [--duration D] [--warmup D] [--ttl D] [--prefix P]`
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Concurrent claimants, 1 to 4096.
+    #[arg(long, default_value_t = 16)]
+    pub clients: usize,
+    /// Keys to pick from, 1 to 1000000: fewer keys, more contention.
+    #[arg(long, default_value_t = 1000)]
+    pub keys: usize,
+    /// How long to measure, e.g. 10s or 1m (at most 1h).
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub duration: Duration,
+    /// How long to run before measuring (connections, leader discovery); 0s for none.
+    #[arg(long, value_parser = parse_duration_or_zero, default_value = "2s")]
+    pub warmup: Duration,
+    /// The TTL of every claim (1s to 1h; the node refuses less than its minimum, 2s by
+    /// default).
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub ttl: Duration,
+    /// Keys are this prefix and a 6-digit number, e.g. bench/000123.
+    #[arg(long, default_value = baton_client::bench::BENCH_KEY_PREFIX_DEFAULT)]
+    pub prefix: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -493,6 +539,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err("must be above zero".into());
     }
     Ok(duration)
+}
+
+/// Parses a duration like [`parse_duration`], allowing zero (`0s`).
+pub fn parse_duration_or_zero(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim()).map_err(|e| e.to_string())
 }
 
 /// Parses `NAME=VALUE` (for `--set`): the name is everything before the first `=`, and
@@ -818,6 +869,53 @@ mod tests {
         ));
         let error = Cli::try_parse_from(["baton", "watch", "--from", "-1"]).unwrap_err();
         assert_eq!(error.exit_code(), 2);
+    }
+
+    #[test]
+    fn bench_has_defaults_and_takes_a_zero_warmup() {
+        let cli = Cli::try_parse_from(["baton", "bench"]).unwrap();
+        let Command::Bench(bench) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!((bench.clients, bench.keys), (16, 1000));
+        assert_eq!(bench.duration, Duration::from_secs(10));
+        assert_eq!(bench.warmup, Duration::from_secs(2));
+        assert_eq!(bench.ttl, Duration::from_secs(10));
+        assert_eq!(bench.prefix, "bench/");
+        let cli = Cli::try_parse_from([
+            "baton",
+            "bench",
+            "--clients",
+            "4",
+            "--keys",
+            "8",
+            "--duration",
+            "1500ms",
+            "--warmup",
+            "0s",
+            "--ttl",
+            "5s",
+            "--prefix",
+            "b/",
+        ])
+        .unwrap();
+        let Command::Bench(bench) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!((bench.clients, bench.keys), (4, 8));
+        assert_eq!(bench.duration, Duration::from_millis(1500));
+        assert_eq!(bench.warmup, Duration::ZERO);
+        assert_eq!(
+            (bench.ttl, bench.prefix.as_str()),
+            (Duration::from_secs(5), "b/")
+        );
+        // A zero duration is a usage error; so is a negative count.
+        for argv in [
+            &["baton", "bench", "--duration", "0s"][..],
+            &["baton", "bench", "--clients", "-1"][..],
+        ] {
+            assert_eq!(Cli::try_parse_from(argv).unwrap_err().exit_code(), 2);
+        }
     }
 
     #[test]

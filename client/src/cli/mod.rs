@@ -2,6 +2,7 @@
 //! ([`exit`]). No protocol knowledge lives here; everything goes through [`baton_client`].
 
 pub mod args;
+pub mod bench;
 pub mod exit;
 pub mod git;
 pub mod handoff;
@@ -27,6 +28,10 @@ use output::{NodeRow, Rendered};
 /// Runs one parsed command and renders its result.
 pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
     let format = cli.global.output;
+    if let Command::Bench(bench_args) = cli.command {
+        // Each claimant builds its own client: no shared one, no --client-id.
+        return bench::run(bench_args, cli.global.endpoints, cli.global.timeout, format).await;
+    }
     let wait_timeout = cli.global.wait_timeout();
     let config = ClientConfig {
         retry_deadline: cli.global.retry_timeout(),
@@ -140,6 +145,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
         Command::Cluster {
             command: ClusterCommand::Status,
         } => output::cluster_status(&cluster_status(&client).await, format),
+        Command::Bench(_) => unreachable!("bench ran above, without the shared client"),
     };
     Ok(rendered)
 }

@@ -567,7 +567,7 @@ pub(crate) fn shell_word(word: &str) -> String {
 mod tests {
     use super::*;
     use crate::cli::records::tests::assignment;
-    use crate::cli::{handoff, records, watch};
+    use crate::cli::{bench, handoff, records, watch};
     use serde_json::json;
 
     fn lease() -> LeaseInfo {
@@ -1166,6 +1166,8 @@ mod tests {
             handoff::cancelled("tasks/x", 9, 14, f),
             watch::rendered(&watch::tests::sample_event(true), f),
             watch::rendered(&watch::tests::sample_event(false), f),
+            bench::rendered(&bench::tests::sample_report(), f),
+            bench::rendered(&bench::tests::clean_report(), f),
         ];
         if std::env::var_os("BATON_PRINT_JSON_EXAMPLES").is_some() {
             for out in &outputs {

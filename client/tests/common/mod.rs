@@ -1,6 +1,7 @@
 //! The harness the client's integration tests share: one real single-node `baton-node`
 //! process in a scratch directory on a free port, killed by PID when dropped, and the `baton`
-//! CLI run against it. Each test file says how it differs in a [`Setup`].
+//! CLI run against it. Each test file says how it differs in a [`Setup`]. [`Cluster`] starts
+//! several nodes, one process each, as one Raft cluster.
 
 #![allow(dead_code)]
 
@@ -212,4 +213,134 @@ fn stdout_json(out: &Output, what: &str) -> Value {
             String::from_utf8_lossy(&out.stderr)
         )
     })
+}
+
+/// A real cluster of `nodes` `baton-node` processes (one per node, all named in
+/// `--initial-cluster`) on free ports, each killed by PID when dropped. Node logs are in the
+/// scratch directory.
+pub struct Cluster {
+    /// `host:port` of each node, by node id (node 1 first).
+    pub endpoints: Vec<String>,
+    children: Vec<Child>,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Starts the nodes and waits until every one of them names the same leader.
+    pub async fn start(nodes: u64) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoints: Vec<String> = (1..=nodes)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
+        let initial_cluster = endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| format!("{}={addr}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let children = endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| {
+                let id = i + 1;
+                let log = std::fs::File::create(dir.path().join(format!("node{id}.log"))).unwrap();
+                Command::new(node_bin())
+                    .args(["--node-id", &id.to_string(), "--listen", addr, "--data-dir"])
+                    .arg(dir.path().join(format!("node{id}")))
+                    .args(["--initial-cluster", &initial_cluster])
+                    .env("RUST_LOG", "info,openraft=warn")
+                    .stdin(Stdio::null())
+                    .stdout(log.try_clone().unwrap())
+                    .stderr(log)
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let cluster = Cluster {
+            endpoints,
+            children,
+            dir,
+        };
+        cluster.wait_for_leader().await;
+        cluster
+    }
+
+    async fn wait_for_leader(&self) {
+        let client = Client::connect(ClientConfig {
+            retry_deadline: Duration::from_millis(500),
+            request_timeout: Duration::from_millis(500),
+            ..ClientConfig::with_endpoints(self.endpoints.iter().cloned())
+        })
+        .await
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut leaders = Vec::new();
+            for endpoint in &self.endpoints {
+                leaders.push(
+                    client
+                        .status_of(endpoint)
+                        .await
+                        .ok()
+                        .and_then(|s| s.leader_id),
+                );
+            }
+            if leaders[0].is_some() && leaders.iter().all(|l| *l == leaders[0]) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cluster never agreed on a leader: {leaders:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// `baton --endpoints EVERY,NODE ARGS`, without the caller's client id, holder or
+    /// endpoints.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(cli_bin());
+        command
+            .arg("--endpoints")
+            .arg(self.endpoints.join(","))
+            .args(args);
+        for name in ["BATON_CLIENT_ID", "BATON_HOLDER", "BATON_ENDPOINTS"] {
+            command.env_remove(name);
+        }
+        command
+    }
+
+    pub fn baton(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// A library client that knows every node.
+    pub async fn client(&self) -> Client {
+        Client::connect(ClientConfig {
+            retry_deadline: Duration::from_secs(10),
+            ..ClientConfig::with_endpoints(self.endpoints.iter().cloned())
+        })
+        .await
+        .unwrap()
+    }
+
+    /// The node logs, for a failure message.
+    pub fn logs(&self) -> String {
+        (1..=self.endpoints.len())
+            .map(|id| {
+                let log = std::fs::read_to_string(self.dir.path().join(format!("node{id}.log")))
+                    .unwrap_or_default();
+                format!("--- node {id}\n{log}")
+            })
+            .collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }

@@ -1,0 +1,1144 @@
+//! The `baton bench` workload, as a library so that other harnesses (jepsen-tests, a
+//! comparison with etcd) can run the same loop.
+//!
+//! [`run`] starts [`BenchConfig::clients`] claimants at once. Each is its own [`Client`]
+//! (its own connections, client id and request session: they share nothing, like separate
+//! agent processes) and loops until the run ends:
+//!
+//! 1. claim a key picked uniformly at random among [`BenchConfig::keys`] keys named
+//!    `PREFIX000000`, `PREFIX000001`, ... (each claimant has its own random generator);
+//! 2. if it is granted, renew it once, then release it (a **full cycle**); if it is held,
+//!    go on with the next key.
+//!
+//! The run lasts [`BenchConfig::warmup`] + [`BenchConfig::duration`]. Only operations that
+//! start after the warm-up and finish before the end are counted, errors included; a cycle
+//! counts when its claim started after the warm-up and its release finished before the end.
+//! A claimant whose claim is granted after the end releases the key (uncounted) before it
+//! stops, so a run leaves no keys held behind it unless a release failed.
+//!
+//! Errors never stop a claimant: they are counted by kind ([`BenchErrors`]) and it goes on
+//! with the next key. Each operation retries an unavailable cluster for at most
+//! [`BenchConfig::retry_deadline`], so a run ends at most about two retry deadlines after
+//! its end.
+//!
+//! Latencies (microseconds, of every operation that got an answer, refusals included) are
+//! kept in [`LatencyHistogram`]s: log-linear buckets, exact below 128 µs and within 1/64
+//! (1.6 %) above, like an HDR histogram with two significant digits. Memory is bounded (at
+//! most [`HISTOGRAM_BUCKETS_MAX`] counters per histogram, four histograms per claimant)
+//! whatever the duration, and histograms merge exactly. The maximum is exact; a percentile
+//! is the upper bound of the bucket it falls in, capped at the maximum, so it is never
+//! below the true value and `p50 <= p99 <= max` always holds.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::config::{ClientConfig, DEFAULT_ENDPOINT};
+use crate::error::Error;
+use crate::types::{ClaimOutcome, ReleaseOutcome, RenewOutcome};
+use crate::Client;
+
+/// Most concurrent claimants: each is a client with its own connections.
+pub const BENCH_CLIENTS_MAX: usize = 4096;
+/// Most keys the claimants pick from. Every key the bench claims keeps a case file in the
+/// cluster (which counts towards the cluster's 1,000,000 keys), so use a scratch cluster.
+pub const BENCH_KEYS_MAX: usize = 1_000_000;
+/// Longest measured duration.
+pub const BENCH_DURATION_MAX: Duration = Duration::from_secs(3600);
+/// Longest warm-up.
+pub const BENCH_WARMUP_MAX: Duration = Duration::from_secs(600);
+/// Shortest lease the claims ask for (the node's own minimum, 2 s by default, may be higher:
+/// claims below it are refused and counted as `other` errors).
+pub const BENCH_TTL_MIN: Duration = Duration::from_secs(1);
+/// Longest lease the claims ask for (the node's maximum).
+pub const BENCH_TTL_MAX: Duration = Duration::from_secs(3600);
+/// Longest time one operation may retry an unavailable cluster.
+pub const BENCH_RETRY_DEADLINE_MAX: Duration = Duration::from_secs(60);
+/// How long one operation retries an unavailable cluster unless told otherwise; after that
+/// it counts as an `unavailable` error and the claimant goes on.
+pub const BENCH_RETRY_DEADLINE_DEFAULT: Duration = Duration::from_secs(5);
+/// The key prefix unless told otherwise.
+pub const BENCH_KEY_PREFIX_DEFAULT: &str = "bench/";
+/// Digits of the key number after the prefix (`bench/000123`): enough for
+/// [`BENCH_KEYS_MAX`] keys.
+pub const BENCH_KEY_DIGITS: usize = 6;
+const _: () = assert!(BENCH_KEYS_MAX <= 10usize.pow(BENCH_KEY_DIGITS as u32));
+/// Longest key the cluster accepts (`node/src/core/limits.rs`).
+pub const KEY_BYTES_MAX: usize = 512;
+/// Longest key prefix: the prefix and the key number must fit in a key.
+pub const BENCH_KEY_PREFIX_BYTES_MAX: usize = KEY_BYTES_MAX - BENCH_KEY_DIGITS;
+
+/// What [`run`] does; checked by [`BenchConfig::validate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BenchConfig {
+    /// Nodes to talk to, as for [`ClientConfig::endpoints`].
+    pub endpoints: Vec<String>,
+    /// Concurrent claimants, 1 to [`BENCH_CLIENTS_MAX`], each its own [`Client`].
+    pub clients: usize,
+    /// Keys to pick from, 1 to [`BENCH_KEYS_MAX`]: fewer keys, more contention.
+    pub keys: usize,
+    /// How long the measured part lasts, above zero and at most [`BENCH_DURATION_MAX`].
+    pub duration: Duration,
+    /// How long the claimants run before measuring starts (connections, leader discovery),
+    /// at most [`BENCH_WARMUP_MAX`]; may be zero.
+    pub warmup: Duration,
+    /// The TTL of every claim, [`BENCH_TTL_MIN`] to [`BENCH_TTL_MAX`].
+    pub ttl: Duration,
+    /// Keys are this prefix and a 6-digit number, e.g. `bench/000123`; at most
+    /// [`BENCH_KEY_PREFIX_BYTES_MAX`] bytes, no control characters; may be empty.
+    pub key_prefix: String,
+    /// How long one operation retries an unavailable cluster before it counts as an
+    /// `unavailable` error ([`ClientConfig::retry_deadline`]), above zero and at most
+    /// [`BENCH_RETRY_DEADLINE_MAX`].
+    pub retry_deadline: Duration,
+}
+
+impl Default for BenchConfig {
+    /// 16 clients over 1,000 keys for 10 s after a 2 s warm-up, TTL 10 s, keys `bench/...`,
+    /// against the default endpoint.
+    fn default() -> Self {
+        BenchConfig {
+            endpoints: vec![DEFAULT_ENDPOINT.to_owned()],
+            clients: 16,
+            keys: 1000,
+            duration: Duration::from_secs(10),
+            warmup: Duration::from_secs(2),
+            ttl: Duration::from_secs(10),
+            key_prefix: BENCH_KEY_PREFIX_DEFAULT.to_owned(),
+            retry_deadline: BENCH_RETRY_DEADLINE_DEFAULT,
+        }
+    }
+}
+
+impl BenchConfig {
+    /// Checks every field; the error ([`Error::Config`]) names the field, the limit and the
+    /// value given.
+    pub fn validate(&self) -> Result<(), Error> {
+        let refuse = |message: String| Err(Error::Config(format!("bench: {message}")));
+        if !(1..=BENCH_CLIENTS_MAX).contains(&self.clients) {
+            return refuse(format!(
+                "clients must be 1 to {BENCH_CLIENTS_MAX}, got {}",
+                self.clients
+            ));
+        }
+        if !(1..=BENCH_KEYS_MAX).contains(&self.keys) {
+            return refuse(format!(
+                "keys must be 1 to {BENCH_KEYS_MAX}, got {}",
+                self.keys
+            ));
+        }
+        if self.duration.is_zero() || self.duration > BENCH_DURATION_MAX {
+            return refuse(format!(
+                "duration must be above zero and at most {}, got {}",
+                secs(BENCH_DURATION_MAX),
+                secs(self.duration)
+            ));
+        }
+        if self.warmup > BENCH_WARMUP_MAX {
+            return refuse(format!(
+                "warm-up must be at most {}, got {}",
+                secs(BENCH_WARMUP_MAX),
+                secs(self.warmup)
+            ));
+        }
+        if !(BENCH_TTL_MIN..=BENCH_TTL_MAX).contains(&self.ttl) {
+            return refuse(format!(
+                "ttl must be {} to {}, got {}",
+                secs(BENCH_TTL_MIN),
+                secs(BENCH_TTL_MAX),
+                secs(self.ttl)
+            ));
+        }
+        if self.retry_deadline.is_zero() || self.retry_deadline > BENCH_RETRY_DEADLINE_MAX {
+            return refuse(format!(
+                "retry deadline must be above zero and at most {}, got {}",
+                secs(BENCH_RETRY_DEADLINE_MAX),
+                secs(self.retry_deadline)
+            ));
+        }
+        if self.key_prefix.len() > BENCH_KEY_PREFIX_BYTES_MAX {
+            return refuse(format!(
+                "key prefix must be at most {BENCH_KEY_PREFIX_BYTES_MAX} bytes (keys are at \
+                 most {KEY_BYTES_MAX} bytes with the {BENCH_KEY_DIGITS}-digit number), got {}",
+                self.key_prefix.len()
+            ));
+        }
+        if self.key_prefix.chars().any(char::is_control) {
+            return refuse(format!(
+                "key prefix must not contain control characters, got {:?}",
+                self.key_prefix
+            ));
+        }
+        self.client_config().validate()?;
+        Ok(())
+    }
+
+    /// Key number `index` (below [`BenchConfig::keys`]): `bench/000123`.
+    pub fn key(&self, index: usize) -> String {
+        let mut key = String::new();
+        write_key(&mut key, &self.key_prefix, index);
+        key
+    }
+
+    /// The configuration of each claimant's client (each gets its own random client id).
+    fn client_config(&self) -> ClientConfig {
+        ClientConfig {
+            retry_deadline: self.retry_deadline,
+            ..ClientConfig::with_endpoints(self.endpoints.iter().cloned())
+        }
+    }
+}
+
+/// `1.5s`, for messages.
+fn secs(duration: Duration) -> String {
+    format!("{}s", duration.as_secs_f64())
+}
+
+fn write_key(key: &mut String, prefix: &str, index: usize) {
+    key.clear();
+    key.push_str(prefix);
+    // Writing to a String cannot fail.
+    let _ = write!(key, "{index:0width$}", width = BENCH_KEY_DIGITS);
+}
+
+/// What a run measured. Serialises to the JSON line `baton bench` prints
+/// (`docs/cli-json.md`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchReport {
+    /// Concurrent claimants.
+    pub clients: usize,
+    /// Keys picked from.
+    pub keys: usize,
+    /// The key prefix.
+    pub key_prefix: String,
+    /// The measured duration, in seconds (the rates are per second of it).
+    pub duration_s: f64,
+    /// The warm-up before it, in seconds.
+    pub warmup_s: f64,
+    /// The TTL of every claim, in milliseconds.
+    pub ttl_ms: u64,
+    /// Claims counted, whatever their outcome (granted, held or an error).
+    pub attempts: u64,
+    /// `attempts` per second, to one decimal.
+    pub attempts_per_s: f64,
+    /// Counted claims that were granted.
+    pub granted: u64,
+    /// Counted claims that were refused because another claimant held the key.
+    pub held: u64,
+    /// Full cycles counted: claim granted, renewed, released, all inside the window.
+    pub cycles: u64,
+    /// `cycles` per second, to one decimal.
+    pub cycles_per_s: f64,
+    /// `granted / attempts` (0 when there were no attempts).
+    pub win_rate: f64,
+    /// Counted operations that failed, by kind.
+    pub errors: BenchErrors,
+    /// The last error one of the claimants saw (counted or not), for a person to read;
+    /// `None` when there was none at all.
+    pub last_error: Option<String>,
+    /// Latencies of the counted operations that got an answer, and of the full cycles.
+    pub latency_us: BenchLatencies,
+}
+
+impl BenchReport {
+    /// No counted claim got an answer: every attempt failed with `unavailable`, or none
+    /// finished inside the measured window. `baton bench` exits 4 then.
+    pub fn no_answer(&self) -> bool {
+        self.granted == 0
+            && self.held == 0
+            && self.errors.refused == 0
+            && self.errors.lost == 0
+            && self.errors.other == 0
+    }
+}
+
+/// Counted operations that failed, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct BenchErrors {
+    /// No answer before the retry deadline ([`Error::Unavailable`]).
+    pub unavailable: u64,
+    /// The cluster refused the request as not allowed now ([`Error::Refused`]), e.g. a
+    /// claim of a quarantined key.
+    pub refused: u64,
+    /// A renewal or release answered that the claimant's token was no longer current.
+    pub lost: u64,
+    /// Anything else: bad input (a TTL below the node's minimum), a malformed reply.
+    pub other: u64,
+}
+
+impl BenchErrors {
+    /// All kinds together.
+    pub fn total(&self) -> u64 {
+        self.unavailable + self.refused + self.lost + self.other
+    }
+
+    fn add(&mut self, other: &BenchErrors) {
+        self.unavailable += other.unavailable;
+        self.refused += other.refused;
+        self.lost += other.lost;
+        self.other += other.other;
+    }
+
+    fn count(&mut self, error: &Error) {
+        match error {
+            Error::Unavailable { .. } => self.unavailable += 1,
+            Error::Refused(_) => self.refused += 1,
+            _ => self.other += 1,
+        }
+    }
+}
+
+/// Latency summaries per step and per full cycle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct BenchLatencies {
+    pub claim: LatencySummary,
+    pub renew: LatencySummary,
+    pub release: LatencySummary,
+    /// From the claim's start to the release's end.
+    pub cycle: LatencySummary,
+}
+
+/// How many latencies were recorded and their percentiles, in microseconds (all `0` when
+/// none were).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+/// Sub-buckets per power of two above [`HISTOGRAM_EXACT_BELOW`]: the relative precision is
+/// `1 / HISTOGRAM_SUB_BUCKETS`.
+pub const HISTOGRAM_SUB_BUCKETS: u64 = 64;
+const SUB_BUCKET_BITS: u32 = HISTOGRAM_SUB_BUCKETS.trailing_zeros();
+const _: () = assert!(HISTOGRAM_SUB_BUCKETS.is_power_of_two());
+/// Values below this are counted exactly (one bucket per microsecond).
+pub const HISTOGRAM_EXACT_BELOW: u64 = 2 * HISTOGRAM_SUB_BUCKETS;
+/// Most buckets one histogram can have (for `u64::MAX` microseconds; a histogram grows only
+/// as far as its largest value needs: 1 s needs 955).
+pub const HISTOGRAM_BUCKETS_MAX: usize =
+    ((65 - SUB_BUCKET_BITS) as usize) * HISTOGRAM_SUB_BUCKETS as usize;
+
+/// Latencies in microseconds, in log-linear buckets: exact below [`HISTOGRAM_EXACT_BELOW`],
+/// then [`HISTOGRAM_SUB_BUCKETS`] buckets per power of two. The maximum is exact.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LatencyHistogram {
+    counts: Vec<u64>,
+    total: u64,
+    max: u64,
+}
+
+impl LatencyHistogram {
+    /// Counts one latency, to the microsecond (rounded down).
+    pub fn record(&mut self, latency: Duration) {
+        self.record_us(u64::try_from(latency.as_micros()).unwrap_or(u64::MAX));
+    }
+
+    /// Counts one latency of `us` microseconds.
+    pub fn record_us(&mut self, us: u64) {
+        let index = bucket_index(us);
+        if index >= self.counts.len() {
+            self.counts.resize(index + 1, 0);
+        }
+        self.counts[index] += 1;
+        self.total += 1;
+        self.max = self.max.max(us);
+    }
+
+    /// Adds every latency of `other`.
+    pub fn merge(&mut self, other: &LatencyHistogram) {
+        if other.counts.len() > self.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine += theirs;
+        }
+        self.total += other.total;
+        self.max = self.max.max(other.max);
+    }
+
+    /// Latencies recorded.
+    pub fn count(&self) -> u64 {
+        self.total
+    }
+
+    /// The largest latency recorded, exactly; 0 when none was.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// The `percent`th percentile (nearest rank: the smallest value at least `percent` % of
+    /// the latencies are at or below), as the upper bound of its bucket capped at the
+    /// maximum: exact below [`HISTOGRAM_EXACT_BELOW`] µs, at most 1/64 above the true value
+    /// beyond. 0 when nothing was recorded. `percent` is clamped to 0..=100.
+    pub fn percentile(&self, percent: u32) -> u64 {
+        if self.total == 0 {
+            return 0;
+        }
+        let percent = u64::from(percent.min(100));
+        // Nearest rank, 1-based: ceil(total × percent / 100), at least the first value.
+        let rank = (u128::from(self.total) * u128::from(percent))
+            .div_ceil(100)
+            .max(1);
+        let mut seen: u128 = 0;
+        for (index, count) in self.counts.iter().enumerate() {
+            seen += u128::from(*count);
+            if seen >= rank {
+                return bucket_upper(index).min(self.max);
+            }
+        }
+        self.max
+    }
+
+    /// Count, p50, p99 and max.
+    pub fn summary(&self) -> LatencySummary {
+        LatencySummary {
+            count: self.total,
+            p50: self.percentile(50),
+            p99: self.percentile(99),
+            max: self.max,
+        }
+    }
+}
+
+/// The bucket of `us`: itself below [`HISTOGRAM_EXACT_BELOW`]; above, [`SUB_BUCKET_BITS`]
+/// bits of precision below its highest set bit.
+fn bucket_index(us: u64) -> usize {
+    if us < HISTOGRAM_EXACT_BELOW {
+        return us as usize;
+    }
+    let highest_bit = 63 - us.leading_zeros();
+    let shift = highest_bit - SUB_BUCKET_BITS;
+    // (us >> shift) is in [SUB_BUCKETS, 2 × SUB_BUCKETS): the buckets of this power of two
+    // follow those of the one below without a gap.
+    (shift as usize) * HISTOGRAM_SUB_BUCKETS as usize + (us >> shift) as usize
+}
+
+/// The largest value that falls in bucket `index`.
+fn bucket_upper(index: usize) -> u64 {
+    let index = index as u64;
+    if index < HISTOGRAM_EXACT_BELOW {
+        return index;
+    }
+    let shift = index / HISTOGRAM_SUB_BUCKETS - 1;
+    let sub = index - shift * HISTOGRAM_SUB_BUCKETS;
+    let lower = sub << shift;
+    lower.saturating_add((1u64 << shift) - 1)
+}
+
+/// The measured window: operations that start at or after `start` and finish at or before
+/// `end` count.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    start: Instant,
+    end: Instant,
+}
+
+impl Window {
+    fn counts(&self, began: Instant, finished: Instant) -> bool {
+        began >= self.start && finished <= self.end
+    }
+}
+
+/// One claimant's counts; merged into the report at the end.
+#[derive(Debug, Default)]
+struct Tally {
+    attempts: u64,
+    granted: u64,
+    held: u64,
+    cycles: u64,
+    errors: BenchErrors,
+    last_error: Option<String>,
+    claim: LatencyHistogram,
+    renew: LatencyHistogram,
+    release: LatencyHistogram,
+    cycle: LatencyHistogram,
+}
+
+impl Tally {
+    /// Notes an operation that got no answer; counts it if it is inside the window.
+    fn error(&mut self, error: &Error, counted: bool) {
+        if counted {
+            self.errors.count(error);
+        }
+        self.last_error = Some(error.to_string());
+    }
+
+    fn merge(&mut self, other: Tally) {
+        self.attempts += other.attempts;
+        self.granted += other.granted;
+        self.held += other.held;
+        self.cycles += other.cycles;
+        self.errors.add(&other.errors);
+        if other.last_error.is_some() {
+            self.last_error = other.last_error;
+        }
+        self.claim.merge(&other.claim);
+        self.renew.merge(&other.renew);
+        self.release.merge(&other.release);
+        self.cycle.merge(&other.cycle);
+    }
+}
+
+/// What every claimant needs, besides its own client and random generator.
+#[derive(Debug, Clone)]
+struct Plan {
+    key_prefix: String,
+    keys: usize,
+    ttl: Duration,
+    window: Window,
+}
+
+/// Runs the benchmark: see the module documentation. Fails only on a bad configuration
+/// ([`Error::Config`]); errors of the cluster are counted in the report.
+pub async fn run(config: BenchConfig) -> Result<BenchReport, Error> {
+    config.validate()?;
+    let mut clients = Vec::with_capacity(config.clients);
+    for _ in 0..config.clients {
+        // A random client id each: the claimants are separate holders.
+        clients.push(Client::connect(config.client_config()).await?);
+    }
+    let start = Instant::now();
+    let window_start = start + config.warmup;
+    let plan = Plan {
+        key_prefix: config.key_prefix.clone(),
+        keys: config.keys,
+        ttl: config.ttl,
+        window: Window {
+            start: window_start,
+            end: window_start + config.duration,
+        },
+    };
+    let run_seed: u64 = rand::random();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (number, client) in clients.into_iter().enumerate() {
+        let plan = plan.clone();
+        let holder = format!("bench-{number}");
+        let rng = StdRng::seed_from_u64(run_seed.wrapping_add(number as u64));
+        tasks.spawn(claimant(client, holder, rng, plan));
+    }
+    let mut total = Tally::default();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(tally) => total.merge(tally),
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            Err(error) => {
+                return Err(Error::Protocol(format!(
+                    "a bench claimant stopped: {error}"
+                )))
+            }
+        }
+    }
+    Ok(report(&config, total))
+}
+
+fn report(config: &BenchConfig, total: Tally) -> BenchReport {
+    let duration_s = config.duration.as_secs_f64();
+    let per_s = |count: u64| (count as f64 / duration_s * 10.0).round() / 10.0;
+    BenchReport {
+        clients: config.clients,
+        keys: config.keys,
+        key_prefix: config.key_prefix.clone(),
+        duration_s,
+        warmup_s: config.warmup.as_secs_f64(),
+        ttl_ms: u64::try_from(config.ttl.as_millis()).unwrap_or(u64::MAX),
+        attempts: total.attempts,
+        attempts_per_s: per_s(total.attempts),
+        granted: total.granted,
+        held: total.held,
+        cycles: total.cycles,
+        cycles_per_s: per_s(total.cycles),
+        win_rate: if total.attempts == 0 {
+            0.0
+        } else {
+            total.granted as f64 / total.attempts as f64
+        },
+        errors: total.errors,
+        last_error: total.last_error,
+        latency_us: BenchLatencies {
+            claim: total.claim.summary(),
+            renew: total.renew.summary(),
+            release: total.release.summary(),
+            cycle: total.cycle.summary(),
+        },
+    }
+}
+
+/// One claimant's loop, until the window ends. Nothing here allocates per operation but the
+/// requests the client builds; errors are only counted.
+async fn claimant(client: Client, holder: String, mut rng: StdRng, plan: Plan) -> Tally {
+    let window = plan.window;
+    let mut tally = Tally::default();
+    let mut key = String::with_capacity(plan.key_prefix.len() + BENCH_KEY_DIGITS);
+    while Instant::now() < window.end {
+        write_key(&mut key, &plan.key_prefix, rng.gen_range(0..plan.keys));
+
+        let claim_start = Instant::now();
+        let claimed = client.claim(&key, &holder, plan.ttl).await;
+        let claim_end = Instant::now();
+        let counted = window.counts(claim_start, claim_end);
+        if counted {
+            tally.attempts += 1;
+        }
+        let token = match claimed {
+            Ok(outcome) => {
+                if counted {
+                    tally.claim.record(claim_end - claim_start);
+                }
+                match outcome {
+                    ClaimOutcome::Granted(grant) => {
+                        tally.granted += u64::from(counted);
+                        grant.lease.token
+                    }
+                    ClaimOutcome::Held { .. } => {
+                        tally.held += u64::from(counted);
+                        continue;
+                    }
+                }
+            }
+            Err(error) => {
+                tally.error(&error, counted);
+                continue;
+            }
+        };
+
+        // After the end, skip the renewal: only free the key again.
+        let mut full_cycle = false;
+        let renew_start = Instant::now();
+        if renew_start < window.end {
+            let renewed = client.renew(&key, token).await;
+            let renew_end = Instant::now();
+            let counted = window.counts(renew_start, renew_end);
+            match renewed {
+                Ok(outcome) => {
+                    if counted {
+                        tally.renew.record(renew_end - renew_start);
+                    }
+                    match outcome {
+                        RenewOutcome::Renewed(_) => full_cycle = true,
+                        RenewOutcome::Lost { .. } => {
+                            // Someone else has the key, or nobody: nothing to release.
+                            tally.errors.lost += u64::from(counted);
+                            tally.last_error = Some(format!("renewal of {key} lost the lease"));
+                            continue;
+                        }
+                    }
+                }
+                // Release all the same: the claim may still hold the key.
+                Err(error) => tally.error(&error, counted),
+            }
+        }
+
+        let release_start = Instant::now();
+        let released = client.release(&key, token).await;
+        let release_end = Instant::now();
+        let counted = window.counts(release_start, release_end);
+        match released {
+            Ok(outcome) => {
+                if counted {
+                    tally.release.record(release_end - release_start);
+                }
+                match outcome {
+                    ReleaseOutcome::Released(_) => {}
+                    ReleaseOutcome::Lost { .. } => {
+                        full_cycle = false;
+                        tally.errors.lost += u64::from(counted);
+                        tally.last_error = Some(format!("release of {key} lost the lease"));
+                    }
+                }
+            }
+            Err(error) => {
+                full_cycle = false;
+                tally.error(&error, counted);
+            }
+        }
+        if full_cycle && window.counts(claim_start, release_end) {
+            tally.cycles += 1;
+            tally.cycle.record(release_end - claim_start);
+        }
+    }
+    tally
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tonic::Code;
+
+    use super::*;
+    use crate::fake_node::{FakeNode, RenewAnswer};
+
+    fn histogram(values: impl IntoIterator<Item = u64>) -> LatencyHistogram {
+        let mut histogram = LatencyHistogram::default();
+        for value in values {
+            histogram.record_us(value);
+        }
+        histogram
+    }
+
+    #[test]
+    fn small_latencies_have_exact_nearest_rank_percentiles() {
+        let h = histogram(1..=100);
+        assert_eq!(h.count(), 100);
+        assert_eq!(h.percentile(50), 50);
+        assert_eq!(h.percentile(99), 99);
+        assert_eq!(h.percentile(100), 100);
+        assert_eq!(
+            h.percentile(0),
+            1,
+            "the 0th percentile is the smallest value"
+        );
+        assert_eq!(h.max(), 100);
+
+        // Nearest rank rounds the rank up: of 3 values, p50 is the 2nd and p99 the 3rd.
+        let h = histogram([10, 20, 30]);
+        assert_eq!((h.percentile(50), h.percentile(99)), (20, 30));
+        let h = histogram([7]);
+        assert_eq!(
+            h.summary(),
+            LatencySummary {
+                count: 1,
+                p50: 7,
+                p99: 7,
+                max: 7
+            }
+        );
+    }
+
+    #[test]
+    fn an_empty_histogram_summarises_as_zeros() {
+        let h = LatencyHistogram::default();
+        assert_eq!(h.summary(), LatencySummary::default());
+        assert_eq!(h.percentile(99), 0);
+    }
+
+    #[test]
+    fn buckets_are_contiguous_and_within_one_sixty_fourth() {
+        let mut last_index = 0;
+        let mut value: u64 = 0;
+        while value < 1 << 40 {
+            let index = bucket_index(value);
+            assert!(
+                index == last_index || index == last_index + 1,
+                "a gap before {value}: bucket {last_index} then {index}"
+            );
+            let upper = bucket_upper(index);
+            assert!(
+                upper >= value,
+                "{value} is above its bucket's upper bound {upper}"
+            );
+            assert!(
+                (upper - value) * HISTOGRAM_SUB_BUCKETS <= value.max(1),
+                "bucket of {value} too wide: upper {upper}"
+            );
+            assert_eq!(
+                bucket_index(upper),
+                index,
+                "{upper} must stay in bucket {index}"
+            );
+            last_index = index;
+            value = if value < 10_000 {
+                value + 1
+            } else {
+                value + value / 997
+            };
+        }
+        assert!(bucket_index(u64::MAX) < HISTOGRAM_BUCKETS_MAX);
+        assert_eq!(bucket_upper(bucket_index(u64::MAX)), u64::MAX);
+        assert_eq!(bucket_index(1_000_000), 954, "1 s needs 955 buckets");
+    }
+
+    #[test]
+    fn large_latencies_are_never_reported_below_the_true_value_nor_above_the_max() {
+        // 1000 latencies from 1 ms to 1 s, one of them an outlier of 3.7 s.
+        let mut values: Vec<u64> = (1..=999).map(|i| i * 1000).collect();
+        values.push(3_700_123);
+        let h = histogram(values.iter().copied());
+        let (p50, p99, max) = (h.percentile(50), h.percentile(99), h.max());
+        // The true nearest-rank values: the 500th and the 990th.
+        assert!(
+            (500_000..=500_000 + 500_000 / 64).contains(&p50),
+            "p50 {p50}"
+        );
+        assert!(
+            (990_000..=990_000 + 990_000 / 64).contains(&p99),
+            "p99 {p99}"
+        );
+        assert_eq!(max, 3_700_123);
+        assert_eq!(h.percentile(100), 3_700_123, "capped at the exact maximum");
+        assert!(p50 <= p99 && p99 <= max);
+    }
+
+    #[test]
+    fn percentiles_are_capped_at_the_maximum() {
+        // 200 µs falls in a bucket reaching 201 µs: the report must not exceed the max.
+        let h = histogram([200; 10]);
+        assert_eq!(bucket_upper(bucket_index(200)), 201);
+        assert_eq!(
+            h.summary(),
+            LatencySummary {
+                count: 10,
+                p50: 200,
+                p99: 200,
+                max: 200
+            }
+        );
+    }
+
+    #[test]
+    fn merged_histograms_equal_one_histogram_of_all_values() {
+        let a: Vec<u64> = (0..500).map(|i| i * 37 % 10_007).collect();
+        let b: Vec<u64> = (0..700).map(|i| 5_000_000 + i * 1_013).collect();
+        let mut merged = histogram(a.iter().copied());
+        merged.merge(&histogram(b.iter().copied()));
+        let whole = histogram(a.iter().chain(&b).copied());
+        assert_eq!(merged, whole);
+        // Merging into a shorter histogram grows it; merging an empty one changes nothing.
+        let mut short = histogram([1]);
+        short.merge(&whole);
+        assert_eq!(short.count(), whole.count() + 1);
+        let before = whole.clone();
+        let mut whole = whole;
+        whole.merge(&LatencyHistogram::default());
+        assert_eq!(whole, before);
+    }
+
+    fn valid() -> BenchConfig {
+        BenchConfig {
+            endpoints: vec!["127.0.0.1:7001".into()],
+            ..BenchConfig::default()
+        }
+    }
+
+    /// The configuration error of `config`, which must be refused.
+    fn refusal(config: BenchConfig) -> String {
+        match config.validate() {
+            Err(Error::Config(message)) => message,
+            other => panic!("{config:?} was not refused as a configuration error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_defaults_and_every_limit_itself_are_accepted() {
+        valid().validate().unwrap();
+        let at_limits = [
+            BenchConfig {
+                clients: 1,
+                keys: 1,
+                ..valid()
+            },
+            BenchConfig {
+                clients: BENCH_CLIENTS_MAX,
+                keys: BENCH_KEYS_MAX,
+                ..valid()
+            },
+            BenchConfig {
+                duration: BENCH_DURATION_MAX,
+                warmup: BENCH_WARMUP_MAX,
+                ..valid()
+            },
+            BenchConfig {
+                duration: Duration::from_millis(1),
+                warmup: Duration::ZERO,
+                ..valid()
+            },
+            BenchConfig {
+                ttl: BENCH_TTL_MIN,
+                ..valid()
+            },
+            BenchConfig {
+                ttl: BENCH_TTL_MAX,
+                ..valid()
+            },
+            BenchConfig {
+                retry_deadline: BENCH_RETRY_DEADLINE_MAX,
+                ..valid()
+            },
+            BenchConfig {
+                key_prefix: String::new(),
+                ..valid()
+            },
+            BenchConfig {
+                key_prefix: "p".repeat(BENCH_KEY_PREFIX_BYTES_MAX),
+                ..valid()
+            },
+        ];
+        for config in at_limits {
+            assert_eq!(config.validate(), Ok(()), "{config:?}");
+        }
+    }
+
+    #[test]
+    fn every_limit_is_refused_with_a_message_naming_it() {
+        let cases: Vec<(BenchConfig, &str)> = vec![
+            (
+                BenchConfig {
+                    clients: 0,
+                    ..valid()
+                },
+                "clients must be 1 to 4096, got 0",
+            ),
+            (
+                BenchConfig {
+                    clients: BENCH_CLIENTS_MAX + 1,
+                    ..valid()
+                },
+                "clients must be 1 to 4096, got 4097",
+            ),
+            (
+                BenchConfig { keys: 0, ..valid() },
+                "keys must be 1 to 1000000, got 0",
+            ),
+            (
+                BenchConfig {
+                    keys: BENCH_KEYS_MAX + 1,
+                    ..valid()
+                },
+                "keys must be 1 to 1000000, got 1000001",
+            ),
+            (
+                BenchConfig {
+                    duration: Duration::ZERO,
+                    ..valid()
+                },
+                "duration must be above zero and at most 3600s, got 0s",
+            ),
+            (
+                BenchConfig {
+                    duration: BENCH_DURATION_MAX + Duration::from_millis(1),
+                    ..valid()
+                },
+                "duration must be above zero and at most 3600s, got 3600.001s",
+            ),
+            (
+                BenchConfig {
+                    warmup: BENCH_WARMUP_MAX + Duration::from_secs(1),
+                    ..valid()
+                },
+                "warm-up must be at most 600s, got 601s",
+            ),
+            (
+                BenchConfig {
+                    ttl: Duration::from_millis(999),
+                    ..valid()
+                },
+                "ttl must be 1s to 3600s, got 0.999s",
+            ),
+            (
+                BenchConfig {
+                    ttl: BENCH_TTL_MAX + Duration::from_secs(1),
+                    ..valid()
+                },
+                "ttl must be 1s to 3600s, got 3601s",
+            ),
+            (
+                BenchConfig {
+                    retry_deadline: Duration::ZERO,
+                    ..valid()
+                },
+                "retry deadline must be above zero and at most 60s, got 0s",
+            ),
+            (
+                BenchConfig {
+                    retry_deadline: Duration::from_secs(61),
+                    ..valid()
+                },
+                "retry deadline must be above zero and at most 60s, got 61s",
+            ),
+            (
+                BenchConfig {
+                    key_prefix: "p".repeat(BENCH_KEY_PREFIX_BYTES_MAX + 1),
+                    ..valid()
+                },
+                "key prefix must be at most 506 bytes",
+            ),
+            (
+                BenchConfig {
+                    key_prefix: "bench\n".into(),
+                    ..valid()
+                },
+                "key prefix must not contain control characters",
+            ),
+            (
+                BenchConfig {
+                    endpoints: vec![],
+                    ..valid()
+                },
+                "no endpoints given",
+            ),
+            (
+                BenchConfig {
+                    endpoints: vec!["http://".into()],
+                    ..valid()
+                },
+                "invalid",
+            ),
+        ];
+        for (config, expected) in cases {
+            let message = refusal(config);
+            assert!(
+                message.contains(expected),
+                "{message:?} does not say {expected:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn keys_are_the_prefix_and_six_digits() {
+        let config = BenchConfig {
+            keys: BENCH_KEYS_MAX,
+            ..valid()
+        };
+        assert_eq!(config.key(123), "bench/000123");
+        assert_eq!(config.key(BENCH_KEYS_MAX - 1), "bench/999999");
+        let config = BenchConfig {
+            key_prefix: String::new(),
+            ..valid()
+        };
+        assert_eq!(config.key(0), "000000");
+        assert!(config.key(BENCH_KEYS_MAX - 1).len() + BENCH_KEY_PREFIX_BYTES_MAX <= KEY_BYTES_MAX);
+    }
+
+    /// Serves `node`; a configuration of 3 clients over 5 keys against it, measuring for
+    /// 500 ms after 100 ms, with 3 s of retries per operation (so that a busy test machine
+    /// does not turn a slow answer into an error).
+    async fn fake(node: &Arc<FakeNode>) -> (BenchConfig, tokio::task::JoinHandle<()>) {
+        let (addr, task) = node.serve().await;
+        let config = BenchConfig {
+            endpoints: vec![addr.to_string()],
+            clients: 3,
+            keys: 5,
+            duration: Duration::from_millis(500),
+            warmup: Duration::from_millis(100),
+            retry_deadline: Duration::from_secs(3),
+            ..BenchConfig::default()
+        };
+        (config, task)
+    }
+
+    #[tokio::test]
+    async fn each_granted_claim_is_renewed_once_then_released() {
+        let node = Arc::new(FakeNode::default());
+        let (config, task) = fake(&node).await;
+        let report = run(config).await.unwrap();
+        task.abort();
+
+        assert!(report.attempts > 0, "{report:?}");
+        // The fake node grants every claim: every counted claim is a win.
+        assert_eq!(report.granted, report.attempts);
+        assert_eq!(report.held, 0);
+        assert_eq!(report.win_rate, 1.0);
+        assert!(
+            report.cycles > 0 && report.cycles <= report.attempts,
+            "{report:?}"
+        );
+        assert_eq!(report.errors, BenchErrors::default());
+        assert_eq!(report.last_error, None);
+        assert!(!report.no_answer());
+        let latency = report.latency_us;
+        assert_eq!(latency.claim.count, report.attempts);
+        assert_eq!(latency.cycle.count, report.cycles);
+        for step in [latency.claim, latency.renew, latency.release, latency.cycle] {
+            assert!(step.p50 <= step.p99 && step.p99 <= step.max, "{step:?}");
+        }
+        // Every granted claim is released, also one granted after the end (which is not
+        // renewed); every renewal follows a claim.
+        assert_eq!(node.count("claim"), node.count("release"));
+        assert!(node.count("renew") <= node.count("claim"));
+        assert!(node.count("renew") >= node.count("claim") - 3);
+        // Each claimant is its own client: three client ids, three request sessions.
+        let sessions: std::collections::HashSet<String> = node
+            .calls()
+            .iter()
+            .filter_map(|c| c.request_id.as_ref().map(|(session, _)| session.clone()))
+            .collect();
+        assert_eq!(sessions.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn held_claims_move_on_to_the_next_key() {
+        let node = Arc::new(FakeNode::default());
+        node.hold_claims(usize::MAX, Duration::from_secs(30));
+        let (config, task) = fake(&node).await;
+        let report = run(config).await.unwrap();
+        task.abort();
+        assert!(report.attempts > 0);
+        assert_eq!(
+            (report.granted, report.held),
+            (0, report.attempts),
+            "{report:?}"
+        );
+        assert_eq!((report.cycles, report.win_rate), (0, 0.0));
+        assert_eq!(report.errors.total(), 0);
+        assert_eq!(node.count("renew") + node.count("release"), 0);
+        assert!(!report.no_answer(), "a held claim is an answer");
+    }
+
+    #[tokio::test]
+    async fn lost_renewals_are_counted_and_nothing_is_released() {
+        let node = Arc::new(FakeNode::default());
+        node.answer_renewals(RenewAnswer::LostToOther);
+        let (config, task) = fake(&node).await;
+        let report = run(config).await.unwrap();
+        task.abort();
+        assert!(report.errors.lost > 0, "{report:?}");
+        assert_eq!(report.cycles, 0);
+        // Only a claim granted after the end (one per claimant at most) is released without
+        // a renewal; a lost renewal leaves nothing to release.
+        assert!(node.count("release") <= 3);
+        assert!(node.count("renew") >= node.count("claim") - 3);
+        assert!(report.last_error.unwrap().contains("lost the lease"));
+    }
+
+    #[tokio::test]
+    async fn an_unavailable_cluster_is_counted_and_does_not_stop_the_run() {
+        let node = Arc::new(FakeNode::default());
+        node.fail_always(Code::Unavailable, "no leader");
+        let (config, task) = fake(&node).await;
+        let config = BenchConfig {
+            retry_deadline: Duration::from_millis(200),
+            ..config
+        };
+        let started = Instant::now();
+        let report = run(config).await.unwrap();
+        task.abort();
+        // Each claim retries for the 200 ms retry deadline, so some finish in the 500 ms
+        // window.
+        assert!(report.errors.unavailable > 0, "{report:?}");
+        assert_eq!(report.errors.unavailable, report.attempts);
+        assert_eq!(report.granted + report.held + report.cycles, 0);
+        assert_eq!(report.latency_us.claim.count, 0, "errors have no latency");
+        assert!(report.no_answer());
+        assert!(report.last_error.unwrap().contains("unavailable"));
+        // The run ends within about a retry deadline of its end.
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn operations_that_end_after_the_window_are_not_counted() {
+        let node = Arc::new(FakeNode::default());
+        // Renewals take longer than the whole run: no cycle finishes inside the window.
+        node.delay_renewals(Duration::from_millis(1500));
+        let (config, task) = fake(&node).await;
+        let config = BenchConfig {
+            warmup: Duration::ZERO,
+            ..config
+        };
+        let report = run(config).await.unwrap();
+        task.abort();
+        // Each claimant's first claim counts; its renewal and release end after the window.
+        assert_eq!(report.attempts, 3, "{report:?}");
+        assert_eq!(report.granted, 3);
+        assert_eq!(report.cycles, 0);
+        assert_eq!(report.latency_us.renew.count, 0);
+        assert_eq!(report.latency_us.release.count, 0);
+        assert_eq!(report.errors.total(), 0);
+        // The keys were released all the same.
+        assert_eq!(node.count("release"), 3);
+    }
+}
