@@ -1,0 +1,354 @@
+//! `baton-compare`: the `baton bench` workload against a fresh 3-node baton cluster and a
+//! fresh 3-node etcd 3.4 cluster on loopback, interleaved run by run, as one table of
+//! medians with the ratio baton/etcd per cell, each system's CPU seconds, and the floor
+//! (serial fsync + loopback round trip) under baton's single-client claim latency.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use baton_bench::cluster::{cpu_seconds, find_etcd, BatonCluster, EtcdCluster};
+use baton_bench::floor;
+use baton_bench::table::{median, render, Cell};
+use baton_client::{BenchConfig, BenchReport};
+use clap::Parser;
+use serde::Serialize;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "baton-compare",
+    about = "Run the bench workload against fresh local 3-node baton and etcd clusters and compare",
+    after_help = "Example:
+  cargo build --release -p baton-node -p baton-bench
+  target/release/baton-compare --clients 1,16 --keys 1000,4 --runs 3 --duration 3s"
+)]
+struct Args {
+    /// The baton-node binary [default: baton-node next to this program].
+    #[arg(long)]
+    node_bin: Option<PathBuf>,
+    /// The etcd binary [default: etcd on PATH, or BATON_BENCH_ETCD].
+    #[arg(long)]
+    etcd_bin: Option<PathBuf>,
+    /// Runs per system per cell (interleaved: baton, etcd, baton, etcd, ...).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Measured duration of each run.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// Warm-up before each run's measured part.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    warmup: Duration,
+    /// Claimant counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
+    clients: Vec<usize>,
+    /// Key counts, comma-separated (1000: low contention, 4: high).
+    #[arg(long, value_delimiter = ',', default_value = "1000,4")]
+    keys: Vec<usize>,
+    /// TTL of every claim.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    ttl: Duration,
+    /// Directory under which both clusters' data (and the fsync probe) go; a new temporary
+    /// directory is made in it [default: the system temp dir].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// How long to measure serial fsyncs.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    fsync_probe: Duration,
+    /// Keep the data directory and logs (printed at the end).
+    #[arg(long)]
+    keep: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Run {
+    system: &'static str,
+    cpu_s: f64,
+    report: BenchReport,
+}
+
+#[derive(Debug, Serialize)]
+struct Summary {
+    runs_per_cell: usize,
+    duration_s: f64,
+    warmup_s: f64,
+    ttl_ms: u128,
+    fsync: floor::Fsync,
+    loopback_rtt: floor::RoundTrip,
+    baton_single_client_claim_p50_us: Option<f64>,
+    floor_us: u64,
+    baton_claim_over_floor: Option<f64>,
+    baton_cpu_s: f64,
+    etcd_cpu_s: f64,
+    baton_cycles: u64,
+    etcd_cycles: u64,
+    cells: Vec<Cell>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("baton-compare: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    let etcd_bin = match args.etcd_bin.clone().or_else(find_etcd) {
+        Some(bin) => bin,
+        None => match install_etcd() {
+            Some(bin) => bin,
+            None => {
+                eprintln!(
+                    "baton-compare: etcd is not on PATH. Install etcd 3.4 (Debian/Ubuntu: \
+                     `sudo apt-get install -y etcd-server`) or pass --etcd-bin."
+                );
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let result = runtime.block_on(async {
+        tokio::select! {
+            result = compare(args, etcd_bin) => result,
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        }
+    });
+    // The clusters were dropped (and their processes killed) when `compare` ended or was
+    // cancelled.
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("baton-compare: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// As root, installs Debian's etcd-server; otherwise nothing.
+fn install_etcd() -> Option<PathBuf> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    eprintln!("baton-compare: etcd not found; running `apt-get install -y etcd-server`");
+    let status = std::process::Command::new("apt-get")
+        .args(["install", "-y", "etcd-server"])
+        .status()
+        .ok()?;
+    if !status.success() {
+        return None;
+    }
+    find_etcd()
+}
+
+fn node_bin(args: &Args) -> anyhow::Result<PathBuf> {
+    if let Some(bin) = &args.node_bin {
+        return Ok(bin.clone());
+    }
+    let me = std::env::current_exe()?;
+    let bin = me.with_file_name("baton-node");
+    if !bin.is_file() {
+        bail!(
+            "no baton-node next to {} (build it: cargo build --release -p baton-node) — or pass --node-bin",
+            me.display()
+        );
+    }
+    Ok(bin)
+}
+
+async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
+    if args.runs == 0 || args.clients.is_empty() || args.keys.is_empty() {
+        bail!("--runs, --clients and --keys must not be empty or zero");
+    }
+    let node_bin = node_bin(&args)?;
+    let base = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let dir = tempfile::Builder::new()
+        .prefix("baton-compare-")
+        .tempdir_in(&base)
+        .with_context(|| format!("making a directory in {}", base.display()))?;
+    eprintln!("data and logs under {}", dir.path().display());
+
+    // The floor first, with nothing else running.
+    let fsync = floor::fsync(dir.path(), args.fsync_probe).context("fsync probe")?;
+    let rtt = floor::round_trip(5_000).context("loopback round-trip probe")?;
+    eprintln!(
+        "floor: fsync p50 {} us ({}/s serial), loopback rtt p50 {} us",
+        fsync.p50_us, fsync.per_s, rtt.p50_us
+    );
+
+    let mut etcd = EtcdCluster::start(&etcd_bin, 3, dir.path())?;
+    let mut baton = BatonCluster::start(&node_bin, 3, dir.path())?;
+    etcd.wait_healthy(Duration::from_secs(30)).await?;
+    baton.wait_healthy(Duration::from_secs(30)).await?;
+    eprintln!(
+        "etcd {:?} (leader first) and baton {:?} are up",
+        etcd.endpoints, baton.endpoints
+    );
+
+    let run_id = format!("{:08x}", rand::random::<u32>());
+    let mut runs: Vec<(usize, usize, Run)> = Vec::new();
+    let mut cells = Vec::new();
+    for &clients in &args.clients {
+        for &keys in &args.keys {
+            let (mut baton_reports, mut etcd_reports) = (Vec::new(), Vec::new());
+            for n in 0..args.runs {
+                for system in ["baton", "etcd"] {
+                    let (endpoints, pids) = match system {
+                        "baton" => (baton.endpoints.clone(), baton.procs.pids()),
+                        _ => (etcd.endpoints.clone(), etcd.procs.pids()),
+                    };
+                    let config = BenchConfig {
+                        endpoints,
+                        clients,
+                        keys,
+                        duration: args.duration,
+                        warmup: args.warmup,
+                        ttl: args.ttl,
+                        key_prefix: format!("cmp/{run_id}/{system}/c{clients}k{keys}r{n}/"),
+                        ..BenchConfig::default()
+                    };
+                    let before = cpu_seconds(&pids);
+                    let report = match system {
+                        "baton" => baton_client::bench::run(config).await?,
+                        _ => baton_bench::etcd::run(config).await?,
+                    };
+                    let cpu_s = cpu_seconds(&pids) - before;
+                    eprintln!(
+                        "{system:>5} clients {clients:>3} keys {keys:>4} run {}: {:>8.1} cycles/s, \
+                         claim p50 {:.2} ms p99 {:.2} ms, win {:.2}, errors {}, cpu {:.2} s{}",
+                        n + 1,
+                        report.cycles_per_s,
+                        report.latency_us.claim.p50 as f64 / 1000.0,
+                        report.latency_us.claim.p99 as f64 / 1000.0,
+                        report.win_rate,
+                        report.errors.total(),
+                        cpu_s,
+                        report
+                            .last_error
+                            .as_deref()
+                            .map(|e| format!(" (last error: {e})"))
+                            .unwrap_or_default()
+                    );
+                    match system {
+                        "baton" => baton_reports.push(report.clone()),
+                        _ => etcd_reports.push(report.clone()),
+                    }
+                    runs.push((
+                        clients,
+                        keys,
+                        Run {
+                            system,
+                            cpu_s,
+                            report,
+                        },
+                    ));
+                }
+                baton.procs.check_running("baton-node", &baton.logs)?;
+                etcd.procs.check_running("etcd", &etcd.logs)?;
+            }
+            cells.push(Cell::new(clients, keys, &baton_reports, &etcd_reports));
+        }
+    }
+
+    let total = |system: &str| -> (f64, u64) {
+        runs.iter()
+            .filter(|(_, _, run)| run.system == system)
+            .fold((0.0, 0), |(cpu, cycles), (_, _, run)| {
+                (cpu + run.cpu_s, cycles + run.report.cycles)
+            })
+    };
+    let (baton_cpu_s, baton_cycles) = total("baton");
+    let (etcd_cpu_s, etcd_cycles) = total("etcd");
+    // The single-client claim p50: the median over the runs of the 1-client, low-contention
+    // cell (the most keys given).
+    let most_keys = args.keys.iter().copied().max().unwrap_or(0);
+    let single: Vec<f64> = runs
+        .iter()
+        .filter(|(c, k, run)| *c == 1 && *k == most_keys && run.system == "baton")
+        .map(|(_, _, run)| run.report.latency_us.claim.p50 as f64)
+        .collect();
+    let single_p50 = median(&single);
+    let floor_us = fsync.p50_us + rtt.p50_us;
+    let over_floor = single_p50.and_then(|p50| floor::floor_ratio(p50, &fsync, &rtt));
+
+    println!(
+        "baton vs etcd {}: medians of {} runs each ({} s measured after {} s warm-up, TTL {} s), \
+         3 nodes each on loopback, fsync on, data in {}",
+        etcd_version(&etcd_bin),
+        args.runs,
+        args.duration.as_secs_f64(),
+        args.warmup.as_secs_f64(),
+        args.ttl.as_secs_f64(),
+        base.display()
+    );
+    println!(
+        "c/s = full cycles (claim, renew, release) per second; ratio = baton/etcd (c/s: higher \
+         is better for baton; latency: lower is better for baton)"
+    );
+    print!("{}", render(&cells));
+    let per_k = |cpu: f64, cycles: u64| {
+        if cycles == 0 {
+            "-".to_owned()
+        } else {
+            format!("{:.3}", cpu / cycles as f64 * 1000.0)
+        }
+    };
+    println!(
+        "CPU seconds during their runs (3 processes each): baton {:.2} s ({} s per 1000 cycles), \
+         etcd {:.2} s ({} s per 1000 cycles)",
+        baton_cpu_s,
+        per_k(baton_cpu_s, baton_cycles),
+        etcd_cpu_s,
+        per_k(etcd_cpu_s, etcd_cycles)
+    );
+    println!(
+        "floor: serial fsync (4 KiB + fdatasync) p50 {} us ({:.0}/s), loopback TCP rtt p50 {} us; \
+         baton 1-client claim p50 {} us = {} x (fsync + rtt = {} us)",
+        fsync.p50_us,
+        fsync.per_s,
+        rtt.p50_us,
+        single_p50.map_or("-".to_owned(), |v| format!("{v:.0}")),
+        over_floor.map_or("-".to_owned(), |v| format!("{v:.2}")),
+        floor_us
+    );
+    let summary = Summary {
+        runs_per_cell: args.runs,
+        duration_s: args.duration.as_secs_f64(),
+        warmup_s: args.warmup.as_secs_f64(),
+        ttl_ms: args.ttl.as_millis(),
+        fsync,
+        loopback_rtt: rtt,
+        baton_single_client_claim_p50_us: single_p50,
+        floor_us,
+        baton_claim_over_floor: over_floor,
+        baton_cpu_s,
+        etcd_cpu_s,
+        baton_cycles,
+        etcd_cycles,
+        cells,
+    };
+    println!("{}", serde_json::to_string(&summary)?);
+
+    etcd.procs.stop();
+    baton.procs.stop();
+    if args.keep {
+        eprintln!("kept {}", dir.keep().display());
+    }
+    Ok(())
+}
+
+fn etcd_version(bin: &std::path::Path) -> String {
+    std::process::Command::new(bin)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .next()
+                .map(|line| line.trim_start_matches("etcd Version: ").to_owned())
+        })
+        .unwrap_or_else(|| "?".to_owned())
+}

@@ -1,0 +1,305 @@
+//! Local clusters for the comparison: 3 etcd members or 3 baton-node processes on
+//! loopback, each with its own data directory, stopped by PID when dropped (also on a
+//! panic), and the CPU time their processes used.
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+/// A free TCP port on 127.0.0.1 (bound, then released: another process could take it in
+/// between, which would make a member fail to start and the health wait fail loudly).
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Processes started by this harness; each is killed (SIGKILL, by its PID through
+/// [`Child::kill`]) and reaped when this is dropped.
+#[derive(Debug, Default)]
+pub struct Procs {
+    children: Vec<Child>,
+}
+
+impl Procs {
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
+    /// Fails if one of them has exited (with the log to look at).
+    pub fn check_running(&mut self, what: &str, logs: &[PathBuf]) -> anyhow::Result<()> {
+        for (child, log) in self.children.iter_mut().zip(logs) {
+            if let Some(status) = child.try_wait()? {
+                bail!(
+                    "{what} process {} exited ({status}); see {}",
+                    child.id(),
+                    log.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    pub fn stop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+        }
+        for child in &mut self.children {
+            let _ = child.wait();
+        }
+        self.children.clear();
+    }
+
+    fn spawn(&mut self, mut command: Command, log: &Path) -> anyhow::Result<()> {
+        let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out.try_clone()?;
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err));
+        let child = command
+            .spawn()
+            .with_context(|| format!("starting {command:?}"))?;
+        self.children.push(child);
+        Ok(())
+    }
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// CPU seconds (user + system) the processes `pids` have used so far, from
+/// `/proc/PID/stat`; a process that is gone counts 0.
+pub fn cpu_seconds(pids: &[u32]) -> f64 {
+    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|t| *t > 0)
+        .unwrap_or(100) as f64;
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .filter_map(|stat| stat_ticks(&stat))
+        .map(|t| t as f64 / ticks)
+        .sum()
+}
+
+/// utime + stime (fields 14 and 15) of a `/proc/PID/stat` line. The command name (field 2)
+/// is in parentheses and may contain spaces, so count from the last `)`.
+pub fn stat_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] is field 3 (state): utime is field 14, stime 15.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// A local etcd cluster.
+#[derive(Debug)]
+pub struct EtcdCluster {
+    pub procs: Procs,
+    /// Client endpoints, `127.0.0.1:port`, member 1 first.
+    pub endpoints: Vec<String>,
+    pub logs: Vec<PathBuf>,
+}
+
+impl EtcdCluster {
+    /// Starts `members` etcd members with data under `dir/etcd-N` (fsync on: etcd's
+    /// default; `--unsafe-no-fsync` is never passed).
+    pub fn start(etcd_bin: &Path, members: usize, dir: &Path) -> anyhow::Result<EtcdCluster> {
+        let mut client_ports = Vec::new();
+        let mut peer_ports = Vec::new();
+        for _ in 0..members {
+            client_ports.push(free_port()?);
+            peer_ports.push(free_port()?);
+        }
+        let initial: Vec<String> = (0..members)
+            .map(|i| format!("e{}=http://127.0.0.1:{}", i + 1, peer_ports[i]))
+            .collect();
+        let initial = initial.join(",");
+        let token = format!("baton-bench-{}", std::process::id());
+        let mut procs = Procs::default();
+        let mut logs = Vec::new();
+        let mut endpoints = Vec::new();
+        for i in 0..members {
+            let data = dir.join(format!("etcd-{}", i + 1));
+            let client = format!("http://127.0.0.1:{}", client_ports[i]);
+            let peer = format!("http://127.0.0.1:{}", peer_ports[i]);
+            let mut command = Command::new(etcd_bin);
+            command
+                .arg("--name")
+                .arg(format!("e{}", i + 1))
+                .arg("--data-dir")
+                .arg(&data)
+                .args(["--listen-client-urls", &client])
+                .args(["--advertise-client-urls", &client])
+                .args(["--listen-peer-urls", &peer])
+                .args(["--initial-advertise-peer-urls", &peer])
+                .args(["--initial-cluster", &initial])
+                .args(["--initial-cluster-state", "new"])
+                .args(["--initial-cluster-token", &token])
+                .args(["--logger", "zap", "--log-outputs", "stderr"])
+                .args(["--log-level", "warn"]);
+            let log = dir.join(format!("etcd-{}.log", i + 1));
+            procs.spawn(command, &log)?;
+            logs.push(log);
+            endpoints.push(format!("127.0.0.1:{}", client_ports[i]));
+        }
+        Ok(EtcdCluster {
+            procs,
+            endpoints,
+            logs,
+        })
+    }
+
+    /// Waits until every member answers Status and they agree on a leader, then puts the
+    /// leader's endpoint first in [`EtcdCluster::endpoints`].
+    pub async fn wait_healthy(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.procs.check_running("etcd", &self.logs)?;
+            let mut leaders = Vec::new();
+            let mut leader_endpoint = None;
+            for endpoint in &self.endpoints {
+                if let Ok((leader, own)) = crate::etcd::status(endpoint).await {
+                    if leader != 0 {
+                        leaders.push(leader);
+                    }
+                    if leader != 0 && leader == own {
+                        leader_endpoint = Some(endpoint.clone());
+                    }
+                }
+            }
+            let agreed =
+                leaders.len() == self.endpoints.len() && leaders.iter().all(|l| *l == leaders[0]);
+            if let (true, Some(leader)) = (agreed, leader_endpoint) {
+                // A linearizable read goes through the leader: the cluster serves.
+                if crate::etcd::count_prefix(&leader, "health/").await.is_ok() {
+                    self.endpoints.retain(|e| *e != leader);
+                    self.endpoints.insert(0, leader);
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "etcd did not become healthy within {:?}; see {:?}",
+                    timeout,
+                    self.logs
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// A local baton cluster of `baton-node` processes.
+#[derive(Debug)]
+pub struct BatonCluster {
+    pub procs: Procs,
+    /// Endpoints, `127.0.0.1:port`, node 1 first.
+    pub endpoints: Vec<String>,
+    pub logs: Vec<PathBuf>,
+}
+
+impl BatonCluster {
+    /// Starts `nodes` baton-node processes with data under `dir/baton-N`.
+    pub fn start(node_bin: &Path, nodes: usize, dir: &Path) -> anyhow::Result<BatonCluster> {
+        let mut ports = Vec::new();
+        for _ in 0..nodes {
+            ports.push(free_port()?);
+        }
+        let initial: Vec<String> = (0..nodes)
+            .map(|i| format!("{}=127.0.0.1:{}", i + 1, ports[i]))
+            .collect();
+        let initial = initial.join(",");
+        let mut procs = Procs::default();
+        let mut logs = Vec::new();
+        let mut endpoints = Vec::new();
+        for (i, port) in ports.iter().enumerate() {
+            let listen = format!("127.0.0.1:{port}");
+            let mut command = Command::new(node_bin);
+            command
+                .arg("--node-id")
+                .arg((i + 1).to_string())
+                .args(["--listen", &listen])
+                .arg("--data-dir")
+                .arg(dir.join(format!("baton-{}", i + 1)))
+                .args(["--initial-cluster", &initial])
+                .env("RUST_LOG", "warn");
+            let log = dir.join(format!("baton-{}.log", i + 1));
+            procs.spawn(command, &log)?;
+            logs.push(log);
+            endpoints.push(listen);
+        }
+        Ok(BatonCluster {
+            procs,
+            endpoints,
+            logs,
+        })
+    }
+
+    /// Waits until a claim and its release succeed (a leader commits writes).
+    pub async fn wait_healthy(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        let config = baton_client::ClientConfig {
+            retry_deadline: Duration::from_secs(2),
+            ..baton_client::ClientConfig::with_endpoints(self.endpoints.iter().cloned())
+        };
+        let client = baton_client::Client::connect(config).await?;
+        loop {
+            self.procs.check_running("baton-node", &self.logs)?;
+            let claimed = client
+                .claim("health/compare", "baton-compare", Duration::from_secs(10))
+                .await;
+            if let Ok(baton_client::ClaimOutcome::Granted(grant)) = claimed {
+                client.release("health/compare", grant.lease.token).await?;
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "baton did not become healthy within {:?} (last: {:?}); see {:?}",
+                    timeout,
+                    claimed.err(),
+                    self.logs
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// `etcd` on PATH (or `BATON_BENCH_ETCD`), if any.
+pub fn find_etcd() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("BATON_BENCH_ETCD") {
+        return Some(PathBuf::from(path));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("etcd"))
+        .find(|candidate| candidate.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_ticks_reads_utime_and_stime_after_the_command_name() {
+        let stat = "1234 (etcd (x) y) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 12 0";
+        assert_eq!(stat_ticks(stat), Some(325));
+        assert_eq!(stat_ticks("garbage"), None);
+        assert_eq!(stat_ticks("1 (a) S 1 2"), None);
+    }
+
+    #[test]
+    fn this_process_has_used_some_cpu_and_a_missing_one_none() {
+        let own = cpu_seconds(&[std::process::id()]);
+        assert!(own >= 0.0);
+        assert_eq!(cpu_seconds(&[u32::MAX]), 0.0);
+    }
+}

@@ -1,0 +1,25 @@
+//! baton-bench: the `baton bench` workload against etcd 3.4, and `baton-compare`, which
+//! runs it against a fresh 3-node baton cluster and a fresh 3-node etcd cluster side by side.
+//!
+//! - [`etcd`]: the etcd claimant loop (LeaseGrant + Txn / KeepAlive / Txn + LeaseRevoke),
+//!   reporting a [`baton_client::BenchReport`] measured exactly like `baton bench`.
+//! - [`cluster`]: starting and stopping local etcd and baton-node processes, their CPU time.
+//! - [`table`]: medians over runs and the baton/etcd ratio table (pure).
+//! - [`floor`]: the disk's serial fsync latency and a loopback TCP round trip.
+//! - [`pb`]: the hand-written subset of etcd's v3 gRPC API (`proto/`).
+
+pub mod cluster;
+pub mod etcd;
+pub mod floor;
+pub mod table;
+
+/// Code generated from `proto/etcd.proto` and `proto/kv.proto`.
+pub mod pb {
+    #![allow(clippy::all, clippy::pedantic)]
+    pub mod mvccpb {
+        tonic::include_proto!("mvccpb");
+    }
+    pub mod etcdserverpb {
+        tonic::include_proto!("etcdserverpb");
+    }
+}
