@@ -22,7 +22,7 @@
 
 use std::time::{Duration, Instant};
 
-use baton_client::bench::{BenchErrors, BenchLatencies, LatencyHistogram};
+use baton_client::bench::{report, Tally, Window};
 use baton_client::{BenchConfig, BenchReport};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -97,70 +97,6 @@ pub async fn status(endpoint: &str) -> anyhow::Result<(u64, u64)> {
         .into_inner();
     let own = answer.header.map(|h| h.member_id).unwrap_or_default();
     Ok((answer.leader, own))
-}
-
-/// One claimant's counts (as in `baton_client::bench`).
-#[derive(Debug, Default)]
-struct Tally {
-    attempts: u64,
-    granted: u64,
-    held: u64,
-    cycles: u64,
-    errors: BenchErrors,
-    last_error: Option<String>,
-    claim: LatencyHistogram,
-    renew: LatencyHistogram,
-    release: LatencyHistogram,
-    cycle: LatencyHistogram,
-}
-
-impl Tally {
-    fn error(&mut self, what: &str, status: &Status, counted: bool) {
-        if counted {
-            match status.code() {
-                Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => {
-                    self.errors.unavailable += 1
-                }
-                _ => self.errors.other += 1,
-            }
-        }
-        self.last_error = Some(format!("{what}: {status}"));
-    }
-
-    fn lost(&mut self, message: String, counted: bool) {
-        self.errors.lost += u64::from(counted);
-        self.last_error = Some(message);
-    }
-
-    fn merge(&mut self, other: Tally) {
-        self.attempts += other.attempts;
-        self.granted += other.granted;
-        self.held += other.held;
-        self.cycles += other.cycles;
-        self.errors.unavailable += other.errors.unavailable;
-        self.errors.refused += other.errors.refused;
-        self.errors.lost += other.errors.lost;
-        self.errors.other += other.errors.other;
-        if other.last_error.is_some() {
-            self.last_error = other.last_error;
-        }
-        self.claim.merge(&other.claim);
-        self.renew.merge(&other.renew);
-        self.release.merge(&other.release);
-        self.cycle.merge(&other.cycle);
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Window {
-    start: Instant,
-    end: Instant,
-}
-
-impl Window {
-    fn counts(&self, began: Instant, finished: Instant) -> bool {
-        began >= self.start && finished <= self.end
-    }
 }
 
 /// A claimant's connections: KV, Lease and its keep-alive stream.
@@ -364,38 +300,6 @@ pub async fn run(config: BenchConfig) -> anyhow::Result<BenchReport> {
     Ok(report(&config, total))
 }
 
-fn report(config: &BenchConfig, total: Tally) -> BenchReport {
-    let duration_s = config.duration.as_secs_f64();
-    let per_s = |count: u64| (count as f64 / duration_s * 10.0).round() / 10.0;
-    BenchReport {
-        clients: config.clients,
-        keys: config.keys,
-        key_prefix: config.key_prefix.clone(),
-        duration_s,
-        warmup_s: config.warmup.as_secs_f64(),
-        ttl_ms: u64::try_from(config.ttl.as_millis()).unwrap_or(u64::MAX),
-        attempts: total.attempts,
-        attempts_per_s: per_s(total.attempts),
-        granted: total.granted,
-        held: total.held,
-        cycles: total.cycles,
-        cycles_per_s: per_s(total.cycles),
-        win_rate: if total.attempts == 0 {
-            0.0
-        } else {
-            total.granted as f64 / total.attempts as f64
-        },
-        errors: total.errors,
-        last_error: total.last_error,
-        latency_us: BenchLatencies {
-            claim: total.claim.summary(),
-            renew: total.renew.summary(),
-            release: total.release.summary(),
-            cycle: total.cycle.summary(),
-        },
-    }
-}
-
 async fn claimant(mut conn: Conn, mut rng: StdRng, config: BenchConfig, window: Window) -> Tally {
     let mut tally = Tally::default();
     while Instant::now() < window.end {
@@ -434,7 +338,7 @@ async fn claimant(mut conn: Conn, mut rng: StdRng, config: BenchConfig, window: 
                 continue;
             }
             Err((lease, status)) => {
-                tally.error("claim", &status, counted);
+                status_error(&mut tally, "claim", &status, counted);
                 if let Some(lease) = lease {
                     let _ = conn.revoke(lease).await;
                 }
@@ -457,13 +361,17 @@ async fn claimant(mut conn: Conn, mut rng: StdRng, config: BenchConfig, window: 
                     if alive {
                         full_cycle = true;
                     } else {
-                        tally.lost(format!("renewal of {key} lost the lease"), counted);
+                        lost(
+                            &mut tally,
+                            format!("renewal of {key} lost the lease"),
+                            counted,
+                        );
                         // Nothing to release: the lease and its key are gone.
                         continue;
                     }
                 }
                 Err(status) => {
-                    tally.error("renew", &status, counted);
+                    status_error(&mut tally, "renew", &status, counted);
                 }
             }
         }
@@ -485,11 +393,15 @@ async fn claimant(mut conn: Conn, mut rng: StdRng, config: BenchConfig, window: 
                     tally.release.record(release_end - release_start);
                 }
                 full_cycle = false;
-                tally.lost(format!("release of {key} lost the lease"), counted);
+                lost(
+                    &mut tally,
+                    format!("release of {key} lost the lease"),
+                    counted,
+                );
             }
             (Err(status), _) | (_, Err(status)) => {
                 full_cycle = false;
-                tally.error("release", &status, counted);
+                status_error(&mut tally, "release", &status, counted);
             }
         }
         if full_cycle && window.counts(claim_start, release_end) {
@@ -498,6 +410,25 @@ async fn claimant(mut conn: Conn, mut rng: StdRng, config: BenchConfig, window: 
         }
     }
     tally
+}
+
+/// Notes an etcd call that got no answer; counts it if it is inside the window.
+fn status_error(tally: &mut Tally, what: &str, status: &Status, counted: bool) {
+    if counted {
+        match status.code() {
+            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => {
+                tally.errors.unavailable += 1
+            }
+            _ => tally.errors.other += 1,
+        }
+    }
+    tally.last_error = Some(format!("{what}: {status}"));
+}
+
+/// Notes a renewal or release that found the lease gone.
+fn lost(tally: &mut Tally, message: String, counted: bool) {
+    tally.errors.lost += u64::from(counted);
+    tally.last_error = Some(message);
 }
 
 #[cfg(test)]

@@ -431,32 +431,35 @@ fn bucket_upper(index: usize) -> u64 {
 }
 
 /// The measured window: operations that start at or after `start` and finish at or before
-/// `end` count.
+/// `end` count. Shared with other systems' loops (baton-bench's etcd loop), so that both
+/// sides are counted by the same rule.
 #[derive(Debug, Clone, Copy)]
-struct Window {
-    start: Instant,
-    end: Instant,
+pub struct Window {
+    pub start: Instant,
+    pub end: Instant,
 }
 
 impl Window {
-    fn counts(&self, began: Instant, finished: Instant) -> bool {
+    /// Whether an operation that began and finished at these instants counts.
+    pub fn counts(&self, began: Instant, finished: Instant) -> bool {
         began >= self.start && finished <= self.end
     }
 }
 
-/// One claimant's counts; merged into the report at the end.
+/// One claimant's counts; merged into the report at the end ([`report`]). Public so that
+/// another system's loop (baton-bench's etcd loop) tallies exactly like baton's.
 #[derive(Debug, Default)]
-struct Tally {
-    attempts: u64,
-    granted: u64,
-    held: u64,
-    cycles: u64,
-    errors: BenchErrors,
-    last_error: Option<String>,
-    claim: LatencyHistogram,
-    renew: LatencyHistogram,
-    release: LatencyHistogram,
-    cycle: LatencyHistogram,
+pub struct Tally {
+    pub attempts: u64,
+    pub granted: u64,
+    pub held: u64,
+    pub cycles: u64,
+    pub errors: BenchErrors,
+    pub last_error: Option<String>,
+    pub claim: LatencyHistogram,
+    pub renew: LatencyHistogram,
+    pub release: LatencyHistogram,
+    pub cycle: LatencyHistogram,
 }
 
 impl Tally {
@@ -468,7 +471,8 @@ impl Tally {
         self.last_error = Some(error.to_string());
     }
 
-    fn merge(&mut self, other: Tally) {
+    /// Adds another claimant's counts.
+    pub fn merge(&mut self, other: Tally) {
         self.attempts += other.attempts;
         self.granted += other.granted;
         self.held += other.held;
@@ -536,7 +540,8 @@ pub async fn run(config: BenchConfig) -> Result<BenchReport, Error> {
     Ok(report(&config, total))
 }
 
-fn report(config: &BenchConfig, total: Tally) -> BenchReport {
+/// The report of a run from the merged tally of its claimants.
+pub fn report(config: &BenchConfig, total: Tally) -> BenchReport {
     let duration_s = config.duration.as_secs_f64();
     let per_s = |count: u64| (count as f64 / duration_s * 10.0).round() / 10.0;
     BenchReport {
