@@ -214,16 +214,13 @@ fn holding(lease: &baton_client::LeaseInfo) -> Holding {
     }
 }
 
-/// An error from baton as a history outcome: a refusal is a definite `fail` (except "too old
-/// to tell whether it was applied", which is unknown), and so is bad
+/// An error from baton as a history outcome: a refusal is a definite `fail` (a retry too old
+/// to tell whether it was applied comes back as `UNKNOWN`, so it lands below as unknown), and
+/// so is bad
 /// input (nothing applied; recorded with an `Unknown` reply, which the model does not read as
 /// a statement about the lease); anything else leaves the outcome unknown.
 fn failed(e: Error) -> (Kind, Reply) {
     match e {
-        // The node could not tell whether a retried request was applied: unknown, not a no.
-        Error::Refused(message) if message.contains("too old to tell") => {
-            (Kind::Info, Reply::Unknown { message })
-        }
         Error::Refused(message) => (Kind::Fail, Reply::Refused { message }),
         Error::InvalidArgument(message) => (
             Kind::Fail,

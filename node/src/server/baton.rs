@@ -51,6 +51,20 @@ impl From<Status> for Refusal {
     }
 }
 
+/// An outcome that answers the request, or the status that says it does not: bad input
+/// (`INVALID_ARGUMENT`, nothing changed), a refusal (`FAILED_PRECONDITION`, nothing changed),
+/// or a retry too old to tell whether the first attempt was applied (`UNKNOWN`: no answer, the
+/// outcome is unknown; a refusal code would tell the caller "nothing changed", which may be
+/// false).
+fn answer_or_status(outcome: Outcome) -> Result<Outcome, Status> {
+    match outcome {
+        Outcome::Invalid { message } => Err(Status::invalid_argument(message)),
+        Outcome::Refused { message } => Err(Status::failed_precondition(message)),
+        Outcome::RetryTooOld { message } => Err(Status::unknown(message)),
+        outcome => Ok(outcome),
+    }
+}
+
 /// What the handlers share.
 pub struct Ctx {
     pub raft: Raft,
@@ -107,12 +121,9 @@ impl Ctx {
                 self.write_timeout.as_millis()
             ))
             .into()),
-            Ok(Ok(resp)) => match resp.data {
-                Outcome::Invalid { message } => Err(Status::invalid_argument(message).into()),
-                Outcome::RetryTooOld { message } | Outcome::Refused { message } => {
-                    Err(Status::failed_precondition(message).into())
-                }
-                outcome => Ok((outcome, resp.log_id.index)),
+            Ok(Ok(resp)) => match answer_or_status(resp.data) {
+                Ok(outcome) => Ok((outcome, resp.log_id.index)),
+                Err(status) => Err(status.into()),
             },
             Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
                 Err(Refusal::NotLeader {
@@ -793,5 +804,29 @@ impl pb::baton_server::Baton for BatonServer {
             |mut c, r| async move { c.set_quarantine(r).await },
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod answer_tests {
+    use super::*;
+
+    #[test]
+    fn a_retry_too_old_to_tell_is_no_answer_not_a_refusal() {
+        let status = answer_or_status(Outcome::RetryTooOld {
+            message: "request seq 3 of client c is too old to tell whether it was applied".into(),
+        })
+        .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unknown);
+        let refused = answer_or_status(Outcome::Refused {
+            message: "stale token 5".into(),
+        })
+        .unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+        let invalid = answer_or_status(Outcome::Invalid {
+            message: "key must be 1 to 512 bytes".into(),
+        })
+        .unwrap_err();
+        assert_eq!(invalid.code(), tonic::Code::InvalidArgument);
     }
 }
