@@ -83,7 +83,7 @@ pub struct OfferView {
     pub offer_ttl: Duration,
     /// Leader's wall-clock time of the offer; for people only.
     pub offered_at_unix_ms: u64,
-    /// Log index of the offer.
+    /// Revision of the offer.
     pub revision: u64,
     /// The serving node's estimate of the time before the offer lapses.
     #[serde(rename = "remaining_ms", serialize_with = "as_millis")]
@@ -99,7 +99,7 @@ pub struct Accepted {
     pub note: HandoffNote,
     /// The giver.
     pub from: HolderInfo,
-    /// Log index of the acceptance (which is also the new token).
+    /// Revision of the acceptance (which is also the new token).
     pub revision: u64,
     /// The taker may act as the holder until this instant of its own monotonic clock,
     /// counted like a claim's (see [`crate::safe_deadline`]).

@@ -40,7 +40,7 @@ pub mod kind {
 /// One event in a key's history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Event {
-    /// Log index of the entry that produced the event.
+    /// Revision of the entry that produced the event.
     pub revision: u64,
     /// The key.
     pub key: String,
@@ -65,7 +65,7 @@ pub struct History {
     pub events: Vec<Event>,
     /// Older events compacted away before the first one here.
     pub dropped: u64,
-    /// Applied log index the answer reflects.
+    /// Revision the answer reflects (of the last applied write).
     pub revision: u64,
 }
 
@@ -79,14 +79,14 @@ pub struct Stint {
     pub holder_client_id: String,
     /// The stint's fencing token.
     pub token: u64,
-    /// Log index of the claim or acceptance that started the stint; `0` when it was
+    /// Revision of the claim or acceptance that started the stint; `0` when it was
     /// compacted away (then [`Stint::start_compacted`] is set).
     pub from_revision: u64,
     /// Leader's wall-clock time of the start; `0` when unknown.
     pub from_unix_ms: u64,
     /// The stint started before the oldest event kept: its start is unknown.
     pub start_compacted: bool,
-    /// Log index of the event that ended the stint; `None` while it lasts.
+    /// Revision of the event that ended the stint; `None` while it lasts.
     pub until_revision: Option<u64>,
     /// Leader's wall-clock time of the end; `None` while it lasts.
     pub until_unix_ms: Option<u64>,

@@ -36,7 +36,7 @@ pub struct Record {
     /// The note of the latest handoff: accepted, or left by an offer whose giver's lease
     /// ended, so that nothing written is lost.
     pub last_note: Option<HandoffNote>,
-    /// Log index of the latest change to status, summary or fields (`0`: never changed).
+    /// Revision of the latest change to status, summary or fields (`0`: never changed).
     pub updated_revision: u64,
 }
 
@@ -98,7 +98,7 @@ pub struct RecordView {
     pub record: Record,
     /// The key's lease; `None` when the key is free.
     pub lease: Option<LeaseInfo>,
-    /// Applied log index the answer reflects.
+    /// Revision the answer reflects (of the last applied write).
     pub revision: u64,
 }
 

@@ -27,7 +27,7 @@ pub struct LeaseInfo {
     pub holder_name: String,
     /// The holder process's random id: tells two processes with one name apart.
     pub holder_client_id: String,
-    /// Fencing token: the log index of the grant. Downstream systems reject smaller ones.
+    /// Fencing token: the revision of the grant. Downstream systems reject smaller ones.
     pub token: u64,
     /// Lease length, counted by the cluster from its apply of the grant or latest renewal.
     #[serde(rename = "ttl_ms", serialize_with = "as_millis")]
@@ -39,7 +39,7 @@ pub struct LeaseInfo {
     /// The serving node's estimate of the time left before the leader expires the lease.
     #[serde(rename = "remaining_ms", serialize_with = "as_millis")]
     pub remaining: Duration,
-    /// Log index of the grant or renewal the expiry countdown runs from.
+    /// Revision of the grant or renewal the expiry countdown runs from.
     pub basis: u64,
 }
 
@@ -64,7 +64,7 @@ pub struct AssignmentInfo {
     pub reason: String,
     /// Leader's wall-clock time of the assignment; for people only.
     pub assigned_at_unix_ms: u64,
-    /// Log index of the assignment.
+    /// Revision of the assignment.
     pub revision: u64,
 }
 
@@ -104,7 +104,7 @@ pub struct Grant {
     /// The caller already held the key (same client id), so the token is unchanged and the
     /// lease was renewed. Always true for a renewal.
     pub already_held: bool,
-    /// Log index at which the grant or renewal was decided.
+    /// Revision at which the grant or renewal was decided.
     pub revision: u64,
     /// The caller may act as the holder until this instant of its own monotonic clock:
     /// `send_time + ttl × (1 − drift_margin)`, see [`safe_deadline`].
@@ -144,7 +144,7 @@ pub enum ReleaseOutcome {
 pub struct Probe {
     /// The key's lease; `None` when the key is free.
     pub lease: Option<LeaseInfo>,
-    /// Applied log index the answer reflects.
+    /// Revision the answer reflects (of the last applied write).
     pub revision: u64,
 }
 
@@ -155,7 +155,7 @@ pub struct Board {
     pub leases: Vec<LeaseInfo>,
     /// More leases match: ask again with `start_after` = the last key of this page.
     pub truncated: bool,
-    /// Applied log index the answer reflects.
+    /// Revision the answer reflects (of the last applied write).
     pub revision: u64,
     /// The assignment of each listed key that has one (key -> assignment): who a dispatcher
     /// wanted, beside who holds it. Routing metadata only.
@@ -169,7 +169,7 @@ pub struct TokenCheck {
     pub current: bool,
     /// The key's current lease; `None` when the key is free.
     pub lease: Option<LeaseInfo>,
-    /// Applied log index the answer reflects.
+    /// Revision the answer reflects (of the last applied write).
     pub revision: u64,
 }
 

@@ -210,6 +210,7 @@ impl NodeConfig {
             // so a briefly lagging follower catches up from the log, a long-gone one from the
             // snapshot.
             max_in_snapshot_log_to_keep: self.snapshot_logs.min(1_000),
+            max_payload_entries: crate::core::limits::RAFT_ENTRIES_PER_MESSAGE_MAX,
             ..Default::default()
         }
         .validate()

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use openraft::ServerState;
 
 use crate::clock::Clock;
-use crate::core::{FencingToken, Lease, LogCommand, Op};
+use crate::core::{FencingToken, Lease, LogCommand, Op, Proposal};
 use crate::raft_types::Raft;
 
 /// `Expire` proposals the leader has in flight at most; the rest wait for the next tick.
@@ -199,10 +199,10 @@ pub async fn run(
                         leader_unix_ms: wall_clock_unix_ms(),
                         op,
                     };
-                    match raft.client_write(cmd).await {
+                    match raft.client_write(Proposal::one(cmd)).await {
                         Ok(resp) => tracing::info!(
                             key = %key, token = countdown.token, basis = countdown.basis,
-                            revision = resp.log_id.index, outcome = ?resp.data, "proposed expiry"
+                            answer = ?resp.data, "proposed expiry"
                         ),
                         Err(e) => {
                             tracing::debug!(key = %key, error = %e, "expiry proposal failed; will retry")

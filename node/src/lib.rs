@@ -10,10 +10,11 @@
 //! - `node`    wiring: open storage, start Raft, serve, shut down.
 //!
 //! Data path of a claim: `server::baton` validates the request and proposes a
-//! `core::LogCommand` with `Raft::client_write` (a follower forwards it to the leader);
+//! `core::LogCommand` to `server::proposer` (a follower forwards it to the leader), which
+//! batches concurrent commands into one `core::Proposal` per `Raft::client_write`;
 //! openraft appends it to the sled log (fsync'd) and replicates it; once committed,
-//! `store::StateMachine::apply` runs `core::LeaseTable::apply` with the entry's log index
-//! (the fencing token), persists the change and starts the lease's countdown in
+//! `store::StateMachine::apply` runs `core::LeaseTable::apply` for each command with the
+//! next revision (the fencing token of a grant) and starts the lease's countdown in
 //! `expiry::Countdowns`; the handler turns the `core::Outcome` into the gRPC answer.
 
 pub mod chaos;

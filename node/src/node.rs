@@ -95,15 +95,15 @@ pub async fn run(
         node_id = cfg.node_id, listen = %cfg.listen, advertise = %cfg.advertise,
         data_dir = %cfg.data_dir.display(), cluster = %cfg.cluster_name, "baton node serving"
     );
+    // Nagle off on every accepted connection. `Server::tcp_nodelay` only reaches sockets that
+    // tonic accepts itself, not an incoming stream handed to it; with Nagle on, a reply sent
+    // as two writes waited for the peer's delayed ACK (~40 ms) before its second half left.
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let served = tonic::transport::Server::builder()
-        .tcp_nodelay(true)
         .add_service(baton_svc)
         .add_service(cluster_svc)
         .add_service(raft_svc)
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            shutdown,
-        )
+        .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
 
     tracing::info!(node_id = cfg.node_id, "shutting down");

@@ -1,16 +1,16 @@
-//! openraft type configuration: log entries carry `core::LogCommand`, applying one answers a
-//! `core::Outcome`. Everything else is openraft's default (u64 node ids, `BasicNode{addr}`,
+//! openraft type configuration: log entries carry a `core::Proposal` (a batch of commands),
+//! applying one answers a `core::Applied` per command. Everything else is openraft's default (u64 node ids, `BasicNode{addr}`,
 //! in-memory snapshot buffers, tokio).
 
 use std::io::Cursor;
 
-use crate::core::{LogCommand, Outcome};
+use crate::core::{Applied, Proposal};
 
 openraft::declare_raft_types!(
     /// baton's Raft types.
     pub TypeConfig:
-        D = LogCommand,
-        R = Outcome,
+        D = Proposal,
+        R = Vec<Applied>,
 );
 
 pub type NodeId = u64;

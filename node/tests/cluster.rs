@@ -804,3 +804,43 @@ async fn the_board_shows_the_assignment_beside_the_holder() {
     assert_eq!(board.assignments["tasks/b1"].to, "claude@a");
     assert!(!board.assignments.contains_key("tasks/b2"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_share_log_entries_and_each_still_gets_its_own_token() {
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let admin = cluster.client_of(leader).await;
+    let entries_before = admin.cluster_status().await.unwrap().applied_index;
+    const CLAIMS: usize = 96;
+    let mut clients = Vec::new();
+    for _ in 0..CLAIMS {
+        clients.push(cluster.client_of(leader).await);
+    }
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, client)| {
+            tokio::spawn(async move {
+                client
+                    .claim(&format!("batch/{i}"), &format!("agent-{i}"), TTL)
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut tokens = BTreeSet::new();
+    for t in tasks {
+        tokens.insert(granted(t.await.unwrap()).lease.token);
+    }
+    assert_eq!(tokens.len(), CLAIMS, "every grant has a token of its own");
+    let entries_used = admin.cluster_status().await.unwrap().applied_index - entries_before;
+    assert!(
+        (entries_used as usize) < CLAIMS,
+        "{CLAIMS} concurrent claims were batched into fewer log entries, used {entries_used}"
+    );
+    // Each command still counts one revision: a later claim's token is above every one of
+    // these, by exactly one.
+    let next = granted(admin.claim("batch/after", "agent-x", TTL).await.unwrap());
+    assert_eq!(next.lease.token, tokens.last().unwrap() + 1);
+}

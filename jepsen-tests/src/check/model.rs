@@ -5,7 +5,7 @@
 //! earliest possible expiry, a pending offer and the record's list.
 //!
 //! Nondeterminism, kept as sets of states by the search:
-//! - **Tokens** are Raft log indexes: a grant's token is any value above the last one. An
+//! - **Tokens** are revisions (one per write, cluster-wide): a grant's token is any value above the last one. An
 //!   `info` grant's token is unknown, kept as a lower bound (`AtLeast`) and pinned down
 //!   (`Exact`) when a later read, refusal or operation shows it. Token values are never
 //!   enumerated.

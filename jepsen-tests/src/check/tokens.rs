@@ -2,7 +2,7 @@
 //! `ok` grant (claim or accept) belongs to one client only, a fresh grant never repeats a
 //! token, and tokens increase in real-time order: if grant A returned before grant B was
 //! invoked then `tA < tB`, except when B is the holder's own re-claim of A's token
-//! (`already_held`). Tokens are Raft log indexes, so gaps are expected and not checked.
+//! (`already_held`). Tokens are revisions (one per write, cluster-wide), so gaps are expected and not checked.
 //!
 //! Why besides the WGL search: it is cheap, runs even when the search runs out of budget, and
 //! names the offending grants directly.

@@ -86,7 +86,7 @@ pub struct Offer {
     pub note: HandoffNote,
     pub offer_ttl_ms: u64,
     pub offered_unix_ms: u64,
-    /// Log index of the offer: the lapse countdown runs from each node's apply of it, and a
+    /// Revision of the offer: the lapse countdown runs from each node's apply of it, and a
     /// `Lapse` must name it to take effect.
     pub revision: u64,
 }
@@ -212,7 +212,7 @@ impl EventKind {
 /// One history event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
-    /// Log index of the entry that produced it.
+    /// Revision of the entry that produced it.
     pub revision: u64,
     pub kind: EventKind,
     /// Who did it; `None` for the leader's own entries (expired, lapsed) and operators.

@@ -57,7 +57,7 @@ pub const TTL_MS_FLOOR: u64 = 100;
 pub const BOARD_LEASES_MAX: usize = 1_000;
 
 /// Clients whose latest answers the state machine remembers for de-duplication. When more
-/// clients appear, the one idle for the longest (by log index) is forgotten.
+/// clients appear, the one idle for the longest (by revision) is forgotten.
 pub const DEDUP_CLIENTS_MAX: usize = 10_000;
 /// Answers remembered per client: a client may have this many requests in flight and still
 /// get every retry de-duplicated.
@@ -68,7 +68,21 @@ pub const REQUEST_BYTES_MAX: usize = 256 * 1024;
 /// Largest Raft message between nodes (a snapshot chunk is smaller, see node config).
 pub const RAFT_MESSAGE_BYTES_MAX: usize = 64 * 1024 * 1024;
 
+/// Commands one Raft log entry carries at most (the proposer batches concurrent requests).
+pub const PROPOSAL_COMMANDS_MAX: usize = 256;
+/// Encoded bytes of the commands one log entry carries at most; a single larger command (up
+/// to `REQUEST_BYTES_MAX`) goes alone.
+pub const PROPOSAL_BYTES_MAX: usize = 256 * 1024;
+/// Log entries the proposer keeps in flight at once; more requests wait and share an entry.
+pub const PROPOSALS_IN_FLIGHT_MAX: usize = 4;
+/// Log entries per replication message: at the largest entry size, one message stays under
+/// `RAFT_MESSAGE_BYTES_MAX`.
+pub const RAFT_ENTRIES_PER_MESSAGE_MAX: u64 =
+    (RAFT_MESSAGE_BYTES_MAX / (2 * (PROPOSAL_BYTES_MAX + REQUEST_BYTES_MAX))) as u64;
+
 // Relations between limits, checked at compile time.
+const _: () = assert!(RAFT_ENTRIES_PER_MESSAGE_MAX >= 16);
+const _: () = assert!(PROPOSAL_COMMANDS_MAX >= 1 && PROPOSALS_IN_FLIGHT_MAX >= 1);
 const _: () = assert!(TTL_MS_FLOOR < TTL_MS_MAX);
 const _: () = assert!(KEY_BYTES_MAX + HOLDER_NAME_BYTES_MAX + REASON_BYTES_MAX < REQUEST_BYTES_MAX);
 const _: () = assert!(DEDUP_ANSWERS_PER_CLIENT_MAX >= 1);

@@ -6,9 +6,10 @@
 //! - `validate` input rules shared with the gRPC edge;
 //! - `table`    `LeaseTable::apply(index, command) -> Outcome`.
 //!
-//! Data path: a gRPC handler validates a request and proposes a `LogCommand` to Raft; once
-//! the entry commits, every node's state machine calls `LeaseTable::apply` with the entry's
-//! log index (which becomes the fencing token of a grant) and the leader returns the
+//! Data path: a gRPC handler validates a request and hands a `LogCommand` to the proposer,
+//! which batches concurrent commands into one `Proposal` per Raft log entry; once the entry
+//! commits, every node's state machine calls `LeaseTable::apply` for each command with the
+//! next revision (which becomes the fencing token of a grant) and the leader returns the
 //! `Outcome` to the client.
 
 pub mod case;
@@ -27,4 +28,6 @@ pub use case::{
     RecordPatch, VolatileFact,
 };
 pub use table::{Changes, ClientSession, LeaseTable};
-pub use types::{FencingToken, Holder, Lease, LogCommand, Op, Outcome, RequestId};
+pub use types::{
+    Applied, FencingToken, Holder, Lease, LogCommand, Op, Outcome, Proposal, RequestId,
+};

@@ -21,7 +21,7 @@ use super::validate;
 /// What the state machine remembers of one client for de-duplication.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientSession {
-    /// Log index of this client's latest request: orders clients for eviction.
+    /// Revision of this client's latest request: orders clients for eviction.
     pub last_index: u64,
     /// The answers to the highest seqs seen, ordered by seq, at most
     /// `DEDUP_ANSWERS_PER_CLIENT_MAX`.
@@ -243,7 +243,7 @@ impl LeaseTable {
         changes: &mut Changes,
     ) {
         if !self.sessions.contains_key(&id.client_id) && self.sessions.len() >= DEDUP_CLIENTS_MAX {
-            // Forget the client idle for the longest. Deterministic: ordered by log index.
+            // Forget the client idle for the longest. Deterministic: ordered by revision.
             if let Some((_, idle)) = self.by_activity.pop_first() {
                 if let Some(forgotten) = self.sessions.remove(&idle) {
                     for answer in forgotten.answers {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::case::{Assignment, HandoffNote, Offer, Record, RecordPatch};
 
-/// A fencing token: the Raft log index of the entry that granted a lease.
+/// A fencing token: the revision of the write that granted a lease.
 pub type FencingToken = u64;
 
 /// Who holds, or wants, a key.
@@ -25,9 +25,9 @@ pub struct Holder {
 pub struct Lease {
     pub key: String,
     pub holder: Holder,
-    /// Log index of the granting entry; stays the same across renewals.
+    /// Revision of the granting entry; stays the same across renewals.
     pub token: FencingToken,
-    /// Log index of the grant or of the latest renewal: the instant each node counts the TTL
+    /// Revision of the grant or of the latest renewal: the instant each node counts the TTL
     /// from is its own apply of this entry, and an `Expire` must name it to take effect.
     pub basis: u64,
     /// Renewals since the grant (the history records them as a count, not one by one).
@@ -46,8 +46,30 @@ pub struct RequestId {
     pub seq: u64,
 }
 
-/// One Raft log entry's payload: an operation plus who sent it and the proposing leader's
-/// wall clock.
+/// One Raft log entry's payload: the commands the leader batched into it, applied in order,
+/// each at its own revision. Batching is what lets one log append and one fsync carry many
+/// concurrent requests (openraft 0.9 appends each proposal on its own, waiting for the flush).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proposal {
+    pub commands: Vec<LogCommand>,
+}
+
+impl Proposal {
+    pub fn one(cmd: LogCommand) -> Proposal {
+        Proposal {
+            commands: vec![cmd],
+        }
+    }
+}
+
+/// What applying one command produced, and the revision it was applied at.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    pub outcome: Outcome,
+    pub revision: u64,
+}
+
+/// One command: an operation plus who sent it and the proposing leader's wall clock.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogCommand {
     /// Set for client requests (de-duplicated); `None` for the leader's own entries (`Expire`).

@@ -17,12 +17,13 @@ use std::time::{Duration, Instant};
 use baton_proto::v1 as pb;
 use baton_proto::v1::baton_client::BatonClient;
 use baton_proto::{FORWARDED_METADATA_KEY, LEADER_METADATA_KEY};
-use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::error::{CheckIsLeaderError, RaftError};
 use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 
 use super::convert::{self, TtlBounds};
+use super::proposer::{ProposeError, Proposer};
 use crate::core::limits::{BOARD_LEASES_MAX, REQUEST_BYTES_MAX};
 use crate::core::validate;
 use crate::core::{LogCommand, Op, Outcome, RequestId};
@@ -71,6 +72,8 @@ pub struct Ctx {
     pub sm: StateMachine,
     pub ttl: TtlBounds,
     pub write_timeout: Duration,
+    /// Batches writes into log entries.
+    proposer: Proposer,
     /// One lazily connected client per leader address, for forwarding.
     leaders: Mutex<HashMap<String, BatonClient<Channel>>>,
 }
@@ -78,6 +81,7 @@ pub struct Ctx {
 impl Ctx {
     pub fn new(raft: Raft, sm: StateMachine, ttl: TtlBounds, write_timeout: Duration) -> Ctx {
         Ctx {
+            proposer: Proposer::start(raft.clone()),
             raft,
             sm,
             ttl,
@@ -114,23 +118,21 @@ impl Ctx {
             leader_unix_ms: wall_clock_unix_ms(),
             op,
         };
-        let written = tokio::time::timeout(self.write_timeout, self.raft.client_write(cmd)).await;
+        let written = tokio::time::timeout(self.write_timeout, self.proposer.propose(cmd)).await;
         match written {
             Err(_) => Err(Status::unavailable(format!(
                 "the write did not commit within {} ms (no quorum?); retry with the same request id",
                 self.write_timeout.as_millis()
             ))
             .into()),
-            Ok(Ok(resp)) => match answer_or_status(resp.data) {
-                Ok(outcome) => Ok((outcome, resp.log_id.index)),
+            Ok(Ok(applied)) => match answer_or_status(applied.outcome) {
+                Ok(outcome) => Ok((outcome, applied.revision)),
                 Err(status) => Err(status.into()),
             },
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
-                Err(Refusal::NotLeader {
-                    leader: f.leader_node.map(|n| n.addr),
-                })
+            Ok(Err(ProposeError::NotLeader(leader))) => Err(Refusal::NotLeader { leader }),
+            Ok(Err(ProposeError::Failed(e))) => {
+                Err(Status::unavailable(format!("write failed: {e}")).into())
             }
-            Ok(Err(e)) => Err(Status::unavailable(format!("write failed: {e}")).into()),
         }
     }
 
@@ -449,9 +451,9 @@ impl Ctx {
     }
 }
 
-/// The applied log index a read reflects; read under the same lock as the data.
+/// The revision a read reflects; read under the same lock as the data.
 fn revision(state: &SmState) -> u64 {
-    state.last_applied.map(|l| l.index).unwrap_or(0)
+    state.revision
 }
 
 /// An outcome that cannot answer this operation: a bug, reported as INTERNAL.

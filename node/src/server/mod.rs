@@ -5,4 +5,5 @@
 pub mod baton;
 pub mod cluster;
 pub mod convert;
+pub mod proposer;
 pub mod raft;

@@ -55,7 +55,25 @@ impl LogStore {
             .map_err(|e| StorageIOError::read(&e).into())
     }
 
-    async fn sync(&self) -> Result<(), StorageError> {
+    /// Writes `entries` (readable at once, durable after the next flush).
+    ///
+    /// Plain inserts in log order, not a `sled::Batch`: each batch rolls sled's write buffer
+    /// twice, a blocking device write each time. Without one, a crash keeps a prefix of these
+    /// inserts (sled recovers its log up to the first missing write), which is a shorter log,
+    /// never one with a hole; and nothing here is acknowledged before the flusher's fsync.
+    pub(super) fn write_entries(
+        &self,
+        entries: impl IntoIterator<Item = Entry>,
+    ) -> Result<(), StorageError> {
+        for entry in entries {
+            self.log
+                .insert(index_key(entry.log_id.index), encode(&entry))
+                .map_err(|e| StorageIOError::write_logs(&e))?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn sync(&self) -> Result<(), StorageError> {
         self.flusher
             .sync()
             .await
@@ -164,13 +182,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut batch = sled::Batch::default();
-        for entry in entries {
-            batch.insert(&index_key(entry.log_id.index), encode(&entry));
-        }
-        self.log
-            .apply_batch(batch)
-            .map_err(|e| StorageIOError::write_logs(&e))?;
+        self.write_entries(entries)?;
         // Readable now; durable when the flusher fires the callback.
         self.flusher
             .after_sync(callback)

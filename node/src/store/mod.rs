@@ -2,10 +2,12 @@
 //!
 //! Layout of a data dir:
 //! - `baton.id`       which node of which cluster this dir belongs to (checked at start);
-//! - `sled/`          the sled database: trees `raft_log` (big-endian index -> entry),
-//!   `raft_meta` (vote, committed, last purged), `sm_data` (leases, client sessions),
-//!   `sm_meta` (last applied, membership);
+//! - `sled/`          the sled database: trees `raft_log` (big-endian index -> entry) and
+//!   `raft_meta` (vote, committed, last purged);
 //! - `snapshots/`     the current snapshot file, written, fsync'd and renamed into place.
+//!
+//! The state machine's durable form is the snapshot plus the log after it (see
+//! `state_machine`).
 
 // openraft's traits dictate `StorageError` (224 bytes) as the error type of every storage
 // call; boxing it in our helpers would only add conversions at each trait boundary.
@@ -26,8 +28,9 @@ use crate::expiry::Countdowns;
 use crate::raft_types::NodeId;
 use std::sync::Arc;
 
-/// Version of the data dir layout; a dir of another version is refused.
-pub const DATA_FORMAT: u32 = 1;
+/// Version of the data dir layout; a dir of another version is refused. Format 2: log entries
+/// carry batches of commands, the state machine lives in the snapshot plus the log.
+pub const DATA_FORMAT: u32 = 2;
 const IDENTITY_FILE: &str = "baton.id";
 
 /// Why a data dir cannot be used. Each message says what to do.
@@ -118,21 +121,17 @@ pub fn open_with(
             source,
         })?;
     let flusher = flush::Flusher::start(db.clone(), &dir.join("sled")).map_err(io)?;
-    let log = LogStore::open(&db, flusher.clone()).map_err(|source| OpenError::Sled {
+    let log = LogStore::open(&db, flusher).map_err(|source| OpenError::Sled {
         dir: dir.to_path_buf(),
         source,
     })?;
-    let sm = StateMachine::open(
-        &db,
-        flusher,
-        &dir.join("snapshots"),
-        countdowns,
-        watch_window,
-    )
-    .map_err(|detail| OpenError::CorruptState {
-        dir: dir.to_path_buf(),
-        detail,
-    })?;
+    let sm =
+        StateMachine::open(&dir.join("snapshots"), countdowns, watch_window).map_err(|detail| {
+            OpenError::CorruptState {
+                dir: dir.to_path_buf(),
+                detail,
+            }
+        })?;
     Ok((log, sm))
 }
 

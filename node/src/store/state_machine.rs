@@ -1,10 +1,18 @@
-//! The openraft state machine: a thin adapter that runs `core::LeaseTable::apply` and
-//! persists what it changed.
+//! The openraft state machine: a thin adapter that runs `core::LeaseTable::apply` in memory.
 //!
-//! The table lives in memory (reads are served from it) and is written through to sled:
-//! each `apply` batch writes the changed leases and client sessions, `last_applied` and the
-//! membership in one multi-tree transaction, so they recover as one unit. Countdowns for
-//! lease expiry are started here, at this node's apply instant (see `expiry`).
+//! Durability comes from the Raft log, not from writes at apply time: the table lives in
+//! memory (reads are served from it) and its durable form is the current snapshot file plus
+//! the log entries after it. openraft never purges an entry that no snapshot covers yet, so
+//! after a restart the node loads the snapshot and openraft re-applies the log from there
+//! (`save_committed` lets it do so before hearing from a leader).
+//!
+//! Why not write through to sled at apply time: every sled batch or transaction rolls the
+//! sled write buffer twice, and each roll is a write plus a blocking `sync_file_range`, so a
+//! transactional write-through cost four synchronous device writes per applied batch on top of
+//! the log's own (measured with `strace`, see README "Performance"). Applying in memory keeps
+//! the state machine pure and the I/O at the log.
+//!
+//! Countdowns for lease expiry are started here, at this node's apply instant (see `expiry`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -12,49 +20,25 @@ use std::sync::{Arc, RwLock};
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
 use serde::{Deserialize, Serialize};
-use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
 
-use super::flush::Flusher;
 use super::{decode, encode, write_durably};
-use crate::core::table::Answer;
-use crate::core::{
-    CaseFile, Changes, ClientSession, Event, HandoffNote, Lease, LeaseTable, Offer, Outcome,
-    Quarantine, Record,
-};
+use crate::core::{Applied, Changes, LeaseTable, LogCommand};
 use crate::expiry::Countdowns;
 use crate::raft_types::{
     Entry, LogId, Snapshot, SnapshotData, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
 use crate::watch::WatchHub;
 
-const LEASE_PREFIX: &[u8] = b"l/";
-/// `s/<client id>` -> `SessionHeader`.
-const SESSION_PREFIX: &[u8] = b"s/";
-/// `a/<client id>/<seq, 8 bytes big-endian>` -> one remembered `Answer`. One record per
-/// answer keeps every stored value small: sled writes values over ~128 KiB to blob files it
-/// never fsyncs.
-const ANSWER_PREFIX: &[u8] = b"a/";
-/// `c/<key>` -> `CaseHead` (record and compacted-history count).
-const CASE_PREFIX: &[u8] = b"c/";
-/// `o/<key>` -> the pending `Offer`.
-const OFFER_PREFIX: &[u8] = b"o/";
-/// `n/<key>` -> the last handoff note.
-const NOTE_PREFIX: &[u8] = b"n/";
-/// `h/<key>/<revision, 8 bytes big-endian>` -> one history `Event`.
-const EVENT_PREFIX: &[u8] = b"h/";
-/// `q/<prefix>` -> quarantine delay in ms.
-const QUARANTINE_PREFIX: &[u8] = b"q/";
-const KEY_APPLIED: &[u8] = b"last_applied";
-const KEY_MEMBERSHIP: &[u8] = b"membership";
-/// Set while a received snapshot is being copied into `sm_data`; if a crash leaves it set,
-/// the copy is redone from the snapshot file at the next start.
-const KEY_INSTALLING: &[u8] = b"installing";
 const SNAPSHOT_FILE: &str = "current.snapshot";
 
 /// The state machine's state: the lease table plus what openraft needs to know about it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SmState {
     pub table: LeaseTable,
+    /// The revision of the last applied command. Every command gets the next one, so a log
+    /// entry that carries a batch of commands gives each its own revision; grants take it as
+    /// their fencing token, events as their position in the history.
+    pub revision: u64,
     pub last_applied: Option<LogId>,
     pub membership: StoredMembership,
 }
@@ -68,11 +52,6 @@ struct SnapshotFile {
 
 struct Shared {
     state: RwLock<SmState>,
-    /// Leases and client sessions.
-    data: sled::Tree,
-    /// `last_applied`, membership, the install marker.
-    meta: sled::Tree,
-    flusher: Flusher,
     snapshot_dir: PathBuf,
     /// Serializes snapshot file writes, so an older snapshot never replaces a newer one.
     snapshot_lock: tokio::sync::Mutex<()>,
@@ -92,105 +71,22 @@ pub struct StateMachine {
     shared: Arc<Shared>,
 }
 
-fn lease_key(key: &str) -> Vec<u8> {
-    [LEASE_PREFIX, key.as_bytes()].concat()
-}
-
-fn session_key(client_id: &str) -> Vec<u8> {
-    [SESSION_PREFIX, client_id.as_bytes()].concat()
-}
-
-fn prefixed(prefix: &[u8], key: &str) -> Vec<u8> {
-    [prefix, key.as_bytes()].concat()
-}
-
-fn event_key(key: &str, revision: u64) -> Vec<u8> {
-    [EVENT_PREFIX, key.as_bytes(), b"/", &revision.to_be_bytes()].concat()
-}
-
-/// The name part of `<prefix><name>/<8 bytes>` keys.
-fn name_before_suffix(prefix: &[u8], stored: &[u8]) -> Result<String, String> {
-    let name = stored
-        .get(prefix.len()..stored.len().saturating_sub(9))
-        .ok_or("short key")?;
-    String::from_utf8(name.to_vec()).map_err(sled_err)
-}
-
-/// A case file as stored, without its offer, last note and events (each stored apart, so
-/// no value grows past sled's unsynced-blob size).
-#[derive(Serialize, Deserialize)]
-struct CaseHead {
-    record: Record,
-    history_dropped: u64,
-    quarantine: Option<Quarantine>,
-}
-
-fn case_writes(key: &str, case: Option<&CaseFile>) -> [(Vec<u8>, Option<Vec<u8>>); 3] {
-    let head = case.map(|c| {
-        encode(&CaseHead {
-            record: c.record.clone(),
-            history_dropped: c.history.dropped,
-            quarantine: c.quarantine.clone(),
-        })
-    });
-    [
-        (prefixed(CASE_PREFIX, key), head),
-        (
-            prefixed(OFFER_PREFIX, key),
-            case.and_then(|c| c.offer.as_ref()).map(encode),
-        ),
-        (
-            prefixed(NOTE_PREFIX, key),
-            case.and_then(|c| c.last_note.as_ref()).map(encode),
-        ),
-    ]
-}
-
-fn answer_key(client_id: &str, seq: u64) -> Vec<u8> {
-    [
-        ANSWER_PREFIX,
-        client_id.as_bytes(),
-        b"/",
-        &seq.to_be_bytes(),
-    ]
-    .concat()
-}
-
-/// A client session as stored, without its answers.
-#[derive(Serialize, Deserialize)]
-struct SessionHeader {
-    last_index: u64,
-    forgotten_seq_max: u64,
-}
-
-fn session_header(session: &ClientSession) -> Vec<u8> {
-    encode(&SessionHeader {
-        last_index: session.last_index,
-        forgotten_seq_max: session.forgotten_seq_max,
-    })
-}
-
-fn sled_err(e: impl std::fmt::Display) -> String {
+fn io_err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
 impl StateMachine {
+    /// Opens the state machine at the current snapshot (empty if there is none); openraft
+    /// re-applies the log entries after it.
     pub(super) fn open(
-        db: &sled::Db,
-        flusher: Flusher,
         snapshot_dir: &Path,
         countdowns: Arc<Countdowns>,
         watch_window: usize,
     ) -> Result<StateMachine, String> {
-        std::fs::create_dir_all(snapshot_dir).map_err(sled_err)?;
-        let data = db.open_tree("sm_data").map_err(sled_err)?;
-        let meta = db.open_tree("sm_meta").map_err(sled_err)?;
+        std::fs::create_dir_all(snapshot_dir).map_err(io_err)?;
         let sm = StateMachine {
             shared: Arc::new(Shared {
                 state: RwLock::new(SmState::default()),
-                data,
-                meta,
-                flusher,
                 snapshot_dir: snapshot_dir.to_path_buf(),
                 snapshot_lock: tokio::sync::Mutex::new(()),
                 offer_countdowns: Arc::new(countdowns.sibling()),
@@ -199,158 +95,25 @@ impl StateMachine {
                 watch: Arc::new(WatchHub::new(watch_window)),
             }),
         };
-        let mut state = sm.load_from_sled()?;
-        let snapshot = sm.read_snapshot_file()?;
-        let interrupted_install = sm
-            .shared
-            .meta
-            .get(KEY_INSTALLING)
-            .map_err(sled_err)?
-            .is_some();
-        if let Some(file) = snapshot {
-            // The snapshot is newer than the stored state if an install was interrupted, or
-            // if a power loss dropped state-machine writes that were never fsync'd (the log
-            // holds them, but may already be purged up to the snapshot).
-            if interrupted_install || file.state.last_applied > state.last_applied {
-                sm.write_all_to_sled(&file.state).map_err(sled_err)?;
-                state = file.state;
-            }
-        }
+        let state = sm
+            .read_snapshot_file()?
+            .map(|file| file.state)
+            .unwrap_or_default();
         sm.arm_timers_and_watch(&state);
         *sm.shared.state.write().expect("state lock") = state;
         Ok(sm)
     }
 
-    fn load_from_sled(&self) -> Result<SmState, String> {
-        let mut leases = Vec::new();
-        for item in self.shared.data.scan_prefix(LEASE_PREFIX) {
-            let (_, bytes) = item.map_err(sled_err)?;
-            leases.push(decode::<Lease>(&bytes).map_err(sled_err)?);
-        }
-        let mut sessions = std::collections::BTreeMap::new();
-        for item in self.shared.data.scan_prefix(SESSION_PREFIX) {
-            let (key, bytes) = item.map_err(sled_err)?;
-            let id = String::from_utf8(key[SESSION_PREFIX.len()..].to_vec()).map_err(sled_err)?;
-            let header: SessionHeader = decode(&bytes).map_err(sled_err)?;
-            let session = ClientSession {
-                last_index: header.last_index,
-                forgotten_seq_max: header.forgotten_seq_max,
-                answers: Default::default(),
-            };
-            sessions.insert(id, session);
-        }
-        let mut cases: std::collections::BTreeMap<String, CaseFile> = Default::default();
-        for item in self.shared.data.scan_prefix(CASE_PREFIX) {
-            let (k, bytes) = item.map_err(sled_err)?;
-            let key = String::from_utf8(k[CASE_PREFIX.len()..].to_vec()).map_err(sled_err)?;
-            let head: CaseHead = decode(&bytes).map_err(sled_err)?;
-            let case = cases.entry(key).or_default();
-            case.record = head.record;
-            case.history.dropped = head.history_dropped;
-            case.quarantine = head.quarantine;
-        }
-        for item in self.shared.data.scan_prefix(OFFER_PREFIX) {
-            let (k, bytes) = item.map_err(sled_err)?;
-            let key = String::from_utf8(k[OFFER_PREFIX.len()..].to_vec()).map_err(sled_err)?;
-            let offer: Offer = decode(&bytes).map_err(sled_err)?;
-            cases.entry(key).or_default().offer = Some(offer);
-        }
-        for item in self.shared.data.scan_prefix(NOTE_PREFIX) {
-            let (k, bytes) = item.map_err(sled_err)?;
-            let key = String::from_utf8(k[NOTE_PREFIX.len()..].to_vec()).map_err(sled_err)?;
-            let note: HandoffNote = decode(&bytes).map_err(sled_err)?;
-            cases.entry(key).or_default().last_note = Some(note);
-        }
-        // Events come in key order: by key, then by revision (big-endian).
-        for item in self.shared.data.scan_prefix(EVENT_PREFIX) {
-            let (k, bytes) = item.map_err(sled_err)?;
-            let key = name_before_suffix(EVENT_PREFIX, &k)?;
-            let event: Event = decode(&bytes).map_err(sled_err)?;
-            cases
-                .entry(key)
-                .or_default()
-                .history
-                .events
-                .push_back(event);
-        }
-        let mut rules = Vec::new();
-        for item in self.shared.data.scan_prefix(QUARANTINE_PREFIX) {
-            let (k, bytes) = item.map_err(sled_err)?;
-            let prefix =
-                String::from_utf8(k[QUARANTINE_PREFIX.len()..].to_vec()).map_err(sled_err)?;
-            rules.push((prefix, decode::<u64>(&bytes).map_err(sled_err)?));
-        }
-        // Answers come in key order: by client id, then by seq (big-endian).
-        for item in self.shared.data.scan_prefix(ANSWER_PREFIX) {
-            let (key, bytes) = item.map_err(sled_err)?;
-            let id = name_before_suffix(ANSWER_PREFIX, &key)?;
-            let answer: Answer = decode(&bytes).map_err(sled_err)?;
-            sessions
-                .get_mut(&id)
-                .ok_or_else(|| format!("answer of unknown client {id:?}"))?
-                .answers
-                .push_back(answer);
-        }
-        let last_applied = match self.shared.meta.get(KEY_APPLIED).map_err(sled_err)? {
-            Some(b) => decode(&b).map_err(sled_err)?,
-            None => None,
-        };
-        let membership = match self.shared.meta.get(KEY_MEMBERSHIP).map_err(sled_err)? {
-            Some(b) => decode(&b).map_err(sled_err)?,
-            None => StoredMembership::default(),
-        };
-        Ok(SmState {
-            table: LeaseTable::from_parts(leases, cases, rules, sessions),
-            last_applied,
-            membership,
-        })
-    }
-
     fn read_snapshot_file(&self) -> Result<Option<SnapshotFile>, String> {
         match std::fs::read(self.shared.snapshot_dir.join(SNAPSHOT_FILE)) {
             Ok(bytes) => {
-                let mut file: SnapshotFile = decode(&bytes).map_err(sled_err)?;
+                let mut file: SnapshotFile = decode(&bytes).map_err(io_err)?;
                 file.state.table.rebuild_index();
                 Ok(Some(file))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e.to_string()),
         }
-    }
-
-    /// Replaces everything in `sm_data`/`sm_meta` with `state`, under the install marker.
-    fn write_all_to_sled(&self, state: &SmState) -> Result<(), sled::Error> {
-        let s = &self.shared;
-        s.meta.insert(KEY_INSTALLING, &[1u8])?;
-        s.data.clear()?;
-        let mut batch = sled::Batch::default();
-        for lease in state.table.leases() {
-            batch.insert(lease_key(&lease.key), encode(lease));
-        }
-        for (key, case) in state.table.cases() {
-            for (k, v) in case_writes(key, Some(case)) {
-                if let Some(v) = v {
-                    batch.insert(k, v);
-                }
-            }
-            for event in &case.history.events {
-                batch.insert(event_key(key, event.revision), encode(event));
-            }
-        }
-        for (prefix, delay) in state.table.quarantine_rules() {
-            batch.insert(prefixed(QUARANTINE_PREFIX, prefix), encode(delay));
-        }
-        for (id, session) in state.table.sessions() {
-            batch.insert(session_key(id), session_header(session));
-            for answer in &session.answers {
-                batch.insert(answer_key(id, answer.seq), encode(answer));
-            }
-        }
-        s.data.apply_batch(batch)?;
-        s.meta.insert(KEY_APPLIED, encode(&state.last_applied))?;
-        s.meta.insert(KEY_MEMBERSHIP, encode(&state.membership))?;
-        s.meta.remove(KEY_INSTALLING)?;
-        Ok(())
     }
 
     /// Reads the state under the lock: for serving reads.
@@ -377,8 +140,7 @@ impl StateMachine {
     /// For state learned from disk or a snapshot: starts every countdown (lease, offer,
     /// quarantine) now and rebuilds the watch window from the histories.
     fn arm_timers_and_watch(&self, state: &SmState) {
-        let applied = state.last_applied.map(|l| l.index).unwrap_or(0);
-        self.shared.watch.reset(&state.table, applied);
+        self.shared.watch.reset(&state.table, state.revision);
         self.shared.countdowns.restart_leases(state.table.leases());
         self.shared
             .offer_countdowns
@@ -389,73 +151,48 @@ impl StateMachine {
             }));
     }
 
-    /// Writes the keys and sessions in `changes`, plus `last_applied` and membership, in one
-    /// transaction.
-    fn persist(&self, state: &SmState, changes: &Changes) -> Result<(), StorageError> {
-        let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
-        for key in &changes.keys {
-            writes.push((lease_key(key), state.table.lease(key).map(encode)));
+    /// Applies one command at the next revision and keeps this node's countdowns in step.
+    fn apply_command(
+        &self,
+        state: &mut SmState,
+        cmd: &LogCommand,
+        changes: &mut Changes,
+    ) -> Applied {
+        state.revision += 1;
+        let revision = state.revision;
+        let outcome = state.table.apply_tracked(revision, cmd, changes);
+        // Countdowns follow the table, not the outcome: a de-duplicated retry answers an old
+        // grant but must not restart the current lease's countdown. A lease whose basis is
+        // this revision was granted or renewed by this command, so its countdown starts now,
+        // at this node's own apply instant.
+        let key = cmd.op.key();
+        match state.table.lease(key) {
+            Some(l) if l.basis == revision => self
+                .shared
+                .countdowns
+                .start(key, l.token, l.basis, l.ttl_ms),
+            Some(_) => {}
+            None => self.shared.countdowns.stop(key),
         }
-        for key in &changes.cases {
-            writes.extend(case_writes(key, state.table.case(key)));
-        }
-        for (key, revision) in &changes.events_added {
-            let event = state
-                .table
-                .case(key)
-                .and_then(|c| c.history.events.iter().find(|e| e.revision == *revision));
-            if let Some(event) = event {
-                writes.push((event_key(key, *revision), Some(encode(event))));
+        // Offers likewise: their lapse counts from this node's apply of the offer.
+        match state.table.case(key).and_then(|c| c.offer.as_ref()) {
+            Some(o) if o.revision == revision => {
+                let offers = &self.shared.offer_countdowns;
+                offers.start(key, o.from_token, o.revision, o.offer_ttl_ms)
             }
+            Some(_) => {}
+            None => self.shared.offer_countdowns.stop(key),
         }
-        for (key, revision) in &changes.events_dropped {
-            writes.push((event_key(key, *revision), None));
+        // And quarantines: their end counts from this node's apply of the expiry.
+        match state.table.case(key).and_then(|c| c.quarantine.as_ref()) {
+            Some(q) if q.revision == revision => self
+                .shared
+                .quarantine_countdowns
+                .start(key, q.revision, q.revision, q.delay_ms),
+            Some(_) => {}
+            None => self.shared.quarantine_countdowns.stop(key),
         }
-        for prefix in &changes.quarantine_rules {
-            let delay = state.table.quarantine_rules().get(prefix).map(encode);
-            writes.push((prefixed(QUARANTINE_PREFIX, prefix), delay));
-        }
-        for id in &changes.clients {
-            writes.push((session_key(id), state.table.session(id).map(session_header)));
-        }
-        for (id, seq) in &changes.answers_added {
-            let answer = state
-                .table
-                .session(id)
-                .and_then(|s| s.answers.iter().find(|a| a.seq == *seq));
-            if let Some(answer) = answer {
-                writes.push((answer_key(id, *seq), Some(encode(answer))));
-            }
-        }
-        for (id, seq) in &changes.answers_dropped {
-            // Gone now (not re-remembered later in this batch by a returning client).
-            let present = state
-                .table
-                .session(id)
-                .is_some_and(|s| s.answers.iter().any(|a| a.seq == *seq));
-            if !present {
-                writes.push((answer_key(id, *seq), None));
-            }
-        }
-        let applied = encode(&state.last_applied);
-        let membership = encode(&state.membership);
-        let s = &self.shared;
-        (&s.data, &s.meta)
-            .transaction(|(data, meta)| {
-                // Re-run on conflict, so no side effects beyond the transaction.
-                for (key, value) in &writes {
-                    match value {
-                        Some(v) => data.insert(key.as_slice(), v.as_slice())?,
-                        None => data.remove(key.as_slice())?,
-                    };
-                }
-                meta.insert(KEY_APPLIED, applied.as_slice())?;
-                meta.insert(KEY_MEMBERSHIP, membership.as_slice())?;
-                Ok::<(), ConflictableTransactionError<()>>(())
-            })
-            .map_err(|e: TransactionError<()>| {
-                StorageIOError::write_state_machine(&std::io::Error::other(format!("{e:?}"))).into()
-            })
+        Applied { outcome, revision }
     }
 
     /// Writes `file` as the current snapshot unless a newer one is there already; says
@@ -487,65 +224,32 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok(self.read(|s| (s.last_applied, s.membership.clone())))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Outcome>, StorageError>
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Vec<Applied>>, StorageError>
     where
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut outcomes = Vec::new();
+        let mut answers = Vec::new();
         let mut changes = Changes::default();
         let mut state = self.shared.state.write().expect("state lock");
         for entry in entries {
             state.last_applied = Some(entry.log_id);
-            let outcome = match entry.payload {
-                EntryPayload::Blank => Outcome::None,
+            let applied = match entry.payload {
+                EntryPayload::Blank => Vec::new(),
                 EntryPayload::Membership(m) => {
                     state.membership = StoredMembership::new(Some(entry.log_id), m);
-                    Outcome::None
+                    Vec::new()
                 }
-                EntryPayload::Normal(cmd) => {
-                    let outcome = state
-                        .table
-                        .apply_tracked(entry.log_id.index, &cmd, &mut changes);
-                    // Countdowns follow the table, not the outcome: a de-duplicated retry
-                    // answers an old grant but must not restart the current lease's
-                    // countdown. A lease whose basis is this entry was granted or renewed by
-                    // it, so its countdown starts now, at this node's own apply instant.
-                    let key = cmd.op.key();
-                    let index = entry.log_id.index;
-                    match state.table.lease(key) {
-                        Some(l) if l.basis == index => self
-                            .shared
-                            .countdowns
-                            .start(key, l.token, l.basis, l.ttl_ms),
-                        Some(_) => {}
-                        None => self.shared.countdowns.stop(key),
-                    }
-                    // Offers likewise: their lapse counts from this node's apply of the offer.
-                    match state.table.case(key).and_then(|c| c.offer.as_ref()) {
-                        Some(o) if o.revision == index => {
-                            let offers = &self.shared.offer_countdowns;
-                            offers.start(key, o.from_token, o.revision, o.offer_ttl_ms)
-                        }
-                        Some(_) => {}
-                        None => self.shared.offer_countdowns.stop(key),
-                    }
-                    // And quarantines: their end counts from this node's apply of the expiry.
-                    match state.table.case(key).and_then(|c| c.quarantine.as_ref()) {
-                        Some(q) if q.revision == index => self
-                            .shared
-                            .quarantine_countdowns
-                            .start(key, q.revision, q.revision, q.delay_ms),
-                        Some(_) => {}
-                        None => self.shared.quarantine_countdowns.stop(key),
-                    }
-                    outcome
-                }
+                EntryPayload::Normal(proposal) => proposal
+                    .commands
+                    .iter()
+                    .map(|cmd| self.apply_command(&mut state, cmd, &mut changes))
+                    .collect(),
             };
-            outcomes.push(outcome);
+            answers.push(applied);
         }
-        self.persist(&state, &changes)?;
-        // Watchers see an event only once it is applied and stored.
+        // Watchers see an event once it is applied (its entry is committed, so on disk on a
+        // quorum).
         let mut events: Vec<(String, crate::core::Event)> = changes
             .events_added
             .iter()
@@ -561,17 +265,19 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             })
             .collect();
         events.sort_by_key(|(_, e)| e.revision);
-        let applied = state.last_applied.map(|l| l.index).unwrap_or(0);
-        self.shared.watch.publish(events, applied);
-        Ok(outcomes)
+        self.shared.watch.publish(events, state.revision);
+        Ok(answers)
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         // Copy the state now, between applies: the builder runs concurrently with later
         // applies and must not see a half-applied state.
+        let started = std::time::Instant::now();
+        let state = Some(self.read(|s| s.clone()));
         SnapshotBuilder {
             sm: self.clone(),
-            state: Some(self.read(|s| s.clone())),
+            state,
+            copy_time: started.elapsed(),
         }
     }
 
@@ -584,10 +290,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &SnapshotMeta,
         snapshot: Box<SnapshotData>,
     ) -> Result<(), StorageError> {
+        let started = std::time::Instant::now();
+        let bytes = snapshot.get_ref().len();
         let mut state: SmState = decode(snapshot.get_ref())
             .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
         state.table.rebuild_index();
-        // The file first: if a crash interrupts the copy into sled, the next start redoes it.
+        // The file first (fsync'd): it is this node's durable state from now on.
         let file = SnapshotFile {
             meta: meta.clone(),
             state,
@@ -597,15 +305,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             // backwards.
             return Ok(());
         }
-        self.write_all_to_sled(&file.state)
-            .map_err(|e| StorageIOError::write_state_machine(&e))?;
-        self.shared
-            .flusher
-            .sync()
-            .await
-            .map_err(|e| StorageIOError::write_state_machine(&e))?;
         self.arm_timers_and_watch(&file.state);
         *self.shared.state.write().expect("state lock") = file.state;
+        tracing::info!(
+            index = meta.last_log_id.map(|l| l.index).unwrap_or(0),
+            bytes,
+            ms = started.elapsed().as_millis() as u64,
+            "installed snapshot"
+        );
         Ok(())
     }
 
@@ -624,6 +331,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 pub struct SnapshotBuilder {
     sm: StateMachine,
     state: Option<SmState>,
+    /// How long the copy took (applies wait for it).
+    copy_time: std::time::Duration,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
@@ -643,13 +352,24 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             last_membership: state.membership.clone(),
             snapshot_id,
         };
+        let started = std::time::Instant::now();
         let data = encode(&state);
+        let index = state.last_applied.map(|l| l.index).unwrap_or(0);
+        let keys = state.table.cases().count();
         self.sm
             .write_snapshot_file(&SnapshotFile {
                 meta: meta.clone(),
                 state,
             })
             .await?;
+        tracing::info!(
+            index,
+            keys,
+            bytes = data.len(),
+            copy_ms = self.copy_time.as_millis() as u64,
+            ms = (self.copy_time + started.elapsed()).as_millis() as u64,
+            "built snapshot"
+        );
         Ok(Snapshot {
             meta,
             snapshot: Box::new(std::io::Cursor::new(data)),

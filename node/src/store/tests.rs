@@ -6,6 +6,7 @@ use openraft::testing::{StoreBuilder, Suite};
 
 use super::*;
 use crate::clock::MonotonicClock;
+use crate::core::Proposal;
 use crate::raft_types::{StorageError, TypeConfig};
 
 struct SledBuilder;
@@ -107,11 +108,11 @@ async fn a_deduplicated_retry_does_not_restart_the_current_leases_countdown() {
         .enumerate()
         .map(|(i, cmd)| Entry::<TypeConfig> {
             log_id: log_id(1, 1, i as u64 + 1),
-            payload: EntryPayload::Normal(cmd),
+            payload: EntryPayload::Normal(Proposal::one(cmd)),
         });
     let outcomes = sm.apply(entries).await.unwrap();
     // a's retry got a's first answer (token 1) ...
-    assert_eq!(outcomes[3], outcomes[0]);
+    assert_eq!(outcomes[3][0].outcome, outcomes[0][0].outcome);
     // ... but the countdown still belongs to b's lease (token 3, basis 3).
     assert!(cd.remaining("k", 3).is_some(), "b's countdown is running");
     assert!(
@@ -121,64 +122,111 @@ async fn a_deduplicated_retry_does_not_restart_the_current_leases_countdown() {
     assert_eq!(cd.len(), 1);
 }
 
-#[tokio::test]
-async fn leases_and_dedup_sessions_survive_a_reopen_exactly() {
-    use crate::core::{Holder, LogCommand, Op, RequestId};
-    use openraft::storage::RaftStateMachine;
-    use openraft::testing::log_id;
-    use openraft::{Entry, EntryPayload};
-
-    let dir = tempfile::tempdir().unwrap();
-    let (_log, mut sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
-    // Two clients, more requests than the dedup window, some out of seq order.
-    let mut index = 0;
-    for round in 0..3u64 {
-        let entries: Vec<Entry<TypeConfig>> = (0..20u64)
-            .map(|i| {
-                index += 1;
-                let client = if i % 2 == 0 { "c/one" } else { "c two" };
-                let seq = round * 20 + (19 - i);
-                Entry {
-                    log_id: log_id(1, 1, index),
-                    payload: EntryPayload::Normal(LogCommand {
-                        request_id: Some(RequestId {
-                            client_id: client.replace(' ', "_"),
-                            seq: seq + 1,
-                        }),
-                        leader_unix_ms: 0,
-                        op: Op::Claim {
-                            key: format!("k{}", i % 7),
-                            holder: Holder {
-                                name: "h".into(),
-                                client_id: client.replace(' ', "_"),
-                            },
-                            ttl_ms: 60_000,
-                        },
-                    }),
-                }
-            })
-            .collect();
-        sm.apply(entries).await.unwrap();
-    }
-    let before = sm.read(|s| s.clone());
-    assert_eq!(before.table.sessions().count(), 2);
-    drop((_log, sm));
-    // The flusher thread lets go of the database (and its file lock) just after the drop.
+/// Reopens the store in `dir`, waiting for the previous flusher thread to let go of sled.
+fn reopen(dir: &std::path::Path) -> (LogStore, StateMachine) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let (_log, sm) = loop {
-        match open(dir.path(), 1, "t", countdowns()) {
-            Ok(opened) => break opened,
+    loop {
+        match open(dir, 1, "t", countdowns()) {
+            Ok(opened) => return opened,
             Err(e) if std::time::Instant::now() < deadline => {
                 let _ = e;
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
             Err(e) => panic!("reopen: {e}"),
         }
-    };
-    let after = sm.read(|s| s.clone());
+    }
+}
+
+#[tokio::test]
+async fn after_a_reopen_the_snapshot_plus_the_log_replayed_is_the_state_that_was_applied() {
+    use crate::core::{Holder, LogCommand, Op, RequestId};
+    use openraft::storage::RaftStateMachine;
+    use openraft::storage::{RaftLogReader, RaftSnapshotBuilder};
+    use openraft::testing::log_id;
+    use openraft::{Entry, EntryPayload};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (log, mut sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
+    // Two clients, more requests than the dedup window, some out of seq order; some entries
+    // carry one command, some a batch.
+    let mut index = 0;
+    let mut rounds: Vec<Vec<Entry<TypeConfig>>> = Vec::new();
+    for round in 0..3u64 {
+        let commands: Vec<LogCommand> = (0..20u64)
+            .map(|i| {
+                let client = if i % 2 == 0 { "c/one" } else { "c_two" };
+                let seq = round * 20 + (19 - i);
+                LogCommand {
+                    request_id: Some(RequestId {
+                        client_id: client.into(),
+                        seq: seq + 1,
+                    }),
+                    leader_unix_ms: 0,
+                    op: Op::Claim {
+                        key: format!("k{}", i % 7),
+                        holder: Holder {
+                            name: "h".into(),
+                            client_id: client.into(),
+                        },
+                        ttl_ms: 60_000,
+                    },
+                }
+            })
+            .collect();
+        let entries: Vec<Entry<TypeConfig>> = commands
+            .chunks(1 + round as usize * 3)
+            .map(|chunk| {
+                index += 1;
+                Entry {
+                    log_id: log_id(1, 1, index),
+                    payload: EntryPayload::Normal(Proposal {
+                        commands: chunk.to_vec(),
+                    }),
+                }
+            })
+            .collect();
+        rounds.push(entries);
+    }
+    // Rounds 0 and 1 go into a snapshot; round 2 is only in the log.
+    for entries in &rounds {
+        log.write_entries(entries.clone()).unwrap();
+    }
+    log.sync().await.unwrap();
+    sm.apply(rounds[0].clone()).await.unwrap();
+    sm.apply(rounds[1].clone()).await.unwrap();
+    let snapshot = sm
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    sm.apply(rounds[2].clone()).await.unwrap();
+    let before = sm.read(|s| s.clone());
+    assert_eq!(before.table.sessions().count(), 2);
     assert_eq!(
-        after, before,
-        "the reopened state machine is the one that was written"
+        before.revision, 60,
+        "one revision per command, batched or not"
+    );
+    drop((log, sm));
+
+    let (mut log, mut sm) = reopen(dir.path());
+    let (applied, _) = sm.applied_state().await.unwrap();
+    assert_eq!(
+        applied, snapshot.meta.last_log_id,
+        "the state machine starts at the snapshot"
+    );
+    // What openraft does at start: re-apply the log after the snapshot.
+    let after_snapshot = applied.unwrap().index + 1;
+    let replay = log.try_get_log_entries(after_snapshot..).await.unwrap();
+    assert_eq!(
+        replay, rounds[2],
+        "the log kept every entry the snapshot does not cover"
+    );
+    sm.apply(replay).await.unwrap();
+    assert_eq!(
+        sm.read(|s| s.clone()),
+        before,
+        "snapshot + replayed log is the state that was applied"
     );
 }
 
@@ -238,11 +286,11 @@ async fn case_files_offers_notes_and_history_survive_a_reopen_and_a_snapshot_ins
         .enumerate()
         .map(|(i, op)| Entry {
             log_id: log_id(1, 1, i as u64 + 1),
-            payload: EntryPayload::Normal(LogCommand {
+            payload: EntryPayload::Normal(Proposal::one(LogCommand {
                 request_id: None,
                 leader_unix_ms: 7,
                 op,
-            }),
+            })),
         })
         .collect();
     sm.apply(entries).await.unwrap();
@@ -271,17 +319,12 @@ async fn case_files_offers_notes_and_history_survive_a_reopen_and_a_snapshot_ins
     assert!(sm2.offer_countdowns().remaining("k", 4).is_some());
 
     drop((_log, sm));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let (_log, sm) = loop {
-        match open(dir.path(), 1, "t", countdowns()) {
-            Ok(opened) => break opened,
-            Err(_) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(20))
-            }
-            Err(e) => panic!("reopen: {e}"),
-        }
-    };
-    assert_eq!(sm.read(|s| s.clone()), before, "reopened from sled");
+    let (_log, sm) = reopen(dir.path());
+    assert_eq!(
+        sm.read(|s| s.clone()),
+        before,
+        "reopened from the snapshot file it built"
+    );
 }
 
 #[tokio::test]

@@ -1,0 +1,185 @@
+//! Batches concurrent commands into one Raft log entry.
+//!
+//! openraft 0.9 appends each `client_write` as its own entry and waits for that append's
+//! fsync before taking the next, so one entry per request caps a leader at one request per
+//! fsync. The proposer keeps at most `PROPOSALS_IN_FLIGHT_MAX` entries in flight; commands
+//! that arrive meanwhile wait and go together in the next entry (up to
+//! `PROPOSAL_COMMANDS_MAX` commands or `PROPOSAL_BYTES_MAX` bytes). An idle leader proposes a
+//! lone command at once, so batching adds no wait when there is nothing to batch.
+//!
+//! Semantics are unchanged: the commands of an entry are applied in order, each at its own
+//! revision, exactly as if they had been proposed one after another.
+
+use std::sync::Arc;
+
+use openraft::error::{ClientWriteError, RaftError};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+use crate::core::limits::{PROPOSALS_IN_FLIGHT_MAX, PROPOSAL_BYTES_MAX, PROPOSAL_COMMANDS_MAX};
+use crate::core::{Applied, LogCommand, Proposal};
+use crate::raft_types::Raft;
+
+/// Why a proposal was not applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProposeError {
+    /// This node is not the leader; the leader's address if known.
+    NotLeader(Option<String>),
+    /// Raft could not commit it (shutting down, storage error, ...).
+    Failed(String),
+}
+
+struct Pending {
+    cmd: LogCommand,
+    bytes: usize,
+    reply: oneshot::Sender<Result<Applied, ProposeError>>,
+}
+
+/// Handle to the batching task. Cheap to clone; the task ends when every handle is dropped.
+#[derive(Clone)]
+pub struct Proposer {
+    tx: mpsc::UnboundedSender<Pending>,
+}
+
+impl Proposer {
+    /// Starts the batching task on the current tokio runtime.
+    pub fn start(raft: Raft) -> Proposer {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(raft, rx));
+        Proposer { tx }
+    }
+
+    /// Proposes `cmd` and waits until it is applied (or failed).
+    pub async fn propose(&self, cmd: LogCommand) -> Result<Applied, ProposeError> {
+        let bytes = bincode::serialized_size(&cmd).unwrap_or(u64::MAX) as usize;
+        let (reply, answer) = oneshot::channel();
+        let stopped = || ProposeError::Failed("the node is shutting down".into());
+        self.tx
+            .send(Pending { cmd, bytes, reply })
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+/// Items with a size in bytes.
+trait HasBytes {
+    fn bytes(&self) -> usize;
+}
+
+impl HasBytes for Pending {
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// Takes `first` and then, while `next` has more, up to `PROPOSAL_COMMANDS_MAX` items and
+/// `PROPOSAL_BYTES_MAX` bytes (`first` alone may be larger). Returns the batch and the item
+/// that did not fit, if one was taken.
+fn fill_batch<T: HasBytes>(first: T, mut next: impl FnMut() -> Option<T>) -> (Vec<T>, Option<T>) {
+    let mut bytes = first.bytes();
+    let mut batch = vec![first];
+    while batch.len() < PROPOSAL_COMMANDS_MAX {
+        match next() {
+            Some(p) if bytes.saturating_add(p.bytes()) <= PROPOSAL_BYTES_MAX => {
+                bytes += p.bytes();
+                batch.push(p);
+            }
+            Some(p) => return (batch, Some(p)),
+            None => break,
+        }
+    }
+    (batch, None)
+}
+
+async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Pending>) {
+    let slots = Arc::new(Semaphore::new(PROPOSALS_IN_FLIGHT_MAX));
+    let mut carried: Option<Pending> = None;
+    loop {
+        // Wait for a free slot first: while all are taken, commands pile up in the channel
+        // and the next entry takes them together.
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let first = match carried.take() {
+            Some(p) => p,
+            None => match rx.recv().await {
+                Some(p) => p,
+                None => return,
+            },
+        };
+        let (batch, rest) = fill_batch(first, || rx.try_recv().ok());
+        carried = rest;
+        let raft = raft.clone();
+        tokio::spawn(async move {
+            let (commands, replies): (Vec<_>, Vec<_>) =
+                batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
+            let n = commands.len();
+            let result = raft.client_write(Proposal { commands }).await;
+            drop(slot);
+            match result {
+                Ok(resp) if resp.data.len() == n => {
+                    for (reply, applied) in replies.into_iter().zip(resp.data) {
+                        let _ = reply.send(Ok(applied));
+                    }
+                }
+                Ok(resp) => {
+                    let e = ProposeError::Failed(format!(
+                        "applied {} answers for {n} commands",
+                        resp.data.len()
+                    ));
+                    tracing::error!(error = ?e, "proposal answer mismatch");
+                    for reply in replies {
+                        let _ = reply.send(Err(e.clone()));
+                    }
+                }
+                Err(e) => {
+                    let e = match e {
+                        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+                            ProposeError::NotLeader(f.leader_node.map(|n| n.addr))
+                        }
+                        e => ProposeError::Failed(e.to_string()),
+                    };
+                    for reply in replies {
+                        let _ = reply.send(Err(e.clone()));
+                    }
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    impl HasBytes for usize {
+        fn bytes(&self) -> usize {
+            *self
+        }
+    }
+
+    fn fill(first: usize, rest: &[usize]) -> (Vec<usize>, Option<usize>, usize) {
+        let mut queue = rest.iter().copied();
+        let (batch, carried) = fill_batch(first, || queue.next());
+        (batch, carried, queue.count())
+    }
+
+    #[test]
+    fn a_batch_takes_what_is_queued_up_to_the_command_limit() {
+        let (batch, carried, left) = fill(10, &[10; 3]);
+        assert_eq!((batch.len(), carried, left), (4, None, 0));
+        let (batch, carried, left) = fill(1, &vec![1; PROPOSAL_COMMANDS_MAX + 5]);
+        assert_eq!(batch.len(), PROPOSAL_COMMANDS_MAX);
+        assert_eq!((carried, left), (None, 6), "the rest stays queued");
+    }
+
+    #[test]
+    fn a_batch_stops_before_the_byte_limit_and_carries_the_item_that_did_not_fit() {
+        let half = PROPOSAL_BYTES_MAX / 2;
+        let (batch, carried, left) = fill(half, &[half, 1, 7]);
+        assert_eq!(batch, vec![half, half], "exactly at the limit fits");
+        assert_eq!((carried, left), (Some(1), 1));
+        // A command larger than the limit on its own still goes, alone.
+        let (batch, carried, _) = fill(PROPOSAL_BYTES_MAX * 2, &[1]);
+        assert_eq!((batch, carried), (vec![PROPOSAL_BYTES_MAX * 2], Some(1)));
+    }
+}
