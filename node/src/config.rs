@@ -279,6 +279,13 @@ mod tests {
             BTreeMap::from([(1, "127.0.0.1:7001".to_string())])
         );
         assert_eq!(v.data_dir, PathBuf::from("baton-data"));
+        // A replication message of the largest entries stays under the Raft message limit.
+        use crate::core::limits::*;
+        assert_eq!(v.raft.max_payload_entries, RAFT_ENTRIES_PER_MESSAGE_MAX);
+        assert!(
+            v.raft.max_payload_entries as usize * (PROPOSAL_BYTES_MAX + REQUEST_BYTES_MAX)
+                <= RAFT_MESSAGE_BYTES_MAX
+        );
     }
 
     #[test]

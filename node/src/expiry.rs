@@ -12,7 +12,7 @@
 //! so leases neither expire early nor get a fresh full TTL on every election. A node that
 //! learns leases from a snapshot or a restart starts their countdowns then: later, so safe.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -42,22 +42,77 @@ impl Countdown {
     }
 }
 
-/// All countdowns of this node, keyed by lease key.
+/// All countdowns of this node, keyed by lease key, with an index by deadline so that the
+/// expiry tick looks only at countdowns that ran out, not at every lease.
 pub struct Countdowns {
     clock: Arc<dyn Clock>,
-    by_key: Mutex<HashMap<String, Countdown>>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// B-trees, not a hash map (at a million keys a hash table is a power of two of buckets,
+    /// up to twice the entries), sharing one allocation of each key.
+    by_key: BTreeMap<Arc<str>, Stored>,
+    /// `(deadline, key)` of every countdown in `by_key`.
+    by_deadline: BTreeSet<(Instant, Arc<str>)>,
+}
+
+/// A `Countdown` as kept: the TTL in ms, not a `Duration`, to keep a million of them small.
+#[derive(Clone, Copy)]
+struct Stored {
+    token: FencingToken,
+    basis: u64,
+    ttl_ms: u64,
+    started: Instant,
+}
+
+impl Stored {
+    fn countdown(&self) -> Countdown {
+        Countdown {
+            token: self.token,
+            basis: self.basis,
+            ttl: Duration::from_millis(self.ttl_ms),
+            started: self.started,
+        }
+    }
+
+    fn deadline(&self) -> Instant {
+        self.countdown().deadline()
+    }
+}
+
+impl Inner {
+    fn insert(&mut self, key: &str, stored: Stored) {
+        let key: Arc<str> = match self.by_key.get_key_value(key) {
+            Some((k, old)) => {
+                let k = k.clone();
+                self.by_deadline.remove(&(old.deadline(), k.clone()));
+                k
+            }
+            None => Arc::from(key),
+        };
+        self.by_deadline.insert((stored.deadline(), key.clone()));
+        self.by_key.insert(key, stored);
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some((k, old)) = self.by_key.remove_entry(key) {
+            self.by_deadline.remove(&(old.deadline(), k));
+        }
+    }
 }
 
 impl Countdowns {
     pub fn new(clock: Arc<dyn Clock>) -> Countdowns {
         Countdowns {
             clock,
-            by_key: Mutex::new(HashMap::new()),
+            inner: Mutex::new(Inner::default()),
         }
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Countdown>> {
-        self.by_key.lock().expect("countdown lock poisoned")
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().expect("countdown lock poisoned")
     }
 
     /// A countdown with the same clock, for another kind of deadline (offers).
@@ -68,18 +123,18 @@ impl Countdowns {
     /// The entry `basis`, just applied by this node, started a countdown of `ttl_ms` for
     /// `key` (a lease's grant or renewal, or an offer).
     pub fn start(&self, key: &str, token: FencingToken, basis: u64, ttl_ms: u64) {
-        let countdown = Countdown {
+        let stored = Stored {
             token,
             basis,
-            ttl: Duration::from_millis(ttl_ms),
+            ttl_ms,
             started: self.clock.now(),
         };
-        self.map().insert(key.to_string(), countdown);
+        self.lock().insert(key, stored);
     }
 
     /// The lease or offer ended.
     pub fn stop(&self, key: &str) {
-        self.map().remove(key);
+        self.lock().remove(key);
     }
 
     /// Restarts every countdown now: after loading leases from disk or a snapshot, the node
@@ -87,15 +142,15 @@ impl Countdowns {
     /// Items are `(key, token, basis, ttl_ms)`.
     pub fn restart_all<'a>(&self, items: impl Iterator<Item = (&'a str, FencingToken, u64, u64)>) {
         let now = self.clock.now();
-        let mut map = self.map();
-        map.clear();
+        let mut inner = self.lock();
+        *inner = Inner::default();
         for (key, token, basis, ttl_ms) in items {
-            map.insert(
-                key.to_string(),
-                Countdown {
+            inner.insert(
+                key,
+                Stored {
                     token,
                     basis,
-                    ttl: Duration::from_millis(ttl_ms),
+                    ttl_ms,
                     started: now,
                 },
             );
@@ -109,24 +164,31 @@ impl Countdowns {
 
     /// This node's estimate of the time left on the lease of `key` with `basis`.
     pub fn remaining(&self, key: &str, basis: u64) -> Option<Duration> {
-        let map = self.map();
-        let c = map.get(key).filter(|c| c.basis == basis)?;
+        let inner = self.lock();
+        let c = inner.by_key.get(key).filter(|c| c.basis == basis)?;
         Some(c.deadline().saturating_duration_since(self.clock.now()))
     }
 
-    /// Countdowns that have run out, at most `limit`, skipping those in `skip`.
+    /// Countdowns that have run out, at most `limit`, skipping those in `skip`; earliest
+    /// deadline first.
     pub fn due(&self, limit: usize, skip: &HashSet<(String, u64)>) -> Vec<(String, Countdown)> {
         let now = self.clock.now();
-        self.map()
+        let inner = self.lock();
+        inner
+            .by_deadline
             .iter()
-            .filter(|(key, c)| c.deadline() <= now && !skip.contains(&((*key).clone(), c.basis)))
+            .take_while(|(deadline, _)| *deadline <= now)
+            .filter_map(|(_, key)| {
+                let c = inner.by_key.get(key)?;
+                (!skip.contains(&(key.to_string(), c.basis)))
+                    .then(|| (key.to_string(), c.countdown()))
+            })
             .take(limit)
-            .map(|(k, c)| (k.clone(), *c))
             .collect()
     }
 
     pub fn len(&self) -> usize {
-        self.map().len()
+        self.lock().by_key.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -212,5 +274,74 @@ pub async fn run(
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A clock that moves only when told.
+    struct ManualClock {
+        base: Instant,
+        offset_ms: Mutex<u64>,
+    }
+
+    impl Clock for ManualClock {
+        fn now(&self) -> Instant {
+            self.base + Duration::from_millis(*self.offset_ms.lock().unwrap())
+        }
+    }
+
+    fn at(clock: &ManualClock, ms: u64) {
+        *clock.offset_ms.lock().unwrap() = ms;
+    }
+
+    #[test]
+    fn due_lists_only_countdowns_that_ran_out_earliest_first_and_follows_restarts_and_stops() {
+        let clock = Arc::new(ManualClock {
+            base: Instant::now(),
+            offset_ms: Mutex::new(0),
+        });
+        let cd = Countdowns::new(clock.clone());
+        cd.start("a", 1, 1, 300);
+        cd.start("b", 2, 2, 100);
+        cd.start("c", 3, 3, 200);
+        let keys = |due: Vec<(String, Countdown)>| -> Vec<String> {
+            due.into_iter().map(|(k, _)| k).collect()
+        };
+        let none = HashSet::new();
+        assert!(cd.due(10, &none).is_empty(), "nothing ran out at 0 ms");
+        at(&clock, 250);
+        assert_eq!(
+            keys(cd.due(10, &none)),
+            ["b", "c"],
+            "earliest deadline first"
+        );
+        assert_eq!(keys(cd.due(1, &none)), ["b"], "at most `limit`");
+        let skip: HashSet<(String, u64)> = [("b".to_string(), 2)].into();
+        assert_eq!(keys(cd.due(10, &skip)), ["c"], "in-flight ones skipped");
+        // A renewal restarts b's countdown from now; stopping c removes it.
+        cd.start("b", 2, 4, 100);
+        cd.stop("c");
+        assert!(cd.due(10, &none).is_empty());
+        at(&clock, 360);
+        let due = cd.due(10, &none);
+        assert_eq!(
+            keys(due.clone()),
+            ["a", "b"],
+            "a at 300 ms, b at 250 + 100 ms"
+        );
+        assert_eq!(
+            due[1].1.basis, 4,
+            "the renewal's countdown, not the grant's"
+        );
+        assert_eq!(cd.len(), 2);
+        // A restart (load from a snapshot) starts every countdown again from now.
+        cd.restart_all([("x", 9, 9, 50)].into_iter());
+        assert_eq!(cd.len(), 1);
+        assert!(cd.due(10, &none).is_empty());
+        at(&clock, 410);
+        assert_eq!(keys(cd.due(10, &none)), ["x"]);
     }
 }

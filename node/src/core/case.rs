@@ -97,7 +97,7 @@ pub struct Record {
     pub status: String,
     pub summary: String,
     pub fields: BTreeMap<String, String>,
-    pub assigned_to: Option<Assignment>,
+    pub assigned_to: Option<Box<Assignment>>,
     /// Revision of the latest change to status, summary or fields.
     pub updated_revision: u64,
 }
@@ -232,9 +232,19 @@ pub struct History {
     pub dropped: u64,
 }
 
+/// Histories up to this many events grow by exactly one slot per event.
+const HISTORY_EXACT_GROWTH_MAX: usize = 8;
+
 impl History {
     /// Appends an event; returns the revision of the event compacted away, if any.
     pub fn push(&mut self, event: Event) -> Option<u64> {
+        // Short histories grow one slot at a time (a new key's first event would otherwise
+        // reserve room for four): most of a million keys have only a few events.
+        if self.events.len() == self.events.capacity()
+            && self.events.len() < HISTORY_EXACT_GROWTH_MAX
+        {
+            self.events.reserve_exact(1);
+        }
         self.events.push_back(event);
         if self.events.len() > HISTORY_EVENTS_MAX {
             self.dropped += 1;
@@ -258,14 +268,16 @@ pub struct Quarantine {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaseFile {
     pub record: Record,
-    pub offer: Option<Offer>,
+    /// Boxed, like the note and the quarantine: most keys have none, and a million case
+    /// files should not each carry the room for one inline.
+    pub offer: Option<Box<Offer>>,
     /// The note of the latest offer, kept after the offer ends (accepted, declined, lapsed,
     /// cancelled, or its giver's lease ended): nothing written is lost.
-    pub last_note: Option<HandoffNote>,
+    pub last_note: Option<Box<HandoffNote>>,
     pub history: History,
     /// Set after an involuntary expiry under a quarantine rule; claims are refused until it
     /// ends.
-    pub quarantine: Option<Quarantine>,
+    pub quarantine: Option<Box<Quarantine>>,
 }
 
 impl CaseFile {

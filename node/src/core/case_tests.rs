@@ -269,7 +269,7 @@ fn a_handoff_moves_the_token_in_one_entry() {
         Outcome::Updated { .. }
     ));
     assert_eq!(
-        t.case("k").unwrap().last_note.as_ref(),
+        t.case("k").unwrap().last_note.as_deref(),
         Some(&note()),
         "the note is kept"
     );
@@ -410,7 +410,7 @@ fn expiry_during_an_offer_frees_the_key_and_keeps_the_note() {
     let case = t.case("k").unwrap();
     assert!(case.offer.is_none());
     assert_eq!(
-        case.last_note.as_ref(),
+        case.last_note.as_deref(),
         Some(&note()),
         "nothing written is lost"
     );

@@ -41,33 +41,23 @@ pub struct Answer {
     pub outcome: Outcome,
 }
 
-/// What an apply changed, for the storage adapter to write back.
+/// What an apply changed that the node acts on besides the table: the history events it
+/// added, which the watch window publishes.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Changes {
-    pub keys: BTreeSet<String>,
-    /// Clients whose session header (activity, forgotten seq) changed or who were forgotten.
-    pub clients: BTreeSet<String>,
-    /// Remembered answers added, as (client id, seq). Stored one per record so that no stored
-    /// value grows large (sled never fsyncs values over ~128 KiB).
-    pub answers_added: BTreeSet<(String, u64)>,
-    /// Remembered answers dropped, as (client id, seq).
-    pub answers_dropped: BTreeSet<(String, u64)>,
-    /// Keys whose case file (record, offer, last note, history count) changed.
-    pub cases: BTreeSet<String>,
-    /// History events added, as (key, revision); stored one per record.
+    /// History events added, as (key, revision).
     pub events_added: BTreeSet<(String, u64)>,
-    /// History events compacted away, as (key, revision).
-    pub events_dropped: BTreeSet<(String, u64)>,
-    /// Quarantine rule prefixes set or removed.
-    pub quarantine_rules: BTreeSet<String>,
 }
 
 /// All leases and de-duplication sessions.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseTable {
-    leases: BTreeMap<String, Lease>,
+    /// Leases and case files are boxed: a B-tree node keeps room for 11 values and is often
+    /// half full, so inline values would waste about as much as they use (measured with
+    /// `baton-scale`: a million held leases).
+    leases: BTreeMap<String, Box<Lease>>,
     /// Case files (record, offer, history) of every key that ever had one.
-    cases: BTreeMap<String, CaseFile>,
+    cases: BTreeMap<String, Box<CaseFile>>,
     /// Quarantine rules: key prefix -> delay after an involuntary expiry, in ms.
     quarantine_rules: BTreeMap<String, u64>,
     /// A lower `KEYS_MAX`, set only by tests (`with_keys_max`); never serialized.
@@ -89,8 +79,11 @@ impl LeaseTable {
         sessions: impl IntoIterator<Item = (String, ClientSession)>,
     ) -> Self {
         let mut table = LeaseTable {
-            leases: leases.into_iter().map(|l| (l.key.clone(), l)).collect(),
-            cases: cases.into_iter().collect(),
+            leases: leases
+                .into_iter()
+                .map(|l| (l.key.clone(), Box::new(l)))
+                .collect(),
+            cases: cases.into_iter().map(|(k, c)| (k, Box::new(c))).collect(),
             quarantine_rules: quarantine_rules.into_iter().collect(),
             sessions: sessions.into_iter().collect(),
             ..Default::default()
@@ -109,19 +102,24 @@ impl LeaseTable {
     }
 
     pub fn lease(&self, key: &str) -> Option<&Lease> {
-        self.leases.get(key)
+        self.leases.get(key).map(|l| &**l)
     }
 
     pub fn leases(&self) -> impl Iterator<Item = &Lease> {
-        self.leases.values()
+        self.leases.values().map(|l| &**l)
     }
 
     pub fn case(&self, key: &str) -> Option<&CaseFile> {
-        self.cases.get(key)
+        self.cases.get(key).map(|c| &**c)
     }
 
     pub fn cases(&self) -> impl Iterator<Item = (&String, &CaseFile)> {
-        self.cases.iter()
+        self.cases.iter().map(|(k, c)| (k, &**c))
+    }
+
+    /// How many keys have a case file.
+    pub fn case_count(&self) -> usize {
+        self.cases.len()
     }
 
     /// How many keys the table keeps: `KEYS_MAX`, or less in tests.
@@ -167,7 +165,7 @@ impl LeaseTable {
             .leases
             .range((lower, Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(_, l)| l);
+            .map(|(_, l)| &**l);
         let page: Vec<&Lease> = matching.by_ref().take(limit).collect();
         let truncated = matching.next().is_some();
         (page, truncated)
@@ -179,8 +177,7 @@ impl LeaseTable {
         self.apply_tracked(index, cmd, &mut Changes::default())
     }
 
-    /// `apply`, also noting in `changes` which keys and client sessions it changed, for the
-    /// storage adapter to write back.
+    /// `apply`, also noting in `changes` the history events it added, for the watch window.
     pub fn apply_tracked(
         &mut self,
         index: u64,
@@ -200,7 +197,7 @@ impl LeaseTable {
             Ok(()) => self.apply_op(index, cmd.leader_unix_ms, &cmd.op, changes),
         };
         if let Some(id) = &cmd.request_id {
-            self.remember(index, id, cmd.op.fingerprint(), &outcome, changes);
+            self.remember(index, id, cmd.op.fingerprint(), &outcome);
         }
         #[cfg(debug_assertions)]
         self.check_invariants(index, cmd);
@@ -234,23 +231,11 @@ impl LeaseTable {
         None
     }
 
-    fn remember(
-        &mut self,
-        index: u64,
-        id: &RequestId,
-        op_fingerprint: u64,
-        outcome: &Outcome,
-        changes: &mut Changes,
-    ) {
+    fn remember(&mut self, index: u64, id: &RequestId, op_fingerprint: u64, outcome: &Outcome) {
         if !self.sessions.contains_key(&id.client_id) && self.sessions.len() >= DEDUP_CLIENTS_MAX {
             // Forget the client idle for the longest. Deterministic: ordered by revision.
             if let Some((_, idle)) = self.by_activity.pop_first() {
-                if let Some(forgotten) = self.sessions.remove(&idle) {
-                    for answer in forgotten.answers {
-                        changes.answers_dropped.insert((idle.clone(), answer.seq));
-                    }
-                }
-                changes.clients.insert(idle);
+                self.sessions.remove(&idle);
             }
         }
         let session = self.sessions.entry(id.client_id.clone()).or_default();
@@ -268,7 +253,6 @@ impl LeaseTable {
                 outcome: outcome.clone(),
             },
         );
-        changes.answers_added.insert((id.client_id.clone(), id.seq));
         if session.answers.len() > DEDUP_ANSWERS_PER_CLIENT_MAX {
             // Forget the lowest seq, not the first applied: requests in flight together can
             // commit out of order, and forgetting a high seq would refuse the first attempts
@@ -276,12 +260,8 @@ impl LeaseTable {
             // per client, no first attempt is ever refused.
             if let Some(dropped) = session.answers.pop_front() {
                 session.forgotten_seq_max = session.forgotten_seq_max.max(dropped.seq);
-                changes
-                    .answers_dropped
-                    .insert((id.client_id.clone(), dropped.seq));
             }
         }
-        changes.clients.insert(id.client_id.clone());
     }
 
     fn apply_op(
@@ -390,26 +370,27 @@ struct Step<'a> {
 
 impl Step<'_> {
     fn lease(&self) -> Option<&Lease> {
-        self.table.leases.get(self.key)
+        self.table.leases.get(self.key).map(|l| &**l)
     }
 
     fn assignment(&self) -> Option<Assignment> {
         self.table
             .cases
             .get(self.key)
-            .and_then(|c| c.record.assigned_to.clone())
+            .and_then(|c| c.record.assigned_to.as_deref().cloned())
     }
 
     fn pending_offer(&self) -> Option<&Offer> {
         self.table
             .cases
             .get(self.key)
-            .and_then(|c| c.offer.as_ref())
+            .and_then(|c| c.offer.as_deref())
     }
 
     fn set_lease(&mut self, lease: Lease) {
-        self.table.leases.insert(self.key.to_string(), lease);
-        self.changes.keys.insert(self.key.to_string());
+        self.table
+            .leases
+            .insert(self.key.to_string(), Box::new(lease));
     }
 
     /// A new lease for `holder` whose token is this entry's index: a claim of a free key or
@@ -430,15 +411,10 @@ impl Step<'_> {
     }
 
     fn take_lease(&mut self) -> Option<Lease> {
-        let lease = self.table.leases.remove(self.key);
-        if lease.is_some() {
-            self.changes.keys.insert(self.key.to_string());
-        }
-        lease
+        self.table.leases.remove(self.key).map(|l| *l)
     }
 
     fn case_mut(&mut self) -> &mut CaseFile {
-        self.changes.cases.insert(self.key.to_string());
         self.table.cases.entry(self.key.to_string()).or_default()
     }
 
@@ -452,18 +428,17 @@ impl Step<'_> {
             unix_ms: self.now_unix_ms,
             detail,
         };
-        let key = self.key.to_string();
-        if let Some(dropped) = self.case_mut().history.push(event) {
-            self.changes.events_dropped.insert((key.clone(), dropped));
-        }
-        self.changes.events_added.insert((key, self.index));
+        self.case_mut().history.push(event);
+        self.changes
+            .events_added
+            .insert((self.key.to_string(), self.index));
     }
 
     /// Ends a pending offer, keeping its note on the record; says how it ended for people.
     fn end_offer(&mut self) -> Option<Offer> {
         let case = self.case_mut();
-        let offer = case.offer.take()?;
-        case.last_note = Some(offer.note.clone());
+        let offer = *case.offer.take()?;
+        case.last_note = Some(Box::new(offer.note.clone()));
         Some(offer)
     }
 
@@ -611,10 +586,10 @@ impl Step<'_> {
                     .unwrap_or(0);
                 let detail = if delay_ms > 0 {
                     let index = self.index;
-                    self.case_mut().quarantine = Some(Quarantine {
+                    self.case_mut().quarantine = Some(Box::new(Quarantine {
                         revision: index,
                         delay_ms,
-                    });
+                    }));
                     format!("quarantined for {} s", delay_ms / 1000)
                 } else {
                     String::new()
@@ -689,7 +664,7 @@ impl Step<'_> {
             unix_ms: self.now_unix_ms,
             revision: self.index,
         };
-        self.case_mut().record.assigned_to = Some(assignment);
+        self.case_mut().record.assigned_to = Some(Box::new(assignment));
         let detail = join(&format!("to {to} by {by}"), reason);
         let token = self.lease().map(|l| l.token).unwrap_or(0);
         self.event(EventKind::Assigned, None, token, detail);
@@ -731,7 +706,7 @@ impl Step<'_> {
             offered_unix_ms: self.now_unix_ms,
             revision: self.index,
         };
-        self.case_mut().offer = Some(offer.clone());
+        self.case_mut().offer = Some(Box::new(offer.clone()));
         let detail = format!("to {to}, lapses after {} s", offer_ttl_ms / 1000);
         self.event(EventKind::Offered, Some(lease.holder), lease.token, detail);
         Outcome::Offered { offer }
@@ -821,7 +796,6 @@ impl Step<'_> {
             }
             rules.insert(prefix.to_string(), delay_ms);
         }
-        self.changes.quarantine_rules.insert(prefix.to_string());
         Outcome::QuarantineRules {
             rules: self.table.quarantine_rules.clone(),
         }

@@ -450,7 +450,7 @@ fn board_lists_a_prefix_in_pages() {
 }
 
 #[test]
-fn changes_name_exactly_the_keys_and_clients_written() {
+fn changes_name_exactly_the_events_added() {
     let mut t = LeaseTable::default();
     let mut changes = Changes::default();
     let op = Op::Claim {
@@ -459,10 +459,16 @@ fn changes_name_exactly_the_keys_and_clients_written() {
         ttl_ms: 5_000,
     };
     t.apply_tracked(1, &cmd_from("ca", 1, op), &mut changes);
-    assert!(changes.keys.contains("k") && changes.clients.contains("ca"));
+    assert_eq!(
+        changes.events_added.iter().collect::<Vec<_>>(),
+        [&("k".to_string(), 1)]
+    );
     let mut changes = Changes::default();
     t.apply_tracked(2, &claim("k", &holder("b", "cb"), 5_000), &mut changes);
-    assert!(changes.keys.is_empty(), "a refusal writes no key");
+    assert!(
+        changes.events_added.is_empty(),
+        "a refusal records no event"
+    );
 }
 
 #[test]

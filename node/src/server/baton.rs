@@ -417,7 +417,7 @@ impl Ctx {
             let assignments: std::collections::HashMap<String, pb::Assignment> = page
                 .iter()
                 .filter_map(|l| {
-                    let a = s.table.case(&l.key)?.record.assigned_to.as_ref()?;
+                    let a = s.table.case(&l.key)?.record.assigned_to.as_deref()?;
                     Some((l.key.clone(), convert::assignment(a)))
                 })
                 .collect();

@@ -287,7 +287,7 @@ pub fn pb_record(record: &Record) -> pb::Record {
         status: record.status.clone(),
         summary: record.summary.clone(),
         fields: record.fields.clone().into_iter().collect(),
-        assigned_to: record.assigned_to.as_ref().map(assignment),
+        assigned_to: record.assigned_to.as_deref().map(assignment),
         pending_offer: None,
         last_note: None,
         updated_revision: record.updated_revision,
@@ -301,7 +301,7 @@ pub fn pb_case_record(key: &str, case: &CaseFile, offer_countdowns: &Countdowns)
             .offer
             .as_ref()
             .map(|o| pb_offer(key, o, offer_countdowns)),
-        last_note: case.last_note.as_ref().map(pb_note),
+        last_note: case.last_note.as_deref().map(pb_note),
         ..pb_record(&case.record)
     }
 }

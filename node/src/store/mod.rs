@@ -97,6 +97,11 @@ pub fn open(
     )
 }
 
+/// sled's page cache. It holds only the Raft log (the state machine is in memory), of which
+/// the recent entries are what is read back (by followers' replication); sled's default of
+/// 1 GiB would keep every entry written since start resident.
+pub const SLED_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// The watch window of a node that is not told otherwise.
 pub const WATCH_WINDOW_EVENTS_DEFAULT: usize = 100_000;
 
@@ -115,6 +120,7 @@ pub fn open_with(
     check_identity(dir, node_id, cluster_name)?;
     let db = sled::Config::new()
         .path(dir.join("sled"))
+        .cache_capacity(SLED_CACHE_BYTES)
         .open()
         .map_err(|source| OpenError::Sled {
             dir: dir.to_path_buf(),

@@ -53,8 +53,9 @@ struct SnapshotFile {
 struct Shared {
     state: RwLock<SmState>,
     snapshot_dir: PathBuf,
-    /// Serializes snapshot file writes, so an older snapshot never replaces a newer one.
-    snapshot_lock: tokio::sync::Mutex<()>,
+    /// The last log id of the snapshot file on disk. Held while writing one, so an older
+    /// snapshot never replaces a newer one.
+    snapshot_lock: tokio::sync::Mutex<Option<LogId>>,
     /// Lease countdowns (expiry).
     countdowns: Arc<Countdowns>,
     /// Offer countdowns (lapse).
@@ -88,17 +89,21 @@ impl StateMachine {
             shared: Arc::new(Shared {
                 state: RwLock::new(SmState::default()),
                 snapshot_dir: snapshot_dir.to_path_buf(),
-                snapshot_lock: tokio::sync::Mutex::new(()),
+                snapshot_lock: tokio::sync::Mutex::new(None),
                 offer_countdowns: Arc::new(countdowns.sibling()),
                 quarantine_countdowns: Arc::new(countdowns.sibling()),
                 countdowns,
                 watch: Arc::new(WatchHub::new(watch_window)),
             }),
         };
-        let state = sm
-            .read_snapshot_file()?
-            .map(|file| file.state)
-            .unwrap_or_default();
+        let state = match sm.read_snapshot_file()? {
+            Some(file) => {
+                *sm.shared.snapshot_lock.try_lock().expect("not shared yet") =
+                    file.meta.last_log_id;
+                file.state
+            }
+            None => SmState::default(),
+        };
         sm.arm_timers_and_watch(&state);
         *sm.shared.state.write().expect("state lock") = state;
         Ok(sm)
@@ -195,24 +200,26 @@ impl StateMachine {
         Applied { outcome, revision }
     }
 
-    /// Writes `file` as the current snapshot unless a newer one is there already; says
-    /// whether it wrote.
-    async fn write_snapshot_file(&self, file: &SnapshotFile) -> Result<bool, StorageError> {
-        let _guard = self.shared.snapshot_lock.lock().await;
-        if let Some(current) = self
-            .read_snapshot_file()
-            .map_err(|e| StorageIOError::read_snapshot(None, &std::io::Error::other(e)))?
-        {
-            if current.meta.last_log_id > file.meta.last_log_id {
-                return Ok(false);
-            }
+    /// Writes the snapshot of `meta` whose state encodes to `state_bytes` as the current
+    /// snapshot file (the encoding of a `SnapshotFile`: meta, then state), unless a newer one
+    /// is there already; says whether it wrote.
+    async fn write_snapshot_file(
+        &self,
+        meta: &SnapshotMeta,
+        state_bytes: &[u8],
+    ) -> Result<bool, StorageError> {
+        let mut current = self.shared.snapshot_lock.lock().await;
+        if *current > meta.last_log_id {
+            return Ok(false);
         }
-        let bytes = encode(file);
+        let mut bytes = encode(meta);
+        bytes.extend_from_slice(state_bytes);
         let path = self.shared.snapshot_dir.join(SNAPSHOT_FILE);
         tokio::task::spawn_blocking(move || write_durably(&path, &bytes))
             .await
             .map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?
-            .map_err(|e| StorageIOError::write_snapshot(Some(file.meta.signature()), &e))?;
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
+        *current = meta.last_log_id;
         Ok(true)
     }
 }
@@ -270,14 +277,25 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        // Copy the state now, between applies: the builder runs concurrently with later
-        // applies and must not see a half-applied state.
+        // Encode the state now, between applies: the builder runs concurrently with later
+        // applies and must not see a half-applied state. Encoding rather than cloning keeps
+        // the extra memory to the snapshot's size, a fraction of the state's.
         let started = std::time::Instant::now();
-        let state = Some(self.read(|s| s.clone()));
+        let (data, last_applied, membership, keys) = self.read(|s| {
+            (
+                encode(s),
+                s.last_applied,
+                s.membership.clone(),
+                s.table.case_count(),
+            )
+        });
         SnapshotBuilder {
             sm: self.clone(),
-            state,
-            copy_time: started.elapsed(),
+            last_applied,
+            membership,
+            keys,
+            data,
+            encode_time: started.elapsed(),
         }
     }
 
@@ -296,17 +314,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
         state.table.rebuild_index();
         // The file first (fsync'd): it is this node's durable state from now on.
-        let file = SnapshotFile {
-            meta: meta.clone(),
-            state,
-        };
-        if !self.write_snapshot_file(&file).await? {
+        if !self.write_snapshot_file(meta, snapshot.get_ref()).await? {
             // A newer snapshot is installed already; installing an older state would go
             // backwards.
             return Ok(());
         }
-        self.arm_timers_and_watch(&file.state);
-        *self.shared.state.write().expect("state lock") = file.state;
+        self.arm_timers_and_watch(&state);
+        *self.shared.state.write().expect("state lock") = state;
         tracing::info!(
             index = meta.last_log_id.map(|l| l.index).unwrap_or(0),
             bytes,
@@ -317,28 +331,42 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
-        let file = self
-            .read_snapshot_file()
-            .map_err(|e| StorageIOError::read_snapshot(None, &std::io::Error::other(e)))?;
-        Ok(file.map(|f| Snapshot {
-            snapshot: Box::new(std::io::Cursor::new(encode(&f.state))),
-            meta: f.meta,
+        let read_err = |e: &dyn std::fmt::Display| {
+            StorageIOError::read_snapshot(None, &std::io::Error::other(e.to_string()))
+        };
+        let _current = self.shared.snapshot_lock.lock().await;
+        let bytes = match std::fs::read(self.shared.snapshot_dir.join(SNAPSHOT_FILE)) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(read_err(&e).into()),
+        };
+        // The file is the meta followed by the state: hand the state's bytes on as they are.
+        let mut reader = std::io::Cursor::new(bytes.as_slice());
+        let meta: SnapshotMeta =
+            bincode::deserialize_from(&mut reader).map_err(|e| read_err(&e))?;
+        let state_bytes = bytes[reader.position() as usize..].to_vec();
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: Box::new(std::io::Cursor::new(state_bytes)),
         }))
     }
 }
 
-/// Builds a snapshot from a copy of the state taken between applies.
+/// Builds a snapshot from the state's encoding, taken between applies.
 pub struct SnapshotBuilder {
     sm: StateMachine,
-    state: Option<SmState>,
-    /// How long the copy took (applies wait for it).
-    copy_time: std::time::Duration,
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    keys: usize,
+    /// `SmState` encoded.
+    data: Vec<u8>,
+    /// How long encoding took (applies waited for it).
+    encode_time: std::time::Duration,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        let state = self.state.take().unwrap_or_default();
-        let snapshot_id = match state.last_applied {
+        let snapshot_id = match self.last_applied {
             Some(id) => format!(
                 "{}-{}-{}",
                 id.leader_id,
@@ -348,26 +376,19 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             None => format!("empty-{}", crate::expiry::wall_clock_unix_ms()),
         };
         let meta = SnapshotMeta {
-            last_log_id: state.last_applied,
-            last_membership: state.membership.clone(),
+            last_log_id: self.last_applied,
+            last_membership: self.membership.clone(),
             snapshot_id,
         };
         let started = std::time::Instant::now();
-        let data = encode(&state);
-        let index = state.last_applied.map(|l| l.index).unwrap_or(0);
-        let keys = state.table.cases().count();
-        self.sm
-            .write_snapshot_file(&SnapshotFile {
-                meta: meta.clone(),
-                state,
-            })
-            .await?;
+        let data = std::mem::take(&mut self.data);
+        self.sm.write_snapshot_file(&meta, &data).await?;
         tracing::info!(
-            index,
-            keys,
+            index = self.last_applied.map(|l| l.index).unwrap_or(0),
+            keys = self.keys,
             bytes = data.len(),
-            copy_ms = self.copy_time.as_millis() as u64,
-            ms = (self.copy_time + started.elapsed()).as_millis() as u64,
+            encode_ms = self.encode_time.as_millis() as u64,
+            ms = (self.encode_time + started.elapsed()).as_millis() as u64,
             "built snapshot"
         );
         Ok(Snapshot {
