@@ -2,7 +2,6 @@
 //! loopback, each with its own data directory, stopped by PID when dropped (also on a
 //! panic), and the CPU time their processes used.
 
-use std::fs::File;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,7 +20,12 @@ pub fn free_port() -> anyhow::Result<u16> {
 #[derive(Debug, Default)]
 pub struct Procs {
     children: Vec<Child>,
+    /// How each was started, to start it again.
+    commands: Vec<Started>,
 }
+
+/// Program, arguments and environment a process was started with.
+type Started = (PathBuf, Vec<std::ffi::OsString>, Vec<(String, String)>);
 
 impl Procs {
     pub fn pids(&self) -> Vec<u32> {
@@ -52,19 +56,53 @@ impl Procs {
         self.children.clear();
     }
 
-    fn spawn(&mut self, mut command: Command, log: &Path) -> anyhow::Result<()> {
-        let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        let err = out.try_clone()?;
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err));
-        let child = command
-            .spawn()
-            .with_context(|| format!("starting {command:?}"))?;
+    fn spawn(&mut self, command: Command, log: &Path) -> anyhow::Result<()> {
+        let program = PathBuf::from(command.get_program());
+        let args = command.get_args().map(|a| a.to_os_string()).collect();
+        let envs = command
+            .get_envs()
+            .filter_map(|(k, v)| Some((k.to_str()?.to_string(), v?.to_str()?.to_string())))
+            .collect();
+        let child = start(command, log, false)?;
         self.children.push(child);
+        self.commands.push((program, args, envs));
         Ok(())
     }
+
+    /// Kills process `i` (SIGKILL, by PID) and reaps it.
+    pub fn kill(&mut self, i: usize) -> anyhow::Result<()> {
+        let child = self.children.get_mut(i).context("no such process")?;
+        child.kill()?;
+        child.wait()?;
+        Ok(())
+    }
+
+    /// Starts process `i` again as it was first started, appending to `log`.
+    pub fn restart(&mut self, i: usize, log: &Path) -> anyhow::Result<()> {
+        let (program, args, envs) = self.commands.get(i).context("no such process")?.clone();
+        let mut command = Command::new(program);
+        command.args(args).envs(envs);
+        self.children[i] = start(command, log, true)?;
+        Ok(())
+    }
+}
+
+fn start(mut command: Command, log: &Path, append: bool) -> anyhow::Result<Child> {
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(log)
+        .with_context(|| format!("creating {}", log.display()))?;
+    let err = out.try_clone()?;
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err));
+    command
+        .spawn()
+        .with_context(|| format!("starting {command:?}"))
 }
 
 impl Drop for Procs {
@@ -204,11 +242,23 @@ pub struct BatonCluster {
     /// Endpoints, `127.0.0.1:port`, node 1 first.
     pub endpoints: Vec<String>,
     pub logs: Vec<PathBuf>,
+    dir: PathBuf,
 }
 
 impl BatonCluster {
     /// Starts `nodes` baton-node processes with data under `dir/baton-N`.
     pub fn start(node_bin: &Path, nodes: usize, dir: &Path) -> anyhow::Result<BatonCluster> {
+        BatonCluster::start_with(node_bin, nodes, dir, &[], "warn")
+    }
+
+    /// `start`, with `extra_args` for every node and `rust_log` as its `RUST_LOG`.
+    pub fn start_with(
+        node_bin: &Path,
+        nodes: usize,
+        dir: &Path,
+        extra_args: &[String],
+        rust_log: &str,
+    ) -> anyhow::Result<BatonCluster> {
         let mut ports = Vec::new();
         for _ in 0..nodes {
             ports.push(free_port()?);
@@ -230,7 +280,8 @@ impl BatonCluster {
                 .arg("--data-dir")
                 .arg(dir.join(format!("baton-{}", i + 1)))
                 .args(["--initial-cluster", &initial])
-                .env("RUST_LOG", "warn");
+                .args(extra_args)
+                .env("RUST_LOG", rust_log);
             let log = dir.join(format!("baton-{}.log", i + 1));
             procs.spawn(command, &log)?;
             logs.push(log);
@@ -240,11 +291,33 @@ impl BatonCluster {
             procs,
             endpoints,
             logs,
+            dir: dir.to_path_buf(),
         })
+    }
+
+    /// The data dir of node `n` (1-based).
+    pub fn data_dir(&self, n: usize) -> PathBuf {
+        self.dir.join(format!("baton-{n}"))
+    }
+
+    /// Kills node `n` (1-based) with SIGKILL.
+    pub fn kill(&mut self, n: usize) -> anyhow::Result<()> {
+        self.procs.kill(n - 1)
+    }
+
+    /// Starts node `n` (1-based) again on its data dir; its log is appended to.
+    pub fn restart(&mut self, n: usize) -> anyhow::Result<()> {
+        let log = self.logs[n - 1].clone();
+        self.procs.restart(n - 1, &log)
     }
 
     /// Waits until a claim and its release succeed (a leader commits writes).
     pub async fn wait_healthy(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        self.wait_healthy_on("health/compare", timeout).await
+    }
+
+    /// `wait_healthy`, claiming and releasing `key`.
+    pub async fn wait_healthy_on(&mut self, key: &str, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
         let config = baton_client::ClientConfig {
             retry_deadline: Duration::from_secs(2),
@@ -254,10 +327,10 @@ impl BatonCluster {
         loop {
             self.procs.check_running("baton-node", &self.logs)?;
             let claimed = client
-                .claim("health/compare", "baton-compare", Duration::from_secs(10))
+                .claim(key, "baton-compare", Duration::from_secs(10))
                 .await;
             if let Ok(baton_client::ClaimOutcome::Granted(grant)) = claimed {
-                client.release("health/compare", grant.lease.token).await?;
+                client.release(key, grant.lease.token).await?;
                 return Ok(());
             }
             if Instant::now() > deadline {

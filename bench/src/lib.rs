@@ -6,11 +6,14 @@
 //! - [`cluster`]: starting and stopping local etcd and baton-node processes, their CPU time.
 //! - [`table`]: medians over runs and the baton/etcd ratio table (pure).
 //! - [`floor`]: the disk's serial fsync latency and a loopback TCP round trip.
+//! - [`scale`]: a fresh baton cluster holding N leases at once: memory per lease, renew
+//!   throughput, snapshot size and time, a restarted follower's catch-up (`baton-scale`).
 //! - [`pb`]: the hand-written subset of etcd's v3 gRPC API (`proto/`).
 
 pub mod cluster;
 pub mod etcd;
 pub mod floor;
+pub mod scale;
 pub mod table;
 
 /// Code generated from `proto/etcd.proto` and `proto/kv.proto`.

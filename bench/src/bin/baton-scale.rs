@@ -1,0 +1,116 @@
+//! `baton-scale`: a fresh 3-node baton cluster on loopback holds N leases at once; reports
+//! per-node memory per held lease, renew throughput against the rate the leases need, the
+//! leader's snapshot size and build time, and a restarted follower's catch-up time.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use baton_bench::scale::{self, ScaleConfig, ScaleReport};
+use clap::Parser;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "baton-scale",
+    about = "Hold N leases at once on a fresh local 3-node baton cluster: memory, renewals, snapshots, catch-up",
+    after_help = "Example:
+  cargo build --release -p baton-node -p baton-bench
+  target/release/baton-scale --leases 10000,100000,1000000"
+)]
+struct Args {
+    /// The baton-node binary [default: baton-node next to this program].
+    #[arg(long)]
+    node_bin: Option<PathBuf>,
+    /// Lease counts, comma-separated; each gets a fresh cluster.
+    #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
+    leases: Vec<usize>,
+    /// Claimant clients (each its own client id) that fill and renew.
+    #[arg(long, default_value_t = 64)]
+    claimants: usize,
+    /// TTL of every lease: long enough to outlive the run.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    ttl: Duration,
+    /// How long the renew phase lasts.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    renew_for: Duration,
+    /// Directory under which the clusters' data goes; a new temporary directory is made in it
+    /// [default: the system temp dir].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Keep the data directory and logs (printed at the end).
+    #[arg(long)]
+    keep: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("baton-scale: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async {
+        tokio::select! {
+            result = run(args) => result,
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("baton-scale: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn node_bin(args: &Args) -> anyhow::Result<PathBuf> {
+    if let Some(bin) = &args.node_bin {
+        return Ok(bin.clone());
+    }
+    let me = std::env::current_exe().context("locating this program")?;
+    let bin = me.with_file_name("baton-node");
+    anyhow::ensure!(
+        bin.is_file(),
+        "no baton-node next to {}; build it (cargo build --release -p baton-node) or pass --node-bin",
+        me.display()
+    );
+    Ok(bin)
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let node_bin = node_bin(&args)?;
+    let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let dir = tempfile::Builder::new()
+        .prefix("baton-scale-")
+        .tempdir_in(&parent)
+        .with_context(|| format!("making a directory under {}", parent.display()))?;
+    println!("data and logs under {}", dir.path().display());
+    let mut reports: Vec<ScaleReport> = Vec::new();
+    for &leases in &args.leases {
+        let cfg = ScaleConfig {
+            leases,
+            claimants: args.claimants,
+            ttl: args.ttl,
+            renew_for: args.renew_for,
+        };
+        let run_dir = dir.path().join(format!("leases-{leases}"));
+        std::fs::create_dir_all(&run_dir)?;
+        let report = scale::run(&node_bin, &run_dir, &cfg).await?;
+        println!("{}", serde_json::to_string(&report)?);
+        reports.push(report);
+    }
+    println!();
+    println!("{}", scale::render(&reports));
+    if args.keep {
+        let kept = dir.keep();
+        println!("kept {}", kept.display());
+    }
+    Ok(())
+}
