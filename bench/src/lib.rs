@@ -3,6 +3,7 @@
 //!
 //! - [`etcd`]: the etcd claimant loop (LeaseGrant + Txn / KeepAlive / Txn + LeaseRevoke),
 //!   reporting a [`baton_client::BenchReport`] measured exactly like `baton bench`.
+//! - [`cli`]: finding `baton-node`, running a program's work until it ends or Ctrl-C.
 //! - [`cluster`]: starting and stopping local etcd and baton-node processes, their CPU time.
 //! - [`table`]: medians over runs and the baton/etcd ratio table (pure).
 //! - [`floor`]: the disk's serial fsync latency and a loopback TCP round trip.
@@ -10,6 +11,7 @@
 //!   throughput, snapshot size and time, a restarted follower's catch-up (`baton-scale`).
 //! - [`pb`]: the hand-written subset of etcd's v3 gRPC API (`proto/`).
 
+pub mod cli;
 pub mod cluster;
 pub mod etcd;
 pub mod floor;

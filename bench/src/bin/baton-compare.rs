@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use baton_bench::cli::{node_bin, run_main};
 use baton_bench::cluster::{cpu_seconds, find_etcd, BatonCluster, EtcdCluster};
 use baton_bench::floor;
 use baton_bench::table::{median, render, Cell};
@@ -87,16 +88,6 @@ struct Summary {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("baton-compare: {error}");
-            return ExitCode::from(1);
-        }
-    };
     let etcd_bin = match args.etcd_bin.clone().or_else(find_etcd) {
         Some(bin) => bin,
         None => match install_etcd() {
@@ -110,21 +101,7 @@ fn main() -> ExitCode {
             }
         },
     };
-    let result = runtime.block_on(async {
-        tokio::select! {
-            result = compare(args, etcd_bin) => result,
-            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
-        }
-    });
-    // The clusters were dropped (and their processes killed) when `compare` ended or was
-    // cancelled.
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("baton-compare: {error:#}");
-            ExitCode::from(1)
-        }
-    }
+    run_main("baton-compare", || compare(args, etcd_bin))
 }
 
 /// As root, installs Debian's etcd-server; otherwise nothing.
@@ -143,26 +120,11 @@ fn install_etcd() -> Option<PathBuf> {
     find_etcd()
 }
 
-fn node_bin(args: &Args) -> anyhow::Result<PathBuf> {
-    if let Some(bin) = &args.node_bin {
-        return Ok(bin.clone());
-    }
-    let me = std::env::current_exe()?;
-    let bin = me.with_file_name("baton-node");
-    if !bin.is_file() {
-        bail!(
-            "no baton-node next to {} (build it: cargo build --release -p baton-node) — or pass --node-bin",
-            me.display()
-        );
-    }
-    Ok(bin)
-}
-
 async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
     if args.runs == 0 || args.clients.is_empty() || args.keys.is_empty() {
         bail!("--runs, --clients and --keys must not be empty or zero");
     }
-    let node_bin = node_bin(&args)?;
+    let node_bin = node_bin(args.node_bin.as_deref())?;
     let base = args.dir.clone().unwrap_or_else(std::env::temp_dir);
     let dir = tempfile::Builder::new()
         .prefix("baton-compare-")

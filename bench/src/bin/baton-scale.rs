@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use baton_bench::cli::{node_bin, run_main};
 use baton_bench::scale::{self, ScaleConfig, ScaleReport};
 use clap::Parser;
 
@@ -45,47 +46,11 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("baton-scale: {error}");
-            return ExitCode::from(1);
-        }
-    };
-    let result = runtime.block_on(async {
-        tokio::select! {
-            result = run(args) => result,
-            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
-        }
-    });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("baton-scale: {error:#}");
-            ExitCode::from(1)
-        }
-    }
-}
-
-fn node_bin(args: &Args) -> anyhow::Result<PathBuf> {
-    if let Some(bin) = &args.node_bin {
-        return Ok(bin.clone());
-    }
-    let me = std::env::current_exe().context("locating this program")?;
-    let bin = me.with_file_name("baton-node");
-    anyhow::ensure!(
-        bin.is_file(),
-        "no baton-node next to {}; build it (cargo build --release -p baton-node) or pass --node-bin",
-        me.display()
-    );
-    Ok(bin)
+    run_main("baton-scale", || run(args))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    let node_bin = node_bin(&args)?;
+    let node_bin = node_bin(args.node_bin.as_deref())?;
     let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
     let dir = tempfile::Builder::new()
         .prefix("baton-scale-")

@@ -122,6 +122,16 @@ async fn a_deduplicated_retry_does_not_restart_the_current_leases_countdown() {
     assert_eq!(cd.len(), 1);
 }
 
+/// Builds a snapshot of `sm`'s current state.
+async fn snapshot_of(sm: &mut StateMachine) -> crate::raft_types::Snapshot {
+    use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
+    sm.get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap()
+}
+
 /// Reopens the store in `dir`, waiting for the previous flusher thread to let go of sled.
 fn reopen(dir: &std::path::Path) -> (LogStore, StateMachine) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -140,8 +150,8 @@ fn reopen(dir: &std::path::Path) -> (LogStore, StateMachine) {
 #[tokio::test]
 async fn after_a_reopen_the_snapshot_plus_the_log_replayed_is_the_state_that_was_applied() {
     use crate::core::{Holder, LogCommand, Op, RequestId};
+    use openraft::storage::RaftLogReader;
     use openraft::storage::RaftStateMachine;
-    use openraft::storage::{RaftLogReader, RaftSnapshotBuilder};
     use openraft::testing::log_id;
     use openraft::{Entry, EntryPayload};
 
@@ -194,12 +204,7 @@ async fn after_a_reopen_the_snapshot_plus_the_log_replayed_is_the_state_that_was
     log.sync().await.unwrap();
     sm.apply(rounds[0].clone()).await.unwrap();
     sm.apply(rounds[1].clone()).await.unwrap();
-    let snapshot = sm
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .unwrap();
+    let snapshot = snapshot_of(&mut sm).await;
     sm.apply(rounds[2].clone()).await.unwrap();
     let before = sm.read(|s| s.clone());
     assert_eq!(before.table.sessions().count(), 2);
@@ -233,7 +238,7 @@ async fn after_a_reopen_the_snapshot_plus_the_log_replayed_is_the_state_that_was
 #[tokio::test]
 async fn case_files_offers_notes_and_history_survive_a_reopen_and_a_snapshot_install() {
     use crate::core::{HandoffNote, Holder, LogCommand, Op, RecordPatch};
-    use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
+    use openraft::storage::RaftStateMachine;
     use openraft::testing::log_id;
     use openraft::{Entry, EntryPayload};
 
@@ -304,12 +309,7 @@ async fn case_files_offers_notes_and_history_survive_a_reopen_and_a_snapshot_ins
     );
 
     // A snapshot of this state, installed into a fresh store, is the same state.
-    let snapshot = sm
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .unwrap();
+    let snapshot = snapshot_of(&mut sm).await;
     let other = tempfile::tempdir().unwrap();
     let (_l2, mut sm2) = open(other.path(), 2, "t", countdowns()).unwrap();
     sm2.install_snapshot(&snapshot.meta, snapshot.snapshot)
