@@ -83,14 +83,14 @@ impl Stored {
 }
 
 impl Inner {
-    fn insert(&mut self, key: &str, stored: Stored) {
-        let key: Arc<str> = match self.by_key.get_key_value(key) {
+    fn insert(&mut self, key: Arc<str>, stored: Stored) {
+        let key: Arc<str> = match self.by_key.get_key_value(&*key) {
             Some((k, old)) => {
                 let k = k.clone();
                 self.by_deadline.remove(&(old.deadline(), k.clone()));
                 k
             }
-            None => Arc::from(key),
+            None => key,
         };
         self.by_deadline.insert((stored.deadline(), key.clone()));
         self.by_key.insert(key, stored);
@@ -121,15 +121,16 @@ impl Countdowns {
     }
 
     /// The entry `basis`, just applied by this node, started a countdown of `ttl_ms` for
-    /// `key` (a lease's grant or renewal, or an offer).
-    pub fn start(&self, key: &str, token: FencingToken, basis: u64, ttl_ms: u64) {
+    /// `key` (a lease's grant or renewal, or an offer). Given an `Arc<str>` (the lease's), the
+    /// countdown shares that string.
+    pub fn start(&self, key: impl Into<Arc<str>>, token: FencingToken, basis: u64, ttl_ms: u64) {
         let stored = Stored {
             token,
             basis,
             ttl_ms,
             started: self.clock.now(),
         };
-        self.lock().insert(key, stored);
+        self.lock().insert(key.into(), stored);
     }
 
     /// The lease or offer ended.
@@ -140,7 +141,7 @@ impl Countdowns {
     /// Restarts every countdown now: after loading leases from disk or a snapshot, the node
     /// does not know when it applied them, and "now" is later than that, so it is safe.
     /// Items are `(key, token, basis, ttl_ms)`.
-    pub fn restart_all<'a>(&self, items: impl Iterator<Item = (&'a str, FencingToken, u64, u64)>) {
+    pub fn restart_all(&self, items: impl Iterator<Item = (Arc<str>, FencingToken, u64, u64)>) {
         let now = self.clock.now();
         let mut inner = self.lock();
         *inner = Inner::default();
@@ -159,7 +160,7 @@ impl Countdowns {
 
     /// `restart_all` for leases.
     pub fn restart_leases<'a>(&self, leases: impl Iterator<Item = &'a Lease>) {
-        self.restart_all(leases.map(|l| (l.key.as_str(), l.token, l.basis, l.ttl_ms)));
+        self.restart_all(leases.map(|l| (l.key.clone(), l.token, l.basis, l.ttl_ms)));
     }
 
     /// This node's estimate of the time left on the lease of `key` with `basis`.
@@ -338,7 +339,7 @@ mod tests {
         );
         assert_eq!(cd.len(), 2);
         // A restart (load from a snapshot) starts every countdown again from now.
-        cd.restart_all([("x", 9, 9, 50)].into_iter());
+        cd.restart_all([(Arc::from("x"), 9, 9, 50)].into_iter());
         assert_eq!(cd.len(), 1);
         assert!(cd.due(10, &none).is_empty());
         at(&clock, 410);

@@ -70,7 +70,12 @@ impl WatchHub {
                     complete_from = complete_from.max(first.revision);
                 }
             }
-            all.extend(case.history.events.iter().map(|e| (key.clone(), e.clone())));
+            all.extend(
+                case.history
+                    .events
+                    .iter()
+                    .map(|e| (key.to_string(), e.clone())),
+            );
         }
         all.sort_by_key(|(_, e)| e.revision);
         if all.len() > self.capacity {

@@ -5,6 +5,7 @@
 //! adapter (`store::state_machine`) persists what `apply` reports as changed.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -55,9 +56,11 @@ pub struct LeaseTable {
     /// Leases and case files are boxed: a B-tree node keeps room for 11 values and is often
     /// half full, so inline values would waste about as much as they use (measured with
     /// `baton-scale`: a million held leases).
-    leases: BTreeMap<String, Box<Lease>>,
+    ///
+    /// A key's string is allocated once and shared (`Arc<str>`) by both maps and the lease.
+    leases: BTreeMap<Arc<str>, Box<Lease>>,
     /// Case files (record, offer, history) of every key that ever had one.
-    cases: BTreeMap<String, Box<CaseFile>>,
+    cases: BTreeMap<Arc<str>, Box<CaseFile>>,
     /// Quarantine rules: key prefix -> delay after an involuntary expiry, in ms.
     quarantine_rules: BTreeMap<String, u64>,
     /// A lower `KEYS_MAX`, set only by tests (`with_keys_max`); never serialized.
@@ -83,7 +86,10 @@ impl LeaseTable {
                 .into_iter()
                 .map(|l| (l.key.clone(), Box::new(l)))
                 .collect(),
-            cases: cases.into_iter().map(|(k, c)| (k, Box::new(c))).collect(),
+            cases: cases
+                .into_iter()
+                .map(|(k, c)| (Arc::from(k), Box::new(c)))
+                .collect(),
             quarantine_rules: quarantine_rules.into_iter().collect(),
             sessions: sessions.into_iter().collect(),
             ..Default::default()
@@ -92,12 +98,21 @@ impl LeaseTable {
         table
     }
 
-    /// Restores the derived index after deserializing.
+    /// Restores what deserializing does not: the activity index, and one shared string per
+    /// key (a deserialized map has a string per occurrence).
     pub fn rebuild_index(&mut self) {
         self.by_activity = self
             .sessions
             .iter()
             .map(|(id, s)| (s.last_index, id.clone()))
+            .collect();
+        let leases = std::mem::take(&mut self.leases);
+        self.leases = leases
+            .into_values()
+            .map(|mut lease| {
+                lease.key = self.shared_key(&lease.key);
+                (lease.key.clone(), lease)
+            })
             .collect();
     }
 
@@ -113,8 +128,19 @@ impl LeaseTable {
         self.cases.get(key).map(|c| &**c)
     }
 
-    pub fn cases(&self) -> impl Iterator<Item = (&String, &CaseFile)> {
-        self.cases.iter().map(|(k, c)| (k, &**c))
+    pub fn cases(&self) -> impl Iterator<Item = (&str, &CaseFile)> {
+        self.cases.iter().map(|(k, c)| (&**k, &**c))
+    }
+
+    /// The string of `key` as this table already holds it, or a new one.
+    fn shared_key(&self, key: &str) -> Arc<str> {
+        if let Some((k, _)) = self.cases.get_key_value(key) {
+            return k.clone();
+        }
+        match self.leases.get_key_value(key) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(key),
+        }
     }
 
     /// How many keys have a case file.
@@ -157,13 +183,13 @@ impl LeaseTable {
     pub fn board(&self, prefix: &str, start_after: &str, limit: usize) -> (Vec<&Lease>, bool) {
         use std::ops::Bound::{Excluded, Included, Unbounded};
         let lower = if start_after.is_empty() || start_after < prefix {
-            Included(prefix.to_string())
+            Included(prefix)
         } else {
-            Excluded(start_after.to_string())
+            Excluded(start_after)
         };
         let mut matching = self
             .leases
-            .range((lower, Unbounded))
+            .range::<str, _>((lower, Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(_, l)| &**l);
         let page: Vec<&Lease> = matching.by_ref().take(limit).collect();
@@ -324,7 +350,7 @@ impl LeaseTable {
     fn check_invariants(&self, index: u64, cmd: &LogCommand) {
         let key = cmd.op.key();
         if let Some(lease) = self.leases.get(key) {
-            assert_eq!(key, lease.key, "lease stored under another key");
+            assert_eq!(key, &*lease.key, "lease stored under another key");
             assert!(lease.token >= 1, "token 0 on {key}");
             assert!(lease.token <= lease.basis, "basis before token on {key}");
             assert!(lease.basis <= index, "basis from the future on {key}");
@@ -388,16 +414,14 @@ impl Step<'_> {
     }
 
     fn set_lease(&mut self, lease: Lease) {
-        self.table
-            .leases
-            .insert(self.key.to_string(), Box::new(lease));
+        self.table.leases.insert(lease.key.clone(), Box::new(lease));
     }
 
     /// A new lease for `holder` whose token is this entry's index: a claim of a free key or
     /// an accepted handoff.
     fn grant(&mut self, holder: &Holder, ttl_ms: u64) -> Lease {
         let lease = Lease {
-            key: self.key.to_string(),
+            key: self.table.shared_key(self.key),
             holder: holder.clone(),
             token: self.index,
             basis: self.index,
@@ -415,7 +439,11 @@ impl Step<'_> {
     }
 
     fn case_mut(&mut self) -> &mut CaseFile {
-        self.table.cases.entry(self.key.to_string()).or_default()
+        if !self.table.cases.contains_key(self.key) {
+            let key = self.table.shared_key(self.key);
+            self.table.cases.insert(key, Box::default());
+        }
+        self.table.cases.get_mut(self.key).expect("inserted above")
     }
 
     /// Appends this entry's event to the key's history.

@@ -436,15 +436,12 @@ fn board_lists_a_prefix_in_pages() {
     }
     let (page, more) = t.board("a/", "", 2);
     assert_eq!(
-        page.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(),
+        page.iter().map(|l| &*l.key).collect::<Vec<_>>(),
         ["a/1", "a/2"]
     );
     assert!(more);
     let (page, more) = t.board("a/", "a/2", 2);
-    assert_eq!(
-        page.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(),
-        ["a/3"]
-    );
+    assert_eq!(page.iter().map(|l| &*l.key).collect::<Vec<_>>(), ["a/3"]);
     assert!(!more);
     assert_eq!(t.board("", "", 10).0.len(), 4);
 }
@@ -484,6 +481,13 @@ fn table_survives_a_serde_round_trip_with_its_index() {
     let mut back: LeaseTable = serde_json::from_slice(&bytes).unwrap();
     back.rebuild_index();
     assert_eq!(back, t);
+    // One string per key, shared by the lease and the case file, before and after.
+    let shared = |t: &LeaseTable| {
+        let (case_key, _) = t.cases().next().unwrap();
+        std::ptr::eq(case_key.as_ptr(), t.lease("k").unwrap().key.as_ptr())
+    };
+    assert!(shared(&t), "a granted lease shares its case file's key");
+    assert!(shared(&back), "and so does a restored one");
     // The restored table still de-duplicates.
     assert_eq!(
         back.apply(2, &cmd_from("ca", 1, op.clone())),

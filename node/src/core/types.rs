@@ -23,7 +23,8 @@ pub struct Holder {
 /// A live lease on one key. A key without a `Lease` is free.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
-    pub key: String,
+    /// Shared with the table's maps: one allocation per key.
+    pub key: std::sync::Arc<str>,
     pub holder: Holder,
     /// Revision of the granting entry; stays the same across renewals.
     pub token: FencingToken,

@@ -418,7 +418,7 @@ impl Ctx {
                 .iter()
                 .filter_map(|l| {
                     let a = s.table.case(&l.key)?.record.assigned_to.as_deref()?;
-                    Some((l.key.clone(), convert::assignment(a)))
+                    Some((l.key.to_string(), convert::assignment(a)))
                 })
                 .collect();
             let page = page.into_iter().cloned().collect::<Vec<_>>();

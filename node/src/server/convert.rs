@@ -104,7 +104,7 @@ pub fn lease(lease: &Lease, countdowns: &Countdowns) -> pb::Lease {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(lease.ttl_ms);
     pb::Lease {
-        key: lease.key.clone(),
+        key: lease.key.to_string(),
         holder: Some(pb::Holder {
             name: lease.holder.name.clone(),
             client_id: lease.holder.client_id.clone(),

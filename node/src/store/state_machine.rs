@@ -152,7 +152,7 @@ impl StateMachine {
             .restart_all(state.table.cases().filter_map(|(key, case)| {
                 case.offer
                     .as_ref()
-                    .map(|o| (key.as_str(), o.from_token, o.revision, o.offer_ttl_ms))
+                    .map(|o| (Arc::from(key), o.from_token, o.revision, o.offer_ttl_ms))
             }));
     }
 
@@ -172,10 +172,11 @@ impl StateMachine {
         // at this node's own apply instant.
         let key = cmd.op.key();
         match state.table.lease(key) {
-            Some(l) if l.basis == revision => self
-                .shared
-                .countdowns
-                .start(key, l.token, l.basis, l.ttl_ms),
+            Some(l) if l.basis == revision => {
+                self.shared
+                    .countdowns
+                    .start(l.key.clone(), l.token, l.basis, l.ttl_ms)
+            }
             Some(_) => {}
             None => self.shared.countdowns.stop(key),
         }
