@@ -74,6 +74,10 @@ struct Args {
     /// Recent events each node keeps for watches [default: 100000].
     #[arg(long, env = "BATON_WATCH_WINDOW_EVENTS")]
     watch_window_events: Option<usize>,
+    /// HTTP admin port: /healthz, /readyz, /metrics (Prometheus); host:port, port 0 picks a
+    /// free one (logged) [default: none].
+    #[arg(long, env = "BATON_ADMIN_LISTEN")]
+    admin_listen: Option<String>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -124,6 +128,9 @@ impl Args {
         );
         if self.advertise.is_some() {
             c.advertise = self.advertise;
+        }
+        if self.admin_listen.is_some() {
+            c.admin_listen = self.admin_listen;
         }
         Ok(c)
     }

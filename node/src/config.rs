@@ -46,6 +46,8 @@ pub struct NodeConfig {
     pub log_format: String,
     /// Recent events each node keeps for watches; older revisions are `compacted`.
     pub watch_window_events: usize,
+    /// Where the HTTP admin server (`/healthz`, `/readyz`, `/metrics`) listens; none: off.
+    pub admin_listen: Option<String>,
 }
 
 impl Default for NodeConfig {
@@ -67,6 +69,7 @@ impl Default for NodeConfig {
             write_timeout_ms: 10_000,
             log_format: "text".into(),
             watch_window_events: crate::store::WATCH_WINDOW_EVENTS_DEFAULT,
+            admin_listen: None,
         }
     }
 }
@@ -88,6 +91,7 @@ pub struct ValidConfig {
     pub write_timeout: Duration,
     pub json_logs: bool,
     pub watch_window_events: usize,
+    pub admin_listen: Option<SocketAddr>,
 }
 
 /// A config that cannot run, with what to change.
@@ -110,6 +114,14 @@ impl NodeConfig {
         if self.node_id == 0 {
             return bad("node_id must be 1 or more".into());
         }
+        let admin_listen = match &self.admin_listen {
+            None => None,
+            Some(a) => Some(a.parse::<SocketAddr>().map_err(|e| {
+                ConfigError(format!(
+                    "admin_listen {a:?} is not host:port with an IP host: {e}"
+                ))
+            })?),
+        };
         let listen: SocketAddr = self.listen.parse().map_err(|e| {
             ConfigError(format!(
                 "listen {:?} is not host:port with an IP host: {e}",
@@ -229,6 +241,7 @@ impl NodeConfig {
             write_timeout: Duration::from_millis(self.write_timeout_ms),
             json_logs,
             watch_window_events: self.watch_window_events,
+            admin_listen,
         })
     }
 }
@@ -301,6 +314,23 @@ mod tests {
             ..Default::default()
         };
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn admin_listen_must_be_an_ip_host_and_port() {
+        let c = NodeConfig {
+            admin_listen: Some("localhost".into()),
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().0.contains("admin_listen"));
+        let c = NodeConfig {
+            admin_listen: Some("127.0.0.1:0".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            c.validate().unwrap().admin_listen,
+            Some("127.0.0.1:0".parse().unwrap())
+        );
     }
 
     #[test]

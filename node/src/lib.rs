@@ -17,6 +17,7 @@
 //! next revision (the fencing token of a grant) and starts the lease's countdown in
 //! `expiry::Countdowns`; the handler turns the `core::Outcome` into the gRPC answer.
 
+pub mod admin;
 pub mod chaos;
 pub mod cli;
 pub mod clock;

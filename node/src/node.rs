@@ -11,6 +11,7 @@ use openraft::error::InitializeError;
 use openraft::BasicNode;
 use tokio::net::TcpListener;
 
+use crate::admin::Metrics;
 use crate::config::ValidConfig;
 use crate::core::limits::{RAFT_MESSAGE_BYTES_MAX, REQUEST_BYTES_MAX};
 use crate::expiry::{self, Countdowns};
@@ -28,6 +29,8 @@ pub enum NodeError {
     Raft(String),
     #[error("gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
+    #[error("{0}")]
+    Admin(String),
 }
 
 /// Runs a node on `listener` until `shutdown` resolves.
@@ -37,12 +40,14 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), NodeError> {
     let countdowns = Arc::new(Countdowns::new(crate::chaos::lease_clock()));
+    let metrics = Arc::new(Metrics::new());
     let (log, sm) = store::open_with(
         &cfg.data_dir,
         cfg.node_id,
         &cfg.cluster_name,
         countdowns.clone(),
         cfg.watch_window_events,
+        metrics.clone(),
     )?;
     let network = Network::new(cfg.cluster_name.clone());
     let raft = Raft::new(
@@ -64,8 +69,28 @@ pub async fn run(
         sm.offer_countdowns().clone(),
         sm.quarantine_countdowns().clone(),
         cfg.expiry_tick,
-        stop_rx,
+        stop_rx.clone(),
     ));
+
+    let admin_task = match cfg.admin_listen {
+        None => None,
+        Some(addr) => {
+            let listener = TcpListener::bind(addr).await.map_err(|e| {
+                NodeError::Admin(format!("cannot listen on admin address {addr}: {e}"))
+            })?;
+            let bound = listener
+                .local_addr()
+                .map_err(|e| NodeError::Admin(e.to_string()))?;
+            tracing::info!(node_id = cfg.node_id, admin = %bound, "admin listening on {bound}");
+            Some(tokio::spawn(crate::admin::serve(
+                listener,
+                raft.clone(),
+                sm.clone(),
+                metrics.clone(),
+                stop_rx.clone(),
+            )))
+        }
+    };
 
     let ctx = Arc::new(baton::Ctx::new(
         raft.clone(),
@@ -75,6 +100,7 @@ pub async fn run(
             max_ms: cfg.ttl_ms_max,
         },
         cfg.write_timeout,
+        metrics,
     ));
     let baton_svc =
         BatonService::new(baton::BatonServer { ctx }).max_decoding_message_size(REQUEST_BYTES_MAX);
@@ -109,6 +135,9 @@ pub async fn run(
     tracing::info!(node_id = cfg.node_id, "shutting down");
     let _ = stop_tx.send(true);
     let _ = expiry_task.await;
+    if let Some(task) = admin_task {
+        let _ = task.await;
+    }
     let stopped = raft.shutdown().await;
     served?;
     stopped.map_err(|e| NodeError::Raft(e.to_string()))

@@ -79,9 +79,15 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(raft: Raft, sm: StateMachine, ttl: TtlBounds, write_timeout: Duration) -> Ctx {
+    pub fn new(
+        raft: Raft,
+        sm: StateMachine,
+        ttl: TtlBounds,
+        write_timeout: Duration,
+        metrics: Arc<crate::admin::Metrics>,
+    ) -> Ctx {
         Ctx {
-            proposer: Proposer::start(raft.clone()),
+            proposer: Proposer::start(raft.clone(), metrics),
             raft,
             sm,
             ttl,

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use openraft::error::{ClientWriteError, RaftError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use crate::admin::Metrics;
 use crate::core::limits::{PROPOSALS_IN_FLIGHT_MAX, PROPOSAL_BYTES_MAX, PROPOSAL_COMMANDS_MAX};
 use crate::core::{Applied, LogCommand, Proposal};
 use crate::raft_types::Raft;
@@ -42,9 +43,9 @@ pub struct Proposer {
 
 impl Proposer {
     /// Starts the batching task on the current tokio runtime.
-    pub fn start(raft: Raft) -> Proposer {
+    pub fn start(raft: Raft, metrics: Arc<Metrics>) -> Proposer {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(raft, rx));
+        tokio::spawn(run(raft, rx, metrics));
         Proposer { tx }
     }
 
@@ -90,7 +91,7 @@ fn fill_batch<T: HasBytes>(first: T, mut next: impl FnMut() -> Option<T>) -> (Ve
     (batch, None)
 }
 
-async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Pending>) {
+async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Pending>, metrics: Arc<Metrics>) {
     let slots = Arc::new(Semaphore::new(PROPOSALS_IN_FLIGHT_MAX));
     let mut carried: Option<Pending> = None;
     loop {
@@ -109,12 +110,19 @@ async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Pending>) {
         let (batch, rest) = fill_batch(first, || rx.try_recv().ok());
         carried = rest;
         let raft = raft.clone();
+        let metrics = metrics.clone();
         tokio::spawn(async move {
             let (commands, replies): (Vec<_>, Vec<_>) =
                 batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
             let n = commands.len();
+            let started = std::time::Instant::now();
             let result = raft.client_write(Proposal { commands }).await;
             drop(slot);
+            metrics.proposals.inc();
+            metrics.proposal_commands.observe(n as f64);
+            metrics
+                .proposal_seconds
+                .observe(started.elapsed().as_secs_f64());
             match result {
                 Ok(resp) if resp.data.len() == n => {
                     for (reply, applied) in replies.into_iter().zip(resp.data) {

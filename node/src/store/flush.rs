@@ -15,7 +15,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
+use std::sync::Arc;
+
 use openraft::storage::LogFlushed;
+
+use crate::admin::Metrics;
 
 use crate::raft_types::TypeConfig;
 
@@ -34,7 +38,7 @@ pub struct Flusher {
 
 impl Flusher {
     /// Starts the flusher thread for `db`, whose main file lives in `dir/db`.
-    pub fn start(db: sled::Db, dir: &Path) -> io::Result<Flusher> {
+    pub fn start(db: sled::Db, dir: &Path, metrics: Arc<Metrics>) -> io::Result<Flusher> {
         let file = File::open(dir.join("db"))?;
         let blobs = dir.join("blobs");
         let mut synced_blobs: HashSet<PathBuf> = HashSet::new();
@@ -46,12 +50,16 @@ impl Flusher {
                 while let Ok(first) = rx.recv() {
                     let mut batch = vec![first];
                     batch.extend(rx.try_iter());
+                    let started = std::time::Instant::now();
                     let result = db
                         .flush()
                         .map(|_| ())
                         .map_err(io::Error::other)
                         .and_then(|()| sync_new_blobs(&blobs, &mut synced_blobs))
                         .and_then(|()| file.sync_data());
+                    metrics
+                        .flush_seconds
+                        .observe(started.elapsed().as_secs_f64());
                     for waiter in batch {
                         match (waiter, &result) {
                             (Waiter::Append(cb), Ok(())) => cb.log_io_completed(Ok(())),

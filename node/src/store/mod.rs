@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 pub use log_store::LogStore;
 pub use state_machine::{SmState, StateMachine};
 
+use crate::admin::Metrics;
 use crate::expiry::Countdowns;
 use crate::raft_types::NodeId;
 use std::sync::Arc;
@@ -94,6 +95,7 @@ pub fn open(
         cluster_name,
         countdowns,
         WATCH_WINDOW_EVENTS_DEFAULT,
+        Arc::default(),
     )
 }
 
@@ -105,13 +107,15 @@ pub const SLED_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 /// The watch window of a node that is not told otherwise.
 pub const WATCH_WINDOW_EVENTS_DEFAULT: usize = 100_000;
 
-/// `open`, keeping `watch_window` recent events for watches.
+/// `open`, keeping `watch_window` recent events for watches and recording flush and apply
+/// times in `metrics`.
 pub fn open_with(
     dir: &Path,
     node_id: NodeId,
     cluster_name: &str,
     countdowns: Arc<Countdowns>,
     watch_window: usize,
+    metrics: Arc<Metrics>,
 ) -> Result<(LogStore, StateMachine), OpenError> {
     let io = |source| OpenError::Io {
         dir: dir.to_path_buf(),
@@ -126,17 +130,16 @@ pub fn open_with(
             dir: dir.to_path_buf(),
             source,
         })?;
-    let flusher = flush::Flusher::start(db.clone(), &dir.join("sled")).map_err(io)?;
+    let flusher =
+        flush::Flusher::start(db.clone(), &dir.join("sled"), metrics.clone()).map_err(io)?;
     let log = LogStore::open(&db, flusher).map_err(|source| OpenError::Sled {
         dir: dir.to_path_buf(),
         source,
     })?;
-    let sm =
-        StateMachine::open(&dir.join("snapshots"), countdowns, watch_window).map_err(|detail| {
-            OpenError::CorruptState {
-                dir: dir.to_path_buf(),
-                detail,
-            }
+    let sm = StateMachine::open(&dir.join("snapshots"), countdowns, watch_window, metrics)
+        .map_err(|detail| OpenError::CorruptState {
+            dir: dir.to_path_buf(),
+            detail,
         })?;
     Ok((log, sm))
 }

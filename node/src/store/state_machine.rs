@@ -22,6 +22,7 @@ use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
 use serde::{Deserialize, Serialize};
 
 use super::{decode, encode, write_durably};
+use crate::admin::Metrics;
 use crate::core::{Applied, Changes, LeaseTable, LogCommand};
 use crate::expiry::Countdowns;
 use crate::raft_types::{
@@ -64,6 +65,7 @@ struct Shared {
     quarantine_countdowns: Arc<Countdowns>,
     /// The window of recent events that watches read.
     watch: Arc<WatchHub>,
+    metrics: Arc<Metrics>,
 }
 
 /// The state machine. Clones share state: the gRPC server keeps one to serve reads.
@@ -83,6 +85,7 @@ impl StateMachine {
         snapshot_dir: &Path,
         countdowns: Arc<Countdowns>,
         watch_window: usize,
+        metrics: Arc<Metrics>,
     ) -> Result<StateMachine, String> {
         std::fs::create_dir_all(snapshot_dir).map_err(io_err)?;
         let sm = StateMachine {
@@ -94,6 +97,7 @@ impl StateMachine {
                 quarantine_countdowns: Arc::new(countdowns.sibling()),
                 countdowns,
                 watch: Arc::new(WatchHub::new(watch_window)),
+                metrics,
             }),
         };
         let state = match sm.read_snapshot_file()? {
@@ -237,6 +241,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        let started = std::time::Instant::now();
         let mut answers = Vec::new();
         let mut changes = Changes::default();
         let mut state = self.shared.state.write().expect("state lock");
@@ -274,6 +279,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .collect();
         events.sort_by_key(|(_, e)| e.revision);
         self.shared.watch.publish(events, state.revision);
+        self.shared
+            .metrics
+            .apply_seconds
+            .observe(started.elapsed().as_secs_f64());
         Ok(answers)
     }
 

@@ -332,7 +332,7 @@ async fn a_flush_round_covers_the_blob_files_sled_writes_for_large_pages() {
     let dir = tempfile::tempdir().unwrap();
     let sled_dir = dir.path().join("sled");
     let db = sled::Config::new().path(&sled_dir).open().unwrap();
-    let flusher = super::flush::Flusher::start(db.clone(), &sled_dir).unwrap();
+    let flusher = super::flush::Flusher::start(db.clone(), &sled_dir, Arc::default()).unwrap();
     // A value far over sled's ~128 KiB page limit goes to a blob file.
     db.insert(b"big", vec![7u8; 512 * 1024]).unwrap();
     flusher.sync().await.unwrap();

@@ -1,0 +1,270 @@
+//! The HTTP admin port (axum): `/healthz` (the process serves), `/readyz` (a member of a
+//! cluster with a known leader, its apply close behind its log) and `/metrics` (Prometheus,
+//! OpenMetrics text).
+//!
+//! Gauges of Raft state and of the table are read at scrape time; counters and histograms are
+//! recorded where the work happens (proposer, state machine apply, log flush).
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::raft_types::Raft;
+use crate::store::StateMachine;
+
+/// Entries a node's apply may trail its own log and still answer `/readyz` with 200.
+pub const READY_APPLY_LAG_MAX: u64 = 1_000;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FollowerLabels {
+    follower: u64,
+}
+
+/// This node's metrics.
+pub struct Metrics {
+    registry: Registry,
+    term: Gauge,
+    leader_id: Gauge,
+    is_leader: Gauge,
+    last_log_index: Gauge,
+    applied_index: Gauge,
+    snapshot_index: Gauge,
+    replication_lag: Family<FollowerLabels, Gauge>,
+    leases_held: Gauge,
+    keys: Gauge,
+    revision: Gauge,
+    /// Log entries the proposer wrote.
+    pub proposals: Counter,
+    /// Commands per proposed entry.
+    pub proposal_commands: Histogram,
+    /// From proposing an entry to its commands' answers.
+    pub proposal_seconds: Histogram,
+    /// One state machine apply call (a run of committed entries).
+    pub apply_seconds: Histogram,
+    /// One group-commit round: sled flush + fdatasync.
+    pub flush_seconds: Histogram,
+}
+
+fn seconds_buckets() -> impl Iterator<Item = f64> {
+    // 50 µs .. ~6.5 s.
+    exponential_buckets(0.000_05, 2.0, 18)
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("baton");
+        let m = Metrics {
+            term: Gauge::default(),
+            leader_id: Gauge::default(),
+            is_leader: Gauge::default(),
+            last_log_index: Gauge::default(),
+            applied_index: Gauge::default(),
+            snapshot_index: Gauge::default(),
+            replication_lag: Family::default(),
+            leases_held: Gauge::default(),
+            keys: Gauge::default(),
+            revision: Gauge::default(),
+            proposals: Counter::default(),
+            proposal_commands: Histogram::new(exponential_buckets(1.0, 2.0, 10)),
+            proposal_seconds: Histogram::new(seconds_buckets()),
+            apply_seconds: Histogram::new(seconds_buckets()),
+            flush_seconds: Histogram::new(seconds_buckets()),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register("raft_term", "Current Raft term", m.term.clone());
+        r.register(
+            "raft_leader_id",
+            "The leader this node knows (0: none)",
+            m.leader_id.clone(),
+        );
+        r.register("raft_is_leader", "1 on the leader", m.is_leader.clone());
+        r.register(
+            "raft_last_log_index",
+            "Index of the last entry in this node's log",
+            m.last_log_index.clone(),
+        );
+        r.register(
+            "raft_applied_index",
+            "Index of the last entry this node applied",
+            m.applied_index.clone(),
+        );
+        r.register(
+            "raft_snapshot_index",
+            "Last index covered by this node's snapshot",
+            m.snapshot_index.clone(),
+        );
+        r.register(
+            "raft_replication_lag_entries",
+            "On the leader: entries each follower is behind its log",
+            m.replication_lag.clone(),
+        );
+        r.register("leases_held", "Leases held", m.leases_held.clone());
+        r.register("keys", "Keys with a case file", m.keys.clone());
+        r.register(
+            "revision",
+            "Revision of the last applied write",
+            m.revision.clone(),
+        );
+        r.register(
+            "proposals",
+            "Log entries proposed by this node as leader",
+            m.proposals.clone(),
+        );
+        r.register(
+            "proposal_commands",
+            "Commands per proposed log entry",
+            m.proposal_commands.clone(),
+        );
+        r.register(
+            "proposal_seconds",
+            "From proposing an entry to its answers",
+            m.proposal_seconds.clone(),
+        );
+        r.register(
+            "apply_seconds",
+            "One state machine apply of committed entries",
+            m.apply_seconds.clone(),
+        );
+        r.register(
+            "flush_seconds",
+            "One log group-commit round (sled flush + fdatasync)",
+            m.flush_seconds.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Reads the gauges from Raft and the state machine, then encodes everything.
+    fn render(&self, raft: &Raft, sm: &StateMachine) -> String {
+        let rm = raft.metrics().borrow().clone();
+        let gauge = |g: &Gauge, v: u64| {
+            g.set(i64::try_from(v).unwrap_or(i64::MAX));
+        };
+        gauge(&self.term, rm.current_term);
+        gauge(&self.leader_id, rm.current_leader.unwrap_or(0));
+        gauge(&self.is_leader, u64::from(rm.current_leader == Some(rm.id)));
+        let last = rm.last_log_index.unwrap_or(0);
+        gauge(&self.last_log_index, last);
+        gauge(
+            &self.applied_index,
+            rm.last_applied.map(|l| l.index).unwrap_or(0),
+        );
+        gauge(
+            &self.snapshot_index,
+            rm.snapshot.map(|l| l.index).unwrap_or(0),
+        );
+        self.replication_lag.clear();
+        if let Some(replication) = &rm.replication {
+            for (follower, matched) in replication {
+                if *follower == rm.id {
+                    continue;
+                }
+                let matched = matched.map(|l| l.index).unwrap_or(0);
+                gauge(
+                    &self.replication_lag.get_or_create(&FollowerLabels {
+                        follower: *follower,
+                    }),
+                    last.saturating_sub(matched),
+                );
+            }
+        }
+        let (leases, keys, revision) = sm.read(|s| {
+            (
+                s.table.lease_count() as u64,
+                s.table.case_count() as u64,
+                s.revision,
+            )
+        });
+        gauge(&self.leases_held, leases);
+        gauge(&self.keys, keys);
+        gauge(&self.revision, revision);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// Whether this node should receive traffic, and if not, why.
+pub fn readiness(raft: &Raft) -> Result<(), String> {
+    let rm = raft.metrics().borrow().clone();
+    if rm.current_leader.is_none() {
+        return Err("no known leader".into());
+    }
+    let last = rm.last_log_index.unwrap_or(0);
+    let applied = rm.last_applied.map(|l| l.index).unwrap_or(0);
+    if last.saturating_sub(applied) > READY_APPLY_LAG_MAX {
+        return Err(format!(
+            "applied index {applied} is more than {READY_APPLY_LAG_MAX} behind the log ({last})"
+        ));
+    }
+    Ok(())
+}
+
+#[derive(Clone)]
+struct Admin {
+    raft: Raft,
+    sm: StateMachine,
+    metrics: Arc<Metrics>,
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(a): State<Admin>) -> impl IntoResponse {
+    match readiness(&a.raft) {
+        Ok(()) => (StatusCode::OK, "ready\n".to_string()),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        ),
+    }
+}
+
+async fn metrics_text(State(a): State<Admin>) -> impl IntoResponse {
+    let body = a.metrics.render(&a.raft, &a.sm);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        body,
+    )
+}
+
+/// Serves the admin endpoints on `listener` until `stop` changes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    raft: Raft,
+    sm: StateMachine,
+    metrics: Arc<Metrics>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state(Admin { raft, sm, metrics });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            let _ = stop.changed().await;
+        })
+        .await
+}

@@ -1,0 +1,131 @@
+//! The HTTP admin port of real node processes: `/healthz`, `/readyz`, `/metrics`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{serial, Cluster};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The admin address node `id` logged ("admin listening on ADDR"), waiting for it.
+async fn admin_addr(cluster: &Cluster, id: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = std::fs::read_to_string(&cluster.nodes[&id].log).unwrap_or_default();
+        if let Some(at) = log.find("admin listening on ") {
+            let rest = &log[at + "admin listening on ".len()..];
+            return rest.split_whitespace().next().unwrap().to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {id} logged no admin address"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `GET path` over HTTP/1.1: (status code, body).
+async fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {response:?}"));
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The value of the sample line `name` (no labels) in a metrics text.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_readiness_and_metrics_follow_the_cluster() {
+    let _serial = serial().await;
+    let mut cluster = Cluster::start_with(3, &["--admin-listen", "127.0.0.1:0"]).await;
+    let leader = cluster.leader(Duration::from_secs(20)).await;
+    let mut admin = std::collections::BTreeMap::new();
+    for id in 1..=3 {
+        admin.insert(id, admin_addr(&cluster, id).await);
+    }
+    let client = cluster.client().await;
+    let grant = client
+        .claim("admin/k", "agent", Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(matches!(grant, baton_client::ClaimOutcome::Granted(_)));
+
+    for (id, addr) in &admin {
+        assert_eq!(
+            get(addr, "/healthz").await,
+            (200, "ok\n".into()),
+            "node {id}"
+        );
+        let (code, body) = get(addr, "/readyz").await;
+        assert_eq!((code, body.as_str()), (200, "ready\n"), "node {id}");
+    }
+    // The leader's metrics: Raft state, the held lease, its proposals and flushes.
+    let (code, text) = get(&admin[&leader], "/metrics").await;
+    assert_eq!(code, 200);
+    assert_eq!(sample(&text, "baton_raft_is_leader"), Some(1.0), "{text}");
+    assert_eq!(sample(&text, "baton_raft_leader_id"), Some(leader as f64));
+    assert!(sample(&text, "baton_raft_term").unwrap() >= 1.0);
+    assert_eq!(sample(&text, "baton_leases_held"), Some(1.0), "{text}");
+    assert!(
+        sample(&text, "baton_proposals_total").unwrap() >= 1.0,
+        "{text}"
+    );
+    assert!(
+        sample(&text, "baton_flush_seconds_count").unwrap() >= 1.0,
+        "{text}"
+    );
+    assert!(
+        text.contains("baton_raft_replication_lag_entries{follower="),
+        "the leader reports each follower's lag: {text}"
+    );
+    // A follower applied the claim too, and knows who leads.
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, text) = get(&admin[&follower], "/metrics").await;
+        if sample(&text, "baton_leases_held") == Some(1.0) {
+            assert_eq!(sample(&text, "baton_raft_is_leader"), Some(0.0));
+            assert_eq!(sample(&text, "baton_raft_leader_id"), Some(leader as f64));
+            break;
+        }
+        assert!(Instant::now() < deadline, "follower never applied: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Alone, a node loses its leader: not ready, still healthy.
+    let others: Vec<u64> = (1..=3).filter(|id| *id != follower).collect();
+    for id in others {
+        cluster.kill(id);
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (code, body) = get(&admin[&follower], "/readyz").await;
+        if code == 503 {
+            assert!(body.contains("no known leader"), "{body}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a node without a quorum stayed ready"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(get(&admin[&follower], "/healthz").await.0, 200);
+}
