@@ -30,6 +30,17 @@ struct FollowerLabels {
     follower: u64,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GrpcLabels {
+    method: &'static str,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClaimLabels {
+    outcome: &'static str,
+}
+
 /// This node's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -53,6 +64,8 @@ pub struct Metrics {
     pub apply_seconds: Histogram,
     /// One group-commit round: sled flush + fdatasync.
     pub flush_seconds: Histogram,
+    grpc_requests: Family<GrpcLabels, Counter>,
+    claims: Family<ClaimLabels, Counter>,
 }
 
 fn seconds_buckets() -> impl Iterator<Item = f64> {
@@ -85,6 +98,8 @@ impl Metrics {
             proposal_seconds: Histogram::new(seconds_buckets()),
             apply_seconds: Histogram::new(seconds_buckets()),
             flush_seconds: Histogram::new(seconds_buckets()),
+            grpc_requests: Family::default(),
+            claims: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -147,7 +162,32 @@ impl Metrics {
             "One log group-commit round (sled flush + fdatasync)",
             m.flush_seconds.clone(),
         );
+        r.register(
+            "grpc_requests",
+            "Baton API requests answered by this node, by method and gRPC code",
+            m.grpc_requests.clone(),
+        );
+        r.register(
+            "claims",
+            "Claims this node decided as leader, by outcome (granted, held)",
+            m.claims.clone(),
+        );
         Metrics { registry, ..m }
+    }
+
+    /// Counts one answered request of the Baton API.
+    pub fn grpc_request(&self, method: &'static str, code: tonic::Code) {
+        self.grpc_requests
+            .get_or_create(&GrpcLabels {
+                method,
+                code: format!("{code:?}"),
+            })
+            .inc();
+    }
+
+    /// Counts one claim decided here: `granted` or `held`.
+    pub fn claim(&self, outcome: &'static str) {
+        self.claims.get_or_create(&ClaimLabels { outcome }).inc();
     }
 
     /// Reads the gauges from Raft and the state machine, then encodes everything.

@@ -66,6 +66,12 @@ async fn health_readiness_and_metrics_follow_the_cluster() {
         .await
         .unwrap();
     assert!(matches!(grant, baton_client::ClaimOutcome::Granted(_)));
+    let other = cluster.client().await;
+    let refused = other
+        .claim("admin/k", "someone-else", Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(matches!(refused, baton_client::ClaimOutcome::Held { .. }));
 
     for (id, addr) in &admin {
         assert_eq!(
@@ -95,6 +101,44 @@ async fn health_readiness_and_metrics_follow_the_cluster() {
         text.contains("baton_raft_replication_lag_entries{follower="),
         "the leader reports each follower's lag: {text}"
     );
+    assert!(
+        text.contains("baton_claims_total{outcome=\"granted\"} 1\n")
+            && text.contains("baton_claims_total{outcome=\"held\"} 1\n"),
+        "one claim granted, one refused: {text}"
+    );
+    assert!(
+        text.contains("baton_grpc_requests_total{method=\"claim\",code=\"Ok\"}"),
+        "requests counted by method and code: {text}"
+    );
+    // Every metric the Grafana dashboard queries is one the leader exports.
+    let dashboard = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana/baton.json"),
+    )
+    .unwrap();
+    let dashboard: serde_json::Value = serde_json::from_str(&dashboard).unwrap();
+    let mut queried = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(at) = rest.find("baton_") {
+                let name: String = rest[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                rest = &rest[at + name.len()..];
+                queried.insert(name);
+            }
+        }
+    }
+    assert!(queried.len() >= 10, "the dashboard queries {queried:?}");
+    for name in &queried {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("{name} ")) || l.starts_with(&format!("{name}{{"))),
+            "the dashboard queries {name}, which the node does not export"
+        );
+    }
     // A follower applied the claim too, and knows who leads.
     let follower = (1..=3).find(|id| *id != leader).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -74,6 +74,7 @@ pub struct Ctx {
     pub write_timeout: Duration,
     /// Batches writes into log entries.
     proposer: Proposer,
+    metrics: Arc<crate::admin::Metrics>,
     /// One lazily connected client per leader address, for forwarding.
     leaders: Mutex<HashMap<String, BatonClient<Channel>>>,
 }
@@ -87,7 +88,8 @@ impl Ctx {
         metrics: Arc<crate::admin::Metrics>,
     ) -> Ctx {
         Ctx {
-            proposer: Proposer::start(raft.clone(), metrics),
+            proposer: Proposer::start(raft.clone(), metrics.clone()),
+            metrics,
             raft,
             sm,
             ttl,
@@ -176,6 +178,10 @@ impl Ctx {
     async fn claim(&self, req: pb::ClaimRequest) -> Result<pb::ClaimResponse, Refusal> {
         let (id, op) = convert::claim(req, self.ttl)?;
         let (outcome, revision) = self.propose(id, op).await?;
+        self.metrics.claim(match outcome {
+            Outcome::Granted { .. } => "granted",
+            _ => "held",
+        });
         use pb::claim_response::Outcome as O;
         let outcome = match outcome {
             Outcome::Granted {
@@ -498,6 +504,27 @@ impl BatonServer {
     /// Serves `req` here, or forwards it once to the leader (see the module doc).
     async fn serve<Req, Resp, LF, RF>(
         &self,
+        method: &'static str,
+        req: Request<Req>,
+        local: impl FnOnce(Arc<Ctx>, Req) -> LF,
+        remote: impl FnOnce(BatonClient<Channel>, Request<Req>) -> RF,
+    ) -> Result<Response<Resp>, Status>
+    where
+        Req: Clone,
+        LF: Future<Output = Result<Resp, Refusal>>,
+        RF: Future<Output = Result<Response<Resp>, Status>>,
+    {
+        let answer = self.serve_inner(req, local, remote).await;
+        let code = match &answer {
+            Ok(_) => tonic::Code::Ok,
+            Err(s) => s.code(),
+        };
+        self.ctx.metrics.grpc_request(method, code);
+        answer
+    }
+
+    async fn serve_inner<Req, Resp, LF, RF>(
+        &self,
         req: Request<Req>,
         local: impl FnOnce(Arc<Ctx>, Req) -> LF,
         remote: impl FnOnce(BatonClient<Channel>, Request<Req>) -> RF,
@@ -627,6 +654,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::ClaimRequest>,
     ) -> Result<Response<pb::ClaimResponse>, Status> {
         self.serve(
+            "claim",
             req,
             |ctx, m| async move { ctx.claim(m).await },
             |mut c, r| async move { c.claim(r).await },
@@ -639,6 +667,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::RenewRequest>,
     ) -> Result<Response<pb::RenewResponse>, Status> {
         self.serve(
+            "renew",
             req,
             |ctx, m| async move { ctx.renew(m).await },
             |mut c, r| async move { c.renew(r).await },
@@ -651,6 +680,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::ReleaseRequest>,
     ) -> Result<Response<pb::ReleaseResponse>, Status> {
         self.serve(
+            "release",
             req,
             |ctx, m| async move { ctx.release(m).await },
             |mut c, r| async move { c.release(r).await },
@@ -663,6 +693,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::ProbeRequest>,
     ) -> Result<Response<pb::ProbeResponse>, Status> {
         self.serve(
+            "probe",
             req,
             |ctx, m| async move { ctx.probe(m).await },
             |mut c, r| async move { c.probe(r).await },
@@ -675,6 +706,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::BoardRequest>,
     ) -> Result<Response<pb::BoardResponse>, Status> {
         self.serve(
+            "board",
             req,
             |ctx, m| async move { ctx.board(m).await },
             |mut c, r| async move { c.board(r).await },
@@ -687,6 +719,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::CheckTokenRequest>,
     ) -> Result<Response<pb::CheckTokenResponse>, Status> {
         self.serve(
+            "check_token",
             req,
             |ctx, m| async move { ctx.check_token(m).await },
             |mut c, r| async move { c.check_token(r).await },
@@ -699,6 +732,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::RevokeRequest>,
     ) -> Result<Response<pb::RevokeResponse>, Status> {
         self.serve(
+            "revoke",
             req,
             |ctx, m| async move { ctx.revoke(m).await },
             |mut c, r| async move { c.revoke(r).await },
@@ -711,6 +745,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::UpdateRequest>,
     ) -> Result<Response<pb::UpdateResponse>, Status> {
         self.serve(
+            "update",
             req,
             |ctx, m| async move { ctx.update(m).await },
             |mut c, r| async move { c.update(r).await },
@@ -723,6 +758,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::AssignRequest>,
     ) -> Result<Response<pb::AssignResponse>, Status> {
         self.serve(
+            "assign",
             req,
             |ctx, m| async move { ctx.assign(m).await },
             |mut c, r| async move { c.assign(r).await },
@@ -735,6 +771,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::GetRecordRequest>,
     ) -> Result<Response<pb::GetRecordResponse>, Status> {
         self.serve(
+            "get_record",
             req,
             |ctx, m| async move { ctx.get_record(m).await },
             |mut c, r| async move { c.get_record(r).await },
@@ -747,6 +784,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::HistoryRequest>,
     ) -> Result<Response<pb::HistoryResponse>, Status> {
         self.serve(
+            "history",
             req,
             |ctx, m| async move { ctx.history(m).await },
             |mut c, r| async move { c.history(r).await },
@@ -759,6 +797,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::OfferRequest>,
     ) -> Result<Response<pb::OfferResponse>, Status> {
         self.serve(
+            "offer",
             req,
             |ctx, m| async move { ctx.offer(m).await },
             |mut c, r| async move { c.offer(r).await },
@@ -771,6 +810,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::AcceptRequest>,
     ) -> Result<Response<pb::AcceptResponse>, Status> {
         self.serve(
+            "accept",
             req,
             |ctx, m| async move { ctx.accept(m).await },
             |mut c, r| async move { c.accept(r).await },
@@ -783,6 +823,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::DeclineRequest>,
     ) -> Result<Response<pb::DeclineResponse>, Status> {
         self.serve(
+            "decline",
             req,
             |ctx, m| async move { ctx.decline(m).await },
             |mut c, r| async move { c.decline(r).await },
@@ -795,6 +836,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::CancelRequest>,
     ) -> Result<Response<pb::CancelResponse>, Status> {
         self.serve(
+            "cancel",
             req,
             |ctx, m| async move { ctx.cancel(m).await },
             |mut c, r| async move { c.cancel(r).await },
@@ -807,6 +849,7 @@ impl pb::baton_server::Baton for BatonServer {
         req: Request<pb::SetQuarantineRequest>,
     ) -> Result<Response<pb::SetQuarantineResponse>, Status> {
         self.serve(
+            "set_quarantine",
             req,
             |ctx, m| async move { ctx.set_quarantine(m).await },
             |mut c, r| async move { c.set_quarantine(r).await },
