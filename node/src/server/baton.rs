@@ -514,51 +514,40 @@ impl BatonServer {
         LF: Future<Output = Result<Resp, Refusal>>,
         RF: Future<Output = Result<Response<Resp>, Status>>,
     {
-        let answer = self.serve_inner(req, local, remote).await;
+        let answer = async {
+            let forwarded = req.metadata().contains_key(FORWARDED_METADATA_KEY);
+            let msg = req.into_inner();
+            match local(self.ctx.clone(), msg.clone()).await {
+                Ok(resp) => Ok(Response::new(resp)),
+                Err(Refusal::Status(s)) => Err(s),
+                Err(Refusal::NotLeader { leader: Some(addr) }) if !forwarded => {
+                    let client = self.ctx.leader_client(&addr)?;
+                    let mut fwd = Request::new(msg);
+                    fwd.metadata_mut()
+                        .insert(FORWARDED_METADATA_KEY, MetadataValue::from_static("1"));
+                    fwd.set_timeout(FORWARD_TIMEOUT);
+                    match remote(client, fwd).await {
+                        Ok(resp) => Ok(with_leader(Response::new(resp.into_inner()), &addr)),
+                        Err(s) if s.code() == tonic::Code::Unavailable => Err(unavailable(
+                            Some(&addr),
+                            &format!("forwarding to the leader failed: {}", s.message()),
+                        )),
+                        Err(s) => Err(s),
+                    }
+                }
+                Err(Refusal::NotLeader { leader }) => Err(unavailable(
+                    leader.as_deref(),
+                    "this node is not the leader",
+                )),
+            }
+        }
+        .await;
         let code = match &answer {
             Ok(_) => tonic::Code::Ok,
             Err(s) => s.code(),
         };
         self.ctx.metrics.grpc_request(method, code);
         answer
-    }
-
-    async fn serve_inner<Req, Resp, LF, RF>(
-        &self,
-        req: Request<Req>,
-        local: impl FnOnce(Arc<Ctx>, Req) -> LF,
-        remote: impl FnOnce(BatonClient<Channel>, Request<Req>) -> RF,
-    ) -> Result<Response<Resp>, Status>
-    where
-        Req: Clone,
-        LF: Future<Output = Result<Resp, Refusal>>,
-        RF: Future<Output = Result<Response<Resp>, Status>>,
-    {
-        let forwarded = req.metadata().contains_key(FORWARDED_METADATA_KEY);
-        let msg = req.into_inner();
-        match local(self.ctx.clone(), msg.clone()).await {
-            Ok(resp) => Ok(Response::new(resp)),
-            Err(Refusal::Status(s)) => Err(s),
-            Err(Refusal::NotLeader { leader: Some(addr) }) if !forwarded => {
-                let client = self.ctx.leader_client(&addr)?;
-                let mut fwd = Request::new(msg);
-                fwd.metadata_mut()
-                    .insert(FORWARDED_METADATA_KEY, MetadataValue::from_static("1"));
-                fwd.set_timeout(FORWARD_TIMEOUT);
-                match remote(client, fwd).await {
-                    Ok(resp) => Ok(with_leader(Response::new(resp.into_inner()), &addr)),
-                    Err(s) if s.code() == tonic::Code::Unavailable => Err(unavailable(
-                        Some(&addr),
-                        &format!("forwarding to the leader failed: {}", s.message()),
-                    )),
-                    Err(s) => Err(s),
-                }
-            }
-            Err(Refusal::NotLeader { leader }) => Err(unavailable(
-                leader.as_deref(),
-                "this node is not the leader",
-            )),
-        }
     }
 }
 
