@@ -103,65 +103,73 @@ impl Metrics {
             registry: Registry::default(),
         };
         let r = &mut registry;
-        r.register("raft_term", "Current Raft term", m.term.clone());
-        r.register(
-            "raft_leader_id",
-            "The leader this node knows (0: none)",
-            m.leader_id.clone(),
-        );
-        r.register("raft_is_leader", "1 on the leader", m.is_leader.clone());
-        r.register(
-            "raft_last_log_index",
-            "Index of the last entry in this node's log",
-            m.last_log_index.clone(),
-        );
-        r.register(
-            "raft_applied_index",
-            "Index of the last entry this node applied",
-            m.applied_index.clone(),
-        );
-        r.register(
-            "raft_snapshot_index",
-            "Last index covered by this node's snapshot",
-            m.snapshot_index.clone(),
-        );
+        for (name, help, gauge) in [
+            ("raft_term", "Current Raft term", &m.term),
+            (
+                "raft_leader_id",
+                "The leader this node knows (0: none)",
+                &m.leader_id,
+            ),
+            ("raft_is_leader", "1 on the leader", &m.is_leader),
+            (
+                "raft_last_log_index",
+                "Index of the last entry in this node's log",
+                &m.last_log_index,
+            ),
+            (
+                "raft_applied_index",
+                "Index of the last entry this node applied",
+                &m.applied_index,
+            ),
+            (
+                "raft_snapshot_index",
+                "Last index covered by this node's snapshot",
+                &m.snapshot_index,
+            ),
+            ("leases_held", "Leases held", &m.leases_held),
+            ("keys", "Keys with a case file", &m.keys),
+            (
+                "revision",
+                "Revision of the last applied write",
+                &m.revision,
+            ),
+        ] {
+            r.register(name, help, gauge.clone());
+        }
         r.register(
             "raft_replication_lag_entries",
             "On the leader: entries each follower is behind its log",
             m.replication_lag.clone(),
-        );
-        r.register("leases_held", "Leases held", m.leases_held.clone());
-        r.register("keys", "Keys with a case file", m.keys.clone());
-        r.register(
-            "revision",
-            "Revision of the last applied write",
-            m.revision.clone(),
         );
         r.register(
             "proposals",
             "Log entries proposed by this node as leader",
             m.proposals.clone(),
         );
-        r.register(
-            "proposal_commands",
-            "Commands per proposed log entry",
-            m.proposal_commands.clone(),
-        );
-        r.register(
-            "proposal_seconds",
-            "From proposing an entry to its answers",
-            m.proposal_seconds.clone(),
-        );
-        r.register(
-            "apply_seconds",
-            "One state machine apply of committed entries",
-            m.apply_seconds.clone(),
-        );
-        r.register(
-            "flush_seconds",
-            "One log group-commit round (sled flush + fdatasync)",
-            m.flush_seconds.clone(),
-        );
+        for (name, help, histogram) in [
+            (
+                "proposal_commands",
+                "Commands per proposed log entry",
+                &m.proposal_commands,
+            ),
+            (
+                "proposal_seconds",
+                "From proposing an entry to its answers",
+                &m.proposal_seconds,
+            ),
+            (
+                "apply_seconds",
+                "One state machine apply of committed entries",
+                &m.apply_seconds,
+            ),
+            (
+                "flush_seconds",
+                "One log group-commit round (sled flush + fdatasync)",
+                &m.flush_seconds,
+            ),
+        ] {
+            r.register(name, help, histogram.clone());
+        }
         r.register(
             "grpc_requests",
             "Baton API requests answered by this node, by method and gRPC code",
