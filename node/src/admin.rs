@@ -33,7 +33,31 @@ struct FollowerLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct GrpcLabels {
     method: &'static str,
-    code: String,
+    code: &'static str,
+}
+
+/// The canonical name of a gRPC code, without allocating on every request.
+fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match code {
+        Ok => "Ok",
+        Cancelled => "Cancelled",
+        Unknown => "Unknown",
+        InvalidArgument => "InvalidArgument",
+        DeadlineExceeded => "DeadlineExceeded",
+        NotFound => "NotFound",
+        AlreadyExists => "AlreadyExists",
+        PermissionDenied => "PermissionDenied",
+        ResourceExhausted => "ResourceExhausted",
+        FailedPrecondition => "FailedPrecondition",
+        Aborted => "Aborted",
+        OutOfRange => "OutOfRange",
+        Unimplemented => "Unimplemented",
+        Internal => "Internal",
+        Unavailable => "Unavailable",
+        DataLoss => "DataLoss",
+        Unauthenticated => "Unauthenticated",
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -188,7 +212,7 @@ impl Metrics {
         self.grpc_requests
             .get_or_create(&GrpcLabels {
                 method,
-                code: format!("{code:?}"),
+                code: code_name(code),
             })
             .inc();
     }
@@ -315,4 +339,17 @@ pub async fn serve(
             let _ = stop.changed().await;
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_names_are_the_codes_debug_names() {
+        for n in 0..=16 {
+            let code = tonic::Code::from_i32(n);
+            assert_eq!(code_name(code), format!("{code:?}"), "code {n}");
+        }
+    }
 }
