@@ -80,6 +80,9 @@ pub struct Metrics {
     revision: Gauge,
     /// Log entries the proposer wrote.
     pub proposals: Counter,
+    /// Entries this node proposed as leader and lost the leadership before learning their
+    /// outcome (their callers were told "unknown, retry").
+    pub proposals_unanswered: Counter,
     /// Commands per proposed entry.
     pub proposal_commands: Histogram,
     /// From proposing an entry to its commands' answers.
@@ -118,6 +121,7 @@ impl Metrics {
             keys: Gauge::default(),
             revision: Gauge::default(),
             proposals: Counter::default(),
+            proposals_unanswered: Counter::default(),
             proposal_commands: Histogram::new(exponential_buckets(1.0, 2.0, 10)),
             proposal_seconds: Histogram::new(seconds_buckets()),
             apply_seconds: Histogram::new(seconds_buckets()),
@@ -169,6 +173,11 @@ impl Metrics {
             "proposals",
             "Log entries proposed by this node as leader",
             m.proposals.clone(),
+        );
+        r.register(
+            "proposals_unanswered",
+            "Entries this node proposed as leader whose outcome it never learned (deposed)",
+            m.proposals_unanswered.clone(),
         );
         for (name, help, histogram) in [
             (

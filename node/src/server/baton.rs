@@ -528,9 +528,14 @@ impl BatonServer {
                     fwd.set_timeout(FORWARD_TIMEOUT);
                     match remote(client, fwd).await {
                         Ok(resp) => Ok(with_leader(Response::new(resp.into_inner()), &addr)),
-                        Err(s) if s.code() == tonic::Code::Unavailable => Err(unavailable(
+                        Err(s) if forward_failed(&s) => Err(unavailable(
                             Some(&addr),
-                            &format!("forwarding to the leader failed: {}", s.message()),
+                            &format!(
+                                "forwarding to the leader failed ({:?}: {}); retry with the \
+                                 same request id",
+                                s.code(),
+                                s.message()
+                            ),
                         )),
                         Err(s) => Err(s),
                     }
@@ -549,6 +554,19 @@ impl BatonServer {
         self.ctx.metrics.grpc_request(method, code);
         answer
     }
+}
+
+/// Whether a forwarded request failed on the way rather than being answered by the leader:
+/// the leader said UNAVAILABLE, or the transport gave up (refused, reset, timed out,
+/// cancelled with the connection). Those become this node's UNAVAILABLE, which the client
+/// retries; a leader's real answer (INVALID_ARGUMENT, ...) passes through unchanged.
+fn forward_failed(s: &Status) -> bool {
+    use tonic::Code;
+    std::error::Error::source(s).is_some()
+        || matches!(
+            s.code(),
+            Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded
+        )
 }
 
 /// Events a watch stream buffers toward a slow client before it waits.

@@ -17,8 +17,17 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::admin::Metrics;
 use crate::core::limits::{PROPOSALS_IN_FLIGHT_MAX, PROPOSAL_BYTES_MAX, PROPOSAL_COMMANDS_MAX};
+
+/// How long a deposed node waits, after applying past a write's possible index, for openraft's
+/// own answer to it before calling the outcome unknown.
+pub const UNANSWERED_WRITE_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 use crate::core::{Applied, LogCommand, Proposal};
-use crate::raft_types::Raft;
+use crate::raft_types::{Node, NodeId, Raft, TypeConfig};
+
+type WriteResult = Result<
+    openraft::raft::ClientWriteResponse<TypeConfig>,
+    RaftError<NodeId, ClientWriteError<NodeId, Node>>,
+>;
 
 /// Why a proposal was not applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,13 +125,27 @@ async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Pending>, metrics: Arc<
                 batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
             let n = commands.len();
             let started = std::time::Instant::now();
-            let result = raft.client_write(Proposal { commands }).await;
-            drop(slot);
+            let result = write_and_watch(&raft, Proposal { commands }, slot).await;
             metrics.proposals.inc();
             metrics.proposal_commands.observe(n as f64);
             metrics
                 .proposal_seconds
                 .observe(started.elapsed().as_secs_f64());
+            let result = match result {
+                Some(r) => r,
+                None => {
+                    metrics.proposals_unanswered.inc();
+                    let e = ProposeError::Failed(
+                        "this node lost the leadership before the write was answered; \
+                         its outcome is unknown, retry with the same request id"
+                            .into(),
+                    );
+                    for reply in replies {
+                        let _ = reply.send(Err(e.clone()));
+                    }
+                    return;
+                }
+            };
             match result {
                 Ok(resp) if resp.data.len() == n => {
                     for (reply, applied) in replies.into_iter().zip(resp.data) {
@@ -153,6 +176,63 @@ async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Pending>, metrics: Arc<
             }
         });
     }
+}
+
+/// `client_write` of one entry, watched for the case openraft 0.9 never answers.
+///
+/// A leader that is deposed with entries it appended but could not commit normally learns
+/// their fate: the new leader's log either keeps them (they apply here and are answered) or
+/// conflicts with them (they are truncated and answered "forward to leader"). But when the new
+/// leader has purged its log past the point where the two diverge, it sends a snapshot, and
+/// installing a snapshot purges the old entries without truncating them: their callers would
+/// wait forever, and this entry's proposer slot with them (a node whose slots are all held
+/// takes no writes at all, even after it is elected again).
+///
+/// So the slot is freed as soon as the node stops leading the term the write began in: later
+/// entries belong to another term and must not queue behind this one. And once this node has
+/// applied everything its log held when it stopped leading, plus a grace for the truncation
+/// answers openraft sends from a task of their own, a write still unanswered never will be:
+/// `None`, an outcome unknown.
+async fn write_and_watch(
+    raft: &Raft,
+    proposal: Proposal,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) -> Option<WriteResult> {
+    let mut watch = raft.metrics();
+    let term = watch.borrow().current_term;
+    let write = raft.client_write(proposal);
+    tokio::pin!(write);
+    let mut slot = Some(slot);
+    // The last index of this node's log when it was first seen not leading.
+    let mut horizon: Option<u64> = None;
+    loop {
+        tokio::select! {
+            biased;
+            result = &mut write => return Some(result),
+            changed = watch.changed() => {
+                if changed.is_err() {
+                    // Raft has shut down; the write ends with it.
+                    return Some(write.await);
+                }
+                let m = watch.borrow_and_update();
+                let leading = m.current_leader == Some(m.id);
+                if !leading || m.current_term != term {
+                    slot = None;
+                }
+                if !leading && horizon.is_none() {
+                    horizon = Some(m.last_log_index.unwrap_or(0));
+                }
+                let applied = m.last_applied.map_or(0, |l| l.index);
+                if horizon.is_some_and(|h| applied >= h) {
+                    break;
+                }
+            }
+        }
+    }
+    drop(slot);
+    tokio::time::timeout(UNANSWERED_WRITE_GRACE, write)
+        .await
+        .ok()
 }
 
 #[cfg(test)]

@@ -55,13 +55,41 @@ impl Cluster {
     }
 
     pub async fn start_with(n: u64, extra_args: &[&str]) -> Cluster {
+        Self::start_inner(n, extra_args, false).await.0
+    }
+
+    /// Like `start_with`, but peers reach each node through a `Proxy` of its own (the
+    /// address it advertises), so a test can cut every connection into one node, Raft
+    /// traffic included, without pausing it. Clients still reach each node directly at
+    /// `addr`.
+    pub async fn start_behind_proxies(
+        n: u64,
+        extra_args: &[&str],
+    ) -> (Cluster, BTreeMap<u64, Proxy>) {
+        Self::start_inner(n, extra_args, true).await
+    }
+
+    async fn start_inner(
+        n: u64,
+        extra_args: &[&str],
+        proxied: bool,
+    ) -> (Cluster, BTreeMap<u64, Proxy>) {
         let dir = tempfile::tempdir().unwrap();
         let addrs: BTreeMap<u64, String> = (1..=n)
             .map(|id| (id, format!("127.0.0.1:{}", free_port())))
             .collect();
+        let mut proxies = BTreeMap::new();
+        if proxied {
+            for (id, addr) in &addrs {
+                proxies.insert(*id, Proxy::start(addr.clone()).await);
+            }
+        }
         let initial_cluster = addrs
             .iter()
-            .map(|(id, a)| format!("{id}={a}"))
+            .map(|(id, a)| {
+                let advertised = proxies.get(id).map_or(a, |p: &Proxy| &p.addr);
+                format!("{id}={advertised}")
+            })
             .collect::<Vec<_>>()
             .join(",");
         let nodes = addrs
@@ -87,7 +115,7 @@ impl Cluster {
             cluster.start_node(id);
         }
         cluster.leader(Duration::from_secs(20)).await;
-        cluster
+        (cluster, proxies)
     }
 
     pub fn start_node(&mut self, id: u64) {
