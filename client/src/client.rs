@@ -23,8 +23,8 @@ use crate::history::History;
 use crate::record::{Record, RecordPatch, RecordView};
 use crate::retry::{classify, Backoff, Disposition, SUSPECT_FOR};
 use crate::types::{
-    Board, ClaimOutcome, ClusterStatus, LeaseInfo, Probe, ReadMode, ReleaseOutcome, RenewOutcome,
-    TokenCheck,
+    Board, ClaimOutcome, ClusterStatus, LeaseInfo, Membership, Probe, ReadMode, ReleaseOutcome,
+    RenewOutcome, SnapshotTaken, TokenCheck,
 };
 
 /// Most transport channels one client caches: its endpoints plus the leaders it was pointed
@@ -467,6 +467,112 @@ impl Client {
         let status = convert::cluster_status(answer.endpoint, answer.body);
         self.learn_leader_from_status(&status);
         Ok(status)
+    }
+
+    /// The members and the leader, as the first node to answer lists them.
+    pub async fn members(&self) -> Result<Membership, Error> {
+        let answer = self
+            .call("members", pb::MembersRequest {}, |channel, request| async move {
+                ClusterClient::new(channel).members(request).await
+            })
+            .await?;
+        Ok(convert::membership(answer.body))
+    }
+
+    /// Adds node `node_id` at `addr` (host:port): the leader adds it as a learner, waits for
+    /// it to catch up, then makes it a voter. Waits as long as the retry deadline allows;
+    /// repeating the call after a timeout resumes.
+    pub async fn add_member(&self, node_id: u64, addr: &str) -> Result<Membership, Error> {
+        let request = pb::AddMemberRequest {
+            node_id,
+            addr: addr.to_owned(),
+        };
+        let answer = self
+            .call("add_member", request, |channel, request| async move {
+                ClusterClient::new(channel).add_member(request).await
+            })
+            .await?;
+        Ok(convert::membership(answer.body))
+    }
+
+    /// Removes node `node_id` from the cluster (voter or learner).
+    pub async fn remove_member(&self, node_id: u64) -> Result<Membership, Error> {
+        let request = pb::RemoveMemberRequest { node_id };
+        let answer = self
+            .call("remove_member", request, |channel, request| async move {
+                ClusterClient::new(channel).remove_member(request).await
+            })
+            .await?;
+        Ok(convert::membership(answer.body))
+    }
+
+    /// Has the node at `endpoint` build a snapshot now; answers once it is on disk.
+    pub async fn snapshot_at(&self, endpoint: &str) -> Result<SnapshotTaken, Error> {
+        let (endpoint, answer) = self
+            .once_at(endpoint, pb::SnapshotRequest {}, |channel, request| async move {
+                ClusterClient::new(channel).snapshot(request).await
+            })
+            .await?;
+        Ok(SnapshotTaken {
+            endpoint,
+            node_id: answer.node_id,
+            snapshot_index: answer.snapshot_index,
+            snapshot_bytes: answer.snapshot_bytes,
+        })
+    }
+
+    /// A backup of the whole cluster state from the leader, as of a linearizable read: the
+    /// bytes of a backup file for `baton-node restore`.
+    pub async fn backup(&self) -> Result<Vec<u8>, Error> {
+        let answer = self
+            .call(
+                "backup",
+                pb::BackupRequest {},
+                |channel, request| async move {
+                    let mut chunks = ClusterClient::new(channel)
+                        .backup(request)
+                        .await?
+                        .into_inner();
+                    let mut bytes = Vec::new();
+                    while let Some(chunk) = chunks.message().await? {
+                        bytes.extend_from_slice(&chunk.data);
+                    }
+                    Ok(tonic::Response::new(bytes))
+                },
+            )
+            .await?;
+        Ok(answer.body)
+    }
+
+    /// One request to the node at `endpoint` only, within the retry deadline: for questions
+    /// about, or actions of, that one node.
+    async fn once_at<Req, Resp, F, Fut>(
+        &self,
+        endpoint: &str,
+        request: Req,
+        send: F,
+    ) -> Result<(String, Resp), Error>
+    where
+        F: FnOnce(Channel, tonic::Request<Req>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+    {
+        let endpoint = normalize_endpoint(endpoint)?;
+        let timeout = self.inner.config.retry_deadline;
+        let channel = self.channel(&endpoint)?;
+        let mut request = tonic::Request::new(request);
+        request.set_timeout(timeout);
+        match tokio::time::timeout(timeout, send(channel, request)).await {
+            Ok(Ok(response)) => Ok((endpoint, response.into_inner())),
+            Ok(Err(status)) => match classify(&status) {
+                Disposition::Retry { .. } => Err(Error::Unavailable {
+                    last: describe_failure(&endpoint, &status, timeout),
+                }),
+                Disposition::Fail => Err(Error::from_status(&status)),
+            },
+            Err(_) => Err(Error::Unavailable {
+                last: format!("{endpoint}: no answer within {} ms", timeout.as_millis()),
+            }),
+        }
     }
 
     /// The status of the node at `endpoint` (`host:port` or `http://host:port`), which need

@@ -12,7 +12,7 @@ use crate::history::{Event, History};
 use crate::record::{Record, RecordPatch, RecordView};
 use crate::types::{
     safe_deadline, AssignmentInfo, Board, ClaimOutcome, ClusterStatus, Grant, HolderInfo,
-    LeaseInfo, Member, Probe, ReleaseOutcome, RenewOutcome, TokenCheck,
+    LeaseInfo, Member, Membership, Probe, ReleaseOutcome, RenewOutcome, TokenCheck,
 };
 
 /// How to turn a granted or renewed lease into a [`Grant`]: the caller's first send time
@@ -345,16 +345,26 @@ pub(crate) fn cluster_status(endpoint: String, response: pb::StatusResponse) -> 
         term: response.term,
         last_log_index: response.last_log_index,
         applied_index: response.applied_index,
-        members: response
-            .members
-            .into_iter()
-            .map(|m| Member {
-                id: m.id,
-                addr: m.addr,
-                voter: m.voter,
-            })
-            .collect(),
+        members: members(response.members),
         leases: response.leases,
+    }
+}
+
+pub(crate) fn members(members: Vec<pb::Member>) -> Vec<Member> {
+    members
+        .into_iter()
+        .map(|m| Member {
+            id: m.id,
+            addr: m.addr,
+            voter: m.voter,
+        })
+        .collect()
+}
+
+pub(crate) fn membership(response: pb::MembersResponse) -> Membership {
+    Membership {
+        leader_id: (response.leader_id != 0).then_some(response.leader_id),
+        members: members(response.members),
     }
 }
 

@@ -102,6 +102,7 @@ pub use history::{Event, History, Stint};
 pub use record::{Record, RecordPatch, RecordView};
 pub use types::{
     safe_deadline, AssignmentInfo, Board, ClaimOutcome, ClusterStatus, Grant, HolderInfo,
-    LeaseInfo, Member, Probe, ReadMode, ReleaseOutcome, RenewOutcome, TokenCheck,
+    LeaseInfo, Member, Membership, Probe, ReadMode, ReleaseOutcome, RenewOutcome, SnapshotTaken,
+    TokenCheck,
 };
 pub use watch::WatchStream;

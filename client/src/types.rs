@@ -184,6 +184,24 @@ pub struct Member {
     pub voter: bool,
 }
 
+/// The cluster's members as the answering node lists them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Membership {
+    /// The leader as that node knows it.
+    pub leader_id: Option<u64>,
+    pub members: Vec<Member>,
+}
+
+/// A node's answer to `Client::snapshot_at`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SnapshotTaken {
+    pub endpoint: String,
+    pub node_id: u64,
+    /// The last log index the node's snapshot covers.
+    pub snapshot_index: u64,
+    pub snapshot_bytes: u64,
+}
+
 /// One node's view of itself and of the cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ClusterStatus {

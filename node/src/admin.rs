@@ -22,6 +22,52 @@ use prometheus_client::registry::Registry;
 use crate::raft_types::Raft;
 use crate::store::StateMachine;
 
+/// The most of an admin answer `get` reads.
+pub const ADMIN_ANSWER_BYTES_MAX: u64 = 1 << 20;
+
+/// One answer of the admin port.
+#[derive(Debug)]
+pub struct AdminAnswer {
+    pub status: u16,
+    pub body: String,
+}
+
+/// GETs `path` from a node's admin port at `addr` (host:port; an unspecified IP such as
+/// 0.0.0.0, as a node is told to listen on, means this host). HTTP/1.0 with
+/// `Connection: close`: one request, read to the end. For `baton-node health`.
+pub async fn http_get(addr: &str, path: &str) -> anyhow::Result<AdminAnswer> {
+    use anyhow::Context;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let target = match addr.parse::<std::net::SocketAddr>() {
+        Ok(a) if a.ip().is_unspecified() => {
+            std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, a.port())).to_string()
+        }
+        _ => addr.to_owned(),
+    };
+    let mut stream = tokio::net::TcpStream::connect(&target)
+        .await
+        .with_context(|| format!("connecting to the admin port {target}"))?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {target}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut raw = Vec::new();
+    stream
+        .take(ADMIN_ANSWER_BYTES_MAX)
+        .read_to_end(&mut raw)
+        .await
+        .with_context(|| format!("reading the answer of {target}{path}"))?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .with_context(|| format!("{target}{path} answered no HTTP status line: {head:?}"))?;
+    Ok(AdminAnswer {
+        status,
+        body: body.to_owned(),
+    })
+}
+
 /// Entries a node's apply may trail its own log and still answer `/readyz` with 200.
 pub const READY_APPLY_LAG_MAX: u64 = 1_000;
 
@@ -65,6 +111,11 @@ struct ClaimLabels {
     outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabels {
+    kind: &'static str,
+}
+
 /// This node's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -91,6 +142,11 @@ pub struct Metrics {
     pub apply_seconds: Histogram,
     /// One group-commit round: sled flush + fdatasync.
     pub flush_seconds: Histogram,
+    /// The fdatasync of the log file alone, within a round.
+    pub fsync_seconds: Histogram,
+    /// Watch streams open on this node.
+    pub watch_streams: Gauge,
+    events: Family<EventLabels, Counter>,
     grpc_requests: Family<GrpcLabels, Counter>,
     claims: Family<ClaimLabels, Counter>,
 }
@@ -126,6 +182,9 @@ impl Metrics {
             proposal_seconds: Histogram::new(seconds_buckets()),
             apply_seconds: Histogram::new(seconds_buckets()),
             flush_seconds: Histogram::new(seconds_buckets()),
+            fsync_seconds: Histogram::new(seconds_buckets()),
+            watch_streams: Gauge::default(),
+            events: Family::default(),
             grpc_requests: Family::default(),
             claims: Family::default(),
             registry: Registry::default(),
@@ -170,6 +229,17 @@ impl Metrics {
             m.replication_lag.clone(),
         );
         r.register(
+            "events",
+            "Events this node applied, by kind: claimed, released, expired, revoked, offered, \
+             accepted (handoffs), declined, cancelled, lapsed, assigned, updated",
+            m.events.clone(),
+        );
+        r.register(
+            "watch_streams",
+            "Watch streams open on this node",
+            m.watch_streams.clone(),
+        );
+        r.register(
             "proposals",
             "Log entries proposed by this node as leader",
             m.proposals.clone(),
@@ -200,6 +270,11 @@ impl Metrics {
                 "One log group-commit round (sled flush + fdatasync)",
                 &m.flush_seconds,
             ),
+            (
+                "fsync_seconds",
+                "The fdatasync of the log file within a group-commit round",
+                &m.fsync_seconds,
+            ),
         ] {
             r.register(name, help, histogram.clone());
         }
@@ -229,6 +304,11 @@ impl Metrics {
     /// Counts one claim decided here: `granted` or `held`.
     pub fn claim(&self, outcome: &'static str) {
         self.claims.get_or_create(&ClaimLabels { outcome }).inc();
+    }
+
+    /// Counts an applied event (claimed, expired, offered, accepted, ...).
+    pub fn event(&self, kind: &'static str) {
+        self.events.get_or_create(&EventLabels { kind }).inc();
     }
 
     /// Reads the gauges from Raft and the state machine, then encodes everything.

@@ -35,6 +35,10 @@ struct Args {
     /// This node's id (>= 1).
     #[arg(long, env = "BATON_NODE_ID")]
     node_id: Option<u64>,
+    /// Take the node id from the host name's ordinal suffix plus one (`baton-0` is node 1,
+    /// `baton-2` node 3), as a Kubernetes StatefulSet names its pods.
+    #[arg(long, env = "BATON_NODE_ID_FROM_HOSTNAME", conflicts_with = "node_id")]
+    node_id_from_hostname: bool,
     /// gRPC listen address, ip:port [default: 127.0.0.1:7001].
     #[arg(long, env = "BATON_LISTEN")]
     listen: Option<String>,
@@ -78,6 +82,11 @@ struct Args {
     /// free one (logged) [default: none].
     #[arg(long, env = "BATON_ADMIN_LISTEN")]
     admin_listen: Option<String>,
+    /// Join a running cluster through these members (host:port,...) instead of starting a
+    /// new one: the leader adds this node as a learner and, once caught up, as a voter.
+    /// Needs --advertise. Only acts on a new data dir.
+    #[arg(long, env = "BATON_JOIN", conflicts_with = "initial_cluster")]
+    join: Option<String>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -94,7 +103,49 @@ enum Command {
         #[arg(long, default_value_t = 7001)]
         base_port: u16,
     },
+    /// Seed a new node's data dir from a backup (`baton cluster backup FILE`): disaster
+    /// recovery when a cluster's quorum is lost for good. Run it for every node of the new
+    /// cluster with the same FILE and --initial-cluster, then start each node as usual.
+    #[command(after_help = "Examples:
+  baton-node restore baton.backup --data-dir /var/lib/baton --node-id 1 \\
+      --initial-cluster 1=host1:7001,2=host2:7001,3=host3:7001
+  baton-node --node-id 1 --data-dir /var/lib/baton --initial-cluster 1=host1:7001,...")]
+    Restore {
+        /// The backup file.
+        file: PathBuf,
+        /// The new node's data dir (must be empty or absent).
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// The new node's id.
+        #[arg(long)]
+        node_id: u64,
+        /// The new cluster's voters: 1=host:port,2=host:port,3=host:port (a single-node
+        /// cluster of this node at 127.0.0.1:7001 if not given).
+        #[arg(long)]
+        initial_cluster: Option<String>,
+        /// The new cluster's name [default: the backup's].
+        #[arg(long)]
+        cluster_name: Option<String>,
+    },
+    /// Ask a node's admin port whether it is up (`/healthz`) or ready (`/readyz`); exits 0
+    /// when it answers 200, 1 otherwise. For container health checks: the image has no
+    /// shell and no curl.
+    #[command(after_help = "Examples:
+  baton-node health                          # /healthz on BATON_ADMIN_LISTEN or 127.0.0.1:9000
+  baton-node health --ready --admin 10.0.0.1:9000")]
+    Health {
+        /// The admin address, host:port (an unspecified IP such as 0.0.0.0 means this host).
+        #[arg(long, env = "BATON_ADMIN_LISTEN", default_value = "127.0.0.1:9000")]
+        admin: String,
+        /// Ask `/readyz` (a member with a known leader, applied close behind) instead of
+        /// `/healthz`.
+        #[arg(long)]
+        ready: bool,
+    },
 }
+
+/// How long `baton-node health` waits for the admin port's answer.
+pub const HEALTH_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl Args {
     fn into_config(self) -> anyhow::Result<NodeConfig> {
@@ -126,11 +177,19 @@ impl Args {
             log_format,
             watch_window_events
         );
+        if self.node_id_from_hostname {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .context("reading this host's name for --node-id-from-hostname")?;
+            c.node_id = crate::config::node_id_from_hostname(host.trim())?;
+        }
         if self.advertise.is_some() {
             c.advertise = self.advertise;
         }
         if self.admin_listen.is_some() {
             c.admin_listen = self.admin_listen;
+        }
+        if self.join.is_some() {
+            c.join = self.join;
         }
         Ok(c)
     }
@@ -194,6 +253,46 @@ pub async fn main() {
 
 async fn run() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(Command::Restore {
+        file,
+        data_dir,
+        node_id,
+        initial_cluster,
+        cluster_name,
+    }) = &args.command
+    {
+        let members = match initial_cluster {
+            Some(text) => crate::config::parse_initial_cluster(text)?,
+            None => std::collections::BTreeMap::from([(*node_id, "127.0.0.1:7001".to_owned())]),
+        };
+        let done =
+            crate::backup::restore(file, data_dir, *node_id, cluster_name.as_deref(), &members)?;
+        println!(
+            "restored node {node_id} of cluster {:?} into {}: {} leases, {} keys, revision {} \
+             (backup taken at unix ms {}); start it with the same --initial-cluster",
+            done.cluster_name,
+            data_dir.display(),
+            done.header.leases,
+            done.header.keys,
+            done.header.revision,
+            done.header.taken_at_unix_ms
+        );
+        return Ok(());
+    }
+    if let Some(Command::Health { admin, ready }) = &args.command {
+        let path = if *ready { "/readyz" } else { "/healthz" };
+        let answer =
+            tokio::time::timeout(HEALTH_CHECK_TIMEOUT, crate::admin::http_get(admin, path))
+                .await
+                .with_context(|| {
+                    format!("{admin}{path} did not answer within {HEALTH_CHECK_TIMEOUT:?}")
+                })??;
+        print!("{}", answer.body);
+        if answer.status != 200 {
+            anyhow::bail!("{admin}{path} answered {}", answer.status);
+        }
+        return Ok(());
+    }
     if let Some(Command::Dev {
         nodes,
         dir,

@@ -48,6 +48,10 @@ pub struct NodeConfig {
     pub watch_window_events: usize,
     /// Where the HTTP admin server (`/healthz`, `/readyz`, `/metrics`) listens; none: off.
     pub admin_listen: Option<String>,
+    /// `host:port,...` of members of a running cluster: instead of starting a new cluster,
+    /// ask its leader to add this node (as `baton cluster add` does). Only on a new data dir;
+    /// a node that is already a member just rejoins.
+    pub join: Option<String>,
 }
 
 impl Default for NodeConfig {
@@ -70,6 +74,7 @@ impl Default for NodeConfig {
             log_format: "text".into(),
             watch_window_events: crate::store::WATCH_WINDOW_EVENTS_DEFAULT,
             admin_listen: None,
+            join: None,
         }
     }
 }
@@ -92,6 +97,8 @@ pub struct ValidConfig {
     pub json_logs: bool,
     pub watch_window_events: usize,
     pub admin_listen: Option<SocketAddr>,
+    /// Members of a running cluster to join through (empty: bootstrap `initial_members`).
+    pub join: Vec<String>,
 }
 
 /// A config that cannot run, with what to change.
@@ -101,6 +108,22 @@ pub struct ConfigError(pub String);
 
 fn bad<T>(msg: String) -> Result<T, ConfigError> {
     Err(ConfigError(msg))
+}
+
+/// The node id a StatefulSet pod's host name implies: its ordinal suffix plus one
+/// (`baton-0` → 1), since ids start at 1 and ordinals at 0.
+pub fn node_id_from_hostname(host: &str) -> Result<u64, ConfigError> {
+    let ordinal = host
+        .rsplit_once('-')
+        .and_then(|(_, n)| n.parse::<u64>().ok())
+        .ok_or_else(|| {
+            ConfigError(format!(
+                "host name {host:?} does not end in -N (a StatefulSet ordinal), so it gives no node id"
+            ))
+        })?;
+    ordinal
+        .checked_add(1)
+        .ok_or_else(|| ConfigError(format!("host name {host:?}: ordinal too large")))
 }
 
 impl NodeConfig {
@@ -189,6 +212,34 @@ impl NodeConfig {
             "json" => true,
             other => return bad(format!("log_format {other:?} must be text or json")),
         };
+        let join: Vec<String> = self
+            .join
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if !join.is_empty() {
+            if !self.initial_cluster.trim().is_empty() {
+                return bad(
+                    "give either join (add this node to a running cluster) or initial_cluster \
+                     (start a new one), not both"
+                        .into(),
+                );
+            }
+            let unspecified = advertise
+                .parse::<SocketAddr>()
+                .is_ok_and(|a| a.ip().is_unspecified());
+            if self.advertise.is_none() || unspecified {
+                return bad(format!(
+                    "a joining node needs advertise: the address its peers reach it at \
+                     (listen is {})",
+                    self.listen
+                ));
+            }
+        }
         let initial_members = if self.initial_cluster.trim().is_empty() {
             BTreeMap::from([(self.node_id, advertise.clone())])
         } else {
@@ -242,6 +293,7 @@ impl NodeConfig {
             json_logs,
             watch_window_events: self.watch_window_events,
             admin_listen,
+            join,
         })
     }
 }
@@ -283,6 +335,21 @@ pub fn parse_initial_cluster(text: &str) -> Result<BTreeMap<NodeId, String>, Con
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_statefulset_host_name_gives_its_ordinal_plus_one() {
+        assert_eq!(node_id_from_hostname("baton-0").unwrap(), 1);
+        assert_eq!(node_id_from_hostname("my-baton-12").unwrap(), 13);
+        for bad in [
+            "baton",
+            "baton-",
+            "baton-x",
+            "",
+            "baton-18446744073709551615",
+        ] {
+            assert!(node_id_from_hostname(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn defaults_are_a_valid_single_node_cluster() {

@@ -7,7 +7,9 @@
 //! - `network` the Raft transport over tonic;
 //! - `server`  the gRPC services (Baton, Cluster, Raft) and request forwarding;
 //! - `config`  node configuration, validated as one;
-//! - `node`    wiring: open storage, start Raft, serve, shut down.
+//! - `node`    wiring: open storage, start Raft, serve, shut down;
+//! - `backup`  backup files and seeding a new cluster from one;
+//! - `admin`   the HTTP admin port (health, readiness, Prometheus metrics).
 //!
 //! Data path of a claim: `server::baton` validates the request and proposes a
 //! `core::LogCommand` to `server::proposer` (a follower forwards it to the leader), which
@@ -18,6 +20,7 @@
 //! `expiry::Countdowns`; the handler turns the `core::Outcome` into the gRPC answer.
 
 pub mod admin;
+pub mod backup;
 pub mod chaos;
 pub mod cli;
 pub mod clock;

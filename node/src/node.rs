@@ -31,7 +31,12 @@ pub enum NodeError {
     Serve(#[from] tonic::transport::Error),
     #[error("{0}")]
     Admin(String),
+    #[error("{0}")]
+    Join(String),
 }
+
+/// How long a node started with `--join` keeps asking to be added before it gives up.
+pub const JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Runs a node on `listener` until `shutdown` resolves.
 pub async fn run(
@@ -60,7 +65,7 @@ pub async fn run(
     .await
     .map_err(|e| NodeError::Raft(e.to_string()))?;
 
-    bootstrap(&raft, &cfg).await?;
+    let must_join = bootstrap(&raft, &cfg).await?;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let expiry_task = tokio::spawn(expiry::run(
@@ -125,11 +130,38 @@ pub async fn run(
     // tonic accepts itself, not an incoming stream handed to it; with Nagle on, a reply sent
     // as two writes waited for the peer's delayed ACK (~40 ms) before its second half left.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    // A refused join stops the node, as a shutdown signal does.
+    let (join_failed_tx, join_failed_rx) = tokio::sync::oneshot::channel::<NodeError>();
+    if must_join {
+        let (endpoints, node_id, advertise) =
+            (cfg.join.clone(), cfg.node_id, cfg.advertise.clone());
+        tokio::spawn(async move {
+            if let Err(e) = join(endpoints, node_id, advertise).await {
+                tracing::error!(error = %e, "could not join the cluster");
+                let _ = join_failed_tx.send(e);
+            }
+        });
+    }
+    let mut join_failed_rx = join_failed_rx;
+    let mut join_error = None;
+    let stop = async {
+        tokio::select! {
+            _ = shutdown => {}
+            failed = &mut join_failed_rx => {
+                if let Ok(e) = failed {
+                    join_error = Some(e);
+                } else {
+                    // The join task ended without failing: wait for the real signal.
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    };
     let served = tonic::transport::Server::builder()
         .add_service(baton_svc)
         .add_service(cluster_svc)
         .add_service(raft_svc)
-        .serve_with_incoming_shutdown(incoming, shutdown)
+        .serve_with_incoming_shutdown(incoming, stop)
         .await;
 
     tracing::info!(node_id = cfg.node_id, "shutting down");
@@ -140,13 +172,76 @@ pub async fn run(
     }
     let stopped = raft.shutdown().await;
     served?;
+    if let Some(e) = join_error {
+        return Err(e);
+    }
     stopped.map_err(|e| NodeError::Raft(e.to_string()))
+}
+
+/// Asks the cluster at `endpoints` to add this node (`Cluster.AddMember`), going to the leader
+/// a member names, retrying while no leader answers, until [`JOIN_TIMEOUT`]. A refusal (the id
+/// or address is a voter already, ...) is an error: the node stops rather than linger outside.
+async fn join(endpoints: Vec<String>, node_id: u64, advertise: String) -> Result<(), NodeError> {
+    use baton_proto::v1::cluster_client::ClusterClient;
+    use baton_proto::v1::AddMemberRequest;
+    use tonic::Code;
+    let deadline = std::time::Instant::now() + JOIN_TIMEOUT;
+    let mut targets: std::collections::VecDeque<String> = endpoints.into();
+    let mut last = String::from("no attempt yet");
+    tracing::info!(node_id, %advertise, through = ?targets, "asking the cluster to add this node");
+    while std::time::Instant::now() < deadline {
+        let target = targets.pop_front().expect("join has endpoints");
+        targets.push_back(target.clone());
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{target}"))
+            .map_err(|e| NodeError::Join(format!("bad join address {target:?}: {e}")))?
+            .connect_timeout(std::time::Duration::from_secs(1))
+            .connect_lazy();
+        let mut request = tonic::Request::new(AddMemberRequest {
+            node_id,
+            addr: advertise.clone(),
+        });
+        request.set_timeout(crate::server::cluster::MEMBER_CATCH_UP_TIMEOUT * 2);
+        match ClusterClient::new(channel).add_member(request).await {
+            Ok(_) => {
+                tracing::info!(node_id, "joined the cluster as a voter");
+                return Ok(());
+            }
+            Err(s)
+                if matches!(
+                    s.code(),
+                    Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown
+                ) =>
+            {
+                if let Some(leader) = s
+                    .metadata()
+                    .get(baton_proto::LEADER_METADATA_KEY)
+                    .and_then(|v| v.to_str().ok())
+                {
+                    targets.push_front(leader.to_owned());
+                }
+                last = format!("{target}: {}", s.message());
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            Err(s) => {
+                return Err(NodeError::Join(format!(
+                    "the cluster refused to add node {node_id} at {advertise}: {}",
+                    s.message()
+                )))
+            }
+        }
+    }
+    Err(NodeError::Join(format!(
+        "no leader added node {node_id} within {JOIN_TIMEOUT:?}; last answer: {last}"
+    )))
 }
 
 /// Initializes a new cluster with the configured initial members. Every initial member
 /// does this with the same membership, which openraft documents as safe; a node that is
 /// already part of a cluster (a restart on an existing data dir) skips it and rejoins.
-async fn bootstrap(raft: &Raft, cfg: &ValidConfig) -> Result<(), NodeError> {
+///
+/// Returns whether the node must still ask a running cluster to add it (`--join` on a new
+/// data dir): such a node starts no cluster of its own.
+async fn bootstrap(raft: &Raft, cfg: &ValidConfig) -> Result<bool, NodeError> {
     if raft
         .is_initialized()
         .await
@@ -156,7 +251,10 @@ async fn bootstrap(raft: &Raft, cfg: &ValidConfig) -> Result<(), NodeError> {
             node_id = cfg.node_id,
             "rejoining the cluster from the data dir"
         );
-        return Ok(());
+        return Ok(false);
+    }
+    if !cfg.join.is_empty() {
+        return Ok(true);
     }
     let members = cfg
         .initial_members
@@ -166,9 +264,9 @@ async fn bootstrap(raft: &Raft, cfg: &ValidConfig) -> Result<(), NodeError> {
     match raft.initialize(members).await {
         Ok(()) => {
             tracing::info!(node_id = cfg.node_id, members = ?cfg.initial_members, "initialized a new cluster");
-            Ok(())
+            Ok(false)
         }
-        Err(openraft::error::RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+        Err(openraft::error::RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(false),
         Err(e) => Err(NodeError::Raft(e.to_string())),
     }
 }

@@ -110,6 +110,46 @@ async fn health_readiness_and_metrics_follow_the_cluster() {
         text.contains("baton_grpc_requests_total{method=\"claim\",code=\"Ok\"}"),
         "requests counted by method and code: {text}"
     );
+    assert!(
+        text.contains("baton_events_total{kind=\"claimed\"} 1\n"),
+        "applied events counted by kind: {text}"
+    );
+    assert!(
+        sample(&text, "baton_fsync_seconds_count").unwrap() >= 1.0,
+        "{text}"
+    );
+    // A watch stream is counted while it is open.
+    let watching = cluster.client_of(leader).await;
+    let mut stream = watching.watch("admin/", 0);
+    let reader = tokio::spawn(async move {
+        use futures::StreamExt;
+        while stream.next().await.is_some() {}
+    });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sample(
+        &get(&admin[&leader], "/metrics").await.1,
+        "baton_watch_streams",
+    ) != Some(1.0)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the open watch stream was not counted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    reader.abort();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sample(
+        &get(&admin[&leader], "/metrics").await.1,
+        "baton_watch_streams",
+    ) != Some(0.0)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "a closed watch stream stayed counted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // Every metric the Grafana dashboard queries is one the leader exports.
     let dashboard = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana/baton.json"),
@@ -172,4 +212,28 @@ async fn health_readiness_and_metrics_follow_the_cluster() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(get(&admin[&follower], "/healthz").await.0, 200);
+
+    // `baton-node health`, the container image's health check, says the same by exit code.
+    let health = |extra: &[&str]| {
+        let out = std::process::Command::new(common::node_bin())
+            .arg("health")
+            .args(extra)
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let (code, out, err) = health(&["--admin", &admin[&follower]]);
+    assert_eq!((code, out.as_str()), (Some(0), "ok\n"), "{err}");
+    let (code, out, err) = health(&["--admin", &admin[&follower], "--ready"]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(out.contains("no known leader"), "{out}");
+    assert!(err.contains("answered 503"), "{err}");
+    let port = admin[&follower].rsplit_once(':').unwrap().1.to_string();
+    let (code, _, _) = health(&["--admin", &format!("0.0.0.0:{port}")]);
+    assert_eq!(code, Some(0), "0.0.0.0, as a node listens, means this host");
+    cluster.kill(follower);
+    let (code, _, err) = health(&["--admin", &admin[&follower]]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("connecting to the admin port"), "{err}");
 }

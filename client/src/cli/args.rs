@@ -530,6 +530,40 @@ pub enum ClusterCommand {
 
 Exits 4 when no node answers.")]
     Status,
+    /// The members (voters and learners) and the leader.
+    #[command(after_help = "Examples:
+  baton cluster members
+  baton cluster members --output json | jq '.members[] | select(.voter | not)'")]
+    Members,
+    /// Add a node: it joins as a learner, catches up, then becomes a voter. Start the new
+    /// node first (`baton-node --join ...` does this call itself). Waits up to --timeout
+    /// (default 2m); running it again after a timeout resumes.
+    #[command(after_help = "Examples:
+  baton cluster add 4 10.0.0.4:7001
+
+Refused (exit 1) for an id or address that is already a voter: a node whose data dir was
+lost must be removed and added back under a new id.")]
+    Add {
+        /// The new node's id (>= 1, unused).
+        node_id: u64,
+        /// Its address, host:port, as its peers reach it (its --advertise).
+        addr: String,
+    },
+    /// Remove a node (voter or learner). Refused for the last voter.
+    #[command(after_help = "Examples:
+  baton cluster remove 3")]
+    Remove { node_id: u64 },
+    /// Every node given in --endpoints builds a snapshot of its state now.
+    #[command(after_help = "Examples:
+  baton --endpoints 10.0.0.1:7001,10.0.0.2:7001,10.0.0.3:7001 cluster snapshot")]
+    Snapshot,
+    /// Write a consistent backup of the whole cluster state to FILE (from the leader, as of a
+    /// linearizable read). Restore with `baton-node restore FILE ...`.
+    #[command(after_help = "Examples:
+  baton cluster backup /var/backups/baton-$(date +%F).backup
+
+The file is written to FILE.tmp, fsync'd and renamed, so FILE is either complete or absent.")]
+    Backup { file: std::path::PathBuf },
 }
 
 /// Parses durations written like `500ms`, `10s`, `2m` or `1h 30m`.

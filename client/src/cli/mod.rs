@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod cluster;
 pub mod exit;
 pub mod git;
 pub mod handoff;
@@ -33,8 +34,27 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
         return bench::run(bench_args, cli.global.endpoints, cli.global.timeout, format).await;
     }
     let wait_timeout = cli.global.wait_timeout();
+    let long_running = matches!(
+        &cli.command,
+        Command::Cluster {
+            command: ClusterCommand::Add { .. }
+                | ClusterCommand::Remove { .. }
+                | ClusterCommand::Snapshot
+                | ClusterCommand::Backup { .. }
+        }
+    );
+    let retry_deadline = match (cli.global.timeout, long_running) {
+        (None, true) => cluster::CLUSTER_CHANGE_TIMEOUT_DEFAULT,
+        _ => cli.global.retry_timeout(),
+    };
     let config = ClientConfig {
-        retry_deadline: cli.global.retry_timeout(),
+        // One attempt may take as long as the whole call for the slow cluster commands.
+        request_timeout: if long_running {
+            retry_deadline
+        } else {
+            ClientConfig::default().request_timeout
+        },
+        retry_deadline,
         endpoints: cli.global.endpoints,
         client_id: cli.global.client_id,
         ..ClientConfig::default()
@@ -145,6 +165,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
         Command::Cluster {
             command: ClusterCommand::Status,
         } => output::cluster_status(&cluster_status(&client).await, format),
+        Command::Cluster { command } => cluster::run(&client, command, format).await?,
         Command::Bench(_) => unreachable!("bench ran above, without the shared client"),
     };
     Ok(rendered)

@@ -484,7 +484,7 @@ fn with_leader<T>(mut r: Response<T>, leader: &str) -> Response<T> {
     r
 }
 
-fn unavailable(leader: Option<&str>, why: &str) -> Status {
+pub(crate) fn unavailable(leader: Option<&str>, why: &str) -> Status {
     let mut status = Status::unavailable(match leader {
         Some(l) => format!("{why}; the leader is {l}"),
         None => format!("{why}; no leader is known (election in progress or no quorum)"),
@@ -569,6 +569,22 @@ fn forward_failed(s: &Status) -> bool {
         )
 }
 
+/// Counts one open watch stream in the metrics while it lives.
+struct WatchOpen(Arc<crate::admin::Metrics>);
+
+impl WatchOpen {
+    fn new(metrics: Arc<crate::admin::Metrics>) -> WatchOpen {
+        metrics.watch_streams.inc();
+        WatchOpen(metrics)
+    }
+}
+
+impl Drop for WatchOpen {
+    fn drop(&mut self) {
+        self.0.watch_streams.dec();
+    }
+}
+
 /// Events a watch stream buffers toward a slow client before it waits.
 pub const WATCH_STREAM_BUFFER: usize = 1_024;
 
@@ -589,7 +605,9 @@ impl BatonServer {
             .map_err(|c| Status::out_of_range(c.to_string()))?;
         let (tx, rx) = tokio::sync::mpsc::channel(WATCH_STREAM_BUFFER);
         let prefix = req.prefix;
+        let open = WatchOpen::new(self.ctx.metrics.clone());
         tokio::spawn(async move {
+            let _open = open;
             let mut grew = hub.subscribe();
             let progress_every =
                 std::time::Duration::from_millis(baton_proto::WATCH_PROGRESS_INTERVAL_MS);

@@ -1,11 +1,33 @@
-//! The `Cluster` gRPC service: status and membership, answered from this node's own view.
+//! The `Cluster` gRPC service: status and membership as this node sees them, and the
+//! operator's actions: adding and removing members, snapshots and backups.
+//!
+//! There is no leader transfer: openraft 0.9 has none, and an election forced on a follower
+//! loses to the followers' leader lease. To move the leadership off a node, stop it cleanly
+//! (SIGTERM); the others elect a leader within an election timeout (deploy/RUNBOOK.md).
+
+use std::collections::BTreeSet;
+use std::pin::Pin;
+use std::time::Duration;
 
 use baton_proto::v1 as pb;
-use openraft::ServerState;
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::{BasicNode, ChangeMembers, ServerState};
 use tonic::{Request, Response, Status};
 
-use crate::raft_types::Raft;
+use crate::backup::{encode_backup, BACKUP_CHUNK_BYTES};
+use crate::raft_types::{NodeId, Raft};
+use crate::server::baton::unavailable;
 use crate::store::StateMachine;
+
+/// How long `AddMember` waits for a new learner to catch up before answering
+/// DEADLINE_EXCEEDED (it stays a learner; the same call again resumes).
+pub const MEMBER_CATCH_UP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a membership change may take to commit.
+pub const MEMBERSHIP_CHANGE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `Snapshot` waits for the snapshot to reach the disk.
+pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(120);
+/// The longest node address `AddMember` takes.
+pub const MEMBER_ADDR_BYTES_MAX: usize = 255;
 
 pub struct ClusterServer {
     pub raft: Raft,
@@ -13,22 +35,106 @@ pub struct ClusterServer {
     pub cluster_name: String,
 }
 
+type Metrics = openraft::RaftMetrics<NodeId, BasicNode>;
+
 impl ClusterServer {
-    fn members(&self) -> (Vec<pb::Member>, Option<u64>) {
-        let metrics = self.raft.metrics().borrow().clone();
+    fn metrics(&self) -> Metrics {
+        self.raft.metrics().borrow().clone()
+    }
+
+    fn members_of(metrics: &Metrics) -> Vec<pb::Member> {
         let membership = metrics.membership_config.membership();
-        let voters: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
-        let members = membership
+        let voters: BTreeSet<u64> = membership.voter_ids().collect();
+        membership
             .nodes()
             .map(|(id, node)| pb::Member {
                 id: *id,
                 addr: node.addr.clone(),
                 voter: voters.contains(id),
             })
-            .collect();
-        (members, metrics.current_leader)
+            .collect()
+    }
+
+    fn members_response(&self) -> Response<pb::MembersResponse> {
+        let metrics = self.metrics();
+        Response::new(pb::MembersResponse {
+            members: Self::members_of(&metrics),
+            leader_id: metrics.current_leader.unwrap_or(0),
+        })
+    }
+
+    /// The current metrics if this node leads; UNAVAILABLE naming the leader otherwise.
+    fn leading(&self, what: &str) -> Result<Metrics, Status> {
+        let metrics = self.metrics();
+        if metrics.current_leader == Some(metrics.id) {
+            return Ok(metrics);
+        }
+        let leader = metrics.current_leader.and_then(|l| {
+            metrics
+                .membership_config
+                .membership()
+                .get_node(&l)
+                .map(|n| n.addr.clone())
+        });
+        Err(unavailable(
+            leader.as_deref(),
+            &format!("{what} is done by the leader"),
+        ))
+    }
+
+    async fn change(&self, change: ChangeMembers<NodeId, BasicNode>) -> Result<(), Status> {
+        let changed = tokio::time::timeout(
+            MEMBERSHIP_CHANGE_TIMEOUT,
+            self.raft.change_membership(change, false),
+        )
+        .await
+        .map_err(|_| {
+            Status::deadline_exceeded(format!(
+                "the membership change did not commit within {MEMBERSHIP_CHANGE_TIMEOUT:?}: a \
+                 quorum of the old and of the new voters must be up"
+            ))
+        })?;
+        changed.map(|_| ()).map_err(change_error)
     }
 }
+
+fn change_error(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> Status {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => unavailable(
+            f.leader_node.as_ref().map(|n| n.addr.as_str()),
+            "this node lost the leadership during the change; check `baton cluster members`",
+        ),
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(
+            ChangeMembershipError::InProgress(p),
+        )) => Status::failed_precondition(format!(
+            "another membership change is in progress ({p}); retry when it is done"
+        )),
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
+            Status::failed_precondition(c.to_string())
+        }
+        e => Status::unavailable(format!("membership change failed: {e}")),
+    }
+}
+
+/// Checks an address the way peers will dial it: host:port.
+fn check_addr(addr: &str) -> Result<(), Status> {
+    let ok = addr.len() <= MEMBER_ADDR_BYTES_MAX
+        && addr
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+        && !addr.contains("://")
+        && !addr.chars().any(char::is_whitespace);
+    if ok {
+        Ok(())
+    } else {
+        Err(Status::invalid_argument(format!(
+            "address {addr:?} is not host:port (at most {MEMBER_ADDR_BYTES_MAX} bytes, no scheme)"
+        )))
+    }
+}
+
+type BackupStream =
+    Pin<Box<dyn futures::Stream<Item = Result<pb::BackupChunk, Status>> + Send + 'static>>;
 
 #[tonic::async_trait]
 impl pb::cluster_server::Cluster for ClusterServer {
@@ -36,8 +142,9 @@ impl pb::cluster_server::Cluster for ClusterServer {
         &self,
         _req: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        let metrics = self.raft.metrics().borrow().clone();
-        let (members, leader) = self.members();
+        let metrics = self.metrics();
+        let members = Self::members_of(&metrics);
+        let leader = metrics.current_leader;
         let leader_addr = leader
             .and_then(|id| members.iter().find(|m| m.id == id))
             .map(|m| m.addr.clone())
@@ -67,10 +174,173 @@ impl pb::cluster_server::Cluster for ClusterServer {
         &self,
         _req: Request<pb::MembersRequest>,
     ) -> Result<Response<pb::MembersResponse>, Status> {
-        let (members, leader) = self.members();
-        Ok(Response::new(pb::MembersResponse {
-            members,
-            leader_id: leader.unwrap_or(0),
+        Ok(self.members_response())
+    }
+
+    async fn add_member(
+        &self,
+        req: Request<pb::AddMemberRequest>,
+    ) -> Result<Response<pb::MembersResponse>, Status> {
+        let pb::AddMemberRequest { node_id, addr } = req.into_inner();
+        if node_id == 0 {
+            return Err(Status::invalid_argument("node ids start at 1"));
+        }
+        check_addr(&addr)?;
+        let metrics = self.leading("adding a member")?;
+        let membership = metrics.membership_config.membership();
+        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        if let Some(node) = membership.get_node(&node_id) {
+            if voters.contains(&node_id) {
+                return Err(Status::already_exists(format!(
+                    "node {node_id} is already a voter (at {}). A node whose data dir was lost \
+                     must not come back under its old id: remove it (baton cluster remove \
+                     {node_id}) and add the new one under a new id",
+                    node.addr
+                )));
+            }
+            if node.addr != addr {
+                return Err(Status::already_exists(format!(
+                    "node {node_id} is already a learner at {}; remove it first to add it at {addr}",
+                    node.addr
+                )));
+            }
+        }
+        if let Some((other, _)) = membership
+            .nodes()
+            .find(|(id, n)| **id != node_id && n.addr == addr)
+        {
+            return Err(Status::already_exists(format!(
+                "address {addr} is node {other}'s; give each node its own address"
+            )));
+        }
+        let node = BasicNode { addr: addr.clone() };
+        match tokio::time::timeout(
+            MEMBER_CATCH_UP_TIMEOUT,
+            self.raft.add_learner(node_id, node, true),
+        )
+        .await
+        {
+            Err(_) => {
+                return Err(Status::deadline_exceeded(format!(
+                    "node {node_id} is now a learner at {addr} but did not catch up within \
+                     {MEMBER_CATCH_UP_TIMEOUT:?}; is it running (with --join)? It is not a \
+                     voter: run the same command again once it runs, or remove it"
+                )))
+            }
+            Ok(Err(e)) => return Err(change_error(e)),
+            Ok(Ok(_)) => {}
+        }
+        tracing::info!(node_id, %addr, "learner caught up; making it a voter");
+        self.change(ChangeMembers::AddVoterIds(BTreeSet::from([node_id])))
+            .await?;
+        tracing::info!(node_id, %addr, "added a voter");
+        Ok(self.members_response())
+    }
+
+    async fn remove_member(
+        &self,
+        req: Request<pb::RemoveMemberRequest>,
+    ) -> Result<Response<pb::MembersResponse>, Status> {
+        let node_id = req.into_inner().node_id;
+        let metrics = self.leading("removing a member")?;
+        let membership = metrics.membership_config.membership();
+        let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        if membership.get_node(&node_id).is_none() {
+            let ids: Vec<NodeId> = membership.nodes().map(|(id, _)| *id).collect();
+            return Err(Status::not_found(format!(
+                "node {node_id} is not a member (members: {ids:?})"
+            )));
+        }
+        let change = if voters.contains(&node_id) {
+            if voters.len() == 1 {
+                return Err(Status::failed_precondition(format!(
+                    "node {node_id} is the last voter: removing it would leave no cluster"
+                )));
+            }
+            ChangeMembers::RemoveVoters(BTreeSet::from([node_id]))
+        } else {
+            ChangeMembers::RemoveNodes(BTreeSet::from([node_id]))
+        };
+        self.change(change).await?;
+        tracing::info!(node_id, "removed a member");
+        Ok(self.members_response())
+    }
+
+    async fn snapshot(
+        &self,
+        _req: Request<pb::SnapshotRequest>,
+    ) -> Result<Response<pb::SnapshotResponse>, Status> {
+        let applied = self.metrics().last_applied.map_or(0, |l| l.index);
+        self.raft
+            .trigger()
+            .snapshot()
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        let mut watch = self.raft.metrics();
+        let done = tokio::time::timeout(
+            SNAPSHOT_WAIT,
+            watch.wait_for(|m| m.snapshot.map_or(0, |s| s.index) >= applied),
+        )
+        .await;
+        let m = match done {
+            Ok(Ok(m)) => m.clone(),
+            _ => {
+                return Err(Status::deadline_exceeded(format!(
+                    "the snapshot did not reach the disk within {SNAPSHOT_WAIT:?}"
+                )))
+            }
+        };
+        Ok(Response::new(pb::SnapshotResponse {
+            node_id: m.id,
+            snapshot_index: m.snapshot.map_or(0, |s| s.index),
+            snapshot_bytes: self.sm.snapshot_file_bytes(),
         }))
+    }
+
+    type BackupStream = BackupStream;
+
+    async fn backup(
+        &self,
+        _req: Request<pb::BackupRequest>,
+    ) -> Result<Response<Self::BackupStream>, Status> {
+        self.leading("a backup")?;
+        // Everything committed before now is applied here once this returns.
+        self.raft.ensure_linearizable().await.map_err(|e| {
+            Status::unavailable(format!("cannot confirm the leadership for a backup: {e}"))
+        })?;
+        let bytes = self.sm.read(|s| encode_backup(&self.cluster_name, s));
+        tracing::info!(bytes = bytes.len(), "streaming a backup");
+        let chunks: Vec<Result<pb::BackupChunk, Status>> = bytes
+            .chunks(BACKUP_CHUNK_BYTES)
+            .map(|c| Ok(pb::BackupChunk { data: c.to_vec() }))
+            .collect();
+        Ok(Response::new(Box::pin(futures::stream::iter(chunks))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_addresses_must_be_host_and_port() {
+        for good in ["node4:7001", "10.0.0.4:7001", "[::1]:7001"] {
+            assert!(check_addr(good).is_ok(), "{good}");
+        }
+        let long = format!("{}:7001", "h".repeat(MEMBER_ADDR_BYTES_MAX));
+        for bad in [
+            "node4",
+            ":7001",
+            "node4:x",
+            "http://node4:7001",
+            "a b:1",
+            long.as_str(),
+        ] {
+            assert_eq!(
+                check_addr(bad).unwrap_err().code(),
+                tonic::Code::InvalidArgument,
+                "{bad}"
+            );
+        }
     }
 }

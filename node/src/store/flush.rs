@@ -56,7 +56,14 @@ impl Flusher {
                         .map(|_| ())
                         .map_err(io::Error::other)
                         .and_then(|()| sync_new_blobs(&blobs, &mut synced_blobs))
-                        .and_then(|()| file.sync_data());
+                        .and_then(|()| {
+                            let synced = std::time::Instant::now();
+                            let done = file.sync_data();
+                            metrics
+                                .fsync_seconds
+                                .observe(synced.elapsed().as_secs_f64());
+                            done
+                        });
                     metrics
                         .flush_seconds
                         .observe(started.elapsed().as_secs_f64());

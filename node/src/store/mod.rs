@@ -61,6 +61,10 @@ pub enum OpenError {
         node: NodeId,
         cluster: String,
     },
+    #[error(
+        "data dir {dir} is not empty: a restore seeds a new node, give it an empty or new dir"
+    )]
+    NotEmpty { dir: PathBuf },
     #[error("data dir {dir} has format {found}, this baton reads format {DATA_FORMAT}")]
     WrongFormat { dir: PathBuf, found: u32 },
     #[error("data dir {dir}: cannot open the sled store (in use by another process, or corrupt): {source}")]
@@ -142,6 +146,37 @@ pub fn open_with(
             detail,
         })?;
     Ok((log, sm))
+}
+
+/// Seeds a new node's data dir (absent or empty) with a snapshot: for `baton-node restore`.
+/// The node starts from it as from any snapshot; openraft finds no log after it.
+pub fn seed(
+    dir: &Path,
+    node_id: NodeId,
+    cluster_name: &str,
+    meta: &crate::raft_types::SnapshotMeta,
+    state: &SmState,
+) -> Result<(), OpenError> {
+    let io = |source| OpenError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let empty = match std::fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => return Err(io(e)),
+    };
+    if !empty {
+        return Err(OpenError::NotEmpty {
+            dir: dir.to_path_buf(),
+        });
+    }
+    check_identity(dir, node_id, cluster_name)?;
+    let snapshots = dir.join("snapshots");
+    std::fs::create_dir_all(&snapshots).map_err(io)?;
+    let mut bytes = encode(meta);
+    bytes.extend(encode(state));
+    write_durably(&state_machine::snapshot_path(&snapshots), &bytes).map_err(io)
 }
 
 fn check_identity(dir: &Path, node_id: NodeId, cluster_name: &str) -> Result<(), OpenError> {

@@ -32,6 +32,11 @@ use crate::watch::WatchHub;
 
 const SNAPSHOT_FILE: &str = "current.snapshot";
 
+/// The current snapshot file in `snapshot_dir`.
+pub(super) fn snapshot_path(snapshot_dir: &Path) -> PathBuf {
+    snapshot_dir.join(SNAPSHOT_FILE)
+}
+
 /// The state machine's state: the lease table plus what openraft needs to know about it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SmState {
@@ -123,6 +128,11 @@ impl StateMachine {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    /// The size of the current snapshot file (0 if there is none).
+    pub fn snapshot_file_bytes(&self) -> u64 {
+        std::fs::metadata(snapshot_path(&self.shared.snapshot_dir)).map_or(0, |m| m.len())
     }
 
     /// Reads the state under the lock: for serving reads.
@@ -278,6 +288,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             })
             .collect();
         events.sort_by_key(|(_, e)| e.revision);
+        for (_, event) in &events {
+            self.shared.metrics.event(event.kind.as_str());
+        }
         self.shared.watch.publish(events, state.revision);
         self.shared
             .metrics

@@ -254,6 +254,42 @@ impl Cluster {
             .collect::<Vec<_>>()
             .join("\n")
     }
+
+    /// Stops a node as an operator does: SIGTERM by PID, then waits up to 10 s for it to
+    /// exit. One still running then is SIGKILLed, and that is said on stderr (as is an
+    /// unclean exit status). Blocks the calling thread: from a tokio test, call it inside
+    /// `tokio::task::block_in_place`.
+    pub fn stop(&mut self, id: u64) {
+        const BOUND: Duration = Duration::from_secs(10);
+        let node = self.nodes.get_mut(&id).unwrap();
+        let Some(mut child) = node.child.take() else {
+            return;
+        };
+        let pid = child.id();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status();
+        let deadline = Instant::now() + BOUND;
+        while Instant::now() < deadline {
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    if !status.success() {
+                        eprintln!("node {id} (pid {pid}) exited uncleanly on SIGTERM: {status}");
+                    }
+                    return;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => {
+                    eprintln!("node {id} (pid {pid}): waiting for it failed: {e}");
+                    break;
+                }
+            }
+        }
+        eprintln!("node {id} (pid {pid}) still running {BOUND:?} after SIGTERM: SIGKILL");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }
 
 impl Drop for Cluster {

@@ -1,0 +1,407 @@
+//! Operations on a real cluster through the `baton` CLI, exactly as deploy/RUNBOOK.md gives
+//! them: membership changes (`cluster add/remove/members`, `--join`) and their
+//! refusals, snapshots, and disaster recovery (`cluster backup` → destroy → `baton-node
+//! restore` → every lease, record and history is back).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use baton_client::{ClaimOutcome, ReadMode};
+use common::{free_port, node_bin, serial, Cluster, NodeProc};
+
+const TTL: Duration = Duration::from_secs(60);
+
+/// The `baton` CLI, built beside `baton-node` by `cargo test --workspace`.
+fn cli_bin() -> PathBuf {
+    let bin = node_bin().with_file_name("baton");
+    assert!(
+        bin.exists(),
+        "{} is missing: run the tests with `cargo test --workspace`",
+        bin.display()
+    );
+    bin
+}
+
+/// Runs `baton --endpoints ENDPOINTS ARGS...`.
+fn baton(endpoints: &[String], args: &[&str]) -> Output {
+    Command::new(cli_bin())
+        .arg("--endpoints")
+        .arg(endpoints.join(","))
+        .args(args)
+        .env_remove("BATON_ENDPOINTS")
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `baton ... --output json` that must succeed: its JSON.
+fn baton_json(endpoints: &[String], args: &[&str]) -> serde_json::Value {
+    let mut all = args.to_vec();
+    all.extend(["--output", "json"]);
+    let out = baton(endpoints, &all);
+    assert!(
+        out.status.success(),
+        "baton {args:?} failed: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `baton ARGS...` that must be refused with a message containing `why`.
+fn refused(endpoints: &[String], args: &[&str], why: &str) {
+    let out = baton(endpoints, args);
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "baton {args:?} was not refused");
+    assert!(err.contains(why), "baton {args:?}: {err:?} lacks {why:?}");
+}
+
+/// (id, voter) of every member, as `baton cluster members` lists them.
+fn members(endpoints: &[String]) -> Vec<(u64, bool)> {
+    let json = baton_json(endpoints, &["cluster", "members"]);
+    json["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["id"].as_u64().unwrap(), m["voter"].as_bool().unwrap()))
+        .collect()
+}
+
+/// Starts node `id` with `--join` through `through`, added to `cluster` (stopped with it).
+fn start_joining(cluster: &mut Cluster, id: u64, through: &[String]) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let node = NodeProc {
+        id,
+        data_dir: cluster.dir.path().join(format!("node{id}")),
+        log: cluster.dir.path().join(format!("node{id}.log")),
+        addr,
+        child: None,
+    };
+    cluster.nodes.insert(id, node);
+    join_again(cluster, id, through);
+}
+
+/// (Re)starts node `id` with `--join` at its address and data dir.
+fn join_again(cluster: &mut Cluster, id: u64, through: &[String]) {
+    let node = cluster.nodes.get_mut(&id).unwrap();
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&node.log)
+        .unwrap();
+    let child = Command::new(node_bin())
+        .args(["--node-id", &id.to_string(), "--listen", &node.addr])
+        .args(["--advertise", &node.addr, "--join", &through.join(",")])
+        .arg("--data-dir")
+        .arg(&node.data_dir)
+        .env("RUST_LOG", "info,openraft=warn")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    node.child = Some(child);
+}
+
+async fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_join_leave_and_the_cluster_refuses_what_would_harm_it() {
+    let _serial = serial().await;
+    let mut cluster = Cluster::start(3).await;
+    let endpoints = cluster.endpoints();
+    let client = cluster.client().await;
+    for i in 0..20 {
+        client
+            .claim(&format!("m/{i}"), "before", TTL)
+            .await
+            .unwrap();
+    }
+    assert_eq!(members(&endpoints), vec![(1, true), (2, true), (3, true)]);
+
+    // A fourth node joins by itself (--join): learner, caught up, voter; it has the data.
+    start_joining(&mut cluster, 4, &endpoints);
+    wait_for("node 4 to become a voter", Duration::from_secs(30), || {
+        members(&endpoints).contains(&(4, true))
+    })
+    .await;
+    let fourth = cluster.client_of(4).await;
+    let probe = fourth.probe("m/19", ReadMode::Stale).await.unwrap();
+    assert_eq!(probe.lease.unwrap().holder_name, "before");
+
+    // Refusals, each naming the reason, each changing nothing.
+    let addr2 = cluster.nodes[&2].addr.clone();
+    let addr1 = cluster.nodes[&1].addr.clone();
+    refused(
+        &endpoints,
+        &["cluster", "add", "2", &addr2],
+        "already a voter",
+    );
+    refused(&endpoints, &["cluster", "add", "9", &addr1], "is node 1's");
+    refused(
+        &endpoints,
+        &["cluster", "add", "9", "no-port"],
+        "not host:port",
+    );
+    refused(&endpoints, &["cluster", "remove", "42"], "not a member");
+    assert_eq!(members(&endpoints).len(), 4);
+
+    // Removing a member: it is gone from the list, and the cluster still writes.
+    baton_json(&endpoints, &["cluster", "remove", "4"]);
+    assert!(!members(&endpoints).iter().any(|(id, _)| *id == 4));
+    cluster.kill(4);
+    let g = client.claim("m/after-remove", "after", TTL).await.unwrap();
+    assert!(matches!(g, ClaimOutcome::Granted(_)));
+
+    // A wiped node may not come back under its old id: it would have forgotten its votes
+    // and its log. The cluster refuses, and the node stops saying so.
+    cluster.kill(3);
+    std::fs::remove_dir_all(&cluster.nodes[&3].data_dir).unwrap();
+    let through: Vec<String> = endpoints
+        .iter()
+        .filter(|e| **e != cluster.nodes[&3].addr)
+        .cloned()
+        .collect();
+    join_again(&mut cluster, 3, &through);
+    let exited = {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let child = cluster.nodes.get_mut(&3).unwrap().child.as_mut().unwrap();
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "the wiped node kept running");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    assert!(!exited.success());
+    let log = std::fs::read_to_string(&cluster.nodes[&3].log).unwrap();
+    assert!(log.contains("already a voter"), "{log}");
+    cluster.nodes.get_mut(&3).unwrap().child = None;
+    // The operator's way: remove it, then it joins again (the same id is safe once removed).
+    let out = baton(&through, &["cluster", "remove", "3"]);
+    if !out.status.success() {
+        for n in cluster.nodes.values() {
+            let _ = std::fs::copy(&n.log, format!("/tmp/keep-node{}.log", n.id));
+        }
+    }
+    assert!(
+        out.status.success(),
+        "remove 3: {}\n{}",
+        text(&out.stderr),
+        cluster.logs()
+    );
+    std::fs::remove_dir_all(&cluster.nodes[&3].data_dir).unwrap();
+    join_again(&mut cluster, 3, &through);
+    wait_for(
+        "the replaced node 3 to be a voter",
+        Duration::from_secs(30),
+        || members(&through).contains(&(3, true)),
+    )
+    .await;
+    let third = cluster.client_of(3).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let probe = third.probe("m/after-remove", ReadMode::Stale).await;
+        if probe.is_ok_and(|p| p.lease.is_some()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replaced node 3 has not caught up"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_voter_cannot_be_removed() {
+    let _serial = serial().await;
+    let cluster = Cluster::start(1).await;
+    refused(
+        &cluster.endpoints(),
+        &["cluster", "remove", "1"],
+        "last voter",
+    );
+    assert_eq!(members(&cluster.endpoints()), vec![(1, true)]);
+}
+
+/// Everything a key can carry, for comparing a cluster before and after a restore; the
+/// time left on countdowns (`remaining: ...`) is left out, it runs on.
+async fn everything(client: &baton_client::Client, keys: &[String]) -> Vec<String> {
+    let mut all = Vec::new();
+    for key in keys {
+        let record = client.record(key, ReadMode::Linearizable).await.unwrap();
+        let history = client.history(key, ReadMode::Linearizable).await.unwrap();
+        let text = format!("{key}: {record:?} | {:?}", history.events);
+        all.push(
+            text.split("remaining: ")
+                .enumerate()
+                .map(|(i, part)| match (i, part.split_once(',')) {
+                    (0, _) | (_, None) => part.to_owned(),
+                    (_, Some((_, rest))) => format!("remaining: _,{rest}"),
+                })
+                .collect(),
+        );
+    }
+    all
+}
+
+fn restore(backup: &Path, node: &NodeProc, initial_cluster: &str) {
+    let out = Command::new(node_bin())
+        .arg("restore")
+        .arg(backup)
+        .arg("--data-dir")
+        .arg(&node.data_dir)
+        .args(["--node-id", &node.id.to_string()])
+        .args(["--initial-cluster", initial_cluster])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "restore of node {}: {}",
+        node.id,
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_restores_every_lease_record_and_history_into_a_new_cluster() {
+    let _serial = serial().await;
+    let mut cluster = Cluster::start(3).await;
+    let endpoints = cluster.endpoints();
+    let client = cluster.client().await;
+    let mut keys = Vec::new();
+    let mut last_token = 0;
+    for i in 0..30 {
+        let key = format!("dr/{i}");
+        let ClaimOutcome::Granted(g) = client.claim(&key, "agent", TTL).await.unwrap() else {
+            panic!("{key} held");
+        };
+        last_token = g.lease.token;
+        if i % 3 == 0 {
+            client.release(&key, g.lease.token).await.unwrap();
+        }
+        keys.push(key);
+    }
+    let token0 = client
+        .probe("dr/1", ReadMode::Linearizable)
+        .await
+        .unwrap()
+        .lease
+        .unwrap()
+        .token;
+    let patch = baton_client::RecordPatch {
+        status: Some("in_progress".into()),
+        ..Default::default()
+    };
+    client.update("dr/1", token0, patch).await.unwrap();
+    client
+        .assign("dr/2", "someone", "dispatcher", "dr test")
+        .await
+        .unwrap();
+    let note = baton_client::HandoffNote {
+        done: "half".into(),
+        ..Default::default()
+    };
+    client
+        .offer("dr/1", token0, "taker", note, Duration::from_secs(600))
+        .await
+        .unwrap();
+
+    // A snapshot on demand, on every node.
+    let snaps = baton_json(&endpoints, &["cluster", "snapshot"]);
+    let snaps = snaps["snapshots"].as_array().unwrap();
+    assert_eq!(snaps.len(), 3, "{snaps:?}");
+    for s in snaps {
+        assert!(s["snapshot_index"].as_u64().unwrap() > 30, "{s}");
+        assert!(s["snapshot_bytes"].as_u64().unwrap() > 0, "{s}");
+    }
+
+    let before = everything(&client, &keys).await;
+    let backup = cluster.dir.path().join("baton.backup");
+    let wrote = baton_json(&endpoints, &["cluster", "backup", backup.to_str().unwrap()]);
+    assert_eq!(wrote["header"]["leases"].as_u64(), Some(20), "{wrote}");
+
+    // The cluster is lost for good: every node and every data dir.
+    for id in 1..=3 {
+        cluster.kill(id);
+        std::fs::remove_dir_all(&cluster.nodes[&id].data_dir).unwrap();
+    }
+    // A damaged backup is refused and seeds nothing.
+    let damaged = cluster.dir.path().join("damaged.backup");
+    let mut bytes = std::fs::read(&backup).unwrap();
+    *bytes.last_mut().unwrap() ^= 1;
+    std::fs::write(&damaged, bytes).unwrap();
+    let out = Command::new(node_bin())
+        .arg("restore")
+        .arg(&damaged)
+        .arg("--data-dir")
+        .arg(&cluster.nodes[&1].data_dir)
+        .args([
+            "--node-id",
+            "1",
+            "--initial-cluster",
+            &cluster.initial_cluster,
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("corrupt"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!cluster.nodes[&1].data_dir.exists());
+
+    // The runbook: restore every node from the backup, then start them as usual.
+    for id in 1..=3 {
+        restore(&backup, &cluster.nodes[&id], &cluster.initial_cluster);
+    }
+    for id in 1..=3 {
+        cluster.start_node(id);
+    }
+    cluster.leader(Duration::from_secs(20)).await;
+    let client = cluster.client().await;
+    assert_eq!(everything(&client, &keys).await, before);
+    // Fencing continues: a new grant's token is above every token given before the loss.
+    let ClaimOutcome::Granted(g) = client.claim("dr/new", "agent", TTL).await.unwrap() else {
+        panic!("dr/new held");
+    };
+    assert!(
+        g.lease.token > last_token,
+        "{} <= {last_token}",
+        g.lease.token
+    );
+    // Restoring over a node's existing data is refused.
+    let out = Command::new(node_bin())
+        .arg("restore")
+        .arg(&backup)
+        .arg("--data-dir")
+        .arg(&cluster.nodes[&1].data_dir)
+        .args([
+            "--node-id",
+            "1",
+            "--initial-cluster",
+            &cluster.initial_cluster,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        text(&out.stderr).contains("not empty"),
+        "{}",
+        text(&out.stderr)
+    );
+}
