@@ -9,6 +9,7 @@
 //! - `config`  node configuration, validated as one;
 //! - `node`    wiring: open storage, start Raft, serve, shut down;
 //! - `backup`  backup files and seeding a new cluster from one;
+//! - `peers`   the guard against a wiped node rejoining under its old id;
 //! - `admin`   the HTTP admin port (health, readiness, Prometheus metrics).
 //!
 //! Data path of a claim: `server::baton` validates the request and proposes a
@@ -30,6 +31,7 @@ pub mod dev;
 pub mod expiry;
 pub mod network;
 pub mod node;
+pub mod peers;
 pub mod raft_types;
 pub mod server;
 pub mod store;

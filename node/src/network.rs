@@ -22,6 +22,7 @@ use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::core::limits::RAFT_MESSAGE_BYTES_MAX;
+use crate::peers::PeerBook;
 use crate::raft_types::{Node, NodeId, TypeConfig};
 use crate::store::{decode, encode};
 
@@ -29,14 +30,27 @@ use crate::store::{decode, encode};
 #[derive(Clone)]
 pub struct Network {
     cluster_name: String,
+    /// This node, and the incarnation of its data dir, sent with every message.
+    node_id: NodeId,
+    incarnation: u64,
+    /// The incarnations peers answered with (`crate::peers`).
+    peers: Arc<PeerBook>,
     /// openraft asks for a client per voter on every linearizable read; reuse channels.
     channels: Arc<Mutex<HashMap<String, Channel>>>,
 }
 
 impl Network {
-    pub fn new(cluster_name: String) -> Network {
+    pub fn new(
+        cluster_name: String,
+        node_id: NodeId,
+        incarnation: u64,
+        peers: Arc<PeerBook>,
+    ) -> Network {
         Network {
             cluster_name,
+            node_id,
+            incarnation,
+            peers,
             channels: Arc::default(),
         }
     }
@@ -63,6 +77,9 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         Peer {
             target,
             cluster_name: self.cluster_name.clone(),
+            node_id: self.node_id,
+            incarnation: self.incarnation,
+            peers: self.peers.clone(),
             client: self.channel(&node.addr).map(|ch| {
                 RaftClient::new(ch)
                     .max_decoding_message_size(RAFT_MESSAGE_BYTES_MAX)
@@ -76,6 +93,9 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 pub struct Peer {
     target: NodeId,
     cluster_name: String,
+    node_id: NodeId,
+    incarnation: u64,
+    peers: Arc<PeerBook>,
     /// Err when the configured address is unusable: every RPC then reports it unreachable.
     client: Result<RaftClient<Channel>, String>,
 }
@@ -115,6 +135,8 @@ impl Peer {
             target_node_id: self.target,
             cluster_name: self.cluster_name.clone(),
             payload: encode(rpc),
+            sender_node_id: self.node_id,
+            sender_incarnation: self.incarnation,
         });
         request.set_timeout(option.hard_ttl());
         crate::chaos::raft_delay().await;
@@ -132,6 +154,13 @@ impl Peer {
                 return Err(RPCError::Unreachable(Unreachable::new(&e)));
             }
         };
+        // An answer from a replaced data dir must not count: as if the node were down.
+        if let Err(replaced) = self.peers.check(self.target, reply.responder_incarnation) {
+            tracing::warn!(error = %replaced, "ignoring a peer's answer");
+            return Err(RPCError::Unreachable(Unreachable::new(&TransportError(
+                replaced.to_string(),
+            ))));
+        }
         let result: Result<Resp, RaftError<NodeId, E>> =
             decode(&reply.payload).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))

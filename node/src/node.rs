@@ -16,6 +16,7 @@ use crate::config::ValidConfig;
 use crate::core::limits::{RAFT_MESSAGE_BYTES_MAX, REQUEST_BYTES_MAX};
 use crate::expiry::{self, Countdowns};
 use crate::network::Network;
+use crate::peers::PeerBook;
 use crate::raft_types::Raft;
 use crate::server::{baton, cluster, convert::TtlBounds, raft};
 use crate::store::{self, OpenError};
@@ -54,7 +55,19 @@ pub async fn run(
         cfg.watch_window_events,
         metrics.clone(),
     )?;
-    let network = Network::new(cfg.cluster_name.clone());
+    let incarnation = store::incarnation(&cfg.data_dir)?;
+    let peers = Arc::new(
+        PeerBook::open(&cfg.data_dir).map_err(|source| OpenError::Io {
+            dir: cfg.data_dir.clone(),
+            source,
+        })?,
+    );
+    let network = Network::new(
+        cfg.cluster_name.clone(),
+        cfg.node_id,
+        incarnation,
+        peers.clone(),
+    );
     let raft = Raft::new(
         cfg.node_id,
         Arc::new(cfg.raft.clone()),
@@ -66,6 +79,7 @@ pub async fn run(
     .map_err(|e| NodeError::Raft(e.to_string()))?;
 
     let must_join = bootstrap(&raft, &cfg).await?;
+    tokio::spawn(forget_removed_peers(raft.clone(), peers.clone()));
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let expiry_task = tokio::spawn(expiry::run(
@@ -118,6 +132,8 @@ pub async fn run(
         raft: raft.clone(),
         node_id: cfg.node_id,
         cluster_name: cfg.cluster_name.clone(),
+        incarnation,
+        peers,
     })
     .max_decoding_message_size(RAFT_MESSAGE_BYTES_MAX)
     .max_encoding_message_size(RAFT_MESSAGE_BYTES_MAX);
@@ -176,6 +192,29 @@ pub async fn run(
         return Err(e);
     }
     stopped.map_err(|e| NodeError::Raft(e.to_string()))
+}
+
+/// Keeps the peer book to the members: a node removed from the cluster is forgotten, so it
+/// may join again on a new data dir. Ends with Raft.
+async fn forget_removed_peers(raft: Raft, peers: Arc<PeerBook>) {
+    let mut metrics = raft.metrics();
+    let mut last = std::collections::BTreeSet::new();
+    loop {
+        let members: std::collections::BTreeSet<u64> = metrics
+            .borrow_and_update()
+            .membership_config
+            .membership()
+            .nodes()
+            .map(|(id, _)| *id)
+            .collect();
+        if members != last && !members.is_empty() {
+            peers.retain(&members);
+            last = members;
+        }
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Asks the cluster at `endpoints` to add this node (`Cluster.AddMember`), going to the leader

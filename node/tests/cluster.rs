@@ -304,7 +304,7 @@ async fn raft_traffic_for_an_unknown_node_id_is_refused() {
         .vote(RaftRequest {
             target_node_id: 9,
             cluster_name: "baton".into(),
-            payload: vec![],
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -318,11 +318,32 @@ async fn raft_traffic_for_an_unknown_node_id_is_refused() {
         .vote(RaftRequest {
             target_node_id: 1,
             cluster_name: "other".into(),
-            payload: vec![],
+            ..Default::default()
         })
         .await
         .unwrap_err();
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    // A message from a follower on a data dir other than the one the leader knows it by (a
+    // wiped node back under its old id) is refused. The leader has heard every follower's
+    // incarnation in their replication answers.
+    let leader = cluster.leader(Duration::from_secs(5)).await;
+    let follower = if leader == 1 { 2 } else { 1 };
+    let mut to_leader = RaftClient::connect(format!("http://{}", cluster.nodes[&leader].addr))
+        .await
+        .unwrap();
+    let status = to_leader
+        .vote(RaftRequest {
+            target_node_id: leader,
+            cluster_name: "baton".into(),
+            sender_node_id: follower,
+            sender_incarnation: 12345,
+            payload: vec![],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    let want = format!("node {follower} now runs on another data dir");
+    assert!(status.message().contains(&want), "{}", status.message());
     // The cluster is unaffected.
     cluster.leader(Duration::from_secs(5)).await;
 }

@@ -6,6 +6,9 @@ use baton_proto::v1::{RaftReply, RaftRequest};
 use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
 
+use std::sync::Arc;
+
+use crate::peers::PeerBook;
 use crate::raft_types::{NodeId, Raft};
 use crate::store::{decode, encode};
 
@@ -13,10 +16,14 @@ pub struct RaftServer {
     pub raft: Raft,
     pub node_id: NodeId,
     pub cluster_name: String,
+    /// This node's data dir incarnation, sent with every answer (`crate::peers`).
+    pub incarnation: u64,
+    pub peers: Arc<PeerBook>,
 }
 
 impl RaftServer {
-    /// Decodes a peer's message after checking its address.
+    /// Decodes a peer's message after checking its address and that the sender still runs
+    /// on the data dir it was first seen with.
     fn open<T: DeserializeOwned>(&self, req: Request<RaftRequest>) -> Result<T, Status> {
         let req = req.into_inner();
         if req.target_node_id != self.node_id || req.cluster_name != self.cluster_name {
@@ -26,14 +33,19 @@ impl RaftServer {
                 self.node_id, self.cluster_name, req.target_node_id, req.cluster_name
             )));
         }
+        if let Err(replaced) = self.peers.check(req.sender_node_id, req.sender_incarnation) {
+            tracing::warn!(error = %replaced, "refusing a peer's Raft message");
+            return Err(Status::failed_precondition(replaced.to_string()));
+        }
         decode(&req.payload).map_err(|e| Status::invalid_argument(format!("bad raft message: {e}")))
     }
-}
 
-fn reply<T: serde::Serialize>(result: T) -> Result<Response<RaftReply>, Status> {
-    Ok(Response::new(RaftReply {
-        payload: encode(&result),
-    }))
+    fn reply<T: serde::Serialize>(&self, result: T) -> Result<Response<RaftReply>, Status> {
+        Ok(Response::new(RaftReply {
+            payload: encode(&result),
+            responder_incarnation: self.incarnation,
+        }))
+    }
 }
 
 #[tonic::async_trait]
@@ -43,12 +55,12 @@ impl RaftService for RaftServer {
         req: Request<RaftRequest>,
     ) -> Result<Response<RaftReply>, Status> {
         let rpc = self.open(req)?;
-        reply(self.raft.append_entries(rpc).await)
+        self.reply(self.raft.append_entries(rpc).await)
     }
 
     async fn vote(&self, req: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
         let rpc = self.open(req)?;
-        reply(self.raft.vote(rpc).await)
+        self.reply(self.raft.vote(rpc).await)
     }
 
     async fn install_snapshot(
@@ -56,6 +68,6 @@ impl RaftService for RaftServer {
         req: Request<RaftRequest>,
     ) -> Result<Response<RaftReply>, Status> {
         let rpc = self.open(req)?;
-        reply(self.raft.install_snapshot(rpc).await)
+        self.reply(self.raft.install_snapshot(rpc).await)
     }
 }

@@ -83,6 +83,24 @@ struct Identity {
     format: u32,
     node_id: NodeId,
     cluster_name: String,
+    /// Random, made with the dir: tells this dir from a later one of the same node id
+    /// (`crate::peers`). 0 in dirs made before it existed; given one at the next start.
+    #[serde(default)]
+    incarnation: u64,
+}
+
+/// The incarnation of the data dir `dir` (opened before, so it has one).
+pub fn incarnation(dir: &Path) -> Result<u64, OpenError> {
+    let bytes = std::fs::read(dir.join(IDENTITY_FILE)).map_err(|source| OpenError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    let found: Identity =
+        serde_json::from_slice(&bytes).map_err(|e| OpenError::CorruptIdentity {
+            dir: dir.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+    Ok(found.incarnation)
 }
 
 /// Opens (or creates) the data dir of `node_id` in `cluster_name` and returns its log store
@@ -188,6 +206,7 @@ fn check_identity(dir: &Path, node_id: NodeId, cluster_name: &str) -> Result<(),
         format: DATA_FORMAT,
         node_id,
         cluster_name: cluster_name.to_string(),
+        incarnation: crate::peers::new_incarnation(),
     };
     let id_path = dir.join(IDENTITY_FILE);
     match std::fs::read(&id_path) {
@@ -203,7 +222,7 @@ fn check_identity(dir: &Path, node_id: NodeId, cluster_name: &str) -> Result<(),
                     found: found.format,
                 });
             }
-            if found != want {
+            if (found.node_id, &found.cluster_name) != (want.node_id, &want.cluster_name) {
                 return Err(OpenError::WrongIdentity {
                     dir: dir.to_path_buf(),
                     found_node: found.node_id,
@@ -211,6 +230,15 @@ fn check_identity(dir: &Path, node_id: NodeId, cluster_name: &str) -> Result<(),
                     node: node_id,
                     cluster: cluster_name.to_string(),
                 });
+            }
+            if found.incarnation == 0 {
+                // A dir from before incarnations: give it one now.
+                let bytes = serde_json::to_vec_pretty(&Identity {
+                    incarnation: want.incarnation,
+                    ..found
+                })
+                .expect("identity serializes");
+                write_durably(&id_path, &bytes).map_err(io)?;
             }
             Ok(())
         }

@@ -1,0 +1,131 @@
+//! Which data dir each peer runs on: the guard against a wiped node coming back under its
+//! old id.
+//!
+//! A Raft voter that loses its data dir and restarts under the same id has forgotten its
+//! votes and its log. Counted as the member it was, it could vote for a candidate that lacks
+//! acknowledged writes, or, answering replication with an empty log, make the leader's
+//! openraft assert that a follower's log went backwards. So every data dir gets a random
+//! *incarnation* at creation (`baton.id`), every Raft message carries the sender's and every
+//! answer the responder's, and each node remembers the incarnation it first saw for each peer
+//! (`peers.json`, written durably). A peer that shows up with another incarnation while it
+//! is still a member is refused both ways, with a message saying what to do: remove it
+//! (`baton cluster remove ID`) and let it join again. Once a node is no longer a member, its
+//! entry is forgotten, so a removed id may join again as a new node.
+//!
+//! Incarnation 0 means "not told" and is neither checked nor recorded.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::raft_types::NodeId;
+
+const PEERS_FILE: &str = "peers.json";
+
+/// The incarnations this node has seen its peers with.
+pub struct PeerBook {
+    path: PathBuf,
+    known: Mutex<BTreeMap<NodeId, u64>>,
+}
+
+/// A peer came back with another data dir than the one it was first seen with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "node {node} now runs on another data dir (incarnation {seen:016x}, it was {known:016x}): \
+     it lost its data and must not vote or replicate under its old id; remove it (baton \
+     cluster remove {node}) and let it join again (baton-node --join)"
+)]
+pub struct Replaced {
+    pub node: NodeId,
+    pub known: u64,
+    pub seen: u64,
+}
+
+impl PeerBook {
+    /// Opens the book of the data dir `dir` (empty if it has none yet).
+    pub fn open(dir: &Path) -> std::io::Result<PeerBook> {
+        let path = dir.join(PEERS_FILE);
+        let known = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(std::io::Error::other)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(e),
+        };
+        Ok(PeerBook {
+            path,
+            known: Mutex::new(known),
+        })
+    }
+
+    /// Checks that `node` speaks from the data dir it was first seen with, recording it on
+    /// first sight.
+    pub fn check(&self, node: NodeId, incarnation: u64) -> Result<(), Replaced> {
+        if incarnation == 0 {
+            return Ok(());
+        }
+        let mut known = self.known.lock().expect("peer book lock");
+        match known.get(&node) {
+            Some(k) if *k == incarnation => Ok(()),
+            Some(k) => Err(Replaced {
+                node,
+                known: *k,
+                seen: incarnation,
+            }),
+            None => {
+                known.insert(node, incarnation);
+                self.save(&known);
+                Ok(())
+            }
+        }
+    }
+
+    /// Forgets every node that is not in `members`: a removed node may join again.
+    pub fn retain(&self, members: &BTreeSet<NodeId>) {
+        let mut known = self.known.lock().expect("peer book lock");
+        let before = known.len();
+        known.retain(|id, _| members.contains(id));
+        if known.len() != before {
+            self.save(&known);
+        }
+    }
+
+    fn save(&self, known: &BTreeMap<NodeId, u64>) {
+        let bytes = serde_json::to_vec_pretty(known).expect("the book serializes");
+        if let Err(e) = crate::store::write_durably(&self.path, &bytes) {
+            // The book in memory still guards this run; a restart starts it afresh.
+            tracing::error!(error = %e, path = %self.path.display(), "cannot save the peer book");
+        }
+    }
+}
+
+/// A fresh random incarnation (never 0).
+pub fn new_incarnation() -> u64 {
+    loop {
+        let i: u64 = rand::random();
+        if i != 0 {
+            return i;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_on_another_data_dir_is_refused_until_it_is_no_longer_a_member() {
+        let dir = tempfile::tempdir().unwrap();
+        let book = PeerBook::open(dir.path()).unwrap();
+        assert!(book.check(2, 0xaa).is_ok(), "first sight records");
+        assert!(book.check(2, 0xaa).is_ok());
+        assert!(book.check(2, 0).is_ok(), "not told: not checked");
+        let refused = book.check(2, 0xbb).unwrap_err();
+        assert_eq!((refused.known, refused.seen), (0xaa, 0xbb));
+        // The book survives a restart.
+        let book = PeerBook::open(dir.path()).unwrap();
+        assert!(book.check(2, 0xbb).is_err());
+        // Removed from the cluster, node 2 may come back as a new node.
+        book.retain(&BTreeSet::from([1, 3]));
+        assert!(book.check(2, 0xbb).is_ok());
+        assert!(book.check(2, 0xaa).is_err());
+    }
+}
