@@ -54,11 +54,11 @@ fn baton_json(endpoints: &[String], args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// `baton ARGS...` that must be refused with a message containing `why`.
-fn refused(endpoints: &[String], args: &[&str], why: &str) {
+/// `baton ARGS...` that must be refused with exit code `code` and a message containing `why`.
+fn refused(endpoints: &[String], args: &[&str], code: i32, why: &str) {
     let out = baton(endpoints, args);
     let err = text(&out.stderr);
-    assert!(!out.status.success(), "baton {args:?} was not refused");
+    assert_eq!(out.status.code(), Some(code), "baton {args:?}: {err}");
     assert!(err.contains(why), "baton {args:?}: {err:?} lacks {why:?}");
 }
 
@@ -147,15 +147,22 @@ async fn members_join_leave_and_the_cluster_refuses_what_would_harm_it() {
     refused(
         &endpoints,
         &["cluster", "add", "2", &addr2],
+        1,
         "already a voter",
     );
-    refused(&endpoints, &["cluster", "add", "9", &addr1], "is node 1's");
+    refused(
+        &endpoints,
+        &["cluster", "add", "9", &addr1],
+        1,
+        "is node 1's",
+    );
     refused(
         &endpoints,
         &["cluster", "add", "9", "no-port"],
+        1,
         "not host:port",
     );
-    refused(&endpoints, &["cluster", "remove", "42"], "not a member");
+    refused(&endpoints, &["cluster", "remove", "42"], 1, "not a member");
     assert_eq!(members(&endpoints).len(), 4);
 
     // Removing a member: it is gone from the list, and the cluster still writes.
@@ -253,6 +260,7 @@ async fn the_last_voter_cannot_be_removed() {
     refused(
         &cluster.endpoints(),
         &["cluster", "remove", "1"],
+        3,
         "last voter",
     );
     assert_eq!(members(&cluster.endpoints()), vec![(1, true)]);
