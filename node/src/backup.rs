@@ -15,6 +15,10 @@
 //! elects is above it. Run it for every node of the new cluster with the same file and the
 //! same `--initial-cluster`, then start the nodes as usual.
 //!
+//! The revision (and so the next fencing token) starts `--revision-gap` above the backup's
+//! (default [`RESTORE_REVISION_GAP_DEFAULT`]): the lost cluster may have granted tokens after
+//! the backup was taken, and none of them may be granted again to someone else.
+//!
 //! Lease countdowns restart at the restored nodes' start, as after any restart: a lease is
 //! never shorter for having been restored, only possibly longer by the downtime.
 
@@ -32,6 +36,11 @@ pub const BACKUP_MAGIC: &[u8] = b"BATON-BACKUP 1\n";
 pub const BACKUP_CHUNK_BYTES: usize = 1024 * 1024;
 /// The longest header line a backup may have.
 pub const BACKUP_HEADER_BYTES_MAX: usize = 64 * 1024;
+/// How far a restore raises the revision by default. The lost cluster may have issued
+/// revisions (fencing tokens) after the backup; the restored one must never issue one of
+/// them again to another holder, so it starts this far above the backup's: more writes than
+/// a cluster makes in days.
+pub const RESTORE_REVISION_GAP_DEFAULT: u64 = 1 << 32;
 
 /// What a backup says about itself (its second line, JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,17 +144,20 @@ pub struct Restored {
     pub header: BackupHeader,
     pub cluster_name: String,
     pub snapshot_index: u64,
+    /// The revision the restored cluster starts above (the backup's plus the gap).
+    pub revision: u64,
 }
 
 /// Seeds `data_dir` (empty or absent) as node `node_id` of a new cluster named
 /// `cluster_name` (the backup's, if `None`) whose voters are `members`, from the backup at
-/// `file`.
+/// `file`, with the revision raised by `revision_gap` (the same on every node).
 pub fn restore(
     file: &Path,
     data_dir: &Path,
     node_id: NodeId,
     cluster_name: Option<&str>,
     members: &BTreeMap<NodeId, String>,
+    revision_gap: u64,
 ) -> anyhow::Result<Restored> {
     use anyhow::Context;
     let bytes =
@@ -157,8 +169,12 @@ pub fn restore(
         "node {node_id} is not in --initial-cluster {members:?}"
     );
     let cluster_name = cluster_name.unwrap_or(&header.cluster_name).to_owned();
+    state.revision = state
+        .revision
+        .checked_add(revision_gap)
+        .context("--revision-gap takes the revision past 2^64")?;
     // Term 0: every term the new cluster elects is above the restored position.
-    let index = header.last_log_index.max(1);
+    let index = state.last_applied.map_or(0, |l| l.index).max(1);
     let log_id = LogId::new(openraft::CommittedLeaderId::new(0, 0), index);
     let voters: BTreeSet<NodeId> = members.keys().copied().collect();
     let nodes: BTreeMap<NodeId, openraft::BasicNode> = members
@@ -179,6 +195,7 @@ pub fn restore(
         header,
         cluster_name,
         snapshot_index: index,
+        revision: state.revision,
     })
 }
 

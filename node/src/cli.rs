@@ -126,6 +126,10 @@ enum Command {
         /// The new cluster's name [default: the backup's].
         #[arg(long)]
         cluster_name: Option<String>,
+        /// Start the revision (fencing tokens) this far above the backup's, above any the lost
+        /// cluster may have granted after the backup. Give every node the same value.
+        #[arg(long, default_value_t = crate::backup::RESTORE_REVISION_GAP_DEFAULT)]
+        revision_gap: u64,
     },
     /// Ask a node's admin port whether it is up (`/healthz`) or ready (`/readyz`); exits 0
     /// when it answers 200, 1 otherwise. For container health checks: the image has no
@@ -259,23 +263,32 @@ async fn run() -> anyhow::Result<()> {
         node_id,
         initial_cluster,
         cluster_name,
+        revision_gap,
     }) = &args.command
     {
         let members = match initial_cluster {
             Some(text) => crate::config::parse_initial_cluster(text)?,
             None => std::collections::BTreeMap::from([(*node_id, "127.0.0.1:7001".to_owned())]),
         };
-        let done =
-            crate::backup::restore(file, data_dir, *node_id, cluster_name.as_deref(), &members)?;
+        let done = crate::backup::restore(
+            file,
+            data_dir,
+            *node_id,
+            cluster_name.as_deref(),
+            &members,
+            *revision_gap,
+        )?;
         println!(
             "restored node {node_id} of cluster {:?} into {}: {} leases, {} keys, revision {} \
-             (backup taken at unix ms {}); start it with the same --initial-cluster",
+             of the backup (taken at unix ms {}), now {}; start it with the same \
+             --initial-cluster",
             done.cluster_name,
             data_dir.display(),
             done.header.leases,
             done.header.keys,
             done.header.revision,
-            done.header.taken_at_unix_ms
+            done.header.taken_at_unix_ms,
+            done.revision
         );
         return Ok(());
     }

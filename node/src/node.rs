@@ -161,16 +161,12 @@ pub async fn run(
     let mut join_failed_rx = join_failed_rx;
     let mut join_error = None;
     let stop = async {
+        tokio::pin!(shutdown);
         tokio::select! {
-            _ = shutdown => {}
-            failed = &mut join_failed_rx => {
-                if let Ok(e) = failed {
-                    join_error = Some(e);
-                } else {
-                    // The join task ended without failing: wait for the real signal.
-                    std::future::pending::<()>().await;
-                }
-            }
+            _ = &mut shutdown => {}
+            // A join task that ends without failing drops its sender: that branch is then
+            // disabled (the pattern does not match) and the shutdown signal still counts.
+            Ok(e) = &mut join_failed_rx => join_error = Some(e),
         }
     };
     let served = tonic::transport::Server::builder()

@@ -66,7 +66,7 @@ impl ClusterServer {
     /// The current metrics if this node leads; UNAVAILABLE naming the leader otherwise.
     fn leading(&self, what: &str) -> Result<Metrics, Status> {
         let metrics = self.metrics();
-        if metrics.current_leader == Some(metrics.id) {
+        if metrics.state == ServerState::Leader && metrics.current_leader == Some(metrics.id) {
             return Ok(metrics);
         }
         let leader = metrics.current_leader.and_then(|l| {

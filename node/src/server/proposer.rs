@@ -215,12 +215,17 @@ async fn write_and_watch(
                     return Some(write.await);
                 }
                 let m = watch.borrow_and_update();
-                let leading = m.current_leader == Some(m.id);
-                if !leading || m.current_term != term {
+                // A leader that removed itself keeps its vote (and `current_leader`) but is
+                // no longer in the Leader state.
+                let leading = m.state == openraft::ServerState::Leader
+                    && m.current_leader == Some(m.id)
+                    && m.current_term == term;
+                if !leading {
                     slot = None;
-                }
-                if !leading && horizon.is_none() {
-                    horizon = Some(m.last_log_index.unwrap_or(0));
+                    // The lowest end of the log seen since: a truncation lowers it (and
+                    // answers the truncated writes), and no write of ours lies above it.
+                    let end = m.last_log_index.unwrap_or(0);
+                    horizon = Some(horizon.map_or(end, |h| h.min(end)));
                 }
                 let applied = m.last_applied.map_or(0, |l| l.index);
                 if horizon.is_some_and(|h| applied >= h) {
