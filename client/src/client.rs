@@ -486,6 +486,7 @@ impl Client {
         let request = pb::AddMemberRequest {
             node_id,
             addr: addr.to_owned(),
+            incarnation: 0,
         };
         let answer = self
             .call("add_member", request, |channel, request| async move {

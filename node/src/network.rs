@@ -137,6 +137,7 @@ impl Peer {
             payload: encode(rpc),
             sender_node_id: self.node_id,
             sender_incarnation: self.incarnation,
+            peer_incarnations: self.peers.known(),
         });
         request.set_timeout(option.hard_ttl());
         crate::chaos::raft_delay().await;

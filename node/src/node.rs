@@ -127,6 +127,7 @@ pub async fn run(
         raft: raft.clone(),
         sm,
         cluster_name: cfg.cluster_name.clone(),
+        peers: peers.clone(),
     });
     let raft_svc = RaftService::new(raft::RaftServer {
         raft: raft.clone(),
@@ -152,7 +153,7 @@ pub async fn run(
         let (endpoints, node_id, advertise) =
             (cfg.join.clone(), cfg.node_id, cfg.advertise.clone());
         tokio::spawn(async move {
-            if let Err(e) = join(endpoints, node_id, advertise).await {
+            if let Err(e) = join(endpoints, node_id, advertise, incarnation).await {
                 tracing::error!(error = %e, "could not join the cluster");
                 let _ = join_failed_tx.send(e);
             }
@@ -216,7 +217,12 @@ async fn forget_removed_peers(raft: Raft, peers: Arc<PeerBook>) {
 /// Asks the cluster at `endpoints` to add this node (`Cluster.AddMember`), going to the leader
 /// a member names, retrying while no leader answers, until [`JOIN_TIMEOUT`]. A refusal (the id
 /// or address is a voter already, ...) is an error: the node stops rather than linger outside.
-async fn join(endpoints: Vec<String>, node_id: u64, advertise: String) -> Result<(), NodeError> {
+async fn join(
+    endpoints: Vec<String>,
+    node_id: u64,
+    advertise: String,
+    incarnation: u64,
+) -> Result<(), NodeError> {
     use baton_proto::v1::cluster_client::ClusterClient;
     use baton_proto::v1::AddMemberRequest;
     use tonic::Code;
@@ -234,6 +240,7 @@ async fn join(endpoints: Vec<String>, node_id: u64, advertise: String) -> Result
         let mut request = tonic::Request::new(AddMemberRequest {
             node_id,
             addr: advertise.clone(),
+            incarnation,
         });
         request.set_timeout(crate::server::cluster::MEMBER_CATCH_UP_TIMEOUT * 2);
         match ClusterClient::new(channel).add_member(request).await {
@@ -241,10 +248,15 @@ async fn join(endpoints: Vec<String>, node_id: u64, advertise: String) -> Result
                 tracing::info!(node_id, "joined the cluster as a voter");
                 return Ok(());
             }
+            // No leader yet, a change in progress (other nodes joining), a lost answer: again.
             Err(s)
                 if matches!(
                     s.code(),
-                    Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown
+                    Code::Unavailable
+                        | Code::DeadlineExceeded
+                        | Code::Cancelled
+                        | Code::Unknown
+                        | Code::FailedPrecondition
                 ) =>
             {
                 if let Some(leader) = s
@@ -252,6 +264,7 @@ async fn join(endpoints: Vec<String>, node_id: u64, advertise: String) -> Result
                     .get(baton_proto::LEADER_METADATA_KEY)
                     .and_then(|v| v.to_str().ok())
                 {
+                    targets.retain(|t| t != leader);
                     targets.push_front(leader.to_owned());
                 }
                 last = format!("{target}: {}", s.message());
@@ -286,7 +299,15 @@ async fn bootstrap(raft: &Raft, cfg: &ValidConfig) -> Result<bool, NodeError> {
             node_id = cfg.node_id,
             "rejoining the cluster from the data dir"
         );
-        return Ok(false);
+        // A joiner stopped while still a learner asks again to be made a voter.
+        let voter = raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .any(|id| id == cfg.node_id);
+        return Ok(!cfg.join.is_empty() && !voter);
     }
     if !cfg.join.is_empty() {
         return Ok(true);

@@ -78,6 +78,28 @@ impl PeerBook {
         }
     }
 
+    /// The incarnations known, to pass on to peers.
+    pub fn known(&self) -> std::collections::HashMap<NodeId, u64> {
+        let known = self.known.lock().expect("peer book lock");
+        known.iter().map(|(id, i)| (*id, *i)).collect()
+    }
+
+    /// Adopts the incarnations a peer knows for nodes this one has no record of (never
+    /// overwriting one it has, nor recording one for itself, `me`).
+    pub fn learn(&self, me: NodeId, told: &std::collections::HashMap<NodeId, u64>) {
+        let mut known = self.known.lock().expect("peer book lock");
+        let mut changed = false;
+        for (id, incarnation) in told {
+            if *id != me && *incarnation != 0 && !known.contains_key(id) {
+                known.insert(*id, *incarnation);
+                changed = true;
+            }
+        }
+        if changed {
+            self.save(&known);
+        }
+    }
+
     /// Forgets every node that is not in `members`: a removed node may join again.
     pub fn retain(&self, members: &BTreeSet<NodeId>) {
         let mut known = self.known.lock().expect("peer book lock");
@@ -123,6 +145,13 @@ mod tests {
         // The book survives a restart.
         let book = PeerBook::open(dir.path()).unwrap();
         assert!(book.check(2, 0xbb).is_err());
+        // What a peer knows fills the gaps, never overwrites, and never concerns this node.
+        let told = std::collections::HashMap::from([(2, 0xcc), (3, 0x33), (1, 0x11)]);
+        book.learn(1, &told);
+        assert!(book.check(2, 0xaa).is_ok(), "its own record stays");
+        assert!(book.check(3, 0x99).is_err(), "node 3 adopted as 0x33");
+        assert!(book.check(3, 0x33).is_ok());
+        assert!(book.check(1, 0x12).is_ok(), "nothing learned about itself");
         // Removed from the cluster, node 2 may come back as a new node.
         book.retain(&BTreeSet::from([1, 3]));
         assert!(book.check(2, 0xbb).is_ok());

@@ -337,7 +337,7 @@ async fn raft_traffic_for_an_unknown_node_id_is_refused() {
             cluster_name: "baton".into(),
             sender_node_id: follower,
             sender_incarnation: 12345,
-            payload: vec![],
+            ..Default::default()
         })
         .await
         .unwrap_err();

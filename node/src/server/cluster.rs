@@ -22,6 +22,8 @@ use crate::store::StateMachine;
 /// How long `AddMember` waits for a new learner to catch up before answering
 /// DEADLINE_EXCEEDED (it stays a learner; the same call again resumes).
 pub const MEMBER_CATCH_UP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How far behind the leader's log a learner may be when it is made a voter.
+pub const MEMBER_CATCH_UP_LAG_MAX: u64 = 100;
 /// How long a membership change may take to commit.
 pub const MEMBERSHIP_CHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `Snapshot` waits for the snapshot to reach the disk.
@@ -33,6 +35,8 @@ pub struct ClusterServer {
     pub raft: Raft,
     pub sm: StateMachine,
     pub cluster_name: String,
+    /// The data dirs peers were seen on: tells a joiner asking again from a wiped node.
+    pub peers: std::sync::Arc<crate::peers::PeerBook>,
 }
 
 type Metrics = openraft::RaftMetrics<NodeId, BasicNode>;
@@ -82,19 +86,60 @@ impl ClusterServer {
         ))
     }
 
+    /// Changes the membership. The change runs in a task of its own: openraft makes it in
+    /// two steps (joint, then uniform), and a caller that gives up between them must not
+    /// leave the cluster joint.
     async fn change(&self, change: ChangeMembers<NodeId, BasicNode>) -> Result<(), Status> {
-        let changed = tokio::time::timeout(
-            MEMBERSHIP_CHANGE_TIMEOUT,
-            self.raft.change_membership(change, false),
-        )
-        .await
-        .map_err(|_| {
-            Status::deadline_exceeded(format!(
-                "the membership change did not commit within {MEMBERSHIP_CHANGE_TIMEOUT:?}: a \
-                 quorum of the old and of the new voters must be up"
-            ))
-        })?;
+        let raft = self.raft.clone();
+        let task = tokio::spawn(async move { raft.change_membership(change, false).await });
+        let changed = tokio::time::timeout(MEMBERSHIP_CHANGE_TIMEOUT, task)
+            .await
+            .map_err(|_| {
+                Status::deadline_exceeded(format!(
+                    "the membership change did not commit within {MEMBERSHIP_CHANGE_TIMEOUT:?}: a \
+                     quorum of the old and of the new voters must be up; it goes on in the \
+                     background, check `baton cluster members`"
+                ))
+            })?
+            .map_err(|e| Status::internal(format!("the membership change task failed: {e}")))?;
         changed.map(|_| ()).map_err(change_error)
+    }
+
+    /// Waits until the leader has replicated to `node_id` up to within
+    /// [`MEMBER_CATCH_UP_LAG_MAX`] entries of its log.
+    async fn wait_caught_up(&self, node_id: NodeId, addr: &str) -> Result<(), Status> {
+        let mut watch = self.raft.metrics();
+        let caught_up = async {
+            watch
+                .wait_for(|m| {
+                    let leading = m.state == ServerState::Leader && m.current_leader == Some(m.id);
+                    let matched = m
+                        .replication
+                        .as_ref()
+                        .and_then(|r| r.get(&node_id).copied().flatten())
+                        .map(|l| l.index);
+                    !leading
+                        || matched.is_some_and(|i| {
+                            m.last_log_index.unwrap_or(0).saturating_sub(i)
+                                <= MEMBER_CATCH_UP_LAG_MAX
+                        })
+                })
+                .await
+                .map(|m| m.state)
+        };
+        match tokio::time::timeout(MEMBER_CATCH_UP_TIMEOUT, caught_up).await {
+            Err(_) => Err(Status::deadline_exceeded(format!(
+                "node {node_id} is a learner at {addr} but did not catch up within \
+                 {MEMBER_CATCH_UP_TIMEOUT:?}; is it running (with --join)? It is not a voter: \
+                 run the same command again once it runs, or remove it"
+            ))),
+            Ok(Err(_)) => Err(Status::unavailable("the node is shutting down")),
+            Ok(Ok(state)) if state != ServerState::Leader => Err(unavailable(
+                None,
+                "this node lost the leadership while the learner caught up; retry",
+            )),
+            Ok(Ok(_)) => Ok(()),
+        }
     }
 }
 
@@ -181,7 +226,11 @@ impl pb::cluster_server::Cluster for ClusterServer {
         &self,
         req: Request<pb::AddMemberRequest>,
     ) -> Result<Response<pb::MembersResponse>, Status> {
-        let pb::AddMemberRequest { node_id, addr } = req.into_inner();
+        let pb::AddMemberRequest {
+            node_id,
+            addr,
+            incarnation,
+        } = req.into_inner();
         if node_id == 0 {
             return Err(Status::invalid_argument("node ids start at 1"));
         }
@@ -189,18 +238,27 @@ impl pb::cluster_server::Cluster for ClusterServer {
         let metrics = self.leading("adding a member")?;
         let membership = metrics.membership_config.membership();
         let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+        let joint = membership.get_joint_config().len() > 1;
         if let Some(node) = membership.get_node(&node_id) {
-            if voters.contains(&node_id) {
+            // The same node asking again (its first answer was lost) is answered as done; so
+            // is a change left half-way in a joint configuration, which this finishes.
+            let same_node = node.addr == addr
+                && incarnation != 0
+                && self.peers.check(node_id, incarnation).is_ok();
+            if voters.contains(&node_id) && !joint && same_node {
+                return Ok(self.members_response());
+            }
+            if voters.contains(&node_id) && !joint {
                 return Err(Status::already_exists(format!(
-                    "node {node_id} is already a voter (at {}). A node whose data dir was lost \
-                     must not come back under its old id: remove it (baton cluster remove \
-                     {node_id}) and add the new one under a new id",
+                    "node {node_id} is already a voter (at {}); if you just added it, it is \
+                     done. A node whose data dir was lost must not come back under its old id: \
+                     remove it (baton cluster remove {node_id}) and let it join again",
                     node.addr
                 )));
             }
             if node.addr != addr {
                 return Err(Status::already_exists(format!(
-                    "node {node_id} is already a learner at {}; remove it first to add it at {addr}",
+                    "node {node_id} is already a member at {}; remove it first to add it at {addr}",
                     node.addr
                 )));
             }
@@ -213,23 +271,16 @@ impl pb::cluster_server::Cluster for ClusterServer {
                 "address {addr} is node {other}'s; give each node its own address"
             )));
         }
-        let node = BasicNode { addr: addr.clone() };
-        match tokio::time::timeout(
-            MEMBER_CATCH_UP_TIMEOUT,
-            self.raft.add_learner(node_id, node, true),
-        )
-        .await
-        {
-            Err(_) => {
-                return Err(Status::deadline_exceeded(format!(
-                    "node {node_id} is now a learner at {addr} but did not catch up within \
-                     {MEMBER_CATCH_UP_TIMEOUT:?}; is it running (with --join)? It is not a \
-                     voter: run the same command again once it runs, or remove it"
-                )))
-            }
-            Ok(Err(e)) => return Err(change_error(e)),
-            Ok(Ok(_)) => {}
+        if membership.get_node(&node_id).is_none() {
+            let node = BasicNode { addr: addr.clone() };
+            // Not blocking: openraft's own wait counts a fresh learner as caught up whenever
+            // the log is shorter than its replication lag threshold.
+            self.raft
+                .add_learner(node_id, node, false)
+                .await
+                .map_err(change_error)?;
         }
+        self.wait_caught_up(node_id, &addr).await?;
         tracing::info!(node_id, %addr, "learner caught up; making it a voter");
         self.change(ChangeMembers::AddVoterIds(BTreeSet::from([node_id])))
             .await?;

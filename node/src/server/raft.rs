@@ -37,6 +37,9 @@ impl RaftServer {
             tracing::warn!(error = %replaced, "refusing a peer's Raft message");
             return Err(Status::failed_precondition(replaced.to_string()));
         }
+        if req.sender_incarnation != 0 {
+            self.peers.learn(self.node_id, &req.peer_incarnations);
+        }
         decode(&req.payload).map_err(|e| Status::invalid_argument(format!("bad raft message: {e}")))
     }
 
