@@ -164,6 +164,7 @@ pub fn restore(
         std::fs::read(file).with_context(|| format!("reading the backup {}", file.display()))?;
     let (header, mut state) =
         read_backup(&bytes).with_context(|| format!("backup {}", file.display()))?;
+    anyhow::ensure!(node_id > 0, "node ids start at 1");
     anyhow::ensure!(
         members.contains_key(&node_id),
         "node {node_id} is not in --initial-cluster {members:?}"

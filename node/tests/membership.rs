@@ -178,6 +178,22 @@ async fn members_join_leave_and_the_cluster_refuses_what_would_harm_it() {
     refused(&endpoints, &["cluster", "remove", "42"], 1, "not a member");
     assert_eq!(members(&endpoints).len(), 4);
 
+    // A node nobody runs is added as a learner at most, never as a voter: a voter that
+    // cannot answer would cost the cluster its fault tolerance.
+    let nobody = format!("127.0.0.1:{}", free_port());
+    let out = baton(
+        &endpoints,
+        &["--timeout", "3s", "cluster", "add", "9", &nobody],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(
+        members(&endpoints).contains(&(9, false)),
+        "{:?}",
+        members(&endpoints)
+    );
+    baton_json(&endpoints, &["cluster", "remove", "9"]);
+    assert_eq!(members(&endpoints).len(), 4);
+
     // Removing a member: it is gone from the list, and the cluster still writes.
     baton_json(&endpoints, &["cluster", "remove", "4"]);
     assert!(!members(&endpoints).iter().any(|(id, _)| *id == 4));

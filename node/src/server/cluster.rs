@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use baton_proto::v1 as pb;
-use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::error::{ChangeMembershipError, CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers, ServerState};
 use tonic::{Request, Response, Status};
 
@@ -28,6 +28,8 @@ pub const MEMBER_CATCH_UP_LAG_MAX: u64 = 100;
 pub const MEMBERSHIP_CHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `Snapshot` waits for the snapshot to reach the disk.
 pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(120);
+/// How many times `Backup` retries a leadership check that fell short of a quorum.
+pub const BACKUP_LINEARIZE_TRIES: u32 = 20;
 /// The longest node address `AddMember` takes.
 pub const MEMBER_ADDR_BYTES_MAX: usize = 255;
 
@@ -355,16 +357,40 @@ impl pb::cluster_server::Cluster for ClusterServer {
         _req: Request<pb::BackupRequest>,
     ) -> Result<Response<Self::BackupStream>, Status> {
         self.leading("a backup")?;
-        // Everything committed before now is applied here once this returns.
-        self.raft.ensure_linearizable().await.map_err(|e| {
-            Status::unavailable(format!("cannot confirm the leadership for a backup: {e}"))
-        })?;
-        let bytes = self.sm.read(|s| encode_backup(&self.cluster_name, s));
+        // Everything committed before now is applied here once this returns. One quorum
+        // round may fall short on a blip (openraft #1852): a few more.
+        let mut tries = 0;
+        loop {
+            match self.raft.ensure_linearizable().await {
+                Ok(_) => break,
+                Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))
+                    if tries < BACKUP_LINEARIZE_TRIES =>
+                {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                    return Err(unavailable(
+                        f.leader_node.as_ref().map(|n| n.addr.as_str()),
+                        "this node lost the leadership",
+                    ))
+                }
+                Err(e) => {
+                    return Err(Status::unavailable(format!(
+                        "cannot confirm the leadership for a backup: {e}"
+                    )))
+                }
+            }
+        }
+        let bytes = std::sync::Arc::new(self.sm.read(|s| encode_backup(&self.cluster_name, s)));
         tracing::info!(bytes = bytes.len(), "streaming a backup");
-        let chunks: Vec<Result<pb::BackupChunk, Status>> = bytes
-            .chunks(BACKUP_CHUNK_BYTES)
-            .map(|c| Ok(pb::BackupChunk { data: c.to_vec() }))
-            .collect();
+        // One chunk copied at a time, as the client reads.
+        let chunks = (0..bytes.len().div_ceil(BACKUP_CHUNK_BYTES)).map(move |i| {
+            let end = ((i + 1) * BACKUP_CHUNK_BYTES).min(bytes.len());
+            Ok(pb::BackupChunk {
+                data: bytes[i * BACKUP_CHUNK_BYTES..end].to_vec(),
+            })
+        });
         Ok(Response::new(Box::pin(futures::stream::iter(chunks))))
     }
 }

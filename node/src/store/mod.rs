@@ -191,10 +191,17 @@ pub fn seed(
     }
     check_identity(dir, node_id, cluster_name)?;
     let snapshots = dir.join("snapshots");
-    std::fs::create_dir_all(&snapshots).map_err(io)?;
     let mut bytes = encode(meta);
     bytes.extend(encode(state));
-    write_durably(&state_machine::snapshot_path(&snapshots), &bytes).map_err(io)
+    let written = std::fs::create_dir_all(&snapshots)
+        .and_then(|()| write_durably(&state_machine::snapshot_path(&snapshots), &bytes));
+    if let Err(e) = written {
+        // Leave the dir as empty as it was, so that the restore can simply be run again.
+        let _ = std::fs::remove_dir_all(&snapshots);
+        let _ = std::fs::remove_file(dir.join(IDENTITY_FILE));
+        return Err(io(e));
+    }
+    Ok(())
 }
 
 fn check_identity(dir: &Path, node_id: NodeId, cluster_name: &str) -> Result<(), OpenError> {
