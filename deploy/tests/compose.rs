@@ -21,7 +21,7 @@
 
 use std::ffi::OsStr;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -48,38 +48,6 @@ const NETWORK_HOLDER: &str = "cli@compose-network";
 
 fn deploy_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `target/<profile>/`, where this test's `deps/` directory is: `baton-node` and `baton`.
-fn bin_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test binary lives in target/<profile>/deps")
-        .to_path_buf();
-    for name in ["baton-node", "baton"] {
-        let bin = dir.join(name);
-        assert!(
-            bin.is_file(),
-            "{} is missing: build it first (`cargo build -p baton-node -p baton-client --bins`; \
-             `cargo test --workspace` builds it)",
-            bin.display()
-        );
-    }
-    dir
-}
-
-/// A command with none of this process's `BATON_*` variables, so that only what the test
-/// sets reaches the build script, compose and the CLI.
-fn command(program: impl AsRef<OsStr>) -> Command {
-    let mut cmd = Command::new(program);
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("BATON_") {
-            cmd.env_remove(name);
-        }
-    }
-    cmd
 }
 
 fn describe(cmd: &Command) -> String {
@@ -111,7 +79,7 @@ fn check(cmd: &mut Command) -> String {
 /// installed, else `docker compose` (v2).
 fn compose_program() -> Vec<String> {
     let chosen = std::env::var("BATON_COMPOSE").unwrap_or_else(|_| {
-        let v1 = command("docker-compose")
+        let v1 = baton_deploy::clean_command("docker-compose")
             .arg("version")
             .output()
             .is_ok_and(|o| o.status.success());
@@ -131,7 +99,7 @@ fn compose_program() -> Vec<String> {
 /// are all there.
 fn require_docker(compose: &[String]) {
     let present = |program: &str, args: &[&str]| {
-        command(program)
+        baton_deploy::clean_command(program)
             .args(args)
             .output()
             .map(|o| o.status.success())
@@ -153,7 +121,8 @@ fn require_docker(compose: &[String]) {
          BATON_COMPOSE=\"docker compose\" picks Compose v2)",
         compose.join(" ")
     );
-    let info = run(command("docker").args(["info", "--format", "{{.ServerVersion}}"]));
+    let info =
+        run(baton_deploy::clean_command("docker").args(["info", "--format", "{{.ServerVersion}}"]));
     assert!(
         info.status.success(),
         "the Docker daemon is not reachable (`docker info`: {}): start it (dockerd) or set \
@@ -288,7 +257,7 @@ impl Deployment {
     /// target directory.
     fn build_image(&self) {
         let out = check(
-            command(deploy_dir().join("image/build.sh"))
+            baton_deploy::clean_command(deploy_dir().join("image/build.sh"))
                 .args(["--no-cargo", "--tag", &self.image])
                 .env("BATON_BIN_DIR", &self.bin_dir),
         );
@@ -302,7 +271,7 @@ impl Deployment {
     /// `docker-compose -p PROJECT -f deploy/compose.yaml ARGS...`, with the image and the
     /// host ports in the environment.
     fn compose(&self, args: &[&str]) -> Command {
-        let mut cmd = command(&self.compose[0]);
+        let mut cmd = baton_deploy::clean_command(&self.compose[0]);
         cmd.args(&self.compose[1..])
             .arg("-p")
             .arg(&self.project)
@@ -332,7 +301,7 @@ impl Deployment {
         NODES
             .iter()
             .map(|service| {
-                let out = run(command("docker").args([
+                let out = run(baton_deploy::clean_command("docker").args([
                     "inspect",
                     "-f",
                     "{{if .State.Running}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}",
@@ -363,7 +332,7 @@ impl Deployment {
     /// `baton-node health --ready` from the host against node `node`'s published admin port.
     fn admin_ready(&self, node: usize) {
         check(
-            command(self.bin_dir.join("baton-node"))
+            baton_deploy::clean_command(self.bin_dir.join("baton-node"))
                 .args(["health", "--ready", "--admin"])
                 .arg(format!("127.0.0.1:{}", self.admin_ports[node])),
         );
@@ -382,7 +351,7 @@ impl Deployment {
 
     /// The host's `baton --endpoints ENDPOINTS --output json ARGS...`.
     fn baton(&self, endpoints: &str, args: &[&str]) -> Command {
-        let mut cmd = command(self.bin_dir.join("baton"));
+        let mut cmd = baton_deploy::clean_command(self.bin_dir.join("baton"));
         cmd.args(["--endpoints", endpoints, "--output", "json"])
             .args(args);
         cmd
@@ -440,7 +409,7 @@ impl Deployment {
 
     /// The compose network the nodes share (`PROJECT_baton`), as a node's container names it.
     fn network(&self, service: &str) -> String {
-        let names = check(command("docker").args([
+        let names = check(baton_deploy::clean_command("docker").args([
             "inspect",
             "-f",
             "{{range $name, $_ := .NetworkSettings.Networks}}{{$name}} {{end}}",
@@ -455,7 +424,12 @@ impl Deployment {
 
     /// `docker network connect|disconnect NETWORK CONTAINER`.
     fn network_op(&self, op: &str, network: &str, service: &str) {
-        check(command("docker").args(["network", op, network, &self.container(service)]));
+        check(baton_deploy::clean_command("docker").args([
+            "network",
+            op,
+            network,
+            &self.container(service),
+        ]));
     }
 
     /// Every lease under [`PREFIX`] as node `node` has it, read with `--stale` through its
@@ -488,7 +462,7 @@ impl Deployment {
     /// node's own container (which works with the container cut off the network).
     fn local_stale_probe(&self, service: &str, key: &str) -> Option<Grant> {
         let container = self.container(service);
-        let mut cmd = command("docker");
+        let mut cmd = baton_deploy::clean_command("docker");
         cmd.args(["exec", &container, "/usr/local/bin/baton"])
             .args(["--endpoints", "127.0.0.1:7001", "--output", "json"])
             .args(["probe", key, "--stale", "--timeout", "5s"]);
@@ -517,7 +491,7 @@ impl Drop for Deployment {
                 String::from_utf8_lossy(&down.stderr)
             );
         }
-        let rmi = run(command("docker").args(["rmi", "-f", &self.image]));
+        let rmi = run(baton_deploy::clean_command("docker").args(["rmi", "-f", &self.image]));
         let stderr = String::from_utf8_lossy(&rmi.stderr);
         if !rmi.status.success() && !stderr.contains("No such image") {
             eprintln!("compose test: teardown: removing {}: {stderr}", self.image);
@@ -531,7 +505,10 @@ impl Drop for Deployment {
 fn compose_cluster_survives_a_stopped_and_a_partitioned_leader() {
     let compose = compose_program();
     require_docker(&compose);
-    let bins = bin_dir();
+    let bins = baton_deploy::built_bin("baton")
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let mut timings = Timings::new();
 
     // Created before anything exists, so that whatever follows is torn down.
@@ -550,7 +527,7 @@ fn compose_cluster_survives_a_stopped_and_a_partitioned_leader() {
     for node in 0..NODES.len() {
         cluster.admin_ready(node);
     }
-    let volumes = check(command("docker").args([
+    let volumes = check(baton_deploy::clean_command("docker").args([
         "volume",
         "ls",
         "-q",

@@ -31,38 +31,9 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
-/// `target/<profile>/baton-node`, beside this test's `deps/` directory.
-fn baton_node_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test binary lives in target/<profile>/deps");
-    let bin = profile_dir.join("baton-node");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first (`cargo build -p baton-node`; `cargo test --workspace` \
-         builds it)",
-        bin.display()
-    );
-    bin
-}
-
-/// A command with none of this process's `BATON_*` variables, so that only what a test sets
-/// reaches the node.
-fn clean_command(program: impl AsRef<OsStr>) -> Command {
-    let mut cmd = Command::new(program);
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("BATON_") {
-            cmd.env_remove(name);
-        }
-    }
-    cmd
-}
-
 /// Every env var `baton-node --help` documents (`[env: NAME=]`).
 fn documented_env_vars() -> BTreeSet<String> {
-    let out = clean_command(baton_node_bin())
+    let out = baton_deploy::clean_command(baton_deploy::built_bin("baton-node"))
         .arg("--help")
         .output()
         .expect("running baton-node --help");
@@ -457,7 +428,7 @@ impl Node {
 
     /// `baton-node health [--ready] --admin ADDR` succeeds.
     fn health(&self, ready: bool) -> bool {
-        let mut cmd = clean_command(baton_node_bin());
+        let mut cmd = baton_deploy::clean_command(baton_deploy::built_bin("baton-node"));
         cmd.args(["health", "--admin", &self.admin]);
         if ready {
             cmd.arg("--ready");
@@ -582,7 +553,7 @@ fn serving_as(log: &str) -> (u64, String) {
 /// sees), in a UTS namespace of its own; None where `unshare` cannot make one.
 fn with_hostname(hostname: &str) -> Option<Command> {
     let wrap = |program: &OsStr| {
-        let mut cmd = clean_command("unshare");
+        let mut cmd = baton_deploy::clean_command("unshare");
         cmd.args(["--uts", "--map-root-user", "--", "sh", "-c"])
             .arg(r#"hostname "$1" && shift && exec "$@""#)
             .args([OsStr::new("sh"), OsStr::new(hostname), program]);
@@ -593,7 +564,7 @@ fn with_hostname(hostname: &str) -> Option<Command> {
         .output()
         .ok()?;
     (probe.status.success() && String::from_utf8_lossy(&probe.stdout).trim() == hostname)
-        .then(|| wrap(baton_node_bin().as_os_str()))
+        .then(|| wrap(baton_deploy::built_bin("baton-node").as_os_str()))
 }
 
 // ---------------------------------------------------------------- the systemd examples
@@ -833,7 +804,7 @@ fn baton_node_runs_with_the_statefulset_env() {
         println!("no UTS namespace (unshare): running with BATON_NODE_ID=1 instead of the host name {pod}");
         env.retain(|(name, _)| name != "BATON_NODE_ID_FROM_HOSTNAME");
         env.push(("BATON_NODE_ID".into(), "1".into()));
-        clean_command(baton_node_bin())
+        baton_deploy::clean_command(baton_deploy::built_bin("baton-node"))
     });
     cmd.envs(env.iter().map(|(k, v)| (k, v)));
     let advertise = stable_addresses(sts)[&1].clone();
@@ -854,7 +825,7 @@ fn baton_node_runs_with_the_statefulset_env() {
 fn baton_node_runs_with_the_example_toml() {
     let place = Place::new();
     let config = place.localize_toml(&systemd_example("baton-node.toml"));
-    let mut cmd = clean_command(baton_node_bin());
+    let mut cmd = baton_deploy::clean_command(baton_deploy::built_bin("baton-node"));
     cmd.arg("--config").arg(&config);
     let log = run_node(cmd, &place, 1, "baton-1.example.internal:7001");
     println!(
@@ -898,7 +869,7 @@ fn baton_node_runs_with_the_example_toml_and_env_file() {
         .map(|(name, value, _)| (name, value))
         .collect();
     place.localize_env(&mut env);
-    let mut cmd = clean_command(baton_node_bin());
+    let mut cmd = baton_deploy::clean_command(baton_deploy::built_bin("baton-node"));
     cmd.arg("--config").arg(&config);
     cmd.envs(env.iter().map(|(k, v)| (k, v)));
     let log = run_node(cmd, &place, 2, "baton-2.example.internal:7001");

@@ -26,23 +26,6 @@ fn unit_text() -> String {
     read(&systemd_dir().join("baton-node.service"))
 }
 
-/// `target/<profile>/baton-node`, beside this test's `deps/` directory.
-fn baton_node_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test binary lives in target/<profile>/deps")
-        .join("baton-node");
-    assert!(
-        bin.is_file(),
-        "{} is missing: build it first (`cargo build -p baton-node`; `cargo test --workspace` \
-         builds it)",
-        bin.display()
-    );
-    bin
-}
-
 /// A unit file's settings as (section, key, value), in order; comments and blank lines
 /// dropped. (No line continuations: the unit uses none.)
 fn parse_unit(text: &str) -> Vec<(String, String, String)> {
@@ -121,7 +104,10 @@ fn systemd_analyze(args: &[&str]) -> Option<(bool, String)> {
 fn unit_copy(dir: &Path, extra: &str) -> PathBuf {
     let text = unit_text();
     assert!(text.contains(INSTALLED_BIN));
-    let text = text.replace(INSTALLED_BIN, &baton_node_bin().display().to_string());
+    let text = text.replace(
+        INSTALLED_BIN,
+        &baton_deploy::built_bin("baton-node").display().to_string(),
+    );
     let text = text.replace("[Install]", &format!("{extra}\n[Install]"));
     let path = dir.join("baton-node.service");
     std::fs::write(&path, text).expect("writing the unit copy");

@@ -320,8 +320,9 @@ async fn everything(client: &baton_client::Client, keys: &[String]) -> Vec<Strin
     all
 }
 
-fn restore(backup: &Path, node: &NodeProc, initial_cluster: &str) {
-    let out = Command::new(node_bin())
+/// `baton-node restore BACKUP` into `node`'s data dir, as the runbook gives it.
+fn run_restore(backup: &Path, node: &NodeProc, initial_cluster: &str) -> Output {
+    Command::new(node_bin())
         .arg("restore")
         .arg(backup)
         .arg("--data-dir")
@@ -329,7 +330,11 @@ fn restore(backup: &Path, node: &NodeProc, initial_cluster: &str) {
         .args(["--node-id", &node.id.to_string()])
         .args(["--initial-cluster", initial_cluster])
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+fn restore(backup: &Path, node: &NodeProc, initial_cluster: &str) {
+    let out = run_restore(backup, node, initial_cluster);
     assert!(
         out.status.success(),
         "restore of node {}: {}",
@@ -406,19 +411,7 @@ async fn a_backup_restores_every_lease_record_and_history_into_a_new_cluster() {
     let mut bytes = std::fs::read(&backup).unwrap();
     *bytes.last_mut().unwrap() ^= 1;
     std::fs::write(&damaged, bytes).unwrap();
-    let out = Command::new(node_bin())
-        .arg("restore")
-        .arg(&damaged)
-        .arg("--data-dir")
-        .arg(&cluster.nodes[&1].data_dir)
-        .args([
-            "--node-id",
-            "1",
-            "--initial-cluster",
-            &cluster.initial_cluster,
-        ])
-        .output()
-        .unwrap();
+    let out = run_restore(&damaged, &cluster.nodes[&1], &cluster.initial_cluster);
     assert!(!out.status.success());
     assert!(
         text(&out.stderr).contains("corrupt"),
@@ -445,19 +438,7 @@ async fn a_backup_restores_every_lease_record_and_history_into_a_new_cluster() {
     let floor = last_token + baton_node::backup::RESTORE_REVISION_GAP_DEFAULT;
     assert!(g.lease.token > floor, "{} <= {floor}", g.lease.token);
     // Restoring over a node's existing data is refused.
-    let out = Command::new(node_bin())
-        .arg("restore")
-        .arg(&backup)
-        .arg("--data-dir")
-        .arg(&cluster.nodes[&1].data_dir)
-        .args([
-            "--node-id",
-            "1",
-            "--initial-cluster",
-            &cluster.initial_cluster,
-        ])
-        .output()
-        .unwrap();
+    let out = run_restore(&backup, &cluster.nodes[&1], &cluster.initial_cluster);
     assert!(
         text(&out.stderr).contains("not empty"),
         "{}",
