@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use baton_client::{ClaimOutcome, ReadMode};
@@ -73,7 +73,7 @@ fn members(endpoints: &[String]) -> Vec<(u64, bool)> {
         .collect()
 }
 
-/// Starts node `id` with `--join` through `through`, added to `cluster` (stopped with it).
+/// Adds node `id` to `cluster` (stopped with it) and starts it with `--join` through `through`.
 fn start_joining(cluster: &mut Cluster, id: u64, through: &[String]) {
     let addr = format!("127.0.0.1:{}", free_port());
     let node = NodeProc {
@@ -84,29 +84,7 @@ fn start_joining(cluster: &mut Cluster, id: u64, through: &[String]) {
         child: None,
     };
     cluster.nodes.insert(id, node);
-    join_again(cluster, id, through);
-}
-
-/// (Re)starts node `id` with `--join` at its address and data dir.
-fn join_again(cluster: &mut Cluster, id: u64, through: &[String]) {
-    let node = cluster.nodes.get_mut(&id).unwrap();
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&node.log)
-        .unwrap();
-    let child = Command::new(node_bin())
-        .args(["--node-id", &id.to_string(), "--listen", &node.addr])
-        .args(["--advertise", &node.addr, "--join", &through.join(",")])
-        .arg("--data-dir")
-        .arg(&node.data_dir)
-        .env("RUST_LOG", "info,openraft=warn")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    node.child = Some(child);
+    cluster.start_node_joining(id, through);
 }
 
 async fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
@@ -235,7 +213,7 @@ async fn members_join_leave_and_the_cluster_refuses_what_would_harm_it() {
         .filter(|e| **e != cluster.nodes[&3].addr)
         .cloned()
         .collect();
-    join_again(&mut cluster, 3, &through);
+    cluster.start_node_joining(3, &through);
     let exited = {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -260,7 +238,7 @@ async fn members_join_leave_and_the_cluster_refuses_what_would_harm_it() {
         cluster.logs()
     );
     std::fs::remove_dir_all(&cluster.nodes[&3].data_dir).unwrap();
-    join_again(&mut cluster, 3, &through);
+    cluster.start_node_joining(3, &through);
     wait_for(
         "the replaced node 3 to be a voter",
         Duration::from_secs(30),

@@ -119,6 +119,21 @@ impl Cluster {
     }
 
     pub fn start_node(&mut self, id: u64) {
+        let mut how = vec!["--initial-cluster".to_owned(), self.initial_cluster.clone()];
+        how.extend(self.extra_args.iter().cloned());
+        self.spawn(id, &how);
+    }
+
+    /// Starts node `id` with `--join` through `through` instead of `--initial-cluster`.
+    pub fn start_node_joining(&mut self, id: u64, through: &[String]) {
+        let addr = self.nodes[&id].addr.clone();
+        let how = ["--advertise", &addr, "--join", &through.join(",")].map(str::to_owned);
+        self.spawn(id, &how);
+    }
+
+    /// Starts node `id` at its address and data dir, with `how` after those, logging to its
+    /// log file.
+    fn spawn(&mut self, id: u64, how: &[String]) {
         let node = self.nodes.get_mut(&id).unwrap();
         assert!(node.child.is_none(), "node {id} is already running");
         let log = std::fs::OpenOptions::new()
@@ -133,9 +148,7 @@ impl Cluster {
             .arg(&node.addr)
             .arg("--data-dir")
             .arg(&node.data_dir)
-            .arg("--initial-cluster")
-            .arg(&self.initial_cluster)
-            .args(&self.extra_args)
+            .args(how)
             .env("RUST_LOG", "info,openraft=warn")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
