@@ -21,6 +21,8 @@ pub mod validate;
 #[cfg(test)]
 mod case_tests;
 #[cfg(test)]
+mod prop_tests;
+#[cfg(test)]
 mod tests;
 
 pub use case::{
