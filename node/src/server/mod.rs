@@ -7,3 +7,6 @@ pub mod cluster;
 pub mod convert;
 pub mod proposer;
 pub mod raft;
+
+#[cfg(test)]
+mod fuzz_tests;
