@@ -146,6 +146,10 @@ pub struct Metrics {
     pub fsync_seconds: Histogram,
     /// Watch streams open on this node.
     pub watch_streams: Gauge,
+    /// Connections closed at once because the node had `connections_max` open.
+    pub connections_refused: Counter,
+    /// Requests refused by a per-client limit (watches per address, writes per second).
+    pub requests_limited: Counter,
     events: Family<EventLabels, Counter>,
     grpc_requests: Family<GrpcLabels, Counter>,
     claims: Family<ClaimLabels, Counter>,
@@ -184,6 +188,8 @@ impl Metrics {
             flush_seconds: Histogram::new(seconds_buckets()),
             fsync_seconds: Histogram::new(seconds_buckets()),
             watch_streams: Gauge::default(),
+            connections_refused: Counter::default(),
+            requests_limited: Counter::default(),
             events: Family::default(),
             grpc_requests: Family::default(),
             claims: Family::default(),
@@ -238,6 +244,16 @@ impl Metrics {
             "watch_streams",
             "Watch streams open on this node",
             m.watch_streams.clone(),
+        );
+        r.register(
+            "connections_refused",
+            "Connections closed at once: the node had connections_max open",
+            m.connections_refused.clone(),
+        );
+        r.register(
+            "requests_limited",
+            "Requests refused by a per-client limit (watches per address, writes per second)",
+            m.requests_limited.clone(),
         );
         r.register(
             "proposals",

@@ -87,6 +87,16 @@ struct Args {
     /// Needs --advertise. Only acts on a new data dir.
     #[arg(long, env = "BATON_JOIN", conflicts_with = "initial_cluster")]
     join: Option<String>,
+    /// Connections accepted at once, clients and peers [default: 4096].
+    #[arg(long, env = "BATON_CONNECTIONS_MAX")]
+    connections_max: Option<usize>,
+    /// Watch streams open at once from one client address [default: 256].
+    #[arg(long, env = "BATON_WATCHES_PER_ADDRESS_MAX")]
+    watches_per_address_max: Option<usize>,
+    /// Writes per second one client id may make, in bursts of as many; 0: no limit
+    /// [default: 10000].
+    #[arg(long, env = "BATON_CLIENT_WRITES_PER_SECOND")]
+    client_writes_per_second: Option<u32>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -179,7 +189,10 @@ impl Args {
             snapshot_logs,
             write_timeout_ms,
             log_format,
-            watch_window_events
+            watch_window_events,
+            connections_max,
+            watches_per_address_max,
+            client_writes_per_second
         );
         if self.node_id_from_hostname {
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname")

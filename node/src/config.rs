@@ -52,6 +52,12 @@ pub struct NodeConfig {
     /// ask its leader to add this node (as `baton cluster add` does). Only on a new data dir;
     /// a node that is already a member just rejoins.
     pub join: Option<String>,
+    /// Connections accepted at once (clients and peers); more are closed as they come.
+    pub connections_max: usize,
+    /// Watch streams open at once from one client address.
+    pub watches_per_address_max: usize,
+    /// Writes per second one client id may make, in bursts of as many; 0: no limit.
+    pub client_writes_per_second: u32,
 }
 
 impl Default for NodeConfig {
@@ -75,6 +81,9 @@ impl Default for NodeConfig {
             watch_window_events: crate::store::WATCH_WINDOW_EVENTS_DEFAULT,
             admin_listen: None,
             join: None,
+            connections_max: crate::limits::CONNECTIONS_MAX_DEFAULT,
+            watches_per_address_max: crate::limits::WATCHES_PER_ADDRESS_MAX_DEFAULT,
+            client_writes_per_second: crate::limits::CLIENT_WRITES_PER_SECOND_DEFAULT,
         }
     }
 }
@@ -99,6 +108,9 @@ pub struct ValidConfig {
     pub admin_listen: Option<SocketAddr>,
     /// Members of a running cluster to join through (empty: bootstrap `initial_members`).
     pub join: Vec<String>,
+    pub connections_max: usize,
+    pub watches_per_address_max: usize,
+    pub client_writes_per_second: u32,
 }
 
 /// A config that cannot run, with what to change.
@@ -212,6 +224,13 @@ impl NodeConfig {
             "json" => true,
             other => return bad(format!("log_format {other:?} must be text or json")),
         };
+        if self.connections_max < 2 || self.watches_per_address_max == 0 {
+            return bad(format!(
+                "connections_max ({}) must be 2 or more and watches_per_address_max ({}) 1 or \
+                 more",
+                self.connections_max, self.watches_per_address_max
+            ));
+        }
         let join: Vec<String> = self
             .join
             .as_deref()
@@ -294,6 +313,9 @@ impl NodeConfig {
             watch_window_events: self.watch_window_events,
             admin_listen,
             join,
+            connections_max: self.connections_max,
+            watches_per_address_max: self.watches_per_address_max,
+            client_writes_per_second: self.client_writes_per_second,
         })
     }
 }

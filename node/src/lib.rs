@@ -10,6 +10,7 @@
 //! - `node`    wiring: open storage, start Raft, serve, shut down;
 //! - `backup`  backup files and seeding a new cluster from one;
 //! - `peers`   the guard against a wiped node rejoining under its old id;
+//! - `limits`  connection, watch and write-rate limits per client;
 //! - `admin`   the HTTP admin port (health, readiness, Prometheus metrics).
 //!
 //! Data path of a claim: `server::baton` validates the request and proposes a
@@ -29,6 +30,7 @@ pub mod config;
 pub mod core;
 pub mod dev;
 pub mod expiry;
+pub mod limits;
 pub mod network;
 pub mod node;
 pub mod peers;

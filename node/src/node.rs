@@ -119,7 +119,11 @@ pub async fn run(
             max_ms: cfg.ttl_ms_max,
         },
         cfg.write_timeout,
-        metrics,
+        metrics.clone(),
+        baton::ClientLimits {
+            watches_per_address_max: cfg.watches_per_address_max,
+            writes_per_second: cfg.client_writes_per_second,
+        },
     ));
     let baton_svc =
         BatonService::new(baton::BatonServer { ctx }).max_decoding_message_size(REQUEST_BYTES_MAX);
@@ -146,7 +150,11 @@ pub async fn run(
     // Nagle off on every accepted connection. `Server::tcp_nodelay` only reaches sockets that
     // tonic accepts itself, not an incoming stream handed to it; with Nagle on, a reply sent
     // as two writes waited for the peer's delayed ACK (~40 ms) before its second half left.
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let incoming = crate::limits::limit_connections(
+        tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+        cfg.connections_max,
+        metrics,
+    );
     // A refused join stops the node, as a shutdown signal does.
     let (join_failed_tx, join_failed_rx) = tokio::sync::oneshot::channel::<NodeError>();
     if must_join {

@@ -28,6 +28,7 @@ use crate::core::limits::{BOARD_LEASES_MAX, REQUEST_BYTES_MAX};
 use crate::core::validate;
 use crate::core::{LogCommand, Op, Outcome, RequestId};
 use crate::expiry::wall_clock_unix_ms;
+use crate::limits::{WatchCounts, WriteRate};
 use crate::raft_types::Raft;
 use crate::store::{SmState, StateMachine};
 use crate::watch::WATCH_BATCH_EVENTS_MAX;
@@ -77,6 +78,18 @@ pub struct Ctx {
     metrics: Arc<crate::admin::Metrics>,
     /// One lazily connected client per leader address, for forwarding.
     leaders: Mutex<HashMap<String, BatonClient<Channel>>>,
+    /// Open watch streams by client address, and their limit per address.
+    watches: Arc<WatchCounts>,
+    watches_per_address_max: usize,
+    /// Writes per second per client id.
+    write_rate: WriteRate,
+}
+
+/// The per-client limits a node enforces (see `crate::limits`).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientLimits {
+    pub watches_per_address_max: usize,
+    pub writes_per_second: u32,
 }
 
 impl Ctx {
@@ -86,8 +99,12 @@ impl Ctx {
         ttl: TtlBounds,
         write_timeout: Duration,
         metrics: Arc<crate::admin::Metrics>,
+        limits: ClientLimits,
     ) -> Ctx {
         Ctx {
+            watches: Arc::default(),
+            watches_per_address_max: limits.watches_per_address_max,
+            write_rate: WriteRate::new(limits.writes_per_second),
             proposer: Proposer::start(raft.clone(), metrics.clone()),
             metrics,
             raft,
@@ -121,6 +138,17 @@ impl Ctx {
         request_id: Option<RequestId>,
         op: Op,
     ) -> Result<(Outcome, u64), Refusal> {
+        if let Some(id) = &request_id {
+            if !self.write_rate.allow(&id.client_id, Instant::now()) {
+                self.metrics.requests_limited.inc();
+                return Err(Status::resource_exhausted(format!(
+                    "client {} is writing faster than this cluster allows \
+                     (client_writes_per_second); slow down",
+                    id.client_id
+                ))
+                .into());
+            }
+        }
         let cmd = LogCommand {
             request_id,
             leader_unix_ms: wall_clock_unix_ms(),
@@ -593,8 +621,28 @@ type EventStream =
 
 impl BatonServer {
     /// Serves a watch from this node's own window (see `crate::watch`).
-    fn watch_stream(&self, req: pb::WatchRequest) -> Result<EventStream, Status> {
+    fn watch_stream(
+        &self,
+        req: pb::WatchRequest,
+        from_addr: Option<std::net::IpAddr>,
+    ) -> Result<EventStream, Status> {
         validate::prefix(&req.prefix).map_err(convert::invalid)?;
+        let slot = match from_addr {
+            None => None,
+            Some(addr) => {
+                let max = self.ctx.watches_per_address_max;
+                match self.ctx.watches.open(addr, max) {
+                    Some(slot) => Some(slot),
+                    None => {
+                        self.ctx.metrics.requests_limited.inc();
+                        return Err(Status::resource_exhausted(format!(
+                            "{addr} has {max} watch streams open already \
+                             (watches_per_address_max); close one, or watch a wider prefix"
+                        )));
+                    }
+                }
+            }
+        };
         let hub = self.ctx.sm.watch_hub().clone();
         let mut from = match req.from_revision {
             0 => hub.latest() + 1,
@@ -607,7 +655,7 @@ impl BatonServer {
         let prefix = req.prefix;
         let open = WatchOpen::new(self.ctx.metrics.clone());
         tokio::spawn(async move {
-            let _open = open;
+            let _open = (open, slot);
             let mut grew = hub.subscribe();
             let progress_every =
                 std::time::Duration::from_millis(baton_proto::WATCH_PROGRESS_INTERVAL_MS);
@@ -671,7 +719,9 @@ impl pb::baton_server::Baton for BatonServer {
         &self,
         req: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        self.watch_stream(req.into_inner()).map(Response::new)
+        let from_addr = req.remote_addr().map(|a| a.ip());
+        self.watch_stream(req.into_inner(), from_addr)
+            .map(Response::new)
     }
 
     async fn claim(

@@ -1,0 +1,103 @@
+//! The per-client limits of a real node (issue 8): connections, watch streams per client
+//! address, writes per second per client id. Each refusal leaves others unaffected.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use baton_proto::v1 as pb;
+use baton_proto::v1::baton_client::BatonClient;
+use common::{serial, Cluster};
+use tokio::io::AsyncReadExt;
+
+const TTL: Duration = Duration::from_secs(30);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_closes_connections_past_its_limit_and_serves_again_when_one_closes() {
+    let _serial = serial().await;
+    let cluster = Cluster::start_with(1, &["--connections-max", "3"]).await;
+    let addr = cluster.nodes[&1].addr.clone();
+    // Let the harness's own connections close.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The fourth is closed at once: its read ends (EOF or reset) instead of waiting.
+    let mut fourth = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(3), fourth.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "a connection past the limit stayed open: {read:?}"
+    );
+    // One held connection closes: a client is served again.
+    held.pop();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let client = cluster.client_of(1).await;
+    let claimed = client.claim("limits/conn", "agent", TTL).await;
+    assert!(claimed.is_ok(), "{claimed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_streams_per_address_and_writes_per_client_are_limited() {
+    let _serial = serial().await;
+    let cluster = Cluster::start_with(
+        1,
+        &[
+            "--watches-per-address-max",
+            "2",
+            "--client-writes-per-second",
+            "5",
+        ],
+    )
+    .await;
+    let url = format!("http://{}", cluster.nodes[&1].addr);
+    let mut raw = BatonClient::connect(url.clone()).await.unwrap();
+    let watch = |prefix: &str| pb::WatchRequest {
+        prefix: prefix.into(),
+        from_revision: 0,
+    };
+    let first = raw.watch(watch("a/")).await.unwrap();
+    let _second = raw.watch(watch("b/")).await.unwrap();
+    let third = raw.watch(watch("c/")).await.unwrap_err();
+    assert_eq!(third.code(), tonic::Code::ResourceExhausted);
+    assert!(
+        third.message().contains("watches_per_address_max"),
+        "{}",
+        third.message()
+    );
+    // A closed stream frees its slot.
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match raw.watch(watch("d/")).await {
+            Ok(_) => break,
+            Err(s) if s.code() == tonic::Code::ResourceExhausted => {
+                assert!(Instant::now() < deadline, "a closed watch kept its slot");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(s) => panic!("{s}"),
+        }
+    }
+
+    // One client writing fast gets its burst, then RESOURCE_EXHAUSTED; another is served.
+    let fast = cluster.client_of(1).await;
+    let (mut ok, mut limited) = (0, 0);
+    for i in 0..30 {
+        match fast.claim(&format!("limits/w{i}"), "fast", TTL).await {
+            Ok(_) => ok += 1,
+            Err(e) => {
+                let text = e.to_string();
+                assert!(text.contains("client_writes_per_second"), "{text}");
+                limited += 1;
+            }
+        }
+    }
+    assert!(limited > 0, "30 writes at once were all allowed at 5/s");
+    assert!((5..=10).contains(&ok), "{ok} writes allowed at 5/s with a burst of 5");
+    let other = cluster.client_of(1).await;
+    let claimed = other.claim("limits/other", "calm", TTL).await;
+    assert!(claimed.is_ok(), "{claimed:?}");
+}
