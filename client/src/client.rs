@@ -887,8 +887,8 @@ impl Client {
         if let Some(channel) = self.routing().channels.get(endpoint) {
             return Ok(channel.clone());
         }
-        let channel = tonic::transport::Endpoint::from_shared(endpoint_uri(endpoint))
-            .map_err(|e| Error::Config(format!("invalid endpoint {endpoint:?}: {e}")))?
+        let channel = self
+            .endpoint(endpoint)?
             .connect_timeout(self.inner.config.request_timeout)
             .tcp_nodelay(true)
             .connect_lazy();
@@ -903,22 +903,43 @@ impl Client {
         Ok(channel)
     }
 
+    /// The transport endpoint for a normalised `host:port`: over TLS when configured, with
+    /// the host as the name the node's certificate must carry.
+    fn endpoint(&self, endpoint: &str) -> Result<tonic::transport::Endpoint, Error> {
+        let bad = |e: tonic::transport::Error| {
+            Error::Config(format!("invalid endpoint {endpoint:?}: {e}"))
+        };
+        let Some(tls) = &self.inner.config.tls else {
+            return tonic::transport::Endpoint::from_shared(endpoint_uri(endpoint)).map_err(bad);
+        };
+        let host = endpoint.rsplit_once(':').map_or(endpoint, |(h, _)| h);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let mut config = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(&tls.ca_pem))
+            .domain_name(host);
+        if let Some((cert, key)) = &tls.identity {
+            config = config.identity(tonic::transport::Identity::from_pem(cert, key));
+        }
+        tonic::transport::Endpoint::from_shared(format!("https://{endpoint}"))
+            .map_err(bad)?
+            .tls_config(config)
+            .map_err(bad)
+    }
+
     /// A new channel to a normalised `host:port` for one long-lived stream, not cached: its
     /// own connection, with HTTP/2 keep-alive pings so that a node that goes silent (host
     /// down, network partition) breaks the stream within `request_timeout` of a missed ping
     /// instead of leaving it hanging.
     pub(crate) fn stream_channel(&self, endpoint: &str) -> Result<Channel, Error> {
         let config = &self.inner.config;
-        Ok(
-            tonic::transport::Endpoint::from_shared(endpoint_uri(endpoint))
-                .map_err(|e| Error::Config(format!("invalid endpoint {endpoint:?}: {e}")))?
-                .connect_timeout(config.request_timeout)
-                .tcp_nodelay(true)
-                .http2_keep_alive_interval(STREAM_KEEPALIVE_INTERVAL)
-                .keep_alive_timeout(config.request_timeout)
-                .keep_alive_while_idle(true)
-                .connect_lazy(),
-        )
+        Ok(self
+            .endpoint(endpoint)?
+            .connect_timeout(config.request_timeout)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(STREAM_KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(config.request_timeout)
+            .keep_alive_while_idle(true)
+            .connect_lazy())
     }
 }
 

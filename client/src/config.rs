@@ -46,6 +46,28 @@ pub struct ClientConfig {
     /// addresses the nodes advertise are not reachable from this client (a proxy, a load
     /// balancer, NAT): the client then sticks to `endpoints` and followers forward.
     pub follow_leader_hints: bool,
+    /// TLS toward the nodes (their CA, and this client's certificate for mTLS). `None`:
+    /// plaintext.
+    pub tls: Option<ClientTls>,
+}
+
+/// What a client needs to speak TLS to the nodes (PEM bytes).
+#[derive(Clone)]
+pub struct ClientTls {
+    /// The CA that signed the nodes' certificates.
+    pub ca_pem: Vec<u8>,
+    /// This client's certificate and key, for nodes that require one (mTLS).
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("ClientTls")
+            .field("ca_pem_bytes", &self.ca_pem.len())
+            .field("identity", &self.identity.is_some())
+            .finish()
+    }
 }
 
 impl Default for ClientConfig {
@@ -57,6 +79,7 @@ impl Default for ClientConfig {
             retry_deadline: Duration::from_secs(10),
             drift_margin: 0.05,
             follow_leader_hints: true,
+            tls: None,
         }
     }
 }
@@ -122,6 +145,7 @@ impl ClientConfig {
             retry_deadline: self.retry_deadline,
             drift_margin: self.drift_margin,
             follow_leader_hints: self.follow_leader_hints,
+            tls: self.tls,
         })
     }
 }
@@ -136,6 +160,7 @@ pub struct ValidConfig {
     pub(crate) retry_deadline: Duration,
     pub(crate) drift_margin: f64,
     pub(crate) follow_leader_hints: bool,
+    pub(crate) tls: Option<ClientTls>,
 }
 
 impl ValidConfig {

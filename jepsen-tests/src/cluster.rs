@@ -156,6 +156,8 @@ impl Cluster {
             .arg(&s.binary)
             .args(["--node-id", &id.to_string()])
             .args(["--listen", &node.addr, "--advertise", &node.addr])
+            // Plaintext on the harness's own private test network.
+            .arg("--insecure")
             .arg("--data-dir")
             .arg(&node.data_dir)
             .args(["--cluster-name", "jepsen", "--initial-cluster", &initial])

@@ -97,6 +97,21 @@ struct Args {
     /// [default: 10000].
     #[arg(long, env = "BATON_CLIENT_WRITES_PER_SECOND")]
     client_writes_per_second: Option<u32>,
+    /// TLS: this node's certificate (PEM); with --tls-key and --tls-ca.
+    #[arg(long, env = "BATON_TLS_CERT")]
+    tls_cert: Option<PathBuf>,
+    /// TLS: this node's private key (PEM).
+    #[arg(long, env = "BATON_TLS_KEY")]
+    tls_key: Option<PathBuf>,
+    /// TLS: the CA that signs nodes' and clients' certificates (PEM).
+    #[arg(long, env = "BATON_TLS_CA")]
+    tls_ca: Option<PathBuf>,
+    /// TLS: every client must present a certificate the CA signed (mTLS).
+    #[arg(long, env = "BATON_TLS_CLIENT_AUTH")]
+    tls_client_auth: bool,
+    /// Serve plaintext on a non-loopback address (refused otherwise).
+    #[arg(long, env = "BATON_INSECURE")]
+    insecure: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -140,6 +155,24 @@ enum Command {
         /// cluster may have granted after the backup. Give every node the same value.
         #[arg(long, default_value_t = crate::backup::RESTORE_REVISION_GAP_DEFAULT)]
         revision_gap: u64,
+    },
+    /// Make a CA and certificates for a test or dev cluster (they do not expire: use your
+    /// own CA in production). Writes ca.pem, node-ID.pem, client-NAME.pem and their keys.
+    #[command(after_help = "Examples:
+  baton-node certs --dir certs --node 1=host1 --node 2=host2 --node 3=host3 --client agent-a
+  baton-node --node-id 1 --listen 0.0.0.0:7001 --advertise host1:7001 --data-dir d1 \\
+      --initial-cluster 1=host1:7001,2=host2:7001,3=host3:7001 \\
+      --tls-cert certs/node-1.pem --tls-key certs/node-1-key.pem --tls-ca certs/ca.pem")]
+    Certs {
+        /// Where to write the files.
+        #[arg(long)]
+        dir: PathBuf,
+        /// A node and its host names, ID=HOST[,HOST...] (localhost and 127.0.0.1 are added).
+        #[arg(long = "node", value_name = "ID=HOSTS")]
+        nodes: Vec<String>,
+        /// A client certificate's name (its principal).
+        #[arg(long = "client", value_name = "NAME")]
+        clients: Vec<String>,
     },
     /// Ask a node's admin port whether it is up (`/healthz`) or ready (`/readyz`); exits 0
     /// when it answers 200, 1 otherwise. For container health checks: the image has no
@@ -208,6 +241,17 @@ impl Args {
         if self.join.is_some() {
             c.join = self.join;
         }
+        for (flag, field) in [
+            (self.tls_cert, &mut c.tls_cert),
+            (self.tls_key, &mut c.tls_key),
+            (self.tls_ca, &mut c.tls_ca),
+        ] {
+            if flag.is_some() {
+                *field = flag;
+            }
+        }
+        c.tls_client_auth |= self.tls_client_auth;
+        c.insecure |= self.insecure;
         Ok(c)
     }
 }
@@ -303,6 +347,30 @@ async fn run() -> anyhow::Result<()> {
             done.header.taken_at_unix_ms,
             done.revision
         );
+        return Ok(());
+    }
+    if let Some(Command::Certs {
+        dir,
+        nodes,
+        clients,
+    }) = &args.command
+    {
+        let mut parsed = Vec::new();
+        for node in nodes {
+            let (id, hosts) = node
+                .split_once('=')
+                .context(format!("--node {node:?} is not ID=HOST[,HOST...]"))?;
+            let id: u64 = id
+                .parse()
+                .ok()
+                .filter(|id| *id > 0)
+                .context(format!("--node {node:?}: the id must be a number from 1"))?;
+            parsed.push((id, hosts.split(',').map(str::to_owned).collect()));
+        }
+        let written = crate::tls::generate(dir, &parsed, clients).map_err(anyhow::Error::msg)?;
+        for path in written {
+            println!("{}", path.display());
+        }
         return Ok(());
     }
     if let Some(Command::Health { admin, ready }) = &args.command {

@@ -58,6 +58,15 @@ pub struct NodeConfig {
     pub watches_per_address_max: usize,
     /// Writes per second one client id may make, in bursts of as many; 0: no limit.
     pub client_writes_per_second: u32,
+    /// TLS on the gRPC port: this node's certificate and key, and the CA of nodes and
+    /// clients (PEM files; all three or none).
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_ca: Option<PathBuf>,
+    /// With TLS: every client must present a certificate the CA signed (mTLS).
+    pub tls_client_auth: bool,
+    /// Allow plaintext on a non-loopback address (refused otherwise).
+    pub insecure: bool,
 }
 
 impl Default for NodeConfig {
@@ -84,6 +93,11 @@ impl Default for NodeConfig {
             connections_max: crate::limits::CONNECTIONS_MAX_DEFAULT,
             watches_per_address_max: crate::limits::WATCHES_PER_ADDRESS_MAX_DEFAULT,
             client_writes_per_second: crate::limits::CLIENT_WRITES_PER_SECOND_DEFAULT,
+            tls_cert: None,
+            tls_key: None,
+            tls_ca: None,
+            tls_client_auth: false,
+            insecure: false,
         }
     }
 }
@@ -111,6 +125,8 @@ pub struct ValidConfig {
     pub connections_max: usize,
     pub watches_per_address_max: usize,
     pub client_writes_per_second: u32,
+    /// TLS on the gRPC port, if on.
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 /// A config that cannot run, with what to change.
@@ -224,6 +240,32 @@ impl NodeConfig {
             "json" => true,
             other => return bad(format!("log_format {other:?} must be text or json")),
         };
+        let tls = match (&self.tls_cert, &self.tls_key, &self.tls_ca) {
+            (None, None, None) => None,
+            (Some(cert), Some(key), Some(ca)) => Some(crate::tls::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                ca: ca.clone(),
+                require_client_cert: self.tls_client_auth,
+            }),
+            _ => {
+                return bad(
+                    "TLS needs all of tls_cert, tls_key and tls_ca (baton-node certs makes a \
+                     set for a test cluster)"
+                        .into(),
+                )
+            }
+        };
+        if tls.is_none() && self.tls_client_auth {
+            return bad("tls_client_auth needs TLS: give tls_cert, tls_key and tls_ca".into());
+        }
+        if tls.is_none() && !self.insecure && !listen.ip().is_loopback() {
+            return bad(format!(
+                "listen {listen} is not a loopback address and TLS is off: anyone on the \
+                 network could act as any client. Give tls_cert, tls_key and tls_ca \
+                 (--tls-cert/--tls-key/--tls-ca), or --insecure to serve plaintext anyway"
+            ));
+        }
         if self.connections_max < 2 || self.watches_per_address_max == 0 {
             return bad(format!(
                 "connections_max ({}) must be 2 or more and watches_per_address_max ({}) 1 or \
@@ -316,6 +358,7 @@ impl NodeConfig {
             connections_max: self.connections_max,
             watches_per_address_max: self.watches_per_address_max,
             client_writes_per_second: self.client_writes_per_second,
+            tls,
         })
     }
 }
@@ -403,6 +446,42 @@ mod tests {
             ..Default::default()
         };
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn plaintext_on_a_network_address_needs_insecure_and_tls_needs_all_three_files() {
+        let open = NodeConfig {
+            listen: "0.0.0.0:7001".into(),
+            ..NodeConfig::default()
+        };
+        let e = open.clone().validate().unwrap_err().0;
+        assert!(e.contains("TLS is off") && e.contains("--insecure"), "{e}");
+        assert!(NodeConfig {
+            insecure: true,
+            ..open.clone()
+        }
+        .validate()
+        .is_ok());
+        let half = NodeConfig {
+            tls_cert: Some("node.pem".into()),
+            ..open.clone()
+        };
+        assert!(half.validate().unwrap_err().0.contains("all of tls_cert"));
+        let tls = NodeConfig {
+            tls_cert: Some("node.pem".into()),
+            tls_key: Some("node-key.pem".into()),
+            tls_ca: Some("ca.pem".into()),
+            ..open
+        };
+        assert!(
+            tls.validate().unwrap().tls.is_some(),
+            "TLS needs no --insecure"
+        );
+        let mtls_without_tls = NodeConfig {
+            tls_client_auth: true,
+            ..NodeConfig::default()
+        };
+        assert!(mtls_without_tls.validate().is_err());
     }
 
     #[test]

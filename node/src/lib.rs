@@ -11,6 +11,7 @@
 //! - `backup`  backup files and seeding a new cluster from one;
 //! - `peers`   the guard against a wiped node rejoining under its old id;
 //! - `limits`  connection, watch and write-rate limits per client;
+//! - `tls`     TLS on the gRPC port, and `baton-node certs`;
 //! - `admin`   the HTTP admin port (health, readiness, Prometheus metrics).
 //!
 //! Data path of a claim: `server::baton` validates the request and proposes a
@@ -37,4 +38,5 @@ pub mod peers;
 pub mod raft_types;
 pub mod server;
 pub mod store;
+pub mod tls;
 pub mod watch;

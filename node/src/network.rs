@@ -19,7 +19,7 @@ use openraft::raft::{
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::core::limits::RAFT_MESSAGE_BYTES_MAX;
 use crate::peers::PeerBook;
@@ -35,6 +35,8 @@ pub struct Network {
     incarnation: u64,
     /// The incarnations peers answered with (`crate::peers`).
     peers: Arc<PeerBook>,
+    /// TLS toward peers (the CA and this node's certificate), if on.
+    tls: Option<tonic::transport::ClientTlsConfig>,
     /// openraft asks for a client per voter on every linearizable read; reuse channels.
     channels: Arc<Mutex<HashMap<String, Channel>>>,
 }
@@ -45,12 +47,14 @@ impl Network {
         node_id: NodeId,
         incarnation: u64,
         peers: Arc<PeerBook>,
+        tls: Option<tonic::transport::ClientTlsConfig>,
     ) -> Network {
         Network {
             cluster_name,
             node_id,
             incarnation,
             peers,
+            tls,
             channels: Arc::default(),
         }
     }
@@ -60,8 +64,7 @@ impl Network {
         if let Some(ch) = channels.get(addr) {
             return Ok(ch.clone());
         }
-        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| format!("bad node address {addr:?}: {e}"))?
+        let endpoint = crate::tls::endpoint(addr, self.tls.as_ref())?
             .tcp_nodelay(true)
             .connect_timeout(std::time::Duration::from_secs(1));
         let ch = endpoint.connect_lazy();

@@ -34,6 +34,8 @@ pub enum NodeError {
     Admin(String),
     #[error("{0}")]
     Join(String),
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// How long a node started with `--join` keeps asking to be added before it gives up.
@@ -62,11 +64,20 @@ pub async fn run(
             source,
         })?,
     );
+    // TLS: the server side checked now, so a bad file stops the node at start.
+    let (server_tls, client_tls) = match &cfg.tls {
+        None => (None, None),
+        Some(files) => (
+            Some(files.server_config().map_err(NodeError::Tls)?),
+            Some(files.client_config().map_err(NodeError::Tls)?),
+        ),
+    };
     let network = Network::new(
         cfg.cluster_name.clone(),
         cfg.node_id,
         incarnation,
         peers.clone(),
+        client_tls.clone(),
     );
     let raft = Raft::new(
         cfg.node_id,
@@ -120,6 +131,7 @@ pub async fn run(
         },
         cfg.write_timeout,
         metrics.clone(),
+        client_tls.clone(),
         baton::ClientLimits {
             watches_per_address_max: cfg.watches_per_address_max,
             writes_per_second: cfg.client_writes_per_second,
@@ -139,6 +151,7 @@ pub async fn run(
         cluster_name: cfg.cluster_name.clone(),
         incarnation,
         peers,
+        tls: cfg.tls.is_some(),
     })
     .max_decoding_message_size(RAFT_MESSAGE_BYTES_MAX)
     .max_encoding_message_size(RAFT_MESSAGE_BYTES_MAX);
@@ -155,13 +168,14 @@ pub async fn run(
         cfg.connections_max,
         metrics,
     );
+    let join_tls = client_tls.clone();
     // A refused join stops the node, as a shutdown signal does.
     let (join_failed_tx, join_failed_rx) = tokio::sync::oneshot::channel::<NodeError>();
     if must_join {
         let (endpoints, node_id, advertise) =
             (cfg.join.clone(), cfg.node_id, cfg.advertise.clone());
         tokio::spawn(async move {
-            if let Err(e) = join(endpoints, node_id, advertise, incarnation).await {
+            if let Err(e) = join(endpoints, node_id, advertise, incarnation, join_tls).await {
                 tracing::error!(error = %e, "could not join the cluster");
                 let _ = join_failed_tx.send(e);
             }
@@ -178,12 +192,17 @@ pub async fn run(
             Ok(e) = &mut join_failed_rx => join_error = Some(e),
         }
     };
-    let served = tonic::transport::Server::builder()
+    let router = tonic::transport::Server::builder()
         .add_service(baton_svc)
         .add_service(cluster_svc)
-        .add_service(raft_svc)
-        .serve_with_incoming_shutdown(incoming, stop)
-        .await;
+        .add_service(raft_svc);
+    let served = match server_tls {
+        None => router.serve_with_incoming_shutdown(incoming, stop).await,
+        Some(config) => {
+            let incoming = crate::tls::accept(incoming, config);
+            router.serve_with_incoming_shutdown(incoming, stop).await
+        }
+    };
 
     tracing::info!(node_id = cfg.node_id, "shutting down");
     let _ = stop_tx.send(true);
@@ -230,6 +249,7 @@ async fn join(
     node_id: u64,
     advertise: String,
     incarnation: u64,
+    tls: Option<tonic::transport::ClientTlsConfig>,
 ) -> Result<(), NodeError> {
     use baton_proto::v1::cluster_client::ClusterClient;
     use baton_proto::v1::AddMemberRequest;
@@ -241,8 +261,8 @@ async fn join(
     while std::time::Instant::now() < deadline {
         let target = targets.pop_front().expect("join has endpoints");
         targets.push_back(target.clone());
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{target}"))
-            .map_err(|e| NodeError::Join(format!("bad join address {target:?}: {e}")))?
+        let channel = crate::tls::endpoint(&target, tls.as_ref())
+            .map_err(|e| NodeError::Join(format!("join address {target:?}: {e}")))?
             .connect_timeout(std::time::Duration::from_secs(1))
             .connect_lazy();
         let mut request = tonic::Request::new(AddMemberRequest {

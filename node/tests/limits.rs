@@ -96,7 +96,10 @@ async fn watch_streams_per_address_and_writes_per_client_are_limited() {
         }
     }
     assert!(limited > 0, "30 writes at once were all allowed at 5/s");
-    assert!((5..=10).contains(&ok), "{ok} writes allowed at 5/s with a burst of 5");
+    assert!(
+        (5..=10).contains(&ok),
+        "{ok} writes allowed at 5/s with a burst of 5"
+    );
     let other = cluster.client_of(1).await;
     let claimed = other.claim("limits/other", "calm", TTL).await;
     assert!(claimed.is_ok(), "{claimed:?}");

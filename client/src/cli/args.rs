@@ -71,6 +71,53 @@ pub struct GlobalArgs {
     /// (default 30s).
     #[arg(long, value_parser = parse_duration, global = true)]
     pub timeout: Option<Duration>,
+
+    /// Speak TLS to the nodes, trusting this CA (PEM).
+    #[arg(long, env = "BATON_TLS_CA", global = true)]
+    pub tls_ca: Option<std::path::PathBuf>,
+
+    /// With --tls-ca: this client's certificate (PEM), for nodes that require one (mTLS).
+    #[arg(
+        long,
+        env = "BATON_TLS_CLIENT_CERT",
+        global = true,
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// With --tls-cert: its private key (PEM).
+    #[arg(
+        long,
+        env = "BATON_TLS_CLIENT_KEY",
+        global = true,
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<std::path::PathBuf>,
+}
+
+impl GlobalArgs {
+    /// The TLS settings the flags give, files read.
+    pub fn tls(&self) -> anyhow::Result<Option<baton_client::ClientTls>> {
+        use anyhow::Context;
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).with_context(|| format!("reading {}", p.display()))
+        };
+        let Some(ca) = &self.tls_ca else {
+            anyhow::ensure!(
+                self.tls_cert.is_none(),
+                "--tls-cert needs --tls-ca (the CA of the nodes)"
+            );
+            return Ok(None);
+        };
+        let identity = match (&self.tls_cert, &self.tls_key) {
+            (Some(c), Some(k)) => Some((read(c)?, read(k)?)),
+            _ => None,
+        };
+        Ok(Some(baton_client::ClientTls {
+            ca_pem: read(ca)?,
+            identity,
+        }))
+    }
 }
 
 impl GlobalArgs {

@@ -47,7 +47,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
         (None, true) => cluster::CLUSTER_CHANGE_TIMEOUT_DEFAULT,
         _ => cli.global.retry_timeout(),
     };
+    let tls = cli.global.tls()?;
     let config = ClientConfig {
+        tls,
         // One attempt may take as long as the whole call for the slow cluster commands.
         request_timeout: if long_running {
             retry_deadline

@@ -19,7 +19,7 @@ use baton_proto::v1::baton_client::BatonClient;
 use baton_proto::{FORWARDED_METADATA_KEY, LEADER_METADATA_KEY};
 use openraft::error::{CheckIsLeaderError, RaftError};
 use tonic::metadata::MetadataValue;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
 use super::convert::{self, TtlBounds};
@@ -78,6 +78,8 @@ pub struct Ctx {
     metrics: Arc<crate::admin::Metrics>,
     /// One lazily connected client per leader address, for forwarding.
     leaders: Mutex<HashMap<String, BatonClient<Channel>>>,
+    /// TLS toward the leader when forwarding, if on.
+    tls: Option<tonic::transport::ClientTlsConfig>,
     /// Open watch streams by client address, and their limit per address.
     watches: Arc<WatchCounts>,
     watches_per_address_max: usize,
@@ -99,9 +101,11 @@ impl Ctx {
         ttl: TtlBounds,
         write_timeout: Duration,
         metrics: Arc<crate::admin::Metrics>,
+        tls: Option<tonic::transport::ClientTlsConfig>,
         limits: ClientLimits,
     ) -> Ctx {
         Ctx {
+            tls,
             watches: Arc::default(),
             watches_per_address_max: limits.watches_per_address_max,
             write_rate: WriteRate::new(limits.writes_per_second),
@@ -120,7 +124,7 @@ impl Ctx {
         if let Some(c) = leaders.get(addr) {
             return Ok(c.clone());
         }
-        let channel = Endpoint::from_shared(format!("http://{addr}"))
+        let channel = crate::tls::endpoint(addr, self.tls.as_ref())
             .map_err(|e| Status::internal(format!("leader address {addr:?} is unusable: {e}")))?
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(1))

@@ -19,12 +19,20 @@ pub struct RaftServer {
     /// This node's data dir incarnation, sent with every answer (`crate::peers`).
     pub incarnation: u64,
     pub peers: Arc<PeerBook>,
+    /// TLS is on: a sender must show a certificate the CA signed.
+    pub tls: bool,
 }
 
 impl RaftServer {
     /// Decodes a peer's message after checking its address and that the sender still runs
     /// on the data dir it was first seen with.
     fn open<T: DeserializeOwned>(&self, req: Request<RaftRequest>) -> Result<T, Status> {
+        if self.tls && req.peer_certs().is_none_or(|c| c.is_empty()) {
+            tracing::warn!("refusing Raft traffic without a node certificate");
+            return Err(Status::permission_denied(
+                "Raft traffic needs a node certificate signed by the cluster's CA",
+            ));
+        }
         let req = req.into_inner();
         if req.target_node_id != self.node_id || req.cluster_name != self.cluster_name {
             // A peer with a wrong address for us: refuse rather than act as another node.

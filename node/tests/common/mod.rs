@@ -46,6 +46,8 @@ pub struct Cluster {
     pub nodes: BTreeMap<u64, NodeProc>,
     pub initial_cluster: String,
     pub extra_args: Vec<String>,
+    /// TLS for the harness's own clients, when the nodes run with it.
+    pub tls: Option<baton_client::ClientTls>,
 }
 
 impl Cluster {
@@ -55,7 +57,13 @@ impl Cluster {
     }
 
     pub async fn start_with(n: u64, extra_args: &[&str]) -> Cluster {
-        Self::start_inner(n, extra_args, false).await.0
+        Self::start_inner(n, extra_args, false, None).await.0
+    }
+
+    /// Like `start_with`, for nodes that speak TLS (`extra_args` has the node's TLS flags);
+    /// the harness's clients use `tls`.
+    pub async fn start_tls(n: u64, extra_args: &[&str], tls: baton_client::ClientTls) -> Cluster {
+        Self::start_inner(n, extra_args, false, Some(tls)).await.0
     }
 
     /// Like `start_with`, but peers reach each node through a `Proxy` of its own (the
@@ -66,13 +74,14 @@ impl Cluster {
         n: u64,
         extra_args: &[&str],
     ) -> (Cluster, BTreeMap<u64, Proxy>) {
-        Self::start_inner(n, extra_args, true).await
+        Self::start_inner(n, extra_args, true, None).await
     }
 
     async fn start_inner(
         n: u64,
         extra_args: &[&str],
         proxied: bool,
+        tls: Option<baton_client::ClientTls>,
     ) -> (Cluster, BTreeMap<u64, Proxy>) {
         let dir = tempfile::tempdir().unwrap();
         let addrs: BTreeMap<u64, String> = (1..=n)
@@ -110,6 +119,7 @@ impl Cluster {
             nodes,
             initial_cluster,
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            tls,
         };
         for id in 1..=n {
             cluster.start_node(id);
@@ -199,6 +209,7 @@ impl Cluster {
         Client::connect(ClientConfig {
             endpoints: self.endpoints(),
             retry_deadline: Duration::from_secs(20),
+            tls: self.tls.clone(),
             ..ClientConfig::default()
         })
         .await
@@ -210,6 +221,7 @@ impl Cluster {
         Client::connect(ClientConfig {
             endpoints: vec![self.nodes[&id].addr.clone()],
             retry_deadline: Duration::from_secs(20),
+            tls: self.tls.clone(),
             ..ClientConfig::default()
         })
         .await
@@ -227,6 +239,7 @@ impl Cluster {
                     endpoints: vec![self.nodes[id].addr.clone()],
                     retry_deadline: Duration::from_millis(500),
                     request_timeout: Duration::from_millis(500),
+                    tls: self.tls.clone(),
                     ..ClientConfig::default()
                 })
                 .await

@@ -1,0 +1,273 @@
+//! TLS on the gRPC port (rustls, ring): the server side this node terminates itself, the
+//! client side it uses to reach peers, and `baton-node certs`, which makes a CA and
+//! certificates for a test or dev cluster.
+//!
+//! One port serves clients and peers. With TLS on, every connection is TLS: plaintext gets no
+//! answer (the handshake fails, and the node logs why). Client certificates are verified
+//! against the CA when presented, and required when `tls_client_auth` is set (mTLS). Raft
+//! messages always need one: a node dials its peers with its own certificate, and the Raft
+//! service refuses a sender without a verified certificate.
+//!
+//! The handshake runs in a task per connection with a deadline, so a client that stalls in
+//! it holds only its own connection.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// How long a client may take over the TLS handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections whose handshake is still under way, waiting for the server to take them.
+pub const TLS_PENDING_CONNECTIONS_MAX: usize = 1_024;
+
+/// The files a node's TLS is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// This node's certificate chain and key (PEM): its server identity, and its client
+    /// identity toward peers.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The CA that signs nodes' and clients' certificates (PEM).
+    pub ca: PathBuf,
+    /// Every client must present a certificate the CA signed.
+    pub require_client_cert: bool,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))
+}
+
+fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&read(path)?)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: not a PEM certificate file: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no certificate in it", path.display()));
+    }
+    Ok(certs)
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+impl TlsFiles {
+    /// The rustls server configuration: this node's identity, client certificates verified
+    /// against the CA (required or optional), HTTP/2.
+    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in certs(&self.ca)? {
+            roots
+                .add(ca)
+                .map_err(|e| format!("{}: unusable CA certificate: {e}", self.ca.display()))?;
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider(),
+        );
+        let verifier = if self.require_client_cert {
+            verifier
+        } else {
+            verifier.allow_unauthenticated()
+        }
+        .build()
+        .map_err(|e| format!("client certificate verifier: {e}"))?;
+        let key = PrivateKeyDer::from_pem_slice(&read(&self.key)?)
+            .map_err(|e| format!("{}: not a PEM private key: {e}", self.key.display()))?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs(&self.cert)?, key)
+            .map_err(|e| {
+                format!(
+                    "{}: certificate and key do not go together: {e}",
+                    self.cert.display()
+                )
+            })?;
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Arc::new(config))
+    }
+
+    /// How this node reaches a peer (or the leader, to forward): the CA to trust and its own
+    /// certificate to show.
+    pub fn client_config(&self) -> Result<tonic::transport::ClientTlsConfig, String> {
+        let ca = tonic::transport::Certificate::from_pem(read(&self.ca)?);
+        let identity = tonic::transport::Identity::from_pem(read(&self.cert)?, read(&self.key)?);
+        Ok(tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(ca)
+            .identity(identity))
+    }
+}
+
+/// The host part of `host:port` (brackets of an IPv6 address removed): the name a peer's
+/// certificate must carry.
+pub fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// A channel endpoint for `addr` (`host:port`), over TLS when `tls` is given.
+pub fn endpoint(
+    addr: &str,
+    tls: Option<&tonic::transport::ClientTlsConfig>,
+) -> Result<tonic::transport::Endpoint, String> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}"))
+        .map_err(|e| format!("bad node address {addr:?}: {e}"))?;
+    match tls {
+        None => Ok(endpoint),
+        Some(tls) => endpoint
+            .tls_config(tls.clone().domain_name(host_of(addr)))
+            .map_err(|e| format!("TLS settings for {addr}: {e}")),
+    }
+}
+
+/// Accepted connections, after the TLS handshake (each in its own task, with a deadline).
+pub fn accept<S, IO>(
+    incoming: S,
+    config: Arc<rustls::ServerConfig>,
+) -> impl futures::Stream<Item = Result<tokio_rustls::server::TlsStream<IO>, std::io::Error>>
+where
+    S: futures::Stream<Item = Result<IO, std::io::Error>> + Send + 'static,
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use futures::StreamExt;
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let (tx, rx) = tokio::sync::mpsc::channel(TLS_PENDING_CONNECTIONS_MAX);
+    tokio::spawn(async move {
+        let mut incoming = std::pin::pin!(incoming);
+        while let Some(conn) = incoming.next().await {
+            let Ok(io) = conn else { continue };
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(io)).await {
+                    Ok(Ok(tls)) => {
+                        let _ = tx.send(Ok(tls)).await;
+                    }
+                    Ok(Err(e)) => tracing::warn!(
+                        error = %e,
+                        "TLS handshake failed (a plaintext client, or a certificate the CA did \
+                         not sign?)"
+                    ),
+                    Err(_) => tracing::warn!("TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// Makes, in `dir` (for a test or dev cluster; the certificates do not expire, so rotate
+/// real ones from your own CA): `ca.pem` + `ca-key.pem`; per node `node-ID.pem` + `node-ID-key.pem`
+/// valid for its host names (and `localhost`, `127.0.0.1`); per client
+/// `client-NAME.pem` + `client-NAME-key.pem`. Returns the files written.
+pub fn generate(
+    dir: &Path,
+    nodes: &[(u64, Vec<String>)],
+    clients: &[String],
+) -> Result<Vec<PathBuf>, String> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+        KeyUsagePurpose,
+    };
+    let err = |e: rcgen::Error| e.to_string();
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let ca_key = KeyPair::generate().map_err(err)?;
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "baton CA");
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_cert = ca.self_signed(&ca_key).map_err(err)?;
+    let mut written = Vec::new();
+    let mut write = |name: String, text: String| -> Result<(), String> {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        written.push(path);
+        Ok(())
+    };
+    write("ca.pem".into(), ca_cert.pem())?;
+    write("ca-key.pem".into(), ca_key.serialize_pem())?;
+    let mut issue = |file: String, cn: String, names: Vec<String>, usages| -> Result<(), String> {
+        let key = KeyPair::generate().map_err(err)?;
+        let mut p = CertificateParams::new(names).map_err(err)?;
+        p.distinguished_name.push(DnType::CommonName, cn);
+        p.extended_key_usages = usages;
+        let cert = p.signed_by(&key, &ca_cert, &ca_key).map_err(err)?;
+        write(format!("{file}.pem"), cert.pem())?;
+        write(format!("{file}-key.pem"), key.serialize_pem())
+    };
+    for (id, hosts) in nodes {
+        let mut names = hosts.clone();
+        for local in ["localhost", "127.0.0.1"] {
+            if !names.iter().any(|n| n == local) {
+                names.push(local.into());
+            }
+        }
+        issue(
+            format!("node-{id}"),
+            format!("baton node {id}"),
+            names,
+            vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        )?;
+    }
+    for name in clients {
+        issue(
+            format!("client-{name}"),
+            name.clone(),
+            Vec::new(),
+            vec![ExtendedKeyUsagePurpose::ClientAuth],
+        )?;
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_of_strips_the_port_and_ipv6_brackets() {
+        assert_eq!(host_of("node1:7001"), "node1");
+        assert_eq!(host_of("10.0.0.1:7001"), "10.0.0.1");
+        assert_eq!(host_of("[::1]:7001"), "::1");
+    }
+
+    #[test]
+    fn generated_files_make_a_server_config_and_bad_files_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = generate(
+            dir.path(),
+            &[(1, vec!["node1".into()]), (2, vec!["node2".into()])],
+            &["agent".into()],
+        )
+        .unwrap();
+        assert_eq!(written.len(), 2 + 2 * 2 + 2);
+        let files = TlsFiles {
+            cert: dir.path().join("node-1.pem"),
+            key: dir.path().join("node-1-key.pem"),
+            ca: dir.path().join("ca.pem"),
+            require_client_cert: true,
+        };
+        assert!(files.server_config().is_ok());
+        assert!(files.client_config().is_ok());
+        let mismatched = TlsFiles {
+            key: dir.path().join("node-2-key.pem"),
+            ..files.clone()
+        };
+        let e = mismatched.server_config().unwrap_err();
+        assert!(e.contains("do not go together"), "{e}");
+        let missing = TlsFiles {
+            ca: dir.path().join("nope.pem"),
+            ..files
+        };
+        assert!(missing.server_config().unwrap_err().contains("nope.pem"));
+    }
+}

@@ -1,0 +1,167 @@
+//! TLS on real nodes (issue 8, first part): certificates from `baton-node certs`, a 3-node
+//! cluster whose clients and Raft traffic go over TLS, and what it refuses: plaintext, a
+//! certificate another CA signed, Raft messages without a node certificate, and, with
+//! `--tls-client-auth`, a client without a certificate.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use baton_client::{ClaimOutcome, Client, ClientConfig, ClientTls};
+use common::{node_bin, serial, Cluster};
+
+const TTL: Duration = Duration::from_secs(30);
+
+/// `baton-node certs` into `dir`: one node certificate (valid for 127.0.0.1, so every node
+/// of a loopback cluster can use it) and a client `agent`.
+fn certs(dir: &Path) {
+    let out = Command::new(node_bin())
+        .args(["certs", "--dir"])
+        .arg(dir)
+        .args(["--node", "1=127.0.0.1", "--client", "agent"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn node_flags(dir: &Path) -> Vec<String> {
+    let f = |name: &str| dir.join(name).display().to_string();
+    vec![
+        "--tls-cert".into(),
+        f("node-1.pem"),
+        "--tls-key".into(),
+        f("node-1-key.pem"),
+        "--tls-ca".into(),
+        f("ca.pem"),
+    ]
+}
+
+fn client_tls(dir: &Path, with_cert: bool) -> ClientTls {
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    ClientTls {
+        ca_pem: read("ca.pem"),
+        identity: with_cert.then(|| (read("client-agent.pem"), read("client-agent-key.pem"))),
+    }
+}
+
+async fn client(cluster: &Cluster, tls: Option<ClientTls>) -> Client {
+    Client::connect(ClientConfig {
+        endpoints: cluster.endpoints(),
+        retry_deadline: Duration::from_secs(3),
+        request_timeout: Duration::from_secs(1),
+        tls,
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap()
+}
+
+fn flags_ref(flags: &[String]) -> Vec<&str> {
+    flags.iter().map(String::as_str).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_cluster_serves_tls_clients_and_refuses_plaintext_and_strangers() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pki: PathBuf = dir.path().join("pki");
+    certs(&pki);
+    let flags = node_flags(&pki);
+    // The cluster forms over TLS (Raft between nodes included).
+    let cluster = Cluster::start_tls(3, &flags_ref(&flags), client_tls(&pki, true)).await;
+
+    let agent = client(&cluster, Some(client_tls(&pki, true))).await;
+    let granted = agent.claim("tls/a", "agent", TTL).await.unwrap();
+    assert!(matches!(granted, ClaimOutcome::Granted(_)), "{granted:?}");
+    // Without a client certificate (not required here) a client is served too.
+    let anonymous = client(&cluster, Some(client_tls(&pki, false))).await;
+    assert!(anonymous
+        .probe("tls/a", baton_client::ReadMode::Linearizable)
+        .await
+        .is_ok());
+
+    // Plaintext gets no answer.
+    let plain = client(&cluster, None).await;
+    let refused = plain.claim("tls/b", "plain", TTL).await;
+    assert!(
+        matches!(refused, Err(baton_client::Error::Unavailable { .. })),
+        "{refused:?}"
+    );
+
+    // A certificate of another CA is refused in the handshake.
+    let other = dir.path().join("other");
+    certs(&other);
+    let mut stranger_tls = client_tls(&pki, false);
+    let read = |name: &str| std::fs::read(other.join(name)).unwrap();
+    stranger_tls.identity = Some((read("client-agent.pem"), read("client-agent-key.pem")));
+    let stranger = client(&cluster, Some(stranger_tls)).await;
+    assert!(stranger.claim("tls/c", "stranger", TTL).await.is_err());
+
+    // Raft traffic needs a node certificate: a TLS client without one is refused.
+    let endpoint =
+        tonic::transport::Endpoint::from_shared(format!("https://{}", cluster.nodes[&1].addr))
+            .unwrap()
+            .tls_config(
+                tonic::transport::ClientTlsConfig::new()
+                    .ca_certificate(tonic::transport::Certificate::from_pem(
+                        std::fs::read(pki.join("ca.pem")).unwrap(),
+                    ))
+                    .domain_name("127.0.0.1"),
+            )
+            .unwrap();
+    let mut raft = baton_proto::v1::raft_client::RaftClient::connect(endpoint)
+        .await
+        .unwrap();
+    let status = raft
+        .vote(baton_proto::v1::RaftRequest {
+            target_node_id: 1,
+            cluster_name: "baton".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status}");
+
+    // The CLI speaks TLS with --tls-ca (and a client certificate).
+    let out = Command::new(node_bin().with_file_name("baton"))
+        .arg("--endpoints")
+        .arg(cluster.endpoints().join(","))
+        .arg("--tls-ca")
+        .arg(pki.join("ca.pem"))
+        .arg("--tls-cert")
+        .arg(pki.join("client-agent.pem"))
+        .arg("--tls-key")
+        .arg(pki.join("client-agent-key.pem"))
+        .args(["claim", "tls/cli", "--ttl", "30s", "--output", "json"])
+        .env_remove("BATON_ENDPOINTS")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_client_auth_a_client_needs_a_certificate_the_ca_signed() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    certs(dir.path());
+    let mut flags = node_flags(dir.path());
+    flags.push("--tls-client-auth".into());
+    let cluster = Cluster::start_tls(1, &flags_ref(&flags), client_tls(dir.path(), true)).await;
+    let with_cert = client(&cluster, Some(client_tls(dir.path(), true))).await;
+    assert!(with_cert.claim("mtls/a", "agent", TTL).await.is_ok());
+    let without = client(&cluster, Some(client_tls(dir.path(), false))).await;
+    assert!(matches!(
+        without.claim("mtls/b", "nobody", TTL).await,
+        Err(baton_client::Error::Unavailable { .. })
+    ));
+}
