@@ -141,7 +141,13 @@ where
     let (tx, rx) = tokio::sync::mpsc::channel(TLS_PENDING_CONNECTIONS_MAX);
     tokio::spawn(async move {
         let mut incoming = std::pin::pin!(incoming);
-        while let Some(conn) = incoming.next().await {
+        loop {
+            // Ends with the server: it drops the receiving side, and the listener with this.
+            let conn = tokio::select! {
+                conn = incoming.next() => conn,
+                _ = tx.closed() => return,
+            };
+            let Some(conn) = conn else { return };
             let Ok(io) = conn else { continue };
             let (acceptor, tx) = (acceptor.clone(), tx.clone());
             tokio::spawn(async move {
