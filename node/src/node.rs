@@ -135,6 +135,7 @@ pub async fn run(
         baton::ClientLimits {
             watches_per_address_max: cfg.watches_per_address_max,
             writes_per_second: cfg.client_writes_per_second,
+            auth: cfg.tls.as_ref().is_some_and(|t| t.require_client_cert),
         },
     ));
     let baton_svc =

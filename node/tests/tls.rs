@@ -20,7 +20,14 @@ fn certs(dir: &Path) {
     let out = Command::new(node_bin())
         .args(["certs", "--dir"])
         .arg(dir)
-        .args(["--node", "1=127.0.0.1", "--client", "agent"])
+        .args([
+            "--node",
+            "1=127.0.0.1",
+            "--client",
+            "agent",
+            "--client",
+            "other",
+        ])
         .output()
         .unwrap();
     assert!(
@@ -43,10 +50,20 @@ fn node_flags(dir: &Path) -> Vec<String> {
 }
 
 fn client_tls(dir: &Path, with_cert: bool) -> ClientTls {
+    client_tls_as(dir, with_cert.then_some("agent"))
+}
+
+/// TLS settings of a client with the certificate of `who` (or none).
+fn client_tls_as(dir: &Path, who: Option<&str>) -> ClientTls {
     let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
     ClientTls {
         ca_pem: read("ca.pem"),
-        identity: with_cert.then(|| (read("client-agent.pem"), read("client-agent-key.pem"))),
+        identity: who.map(|w| {
+            (
+                read(&format!("client-{w}.pem")),
+                read(&format!("client-{w}-key.pem")),
+            )
+        }),
     }
 }
 
@@ -150,18 +167,96 @@ async fn a_tls_cluster_serves_tls_clients_and_refuses_plaintext_and_strangers() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_client_auth_a_client_needs_a_certificate_the_ca_signed() {
+async fn with_client_auth_a_client_needs_a_certificate_and_acts_only_as_itself() {
     let _serial = serial().await;
     let dir = tempfile::tempdir().unwrap();
     certs(dir.path());
     let mut flags = node_flags(dir.path());
     flags.push("--tls-client-auth".into());
-    let cluster = Cluster::start_tls(1, &flags_ref(&flags), client_tls(dir.path(), true)).await;
-    let with_cert = client(&cluster, Some(client_tls(dir.path(), true))).await;
-    assert!(with_cert.claim("mtls/a", "agent", TTL).await.is_ok());
+    let cluster = Cluster::start_tls(3, &flags_ref(&flags), client_tls(dir.path(), true)).await;
     let without = client(&cluster, Some(client_tls(dir.path(), false))).await;
     assert!(matches!(
         without.claim("mtls/b", "nobody", TTL).await,
         Err(baton_client::Error::Unavailable { .. })
     ));
+
+    // The holder is the certificate's principal: no one claims as another.
+    let agent = client(&cluster, Some(client_tls_as(dir.path(), Some("agent")))).await;
+    let other = client(&cluster, Some(client_tls_as(dir.path(), Some("other")))).await;
+    let ClaimOutcome::Granted(g) = agent.claim("mtls/a", "agent", TTL).await.unwrap() else {
+        panic!("mtls/a held");
+    };
+    let as_other = agent.claim("mtls/c", "other", TTL).await.unwrap_err();
+    assert!(
+        as_other.to_string().contains("cannot act as holder"),
+        "{as_other}"
+    );
+    // Nor releases, renews or updates another's key, even with its token.
+    let token = g.lease.token;
+    let e = other.release("mtls/a", token).await.unwrap_err();
+    assert!(e.to_string().contains("is \"agent\"'s"), "{e}");
+    assert!(other.renew("mtls/a", token).await.is_err());
+    let patch = baton_client::RecordPatch {
+        status: Some("hijacked".into()),
+        ..Default::default()
+    };
+    assert!(other.update("mtls/a", token, patch).await.is_err());
+    let probe = agent
+        .probe("mtls/a", baton_client::ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert_eq!(
+        probe.lease.map(|l| l.token),
+        Some(token),
+        "the lease is untouched"
+    );
+    // Through a follower, which forwards the principal to the leader, the same holds.
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let via_follower = |who: &'static str| {
+        let (addr, dir) = (cluster.nodes[&follower].addr.clone(), dir.path().to_owned());
+        async move {
+            Client::connect(ClientConfig {
+                endpoints: vec![addr],
+                follow_leader_hints: false,
+                retry_deadline: Duration::from_secs(5),
+                tls: Some(client_tls_as(&dir, Some(who))),
+                ..ClientConfig::default()
+            })
+            .await
+            .unwrap()
+        }
+    };
+    let agent_via = via_follower("agent").await;
+    assert!(agent_via.renew("mtls/a", token).await.is_ok());
+    let other_via = via_follower("other").await;
+    assert!(other_via.release("mtls/a", token).await.is_err());
+
+    // A client certificate, though the CA signed it, carries no Raft traffic.
+    let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
+    let endpoint =
+        tonic::transport::Endpoint::from_shared(format!("https://{}", cluster.nodes[&1].addr))
+            .unwrap()
+            .tls_config(
+                tonic::transport::ClientTlsConfig::new()
+                    .ca_certificate(tonic::transport::Certificate::from_pem(read("ca.pem")))
+                    .identity(tonic::transport::Identity::from_pem(
+                        read("client-agent.pem"),
+                        read("client-agent-key.pem"),
+                    ))
+                    .domain_name("127.0.0.1"),
+            )
+            .unwrap();
+    let mut raft = baton_proto::v1::raft_client::RaftClient::connect(endpoint)
+        .await
+        .unwrap();
+    let status = raft
+        .vote(baton_proto::v1::RaftRequest {
+            target_node_id: 1,
+            cluster_name: "baton".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status}");
 }

@@ -80,6 +80,8 @@ pub struct Ctx {
     leaders: Mutex<HashMap<String, BatonClient<Channel>>>,
     /// TLS toward the leader when forwarding, if on.
     tls: Option<tonic::transport::ClientTlsConfig>,
+    /// Clients must show a certificate and act only as its principal (`super::auth`).
+    pub auth: bool,
     /// Open watch streams by client address, and their limit per address.
     watches: Arc<WatchCounts>,
     watches_per_address_max: usize,
@@ -92,6 +94,8 @@ pub struct Ctx {
 pub struct ClientLimits {
     pub watches_per_address_max: usize,
     pub writes_per_second: u32,
+    /// Bind requests to the client certificate's principal (with mTLS).
+    pub auth: bool,
 }
 
 impl Ctx {
@@ -106,6 +110,7 @@ impl Ctx {
     ) -> Ctx {
         Ctx {
             tls,
+            auth: limits.auth,
             watches: Arc::default(),
             watches_per_address_max: limits.watches_per_address_max,
             write_rate: WriteRate::new(limits.writes_per_second),
@@ -542,13 +547,17 @@ impl BatonServer {
         remote: impl FnOnce(BatonClient<Channel>, Request<Req>) -> RF,
     ) -> Result<Response<Resp>, Status>
     where
-        Req: Clone,
+        Req: Clone + super::auth::Acts,
         LF: Future<Output = Result<Resp, Refusal>>,
         RF: Future<Output = Result<Response<Resp>, Status>>,
     {
         let answer = async {
+            let principal = super::auth::principal(&req, self.ctx.auth)?;
             let forwarded = req.metadata().contains_key(FORWARDED_METADATA_KEY);
             let msg = req.into_inner();
+            if let Some(p) = &principal {
+                super::auth::authorize(p, msg.acting(), &self.ctx.sm)?;
+            }
             match local(self.ctx.clone(), msg.clone()).await {
                 Ok(resp) => Ok(Response::new(resp)),
                 Err(Refusal::Status(s)) => Err(s),
@@ -557,6 +566,13 @@ impl BatonServer {
                     let mut fwd = Request::new(msg);
                     fwd.metadata_mut()
                         .insert(FORWARDED_METADATA_KEY, MetadataValue::from_static("1"));
+                    if let Some(p) = principal
+                        .as_deref()
+                        .and_then(|p| MetadataValue::try_from(p).ok())
+                    {
+                        fwd.metadata_mut()
+                            .insert(super::auth::PRINCIPAL_METADATA_KEY, p);
+                    }
                     fwd.set_timeout(FORWARD_TIMEOUT);
                     match remote(client, fwd).await {
                         Ok(resp) => Ok(with_leader(Response::new(resp.into_inner()), &addr)),

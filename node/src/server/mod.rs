@@ -2,6 +2,7 @@
 //! (internal), served on one listener that the caller binds, until the caller's shutdown
 //! signal resolves.
 
+pub mod auth;
 pub mod baton;
 pub mod cluster;
 pub mod convert;

@@ -27,11 +27,18 @@ impl RaftServer {
     /// Decodes a peer's message after checking its address and that the sender still runs
     /// on the data dir it was first seen with.
     fn open<T: DeserializeOwned>(&self, req: Request<RaftRequest>) -> Result<T, Status> {
-        if self.tls && req.peer_certs().is_none_or(|c| c.is_empty()) {
-            tracing::warn!("refusing Raft traffic without a node certificate");
-            return Err(Status::permission_denied(
-                "Raft traffic needs a node certificate signed by the cluster's CA",
-            ));
+        if self.tls {
+            let cn = req
+                .peer_certs()
+                .and_then(|c| c.first().and_then(|c| super::auth::common_name(c)));
+            if !cn.is_some_and(|cn| cn.starts_with(super::auth::NODE_CN_PREFIX)) {
+                tracing::warn!("refusing Raft traffic without a node certificate");
+                return Err(Status::permission_denied(format!(
+                    "Raft traffic needs a node certificate signed by the cluster's CA (common \
+                     name \"{}ID\")",
+                    super::auth::NODE_CN_PREFIX
+                )));
+            }
         }
         let req = req.into_inner();
         if req.target_node_id != self.node_id || req.cluster_name != self.cluster_name {
