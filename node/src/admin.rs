@@ -245,26 +245,30 @@ impl Metrics {
             "Watch streams open on this node",
             m.watch_streams.clone(),
         );
-        r.register(
-            "connections_refused",
-            "Connections closed at once: the node had connections_max open",
-            m.connections_refused.clone(),
-        );
-        r.register(
-            "requests_limited",
-            "Requests refused by a per-client limit (watches per address, writes per second)",
-            m.requests_limited.clone(),
-        );
-        r.register(
-            "proposals",
-            "Log entries proposed by this node as leader",
-            m.proposals.clone(),
-        );
-        r.register(
-            "proposals_unanswered",
-            "Entries this node proposed as leader whose outcome it never learned (deposed)",
-            m.proposals_unanswered.clone(),
-        );
+        for (name, help, counter) in [
+            (
+                "connections_refused",
+                "Connections closed at once: the node had connections_max open",
+                &m.connections_refused,
+            ),
+            (
+                "requests_limited",
+                "Requests refused by a per-client limit (watches per address, writes per second)",
+                &m.requests_limited,
+            ),
+            (
+                "proposals",
+                "Log entries proposed by this node as leader",
+                &m.proposals,
+            ),
+            (
+                "proposals_unanswered",
+                "Entries this node proposed as leader whose outcome it never learned (deposed)",
+                &m.proposals_unanswered,
+            ),
+        ] {
+            r.register(name, help, counter.clone());
+        }
         for (name, help, histogram) in [
             (
                 "proposal_commands",

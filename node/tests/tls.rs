@@ -79,6 +79,36 @@ async fn client(cluster: &Cluster, tls: Option<ClientTls>) -> Client {
     .unwrap()
 }
 
+/// A Raft vote sent to node 1 over TLS, with the client certificate of `who` (or none):
+/// the refusal it gets.
+async fn raft_vote_over_tls(cluster: &Cluster, pki: &Path, who: Option<&str>) -> tonic::Status {
+    let read = |name: &str| std::fs::read(pki.join(name)).unwrap();
+    let mut tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(read("ca.pem")))
+        .domain_name("127.0.0.1");
+    if let Some(w) = who {
+        tls = tls.identity(tonic::transport::Identity::from_pem(
+            read(&format!("client-{w}.pem")),
+            read(&format!("client-{w}-key.pem")),
+        ));
+    }
+    let endpoint =
+        tonic::transport::Endpoint::from_shared(format!("https://{}", cluster.nodes[&1].addr))
+            .unwrap()
+            .tls_config(tls)
+            .unwrap();
+    let mut raft = baton_proto::v1::raft_client::RaftClient::connect(endpoint)
+        .await
+        .unwrap();
+    raft.vote(baton_proto::v1::RaftRequest {
+        target_node_id: 1,
+        cluster_name: "baton".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap_err()
+}
+
 fn flags_ref(flags: &[String]) -> Vec<&str> {
     flags.iter().map(String::as_str).collect()
 }
@@ -121,28 +151,7 @@ async fn a_tls_cluster_serves_tls_clients_and_refuses_plaintext_and_strangers() 
     assert!(stranger.claim("tls/c", "stranger", TTL).await.is_err());
 
     // Raft traffic needs a node certificate: a TLS client without one is refused.
-    let endpoint =
-        tonic::transport::Endpoint::from_shared(format!("https://{}", cluster.nodes[&1].addr))
-            .unwrap()
-            .tls_config(
-                tonic::transport::ClientTlsConfig::new()
-                    .ca_certificate(tonic::transport::Certificate::from_pem(
-                        std::fs::read(pki.join("ca.pem")).unwrap(),
-                    ))
-                    .domain_name("127.0.0.1"),
-            )
-            .unwrap();
-    let mut raft = baton_proto::v1::raft_client::RaftClient::connect(endpoint)
-        .await
-        .unwrap();
-    let status = raft
-        .vote(baton_proto::v1::RaftRequest {
-            target_node_id: 1,
-            cluster_name: "baton".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap_err();
+    let status = raft_vote_over_tls(&cluster, &pki, None).await;
     assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status}");
 
     // The CLI speaks TLS with --tls-ca (and a client certificate).
@@ -233,30 +242,6 @@ async fn with_client_auth_a_client_needs_a_certificate_and_acts_only_as_itself()
     assert!(other_via.release("mtls/a", token).await.is_err());
 
     // A client certificate, though the CA signed it, carries no Raft traffic.
-    let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
-    let endpoint =
-        tonic::transport::Endpoint::from_shared(format!("https://{}", cluster.nodes[&1].addr))
-            .unwrap()
-            .tls_config(
-                tonic::transport::ClientTlsConfig::new()
-                    .ca_certificate(tonic::transport::Certificate::from_pem(read("ca.pem")))
-                    .identity(tonic::transport::Identity::from_pem(
-                        read("client-agent.pem"),
-                        read("client-agent-key.pem"),
-                    ))
-                    .domain_name("127.0.0.1"),
-            )
-            .unwrap();
-    let mut raft = baton_proto::v1::raft_client::RaftClient::connect(endpoint)
-        .await
-        .unwrap();
-    let status = raft
-        .vote(baton_proto::v1::RaftRequest {
-            target_node_id: 1,
-            cluster_name: "baton".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap_err();
+    let status = raft_vote_over_tls(&cluster, dir.path(), Some("agent")).await;
     assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status}");
 }
