@@ -200,6 +200,11 @@ pub async fn run(
     let served = match server_tls {
         None => router.serve_with_incoming_shutdown(incoming, stop).await,
         Some(config) => {
+            let (reload, config) = tokio::sync::watch::channel(config);
+            if let Some(files) = cfg.tls.clone() {
+                crate::tls::reload_on_sighup(files, reload)
+                    .map_err(|e| NodeError::Tls(format!("SIGHUP handler: {e}")))?;
+            }
             let incoming = crate::tls::accept(incoming, config);
             router.serve_with_incoming_shutdown(incoming, stop).await
         }

@@ -130,14 +130,13 @@ pub fn endpoint(
 /// Accepted connections, after the TLS handshake (each in its own task, with a deadline).
 pub fn accept<S, IO>(
     incoming: S,
-    config: Arc<rustls::ServerConfig>,
+    config: tokio::sync::watch::Receiver<Arc<rustls::ServerConfig>>,
 ) -> impl futures::Stream<Item = Result<tokio_rustls::server::TlsStream<IO>, std::io::Error>>
 where
     S: futures::Stream<Item = Result<IO, std::io::Error>> + Send + 'static,
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     use futures::StreamExt;
-    let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let (tx, rx) = tokio::sync::mpsc::channel(TLS_PENDING_CONNECTIONS_MAX);
     tokio::spawn(async move {
         let mut incoming = std::pin::pin!(incoming);
@@ -149,7 +148,9 @@ where
             };
             let Some(conn) = conn else { return };
             let Ok(io) = conn else { continue };
-            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            // The configuration as of now: a reload (SIGHUP) reaches new connections.
+            let acceptor = tokio_rustls::TlsAcceptor::from(config.borrow().clone());
+            let tx = tx.clone();
             tokio::spawn(async move {
                 match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(io)).await {
                     Ok(Ok(tls)) => {
@@ -166,6 +167,33 @@ where
         }
     });
     tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// Reads the TLS files again on every SIGHUP and hands new connections the new
+/// configuration; a file that does not load is logged and the old configuration stays.
+/// Connections already open keep theirs. (This node's own certificate toward peers is the one
+/// it started with, until a restart.)
+pub fn reload_on_sighup(
+    files: TlsFiles,
+    config: tokio::sync::watch::Sender<Arc<rustls::ServerConfig>>,
+) -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            match files.server_config() {
+                Ok(new) => {
+                    let _ = config.send(new);
+                    tracing::info!(cert = %files.cert.display(), "reloaded the TLS certificates");
+                }
+                Err(e) => tracing::error!(
+                    error = %e,
+                    "could not reload the TLS certificates; keeping the ones in use"
+                ),
+            }
+        }
+    });
+    Ok(())
 }
 
 /// Makes, in `dir` (for a test or dev cluster; the certificates do not expire, so rotate

@@ -245,3 +245,66 @@ async fn with_client_auth_a_client_needs_a_certificate_and_acts_only_as_itself()
     let status = raft_vote_over_tls(&cluster, dir.path(), Some("agent")).await;
     assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_certificates_without_a_restart() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new, live) = (
+        dir.path().join("old"),
+        dir.path().join("new"),
+        dir.path().join("live"),
+    );
+    certs(&old);
+    certs(&new);
+    let install = |from: &Path| {
+        std::fs::create_dir_all(&live).unwrap();
+        for name in ["node-1.pem", "node-1-key.pem", "ca.pem"] {
+            std::fs::copy(from.join(name), live.join(name)).unwrap();
+        }
+    };
+    install(&old);
+    let mut cluster =
+        Cluster::start_tls(1, &flags_ref(&node_flags(&live)), client_tls(&old, true)).await;
+    let pid = cluster.nodes[&1].child.as_ref().unwrap().id();
+    assert!(client(&cluster, Some(client_tls(&old, true)))
+        .await
+        .claim("hup/a", "agent", TTL)
+        .await
+        .is_ok());
+
+    // New files, then SIGHUP: new connections get the new certificate.
+    install(&new);
+    cluster.signal(1, "HUP");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let fresh = client(&cluster, Some(client_tls(&new, true))).await;
+        if fresh.claim("hup/b", "agent", TTL).await.is_ok() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new certificate was not served\n{}",
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let stale = client(&cluster, Some(client_tls(&old, true))).await;
+    assert!(
+        stale.claim("hup/c", "agent", TTL).await.is_err(),
+        "a client trusting only the old CA still got through"
+    );
+    // The same process all along; a bad file on the next SIGHUP keeps the certificate in use.
+    assert_eq!(cluster.nodes[&1].child.as_ref().unwrap().id(), pid);
+    std::fs::write(live.join("node-1.pem"), "not a certificate").unwrap();
+    cluster.signal(1, "HUP");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let fresh = client(&cluster, Some(client_tls(&new, true))).await;
+    assert!(fresh.claim("hup/d", "agent", TTL).await.is_ok());
+    let log = std::fs::read_to_string(&cluster.nodes[&1].log).unwrap();
+    assert!(
+        log.contains("could not reload the TLS certificates"),
+        "{log}"
+    );
+    cluster.kill(1);
+}
