@@ -51,6 +51,15 @@ fn sample(text: &str, name: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// Waits up to 5 s for the metric `name` at `addr` to read `want`.
+async fn wait_for_sample(addr: &str, name: &str, want: f64, why: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sample(&get(addr, "/metrics").await.1, name) != Some(want) {
+        assert!(Instant::now() < deadline, "{why}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_readiness_and_metrics_follow_the_cluster() {
     let _serial = serial().await;
@@ -125,31 +134,21 @@ async fn health_readiness_and_metrics_follow_the_cluster() {
         use futures::StreamExt;
         while stream.next().await.is_some() {}
     });
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while sample(
-        &get(&admin[&leader], "/metrics").await.1,
+    wait_for_sample(
+        &admin[&leader],
         "baton_watch_streams",
-    ) != Some(1.0)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the open watch stream was not counted"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        1.0,
+        "the open watch stream was not counted",
+    )
+    .await;
     reader.abort();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while sample(
-        &get(&admin[&leader], "/metrics").await.1,
+    wait_for_sample(
+        &admin[&leader],
         "baton_watch_streams",
-    ) != Some(0.0)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "a closed watch stream stayed counted"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        0.0,
+        "a closed watch stream stayed counted",
+    )
+    .await;
     // Every metric the Grafana dashboard queries is one the leader exports.
     let dashboard = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana/baton.json"),

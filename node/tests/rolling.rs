@@ -618,11 +618,18 @@ fn check_histories(ops: &[Op], histories: &BTreeMap<String, History>) -> Vec<Str
 /// The held leases as node `id` itself sees them (a stale read, answered by that node from
 /// its own applied state): `(key, holder client id, token, basis)`.
 async fn board_of(cluster: &Cluster, id: u64) -> Result<Vec<(String, String, u64, u64)>, Error> {
-    let client = cluster.client_of(id).await;
+    full_board(&cluster.client_of(id).await, ReadMode::Stale).await
+}
+
+/// Every lease on the board, page by page: (key, holder client id, token, basis).
+async fn full_board(
+    client: &Client,
+    mode: ReadMode,
+) -> Result<Vec<(String, String, u64, u64)>, Error> {
     let mut leases = Vec::new();
     let mut after = String::new();
     loop {
-        let page = client.board("", 0, &after, ReadMode::Stale).await?;
+        let page = client.board("", 0, &after, mode).await?;
         leases.extend(
             page.leases
                 .iter()
@@ -903,25 +910,7 @@ async fn a_rolling_restart_under_load_loses_no_claim_and_pauses_claims_only_brie
     );
 
     // Every node converges to the same held leases (check 4), the linearizable board's.
-    let expected = {
-        let mut leases = Vec::new();
-        let mut after = String::new();
-        loop {
-            let page = client
-                .board("", 0, &after, ReadMode::Linearizable)
-                .await
-                .unwrap();
-            leases.extend(
-                page.leases
-                    .iter()
-                    .map(|l| (l.key.clone(), l.holder_client_id.clone(), l.token, l.basis)),
-            );
-            match page.leases.last() {
-                Some(last) if page.truncated => after = last.key.clone(),
-                _ => break leases,
-            }
-        }
-    };
+    let expected = full_board(&client, ReadMode::Linearizable).await.unwrap();
     let deadline = Instant::now() + CONVERGE_MAX;
     loop {
         let mut boards = BTreeMap::new();

@@ -30,6 +30,11 @@ fn certs(dir: &Path) {
         ])
         .output()
         .unwrap();
+    assert_ran(&out);
+}
+
+/// Fails the test with the command's stderr unless it exited 0.
+fn assert_ran(out: &std::process::Output) {
     assert!(
         out.status.success(),
         "{}",
@@ -168,11 +173,7 @@ async fn a_tls_cluster_serves_tls_clients_and_refuses_plaintext_and_strangers() 
         .env_remove("BATON_ENDPOINTS")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ran(&out);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
