@@ -241,6 +241,8 @@ pub struct BatonCluster {
     pub procs: Procs,
     /// Endpoints, `127.0.0.1:port`, node 1 first.
     pub endpoints: Vec<String>,
+    /// Admin ports (`/metrics`), `127.0.0.1:port`, node 1 first.
+    pub admin: Vec<String>,
     pub logs: Vec<PathBuf>,
     dir: PathBuf,
 }
@@ -270,8 +272,10 @@ impl BatonCluster {
         let mut procs = Procs::default();
         let mut logs = Vec::new();
         let mut endpoints = Vec::new();
+        let mut admin = Vec::new();
         for (i, port) in ports.iter().enumerate() {
             let listen = format!("127.0.0.1:{port}");
+            let admin_listen = format!("127.0.0.1:{}", free_port()?);
             let mut command = Command::new(node_bin);
             command
                 .arg("--node-id")
@@ -280,16 +284,19 @@ impl BatonCluster {
                 .arg("--data-dir")
                 .arg(dir.join(format!("baton-{}", i + 1)))
                 .args(["--initial-cluster", &initial])
+                .args(["--admin-listen", &admin_listen])
                 .args(extra_args)
                 .env("RUST_LOG", rust_log);
             let log = dir.join(format!("baton-{}.log", i + 1));
             procs.spawn(command, &log)?;
             logs.push(log);
             endpoints.push(listen);
+            admin.push(admin_listen);
         }
         Ok(BatonCluster {
             procs,
             endpoints,
+            admin,
             logs,
             dir: dir.to_path_buf(),
         })

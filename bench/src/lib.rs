@@ -7,6 +7,8 @@
 //! - [`cluster`]: starting and stopping local etcd and baton-node processes, their CPU time.
 //! - [`table`]: medians over runs and the baton/etcd ratio table (pure).
 //! - [`floor`]: the disk's serial fsync latency and a loopback TCP round trip.
+//! - [`metrics`]: the nodes' flush counters from their admin ports, for where a write's time
+//!   goes.
 //! - [`scale`]: a fresh baton cluster holding N leases at once: memory per lease, renew
 //!   throughput, snapshot size and time, a restarted follower's catch-up (`baton-scale`).
 //! - [`pb`]: the hand-written subset of etcd's v3 gRPC API (`proto/`).
@@ -15,6 +17,7 @@ pub mod cli;
 pub mod cluster;
 pub mod etcd;
 pub mod floor;
+pub mod metrics;
 pub mod scale;
 pub mod table;
 

@@ -11,6 +11,7 @@ use anyhow::{bail, Context};
 use baton_bench::cli::{node_bin, run_main};
 use baton_bench::cluster::{cpu_seconds, find_etcd, BatonCluster, EtcdCluster};
 use baton_bench::floor;
+use baton_bench::metrics::{FlushBreakdown, FlushCounters, WriteBreakdown};
 use baton_bench::table::{median, render, Cell};
 use baton_client::{BenchConfig, BenchReport};
 use clap::Parser;
@@ -79,6 +80,9 @@ struct Summary {
     baton_single_client_claim_p50_us: Option<f64>,
     floor_us: u64,
     baton_claim_over_floor: Option<f64>,
+    /// Where that claim's time goes; `None` without a 1-client run or if the nodes' metrics
+    /// could not be read.
+    baton_single_client_breakdown: Option<WriteBreakdown>,
     baton_cpu_s: f64,
     etcd_cpu_s: f64,
     baton_cycles: u64,
@@ -150,6 +154,11 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
     );
 
     let run_id = format!("{:08x}", rand::random::<u32>());
+    // The single-client claim is measured in the 1-client, low-contention cell (the most keys
+    // given); in its baton runs the nodes' flush counters are read too.
+    let most_keys = args.keys.iter().copied().max().unwrap_or(0);
+    let mut single_flushes: Vec<FlushBreakdown> = Vec::new();
+    let mut single_cpu_per_op_us: Vec<f64> = Vec::new();
     let mut runs: Vec<(usize, usize, Run)> = Vec::new();
     let mut cells = Vec::new();
     for &clients in &args.clients {
@@ -171,12 +180,28 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
                         key_prefix: format!("cmp/{run_id}/{system}/c{clients}k{keys}r{n}/"),
                         ..BenchConfig::default()
                     };
+                    let single = system == "baton" && clients == 1 && keys == most_keys;
+                    let flush_before = single.then(|| scrape_all(&baton.admin));
                     let before = cpu_seconds(&pids);
                     let report = match system {
                         "baton" => baton_client::bench::run(config).await?,
                         _ => baton_bench::etcd::run(config).await?,
                     };
                     let cpu_s = cpu_seconds(&pids) - before;
+                    if let Some(Some(flush_before)) = flush_before {
+                        let flush = scrape_all(&baton.admin)
+                            .and_then(|after| FlushBreakdown::between(&flush_before, &after));
+                        let l = &report.latency_us;
+                        let ops = l.claim.count + l.renew.count + l.release.count;
+                        if let (Some(flush), true) = (flush, ops > 0) {
+                            single_flushes.push(flush);
+                            // CPU over the whole run (warm-up included) per measured op.
+                            let run_s = (args.warmup + args.duration).as_secs_f64();
+                            let measured_s = args.duration.as_secs_f64();
+                            single_cpu_per_op_us
+                                .push(cpu_s * measured_s / run_s / ops as f64 * 1e6);
+                        }
+                    }
                     eprintln!(
                         "{system:>5} clients {clients:>3} keys {keys:>4} run {}: {:>8.1} cycles/s, \
                          claim p50 {:.2} ms p99 {:.2} ms, win {:.2}, errors {}, cpu {:.2} s{}",
@@ -224,8 +249,7 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
     let (baton_cpu_s, baton_cycles) = total("baton");
     let (etcd_cpu_s, etcd_cycles) = total("etcd");
     // The single-client claim p50: the median over the runs of the 1-client, low-contention
-    // cell (the most keys given).
-    let most_keys = args.keys.iter().copied().max().unwrap_or(0);
+    // cell.
     let single: Vec<f64> = runs
         .iter()
         .filter(|(c, k, run)| *c == 1 && *k == most_keys && run.system == "baton")
@@ -234,6 +258,28 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
     let single_p50 = median(&single);
     let floor_us = fsync.p50_us + rtt.p50_us;
     let over_floor = single_p50.and_then(|p50| floor::floor_ratio(p50, &fsync, &rtt));
+    let median_of =
+        |f: fn(&FlushBreakdown) -> f64| median(&single_flushes.iter().map(f).collect::<Vec<_>>());
+    let breakdown = match (
+        single_p50,
+        median_of(|f| f.flush_mean_us),
+        median_of(|f| f.fsync_mean_us),
+        median(&single_cpu_per_op_us),
+    ) {
+        (Some(p50), Some(flush_mean_us), Some(fsync_mean_us), Some(cpu)) => {
+            Some(WriteBreakdown::new(
+                p50,
+                rtt.p50_us as f64,
+                FlushBreakdown {
+                    flushes: single_flushes.iter().map(|f| f.flushes).sum(),
+                    flush_mean_us,
+                    fsync_mean_us,
+                },
+                cpu,
+            ))
+        }
+        _ => None,
+    };
 
     println!(
         "baton vs etcd {}: medians of {} runs each ({} s measured after {} s warm-up, TTL {} s), \
@@ -275,6 +321,9 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
         over_floor.map_or("-".to_owned(), |v| format!("{v:.2}")),
         floor_us
     );
+    if let Some(breakdown) = &breakdown {
+        println!("{}", breakdown.render());
+    }
     let summary = Summary {
         runs_per_cell: args.runs,
         duration_s: args.duration.as_secs_f64(),
@@ -285,6 +334,7 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
         baton_single_client_claim_p50_us: single_p50,
         floor_us,
         baton_claim_over_floor: over_floor,
+        baton_single_client_breakdown: breakdown,
         baton_cpu_s,
         etcd_cpu_s,
         baton_cycles,
@@ -299,6 +349,17 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
         eprintln!("kept {}", dir.keep().display());
     }
     Ok(())
+}
+
+/// Every node's flush counters, or `None` (with a note) if one could not be read: the
+/// breakdown is then left out, the run's own figures stand.
+fn scrape_all(admin: &[String]) -> Option<Vec<FlushCounters>> {
+    admin
+        .iter()
+        .map(|addr| FlushCounters::scrape(addr))
+        .collect::<anyhow::Result<Vec<_>>>()
+        .map_err(|e| eprintln!("baton-compare: no flush breakdown: {e:#}"))
+        .ok()
 }
 
 fn etcd_version(bin: &std::path::Path) -> String {
