@@ -560,7 +560,7 @@ impl Client {
         let endpoint = normalize_endpoint(endpoint)?;
         let timeout = self.inner.config.retry_deadline;
         let channel = self.channel(&endpoint)?;
-        let mut request = tonic::Request::new(request);
+        let mut request = self.inner.config.request(request);
         request.set_timeout(timeout);
         match tokio::time::timeout(timeout, send(channel, request)).await {
             Ok(Ok(response)) => Ok((endpoint, response.into_inner())),
@@ -590,7 +590,7 @@ impl Client {
             .request_timeout
             .min(self.inner.config.retry_deadline);
         let channel = self.channel(&endpoint)?;
-        let mut request = tonic::Request::new(pb::StatusRequest {});
+        let mut request = self.inner.config.request(pb::StatusRequest {});
         request.set_timeout(timeout);
         let mut cluster = ClusterClient::new(channel);
         let attempt = cluster.status(request);
@@ -669,7 +669,7 @@ impl Client {
             let timeout = remaining.min(config.request_timeout);
             let endpoint = self.pick_endpoint();
             let channel = self.channel(&endpoint)?;
-            let mut attempt_request = tonic::Request::new(request.clone());
+            let mut attempt_request = config.request(request.clone());
             // Tell the node how long this attempt may take, so it stops working on an
             // answer nobody waits for.
             attempt_request.set_timeout(timeout);
@@ -930,6 +930,11 @@ impl Client {
     /// own connection, with HTTP/2 keep-alive pings so that a node that goes silent (host
     /// down, network partition) breaks the stream within `request_timeout` of a missed ping
     /// instead of leaving it hanging.
+    /// A request carrying `message` with this client's credentials (its bearer token).
+    pub(crate) fn request<T>(&self, message: T) -> tonic::Request<T> {
+        self.inner.config.request(message)
+    }
+
     pub(crate) fn stream_channel(&self, endpoint: &str) -> Result<Channel, Error> {
         let config = &self.inner.config;
         Ok(self

@@ -49,6 +49,23 @@ pub struct ClientConfig {
     /// TLS toward the nodes (their CA, and this client's certificate for mTLS). `None`:
     /// plaintext.
     pub tls: Option<ClientTls>,
+    /// A bearer token for nodes started with `--auth-tokens` (`baton-node token` makes one),
+    /// sent as `authorization: Bearer TOKEN` with every request. Send it over TLS: in
+    /// plaintext anyone on the path can read and replay it.
+    pub token: Option<BearerToken>,
+}
+
+/// Longest bearer token a client sends (the nodes' limit too).
+pub const TOKEN_BYTES_MAX: usize = 512;
+
+/// A bearer token. Its `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BearerToken(pub String);
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(..)")
+    }
 }
 
 /// What a client needs to speak TLS to the nodes (PEM bytes).
@@ -80,6 +97,7 @@ impl Default for ClientConfig {
             drift_margin: 0.05,
             follow_leader_hints: true,
             tls: None,
+            token: None,
         }
     }
 }
@@ -138,6 +156,26 @@ impl ClientConfig {
             )));
         }
 
+        let bearer = match &self.token {
+            None => None,
+            Some(BearerToken(token)) => {
+                let token = token.trim();
+                let bad = |why: &str| Error::Config(format!("the token {why}"));
+                if token.is_empty() {
+                    return Err(bad("is empty"));
+                }
+                if token.len() + "Bearer ".len() > TOKEN_BYTES_MAX {
+                    return Err(bad(&format!("is longer than {TOKEN_BYTES_MAX} bytes")));
+                }
+                let mut value = format!("Bearer {token}")
+                    .parse::<tonic::metadata::AsciiMetadataValue>()
+                    .map_err(|_| bad("must be printable ASCII"))?;
+                // Never in `Debug` output, never in HTTP/2's header table.
+                value.set_sensitive(true);
+                Some(value)
+            }
+        };
+
         Ok(ValidConfig {
             endpoints,
             client_id,
@@ -146,6 +184,7 @@ impl ClientConfig {
             drift_margin: self.drift_margin,
             follow_leader_hints: self.follow_leader_hints,
             tls: self.tls,
+            bearer,
         })
     }
 }
@@ -161,9 +200,22 @@ pub struct ValidConfig {
     pub(crate) drift_margin: f64,
     pub(crate) follow_leader_hints: bool,
     pub(crate) tls: Option<ClientTls>,
+    /// `Bearer TOKEN`, sent as `authorization` with every request.
+    pub(crate) bearer: Option<tonic::metadata::AsciiMetadataValue>,
 }
 
 impl ValidConfig {
+    /// A request carrying `message`, with this client's credentials.
+    pub(crate) fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        if let Some(bearer) = &self.bearer {
+            request
+                .metadata_mut()
+                .insert("authorization", bearer.clone());
+        }
+        request
+    }
+
     /// The normalised endpoints, in the order given.
     pub fn endpoints(&self) -> &[String] {
         &self.endpoints

@@ -59,6 +59,18 @@ pub enum Error {
         first_available: u64,
     },
 
+    /// The cluster does not know who is asking (`UNAUTHENTICATED`): no client certificate or
+    /// token where one is required, or a token that is not (or no longer) listed. Nothing
+    /// changed.
+    #[error("not authenticated: {0}")]
+    Unauthenticated(String),
+
+    /// The cluster knows who is asking and does not allow it (`PERMISSION_DENIED`): acting
+    /// as another holder or with another's token. Nothing changed. The message says who you
+    /// are and what was refused.
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
+
     /// Any other gRPC status the node answered with.
     #[error("the cluster answered {code:?}: {message}")]
     Other {
@@ -76,6 +88,8 @@ impl Error {
             Code::InvalidArgument => Error::InvalidArgument(status.message().to_owned()),
             Code::FailedPrecondition => Error::Refused(status.message().to_owned()),
             Code::OutOfRange => Error::compacted(status.message()),
+            Code::Unauthenticated => Error::Unauthenticated(status.message().to_owned()),
+            Code::PermissionDenied => Error::PermissionDenied(status.message().to_owned()),
             code => Error::Other {
                 code,
                 message: status.message().to_owned(),

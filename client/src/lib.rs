@@ -94,7 +94,9 @@ pub mod watch;
 
 pub use bench::{BenchConfig, BenchReport};
 pub use client::Client;
-pub use config::{normalize_endpoint, ClientConfig, ClientTls, ValidConfig, DEFAULT_ENDPOINT};
+pub use config::{
+    normalize_endpoint, BearerToken, ClientConfig, ClientTls, ValidConfig, DEFAULT_ENDPOINT,
+};
 pub use error::Error;
 pub use guard::{GuardedClaim, LeaseGuard, LossReason};
 pub use handoff::{Accepted, HandoffNote, OfferView, VolatileFact};

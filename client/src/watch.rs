@@ -302,7 +302,7 @@ impl Watcher {
             .map_err(OpenFailure::Config)?;
         let mut node = BatonClient::new(channel);
         if self.next == 0 {
-            let mut request = tonic::Request::new(pb::BoardRequest {
+            let mut request = self.client.request(pb::BoardRequest {
                 prefix: self.prefix.clone(),
                 limit: 1,
                 start_after: String::new(),
@@ -313,7 +313,7 @@ impl Watcher {
             self.set_next(board.revision + 1);
         }
         // No grpc-timeout: the stream lasts as long as the caller reads it.
-        let request = tonic::Request::new(pb::WatchRequest {
+        let request = self.client.request(pb::WatchRequest {
             prefix: self.prefix.clone(),
             from_revision: self.next,
         });

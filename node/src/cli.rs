@@ -106,9 +106,20 @@ struct Args {
     /// TLS: the CA that signs nodes' and clients' certificates (PEM).
     #[arg(long, env = "BATON_TLS_CA")]
     tls_ca: Option<PathBuf>,
-    /// TLS: every client must present a certificate the CA signed (mTLS).
+    /// TLS: clients are named by a certificate the CA signed (mTLS), its common name being
+    /// the principal; required of every client, unless --auth-tokens lets a token stand in.
     #[arg(long, env = "BATON_TLS_CLIENT_AUTH")]
     tls_client_auth: bool,
+    /// Bearer tokens: a file of `PRINCIPAL sha256:HEX` lines (`baton-node token` adds one),
+    /// reloaded on SIGHUP (delete a line, send SIGHUP: that token stops working). Turns
+    /// auth on: a request must show a listed token (or, with --tls-client-auth, a client
+    /// certificate).
+    #[arg(long, env = "BATON_AUTH_TOKENS")]
+    auth_tokens: Option<PathBuf>,
+    /// With auth on, serve requests that show neither a certificate nor a token as anonymous
+    /// (not bound to a principal) instead of refusing them.
+    #[arg(long, env = "BATON_ALLOW_ANONYMOUS")]
+    allow_anonymous: bool,
     /// Serve plaintext on a non-loopback address (refused otherwise).
     #[arg(long, env = "BATON_INSECURE")]
     insecure: bool,
@@ -173,6 +184,22 @@ enum Command {
         /// A client certificate's name (its principal).
         #[arg(long = "client", value_name = "NAME")]
         clients: Vec<String>,
+    },
+    /// Make a bearer token for a principal: appends `PRINCIPAL sha256:HASH` to the tokens
+    /// file (created readable by its owner only) and prints the token, once. Give the file
+    /// to every node (--auth-tokens) and send them SIGHUP; give the token to the client
+    /// (BATON_TOKEN or --token-file). To revoke it, delete its line and send SIGHUP again.
+    #[command(after_help = "Examples:
+  baton-node token --principal agent-a --file tokens > agent-a.token
+  pkill -HUP baton-node                        # nodes started with --auth-tokens tokens
+  BATON_TOKEN=$(cat agent-a.token) baton claim tasks/x --holder agent-a")]
+    Token {
+        /// The principal the token stands for: holder name it may act as.
+        #[arg(long)]
+        principal: String,
+        /// The tokens file to append to.
+        #[arg(long)]
+        file: PathBuf,
     },
     /// Ask a node's admin port whether it is up (`/healthz`) or ready (`/readyz`); exits 0
     /// when it answers 200, 1 otherwise. For container health checks: the image has no
@@ -252,6 +279,10 @@ impl Args {
         }
         c.tls_client_auth |= self.tls_client_auth;
         c.insecure |= self.insecure;
+        if self.auth_tokens.is_some() {
+            c.auth_tokens = self.auth_tokens;
+        }
+        c.allow_anonymous |= self.allow_anonymous;
         Ok(c)
     }
 }
@@ -371,6 +402,16 @@ async fn run() -> anyhow::Result<()> {
         for path in written {
             println!("{}", path.display());
         }
+        return Ok(());
+    }
+    if let Some(Command::Token { principal, file }) = &args.command {
+        let token = crate::tokens::add(file, principal).map_err(anyhow::Error::msg)?;
+        println!("{token}");
+        eprintln!(
+            "added {principal:?} to {}: send SIGHUP to nodes that read it; the token above is \
+             not stored anywhere",
+            file.display()
+        );
         return Ok(());
     }
     if let Some(Command::Health { admin, ready }) = &args.command {

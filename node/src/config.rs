@@ -67,6 +67,12 @@ pub struct NodeConfig {
     pub tls_client_auth: bool,
     /// Allow plaintext on a non-loopback address (refused otherwise).
     pub insecure: bool,
+    /// Bearer tokens: a file of `PRINCIPAL sha256:HEX` lines (`baton-node token`), reloaded
+    /// on SIGHUP. Turns auth on.
+    pub auth_tokens: Option<PathBuf>,
+    /// With auth on, serve requests that show no certificate or token as anonymous instead
+    /// of refusing them.
+    pub allow_anonymous: bool,
 }
 
 impl Default for NodeConfig {
@@ -98,6 +104,8 @@ impl Default for NodeConfig {
             tls_ca: None,
             tls_client_auth: false,
             insecure: false,
+            auth_tokens: None,
+            allow_anonymous: false,
         }
     }
 }
@@ -127,6 +135,11 @@ pub struct ValidConfig {
     pub client_writes_per_second: u32,
     /// TLS on the gRPC port, if on.
     pub tls: Option<crate::tls::TlsFiles>,
+    /// Client certificates name principals (`tls_client_auth`).
+    pub client_certs: bool,
+    /// The tokens file, if tokens are on.
+    pub auth_tokens: Option<PathBuf>,
+    pub allow_anonymous: bool,
 }
 
 /// A config that cannot run, with what to change.
@@ -246,7 +259,9 @@ impl NodeConfig {
                 cert: cert.clone(),
                 key: key.clone(),
                 ca: ca.clone(),
-                require_client_cert: self.tls_client_auth,
+                // With tokens as well, a client may show a token instead of a certificate,
+                // so the handshake cannot require one; requests without either are refused.
+                require_client_cert: self.tls_client_auth && self.auth_tokens.is_none(),
             }),
             _ => {
                 return bad(
@@ -258,6 +273,13 @@ impl NodeConfig {
         };
         if tls.is_none() && self.tls_client_auth {
             return bad("tls_client_auth needs TLS: give tls_cert, tls_key and tls_ca".into());
+        }
+        if self.allow_anonymous && !self.tls_client_auth && self.auth_tokens.is_none() {
+            return bad(
+                "allow_anonymous only means something with auth on (tls_client_auth or \
+                 auth_tokens); without either every request is anonymous already"
+                    .into(),
+            );
         }
         if tls.is_none() && !self.insecure && !listen.ip().is_loopback() {
             return bad(format!(
@@ -359,6 +381,9 @@ impl NodeConfig {
             watches_per_address_max: self.watches_per_address_max,
             client_writes_per_second: self.client_writes_per_second,
             tls,
+            client_certs: self.tls_client_auth,
+            auth_tokens: self.auth_tokens,
+            allow_anonymous: self.allow_anonymous,
         })
     }
 }

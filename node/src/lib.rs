@@ -12,6 +12,7 @@
 //! - `peers`   the guard against a wiped node rejoining under its old id;
 //! - `limits`  connection, watch and write-rate limits per client;
 //! - `tls`     TLS on the gRPC port, and `baton-node certs`;
+//! - `tokens`  bearer tokens (a file of hashes, reloaded on SIGHUP), and `baton-node token`;
 //! - `admin`   the HTTP admin port (health, readiness, Prometheus metrics).
 //!
 //! Data path of a claim: `server::baton` validates the request and proposes a
@@ -39,4 +40,5 @@ pub mod raft_types;
 pub mod server;
 pub mod store;
 pub mod tls;
+pub mod tokens;
 pub mod watch;

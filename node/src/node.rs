@@ -36,6 +36,8 @@ pub enum NodeError {
     Join(String),
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("auth: {0}")]
+    Auth(String),
 }
 
 /// How long a node started with `--join` keeps asking to be added before it gives up.
@@ -122,6 +124,24 @@ pub async fn run(
         }
     };
 
+    let tokens = match &cfg.auth_tokens {
+        None => None,
+        Some(file) => {
+            let tokens = crate::tokens::Tokens::load(file.clone()).map_err(NodeError::Auth)?;
+            tokens
+                .reload_on_sighup()
+                .map_err(|e| NodeError::Auth(format!("SIGHUP handler: {e}")))?;
+            Some(tokens)
+        }
+    };
+    let auth = crate::server::auth::Auth {
+        certs: cfg.client_certs,
+        tokens,
+        anonymous: cfg.allow_anonymous,
+    };
+    if auth.on() && auth.anonymous {
+        tracing::warn!("auth is on, but requests without credentials are served as anonymous");
+    }
     let ctx = Arc::new(baton::Ctx::new(
         raft.clone(),
         sm.clone(),
@@ -132,10 +152,10 @@ pub async fn run(
         cfg.write_timeout,
         metrics.clone(),
         client_tls.clone(),
-        baton::ClientLimits {
+        baton::ClientRules {
+            auth: auth.clone(),
             watches_per_address_max: cfg.watches_per_address_max,
             writes_per_second: cfg.client_writes_per_second,
-            auth: cfg.tls.as_ref().is_some_and(|t| t.require_client_cert),
         },
     ));
     let baton_svc =
@@ -145,6 +165,7 @@ pub async fn run(
         sm,
         cluster_name: cfg.cluster_name.clone(),
         peers: peers.clone(),
+        auth,
     });
     let raft_svc = RaftService::new(raft::RaftServer {
         raft: raft.clone(),

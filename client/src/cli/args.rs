@@ -93,6 +93,32 @@ pub struct GlobalArgs {
         requires = "tls_cert"
     )]
     pub tls_key: Option<std::path::PathBuf>,
+
+    /// A file holding this client's bearer token (`baton-node token` makes one), for nodes
+    /// started with --auth-tokens. The BATON_TOKEN variable may hold the token itself
+    /// instead; a token is never taken as a flag, where `ps` would show it.
+    #[arg(long, env = "BATON_TOKEN_FILE", global = true)]
+    pub token_file: Option<std::path::PathBuf>,
+}
+
+/// The variable that may hold the bearer token itself.
+pub const TOKEN_ENV: &str = "BATON_TOKEN";
+
+impl GlobalArgs {
+    /// The bearer token: from --token-file, else from BATON_TOKEN; none if neither.
+    pub fn token(&self) -> anyhow::Result<Option<baton_client::BearerToken>> {
+        use anyhow::Context;
+        let token = match &self.token_file {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("reading the token file {}", path.display()))?,
+            ),
+            None => std::env::var(TOKEN_ENV)
+                .ok()
+                .filter(|t| !t.trim().is_empty()),
+        };
+        Ok(token.map(|t| baton_client::BearerToken(t.trim().to_owned())))
+    }
 }
 
 impl GlobalArgs {

@@ -50,6 +50,8 @@ pub fn error_exit_code(error: &anyhow::Error) -> u8 {
             Error::InvalidArgument(_)
             | Error::Compacted { .. }
             | Error::Protocol(_)
+            | Error::Unauthenticated(_)
+            | Error::PermissionDenied(_)
             | Error::Other { .. },
         )
         | None => EXIT_ERROR,

@@ -48,8 +48,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
         _ => cli.global.retry_timeout(),
     };
     let tls = cli.global.tls()?;
+    let token = cli.global.token()?;
     let config = ClientConfig {
         tls,
+        token,
         // One attempt may take as long as the whole call for the slow cluster commands.
         request_timeout: if long_running {
             retry_deadline

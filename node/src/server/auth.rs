@@ -1,5 +1,7 @@
 //! Who is asking (issue 8, identity): with `--tls-client-auth`, a request's principal is the
-//! common name of the client certificate the CA signed, and a client may act only as itself:
+//! common name of the client certificate the CA signed; with `--auth-tokens`, the principal
+//! its bearer token is listed for (`crate::tokens`). With either on, a request that shows
+//! neither is refused unless `--allow-anonymous`, and a client may act only as itself:
 //! a claim, accept or decline must name the principal as holder, and a renew, release,
 //! update, offer or cancel must present a token the principal holds. Nodes (certificates
 //! whose common name starts with [`NODE_CN_PREFIX`], as `baton-node certs` makes them) may
@@ -67,28 +69,86 @@ pub fn common_name(der: &[u8]) -> Option<String> {
     cn.as_str().ok().map(str::to_owned)
 }
 
-/// The principal of `req` when auth is on: the certificate's common name, or, from a node,
-/// the principal it forwards. `None` when auth is off.
-pub fn principal<T>(req: &Request<T>, auth: bool) -> Result<Option<String>, Status> {
-    if !auth {
-        return Ok(None);
+/// The metadata key of a bearer token: `authorization: Bearer TOKEN`.
+pub const AUTHORIZATION_METADATA_KEY: &str = "authorization";
+
+/// How a node learns who is asking.
+#[derive(Debug, Clone, Default)]
+pub struct Auth {
+    /// Client certificates name principals (`--tls-client-auth`).
+    pub certs: bool,
+    /// Bearer tokens (`--auth-tokens`).
+    pub tokens: Option<crate::tokens::Tokens>,
+    /// With auth on, requests that show neither are served as anonymous
+    /// (`--allow-anonymous`) instead of refused.
+    pub anonymous: bool,
+}
+
+impl Auth {
+    /// Whether requests are bound to principals at all.
+    pub fn on(&self) -> bool {
+        self.certs || self.tokens.is_some()
     }
-    let cn = req
-        .peer_certs()
-        .and_then(|certs| certs.first().and_then(|c| common_name(c)))
-        .ok_or_else(|| {
-            Status::unauthenticated("a client certificate with a common name is required")
-        })?;
-    if cn.starts_with(NODE_CN_PREFIX) {
-        if let Some(p) = req
-            .metadata()
-            .get(PRINCIPAL_METADATA_KEY)
-            .and_then(|v| v.to_str().ok())
-        {
-            return Ok(Some(p.to_owned()));
+
+    /// The principal of `req`: `None` when auth is off or the request is anonymous and that
+    /// is allowed. In order: a node forwarding a client's request names it (from a node
+    /// certificate only; empty for an anonymous one); a client certificate's common name;
+    /// a bearer token's principal. A token that is not listed is refused, never anonymous.
+    pub fn principal<T>(&self, req: &Request<T>) -> Result<Option<String>, Status> {
+        if !self.on() {
+            return Ok(None);
         }
+        let cn = req
+            .peer_certs()
+            .and_then(|certs| certs.first().and_then(|c| common_name(c)));
+        if let Some(cn) = cn {
+            if cn.starts_with(NODE_CN_PREFIX) {
+                // A node: for a client whose request it forwards, or for itself (a joining
+                // node asking to be added; an operator holding a node's certificate).
+                return Ok(
+                    match req
+                        .metadata()
+                        .get(PRINCIPAL_METADATA_KEY)
+                        .and_then(|v| v.to_str().ok())
+                    {
+                        Some(p) => (!p.is_empty()).then(|| p.to_owned()),
+                        None => Some(cn),
+                    },
+                );
+            }
+            if self.certs {
+                return Ok(Some(cn));
+            }
+        }
+        if let (Some(tokens), Some(value)) =
+            (&self.tokens, req.metadata().get(AUTHORIZATION_METADATA_KEY))
+        {
+            let token = value
+                .to_str()
+                .ok()
+                .filter(|v| v.len() <= crate::tokens::TOKEN_BYTES_MAX)
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .ok_or_else(|| {
+                    Status::unauthenticated("the authorization header must be `Bearer TOKEN`")
+                })?;
+            return match tokens.principal(token.trim()) {
+                Some(p) => Ok(Some(p)),
+                None => Err(Status::unauthenticated(
+                    "unknown or revoked token: ask the operator for a token of yours",
+                )),
+            };
+        }
+        if self.anonymous {
+            return Ok(None);
+        }
+        Err(Status::unauthenticated(
+            match (self.certs, self.tokens.is_some()) {
+                (true, true) => "this cluster requires a client certificate or a bearer token",
+                (true, false) => "this cluster requires a client certificate with a common name",
+                _ => "this cluster requires a bearer token (BATON_TOKEN or --token-file)",
+            },
+        ))
     }
-    Ok(Some(cn))
 }
 
 /// Refuses a request that acts as someone other than `principal`.

@@ -80,8 +80,8 @@ pub struct Ctx {
     leaders: Mutex<HashMap<String, BatonClient<Channel>>>,
     /// TLS toward the leader when forwarding, if on.
     tls: Option<tonic::transport::ClientTlsConfig>,
-    /// Clients must show a certificate and act only as its principal (`super::auth`).
-    pub auth: bool,
+    /// Who is asking, and whether they must say (`super::auth`).
+    pub auth: super::auth::Auth,
     /// Open watch streams by client address, and their limit per address.
     watches: Arc<WatchCounts>,
     watches_per_address_max: usize,
@@ -89,13 +89,13 @@ pub struct Ctx {
     write_rate: WriteRate,
 }
 
-/// The per-client limits a node enforces (see `crate::limits`).
-#[derive(Debug, Clone, Copy)]
-pub struct ClientLimits {
+/// What a node asks of clients: who they are (`super::auth`) and the limits it enforces
+/// per client (`crate::limits`).
+#[derive(Debug, Clone)]
+pub struct ClientRules {
+    pub auth: super::auth::Auth,
     pub watches_per_address_max: usize,
     pub writes_per_second: u32,
-    /// Bind requests to the client certificate's principal (with mTLS).
-    pub auth: bool,
 }
 
 impl Ctx {
@@ -106,14 +106,14 @@ impl Ctx {
         write_timeout: Duration,
         metrics: Arc<crate::admin::Metrics>,
         tls: Option<tonic::transport::ClientTlsConfig>,
-        limits: ClientLimits,
+        rules: ClientRules,
     ) -> Ctx {
         Ctx {
             tls,
-            auth: limits.auth,
+            auth: rules.auth,
             watches: Arc::default(),
-            watches_per_address_max: limits.watches_per_address_max,
-            write_rate: WriteRate::new(limits.writes_per_second),
+            watches_per_address_max: rules.watches_per_address_max,
+            write_rate: WriteRate::new(rules.writes_per_second),
             proposer: Proposer::start(raft.clone(), metrics.clone()),
             metrics,
             raft,
@@ -552,8 +552,12 @@ impl BatonServer {
         RF: Future<Output = Result<Response<Resp>, Status>>,
     {
         let answer = async {
-            let principal = super::auth::principal(&req, self.ctx.auth)?;
+            let principal = self.ctx.auth.principal(&req)?;
             let forwarded = req.metadata().contains_key(FORWARDED_METADATA_KEY);
+            let bearer = req
+                .metadata()
+                .get(super::auth::AUTHORIZATION_METADATA_KEY)
+                .cloned();
             let msg = req.into_inner();
             if let Some(p) = &principal {
                 super::auth::authorize(p, msg.acting(), &self.ctx.sm)?;
@@ -566,12 +570,18 @@ impl BatonServer {
                     let mut fwd = Request::new(msg);
                     fwd.metadata_mut()
                         .insert(FORWARDED_METADATA_KEY, MetadataValue::from_static("1"));
-                    if let Some(p) = principal
-                        .as_deref()
-                        .and_then(|p| MetadataValue::try_from(p).ok())
-                    {
+                    // The leader learns who is asking from this node's certificate and the
+                    // principal it names (empty: anonymous), or, without TLS, from the
+                    // client's own token again.
+                    if self.ctx.auth.on() {
+                        if let Ok(p) = MetadataValue::try_from(principal.as_deref().unwrap_or("")) {
+                            fwd.metadata_mut()
+                                .insert(super::auth::PRINCIPAL_METADATA_KEY, p);
+                        }
+                    }
+                    if let Some(bearer) = bearer {
                         fwd.metadata_mut()
-                            .insert(super::auth::PRINCIPAL_METADATA_KEY, p);
+                            .insert(super::auth::AUTHORIZATION_METADATA_KEY, bearer);
                     }
                     fwd.set_timeout(FORWARD_TIMEOUT);
                     match remote(client, fwd).await {
@@ -739,6 +749,7 @@ impl pb::baton_server::Baton for BatonServer {
         &self,
         req: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
+        self.ctx.auth.principal(&req)?;
         let from_addr = req.remote_addr().map(|a| a.ip());
         self.watch_stream(req.into_inner(), from_addr)
             .map(Response::new)

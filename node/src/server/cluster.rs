@@ -39,6 +39,8 @@ pub struct ClusterServer {
     pub cluster_name: String,
     /// The data dirs peers were seen on: tells a joiner asking again from a wiped node.
     pub peers: std::sync::Arc<crate::peers::PeerBook>,
+    /// Who is asking (`super::auth`).
+    pub auth: super::auth::Auth,
 }
 
 type Metrics = openraft::RaftMetrics<NodeId, BasicNode>;
@@ -187,8 +189,9 @@ type BackupStream =
 impl pb::cluster_server::Cluster for ClusterServer {
     async fn status(
         &self,
-        _req: Request<pb::StatusRequest>,
+        req: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
+        self.auth.principal(&req)?;
         let metrics = self.metrics();
         let members = Self::members_of(&metrics);
         let leader = metrics.current_leader;
@@ -219,8 +222,9 @@ impl pb::cluster_server::Cluster for ClusterServer {
 
     async fn members(
         &self,
-        _req: Request<pb::MembersRequest>,
+        req: Request<pb::MembersRequest>,
     ) -> Result<Response<pb::MembersResponse>, Status> {
+        self.auth.principal(&req)?;
         Ok(self.members_response())
     }
 
@@ -228,6 +232,7 @@ impl pb::cluster_server::Cluster for ClusterServer {
         &self,
         req: Request<pb::AddMemberRequest>,
     ) -> Result<Response<pb::MembersResponse>, Status> {
+        self.auth.principal(&req)?;
         let pb::AddMemberRequest {
             node_id,
             addr,
@@ -294,6 +299,7 @@ impl pb::cluster_server::Cluster for ClusterServer {
         &self,
         req: Request<pb::RemoveMemberRequest>,
     ) -> Result<Response<pb::MembersResponse>, Status> {
+        self.auth.principal(&req)?;
         let node_id = req.into_inner().node_id;
         let metrics = self.leading("removing a member")?;
         let membership = metrics.membership_config.membership();
@@ -321,8 +327,9 @@ impl pb::cluster_server::Cluster for ClusterServer {
 
     async fn snapshot(
         &self,
-        _req: Request<pb::SnapshotRequest>,
+        req: Request<pb::SnapshotRequest>,
     ) -> Result<Response<pb::SnapshotResponse>, Status> {
+        self.auth.principal(&req)?;
         let applied = self.metrics().last_applied.map_or(0, |l| l.index);
         self.raft
             .trigger()
@@ -354,8 +361,9 @@ impl pb::cluster_server::Cluster for ClusterServer {
 
     async fn backup(
         &self,
-        _req: Request<pb::BackupRequest>,
+        req: Request<pb::BackupRequest>,
     ) -> Result<Response<Self::BackupStream>, Status> {
+        self.auth.principal(&req)?;
         self.leading("a backup")?;
         // Everything committed before now is applied here once this returns. One quorum
         // round may fall short on a blip (openraft #1852): a few more.

@@ -48,6 +48,8 @@ pub struct Cluster {
     pub extra_args: Vec<String>,
     /// TLS for the harness's own clients, when the nodes run with it.
     pub tls: Option<baton_client::ClientTls>,
+    /// The bearer token of the harness's own clients, when the nodes require one.
+    pub token: Option<baton_client::BearerToken>,
 }
 
 impl Cluster {
@@ -57,13 +59,22 @@ impl Cluster {
     }
 
     pub async fn start_with(n: u64, extra_args: &[&str]) -> Cluster {
-        Self::start_inner(n, extra_args, false, None).await.0
+        Self::start_inner(n, extra_args, false, None, None).await.0
+    }
+
+    /// Like `start_with`, for nodes that require a bearer token (`extra_args` has
+    /// `--auth-tokens`); the harness's clients show `token`.
+    pub async fn start_with_token(n: u64, extra_args: &[&str], token: &str) -> Cluster {
+        let token = Some(baton_client::BearerToken(token.to_owned()));
+        Self::start_inner(n, extra_args, false, None, token).await.0
     }
 
     /// Like `start_with`, for nodes that speak TLS (`extra_args` has the node's TLS flags);
     /// the harness's clients use `tls`.
     pub async fn start_tls(n: u64, extra_args: &[&str], tls: baton_client::ClientTls) -> Cluster {
-        Self::start_inner(n, extra_args, false, Some(tls)).await.0
+        Self::start_inner(n, extra_args, false, Some(tls), None)
+            .await
+            .0
     }
 
     /// Like `start_with`, but peers reach each node through a `Proxy` of its own (the
@@ -74,7 +85,7 @@ impl Cluster {
         n: u64,
         extra_args: &[&str],
     ) -> (Cluster, BTreeMap<u64, Proxy>) {
-        Self::start_inner(n, extra_args, true, None).await
+        Self::start_inner(n, extra_args, true, None, None).await
     }
 
     async fn start_inner(
@@ -82,6 +93,7 @@ impl Cluster {
         extra_args: &[&str],
         proxied: bool,
         tls: Option<baton_client::ClientTls>,
+        token: Option<baton_client::BearerToken>,
     ) -> (Cluster, BTreeMap<u64, Proxy>) {
         let dir = tempfile::tempdir().unwrap();
         let addrs: BTreeMap<u64, String> = (1..=n)
@@ -120,6 +132,7 @@ impl Cluster {
             initial_cluster,
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             tls,
+            token,
         };
         for id in 1..=n {
             cluster.start_node(id);
@@ -210,6 +223,7 @@ impl Cluster {
             endpoints: self.endpoints(),
             retry_deadline: Duration::from_secs(20),
             tls: self.tls.clone(),
+            token: self.token.clone(),
             ..ClientConfig::default()
         })
         .await
@@ -222,6 +236,7 @@ impl Cluster {
             endpoints: vec![self.nodes[&id].addr.clone()],
             retry_deadline: Duration::from_secs(20),
             tls: self.tls.clone(),
+            token: self.token.clone(),
             ..ClientConfig::default()
         })
         .await
@@ -240,6 +255,7 @@ impl Cluster {
                     retry_deadline: Duration::from_millis(500),
                     request_timeout: Duration::from_millis(500),
                     tls: self.tls.clone(),
+                    token: self.token.clone(),
                     ..ClientConfig::default()
                 })
                 .await
