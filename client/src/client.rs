@@ -23,8 +23,8 @@ use crate::history::History;
 use crate::record::{Record, RecordPatch, RecordView};
 use crate::retry::{classify, Backoff, Disposition, SUSPECT_FOR};
 use crate::types::{
-    Board, ClaimOutcome, ClusterStatus, LeaseInfo, Membership, Probe, ReadMode, ReleaseOutcome,
-    RenewOutcome, SnapshotTaken, TokenCheck,
+    AccessView, Board, ClaimOutcome, ClusterStatus, LeaseInfo, Membership, Probe, ReadMode,
+    ReleaseOutcome, RenewOutcome, SnapshotTaken, TokenCheck,
 };
 
 /// Most transport channels one client caches: its endpoints plus the leaders it was pointed
@@ -335,6 +335,46 @@ impl Client {
             .into_iter()
             .map(|(prefix, ms)| (prefix, Duration::from_millis(ms)))
             .collect())
+    }
+
+    /// Replaces the permissions policy every node enforces with `policy` (TOML; README
+    /// "Permissions"), as one Raft entry. Needs `admin` on every key. An invalid policy is
+    /// refused ([`Error::InvalidArgument`], saying where) and nothing changes.
+    pub async fn set_access(&self, policy: &str) -> Result<AccessView, Error> {
+        self.change_access(policy.to_owned(), false).await
+    }
+
+    /// Removes the permissions policy: every authenticated principal may then do
+    /// everything. Needs `admin` on every key.
+    pub async fn clear_access(&self) -> Result<AccessView, Error> {
+        self.change_access(String::new(), true).await
+    }
+
+    async fn change_access(&self, policy: String, clear: bool) -> Result<AccessView, Error> {
+        let request = pb::SetAccessRequest {
+            policy,
+            clear,
+            request_id: Some(self.next_request_id()),
+        };
+        let answer = self
+            .call("set_access", request, |channel, request| async move {
+                BatonClient::new(channel).set_access(request).await
+            })
+            .await?;
+        Ok(convert::access_view(answer.body))
+    }
+
+    /// The permissions policy in force and its latest changes. Needs `admin` on every key.
+    pub async fn access(&self, mode: ReadMode) -> Result<AccessView, Error> {
+        let request = pb::GetAccessRequest {
+            stale: mode == ReadMode::Stale,
+        };
+        let answer = self
+            .call("get_access", request, |channel, request| async move {
+                BatonClient::new(channel).get_access(request).await
+            })
+            .await?;
+        Ok(convert::access_view(answer.body))
     }
 
     /// Reads the record of `key` and its lease in one read.

@@ -11,8 +11,9 @@ use crate::handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
 use crate::history::{Event, History};
 use crate::record::{Record, RecordPatch, RecordView};
 use crate::types::{
-    safe_deadline, AssignmentInfo, Board, ClaimOutcome, ClusterStatus, Grant, HolderInfo,
-    LeaseInfo, Member, Membership, Probe, ReleaseOutcome, RenewOutcome, TokenCheck,
+    safe_deadline, AccessChange, AccessView, AssignmentInfo, Board, ClaimOutcome, ClusterStatus,
+    Grant, HolderInfo, LeaseInfo, Member, Membership, Probe, ReleaseOutcome, RenewOutcome,
+    TokenCheck,
 };
 
 /// How to turn a granted or renewed lease into a [`Grant`]: the caller's first send time
@@ -365,6 +366,26 @@ pub(crate) fn membership(response: pb::MembersResponse) -> Membership {
     Membership {
         leader_id: (response.leader_id != 0).then_some(response.leader_id),
         members: members(response.members),
+    }
+}
+
+/// The permissions policy as a node reported it.
+pub(crate) fn access_view(answer: pb::AccessResponse) -> AccessView {
+    AccessView {
+        version: answer.version,
+        policy: answer.has_policy.then_some(answer.policy),
+        audit: answer
+            .audit
+            .into_iter()
+            .map(|a| AccessChange {
+                version: a.version,
+                revision: a.revision,
+                at_unix_ms: a.at_unix_ms,
+                by: a.by,
+                what: a.what,
+            })
+            .collect(),
+        revision: answer.revision,
     }
 }
 

@@ -429,6 +429,22 @@ impl Baton for FakeNode {
         Err(Status::unimplemented("fake"))
     }
 
+    async fn set_access(
+        &self,
+        request: Request<pb::SetAccessRequest>,
+    ) -> Result<Response<pb::AccessResponse>, Status> {
+        self.enter("set_access", request.get_ref().request_id.as_ref())?;
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn get_access(
+        &self,
+        _request: Request<pb::GetAccessRequest>,
+    ) -> Result<Response<pb::AccessResponse>, Status> {
+        self.enter("get_access", None)?;
+        Err(Status::unimplemented("fake"))
+    }
+
     async fn update(
         &self,
         request: Request<pb::UpdateRequest>,

@@ -103,8 +103,8 @@ pub use handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
 pub use history::{Event, History, Stint};
 pub use record::{Record, RecordPatch, RecordView};
 pub use types::{
-    safe_deadline, AssignmentInfo, Board, ClaimOutcome, ClusterStatus, Grant, HolderInfo,
-    LeaseInfo, Member, Membership, Probe, ReadMode, ReleaseOutcome, RenewOutcome, SnapshotTaken,
-    TokenCheck,
+    safe_deadline, AccessChange, AccessView, AssignmentInfo, Board, ClaimOutcome, ClusterStatus,
+    Grant, HolderInfo, LeaseInfo, Member, Membership, Probe, ReadMode, ReleaseOutcome,
+    RenewOutcome, SnapshotTaken, TokenCheck,
 };
 pub use watch::WatchStream;

@@ -315,3 +315,30 @@ mod tests {
         assert_eq!(json, serde_json::json!({"lease": null, "revision": 7}));
     }
 }
+
+/// The permissions policy the cluster enforces, with its audit trail (`baton access show`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AccessView {
+    /// Bumped by every change; 0: never set.
+    pub version: u64,
+    /// The policy in force, as TOML; `None`: no policy, every authenticated principal may do
+    /// everything.
+    pub policy: Option<String>,
+    /// The latest changes, oldest first.
+    pub audit: Vec<AccessChange>,
+    /// The revision of the change just made, or the answering node's applied revision.
+    pub revision: u64,
+}
+
+/// One change of the permissions policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AccessChange {
+    pub version: u64,
+    pub revision: u64,
+    /// The proposing leader's wall clock, ms since the Unix epoch (informational).
+    pub at_unix_ms: u64,
+    /// Who made it: a principal, a node, or `anonymous`.
+    pub by: String,
+    /// What it set: a summary, or that it cleared the policy.
+    pub what: String,
+}

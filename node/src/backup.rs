@@ -28,7 +28,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::raft_types::{LogId, NodeId, SnapshotMeta, StoredMembership};
-use crate::store::{decode, encode, SmState, DATA_FORMAT};
+use crate::store::{encode, SmState, DATA_FORMAT, DATA_FORMAT_OLDEST};
 
 /// The first line of every backup file.
 pub const BACKUP_MAGIC: &[u8] = b"BATON-BACKUP 1\n";
@@ -64,7 +64,7 @@ pub enum BackupError {
     NotABackup,
     #[error("the backup's header is unreadable: {0}")]
     Header(String),
-    #[error("the backup is of data format {found}; this baton reads format {DATA_FORMAT}")]
+    #[error("the backup is of data format {found}; this baton reads formats {DATA_FORMAT_OLDEST} to {DATA_FORMAT}")]
     Format { found: u32 },
     #[error("the backup is truncated or has trailing bytes: its header says {want} bytes of state, the file has {got}")]
     Length { want: u64, got: u64 },
@@ -108,7 +108,7 @@ pub fn check_backup(bytes: &[u8]) -> Result<(BackupHeader, &[u8]), BackupError> 
         .ok_or_else(|| BackupError::Header("no header line".into()))?;
     let header: BackupHeader =
         serde_json::from_slice(&rest[..end]).map_err(|e| BackupError::Header(e.to_string()))?;
-    if header.data_format != DATA_FORMAT {
+    if !(DATA_FORMAT_OLDEST..=DATA_FORMAT).contains(&header.data_format) {
         return Err(BackupError::Format {
             found: header.data_format,
         });
@@ -133,7 +133,7 @@ pub fn check_backup(bytes: &[u8]) -> Result<(BackupHeader, &[u8]), BackupError> 
 /// Checks a backup's bytes and decodes its state.
 pub fn read_backup(bytes: &[u8]) -> Result<(BackupHeader, SmState), BackupError> {
     let (header, state) = check_backup(bytes)?;
-    let mut state: SmState = decode(state).map_err(|e| BackupError::State(e.to_string()))?;
+    let mut state = SmState::decode(state).map_err(|e| BackupError::State(e.to_string()))?;
     state.table.rebuild_index();
     Ok((header, state))
 }

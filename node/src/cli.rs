@@ -120,6 +120,11 @@ struct Args {
     /// (not bound to a principal) instead of refusing them.
     #[arg(long, env = "BATON_ALLOW_ANONYMOUS")]
     allow_anonymous: bool,
+    /// A permissions policy (TOML, see `baton access --help`) this node enforces until the
+    /// cluster has one: give every node the same file, then make it the cluster's with
+    /// `baton access set FILE` (changes after that go through `baton access set` only).
+    #[arg(long, env = "BATON_ACCESS_POLICY")]
+    access_policy: Option<PathBuf>,
     /// Serve plaintext on a non-loopback address (refused otherwise).
     #[arg(long, env = "BATON_INSECURE")]
     insecure: bool,
@@ -283,6 +288,9 @@ impl Args {
             c.auth_tokens = self.auth_tokens;
         }
         c.allow_anonymous |= self.allow_anonymous;
+        if self.access_policy.is_some() {
+            c.access_policy = self.access_policy;
+        }
         Ok(c)
     }
 }

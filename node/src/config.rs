@@ -73,6 +73,9 @@ pub struct NodeConfig {
     /// With auth on, serve requests that show no certificate or token as anonymous instead
     /// of refusing them.
     pub allow_anonymous: bool,
+    /// A permissions policy (TOML) this node enforces until the cluster has one set with
+    /// `baton access set`.
+    pub access_policy: Option<PathBuf>,
 }
 
 impl Default for NodeConfig {
@@ -106,6 +109,7 @@ impl Default for NodeConfig {
             insecure: false,
             auth_tokens: None,
             allow_anonymous: false,
+            access_policy: None,
         }
     }
 }
@@ -140,6 +144,8 @@ pub struct ValidConfig {
     /// The tokens file, if tokens are on.
     pub auth_tokens: Option<PathBuf>,
     pub allow_anonymous: bool,
+    /// The policy enforced until the cluster has one, read and checked.
+    pub access_policy: Option<crate::core::access::Policy>,
 }
 
 /// A config that cannot run, with what to change.
@@ -281,6 +287,25 @@ impl NodeConfig {
                     .into(),
             );
         }
+        let access_policy = match &self.access_policy {
+            None => None,
+            Some(_) if !self.tls_client_auth && self.auth_tokens.is_none() => {
+                return bad(
+                    "access_policy needs auth on (tls_client_auth or auth_tokens): without it \
+                     every request is anonymous and a policy protects nothing"
+                        .into(),
+                )
+            }
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| ConfigError(format!("access_policy {}: {e}", path.display())))?;
+                Some(
+                    crate::core::access::Policy::parse(&text).map_err(|e| {
+                        ConfigError(format!("access_policy {}: {e}", path.display()))
+                    })?,
+                )
+            }
+        };
         if tls.is_none() && !self.insecure && !listen.ip().is_loopback() {
             return bad(format!(
                 "listen {listen} is not a loopback address and TLS is off: anyone on the \
@@ -384,6 +409,7 @@ impl NodeConfig {
             client_certs: self.tls_client_auth,
             auth_tokens: self.auth_tokens,
             allow_anonymous: self.allow_anonymous,
+            access_policy,
         })
     }
 }

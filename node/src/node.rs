@@ -138,9 +138,16 @@ pub async fn run(
         certs: cfg.client_certs,
         tokens,
         anonymous: cfg.allow_anonymous,
+        bootstrap: cfg.access_policy.clone().map(Arc::new),
     };
     if auth.on() && auth.anonymous {
         tracing::warn!("auth is on, but requests without credentials are served as anonymous");
+    }
+    if auth.on() && auth.bootstrap.is_none() {
+        tracing::warn!(
+            "auth is on without --access-policy: until `baton access set`, every \
+             authenticated principal may do everything"
+        );
     }
     let ctx = Arc::new(baton::Ctx::new(
         raft.clone(),

@@ -436,6 +436,57 @@ claim got an answer (the cluster is unavailable); 2 when a flag is out of range.
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// Permissions: who may read, claim, assign or administer which key prefixes. One
+    /// policy for the whole cluster, changed as one Raft entry; every change is kept in an
+    /// audit trail. Needs `admin` on every key (or a node certificate).
+    #[command(after_help = "Examples:
+  baton access show
+  baton access set policy.toml
+  baton access clear
+
+A policy (README \"Permissions\"):
+  [groups]
+  agents = [\"agent-a\", \"agent-b\"]
+
+  [[rule]]
+  who = [\"group:agents\"]      # principals, group:NAME, \"*\" (anyone authenticated), \"anonymous\"
+  prefixes = [\"tasks/\"]       # \"\" is every key
+  can = [\"read\", \"claim\"]     # read, claim, assign, admin
+
+  [[rule]]
+  who = [\"ops\"]
+  prefixes = [\"\"]
+  can = [\"admin\"]
+
+  [names]
+  agent-b = [\"agent-b/worker-1\"]   # holder names a principal may use besides its own")]
+    Access {
+        #[command(subcommand)]
+        command: AccessCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AccessCommand {
+    /// Replace the policy with the one in FILE (TOML). An invalid policy is refused (exit 1)
+    /// saying where, and nothing changes.
+    #[command(after_help = "Examples:
+  BATON_TOKEN_FILE=ops.token baton access set policy.toml
+  baton access set policy.toml --output json | jq .version")]
+    Set { file: std::path::PathBuf },
+    /// Remove the policy: every authenticated principal may then do everything.
+    #[command(after_help = "Examples:
+  baton access clear")]
+    Clear,
+    /// The policy in force and its latest changes.
+    #[command(after_help = "Examples:
+  baton access show
+  baton access show --output json | jq '.audit[-1]'")]
+    Show {
+        /// Answer from the node's own state, without confirming with the leader.
+        #[arg(long)]
+        stale: bool,
+    },
 }
 
 /// `baton run KEY [--ttl D] [--holder NAME] [--wait] [--grace D] -- CMD ARGS...`

@@ -1,6 +1,7 @@
 //! The `baton` command line: parse ([`args`]), call the library, render ([`output`]), exit
 //! ([`exit`]). No protocol knowledge lives here; everything goes through [`baton_client`].
 
+pub mod access;
 pub mod args;
 pub mod bench;
 pub mod cluster;
@@ -170,6 +171,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             command: ClusterCommand::Status,
         } => output::cluster_status(&cluster_status(&client).await, format),
         Command::Cluster { command } => cluster::run(&client, command, format).await?,
+        Command::Access { command } => access::run(&client, command, format).await?,
         Command::Bench(_) => unreachable!("bench ran above, without the shared client"),
     };
     Ok(rendered)

@@ -1,6 +1,7 @@
 //! The lease core: pure, deterministic, no I/O, no clock, no tokio.
 //!
 //! Layout:
+//! - `access`   permissions: the policy, its checks, its replicated state and audit trail;
 //! - `limits`   every named limit;
 //! - `types`    log commands (`LogCommand`, `Op`) and their `Outcome`s;
 //! - `validate` input rules shared with the gRPC edge;
@@ -12,6 +13,7 @@
 //! next revision (which becomes the fencing token of a grant) and the leader returns the
 //! `Outcome` to the client.
 
+pub mod access;
 pub mod case;
 pub mod limits;
 pub mod table;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::access::AccessState;
 use super::case::{
     Assignment, CaseFile, Event, EventKind, HandoffNote, Offer, Quarantine, RecordPatch,
 };
@@ -200,7 +201,12 @@ impl LeaseTable {
     /// Applies the command of log entry `index`. Deterministic: same table, same index, same
     /// command, same result, on every node.
     pub fn apply(&mut self, index: u64, cmd: &LogCommand) -> Outcome {
-        self.apply_tracked(index, cmd, &mut Changes::default())
+        self.apply_tracked(
+            index,
+            cmd,
+            &mut Changes::default(),
+            &mut AccessState::default(),
+        )
     }
 
     /// `apply`, also noting in `changes` the history events it added, for the watch window.
@@ -209,6 +215,7 @@ impl LeaseTable {
         index: u64,
         cmd: &LogCommand,
         changes: &mut Changes,
+        access: &mut AccessState,
     ) -> Outcome {
         if let Some(id) = &cmd.request_id {
             if let Err(e) = validate::request_id(id) {
@@ -220,7 +227,14 @@ impl LeaseTable {
         }
         let outcome = match validate::op(&cmd.op) {
             Err(e) => Outcome::Invalid { message: e.0 },
-            Ok(()) => self.apply_op(index, cmd.leader_unix_ms, &cmd.op, changes),
+            Ok(()) => match &cmd.op {
+                // The policy is not the table's; retries of it are de-duplicated here all
+                // the same.
+                Op::SetAccess { policy, by } => Outcome::AccessSet {
+                    version: access.set(index, cmd.leader_unix_ms, by, policy.clone()),
+                },
+                op => self.apply_op(index, cmd.leader_unix_ms, op, changes),
+            },
         };
         if let Some(id) = &cmd.request_id {
             self.remember(index, id, cmd.op.fingerprint(), &outcome);
@@ -341,6 +355,8 @@ impl LeaseTable {
             Op::Lapse { offer_revision, .. } => step.lapse(*offer_revision),
             Op::SetQuarantine { prefix, delay_ms } => step.set_quarantine(prefix, *delay_ms),
             Op::EndQuarantine { revision, .. } => step.end_quarantine(*revision),
+            // Applied by `apply_tracked`, which has the access state.
+            Op::SetAccess { .. } => Outcome::None,
         }
     }
 

@@ -455,13 +455,23 @@ fn changes_name_exactly_the_events_added() {
         holder: holder("a", "ca"),
         ttl_ms: 5_000,
     };
-    t.apply_tracked(1, &cmd_from("ca", 1, op), &mut changes);
+    t.apply_tracked(
+        1,
+        &cmd_from("ca", 1, op),
+        &mut changes,
+        &mut Default::default(),
+    );
     assert_eq!(
         changes.events_added.iter().collect::<Vec<_>>(),
         [&("k".to_string(), 1)]
     );
     let mut changes = Changes::default();
-    t.apply_tracked(2, &claim("k", &holder("b", "cb"), 5_000), &mut changes);
+    t.apply_tracked(
+        2,
+        &claim("k", &holder("b", "cb"), 5_000),
+        &mut changes,
+        &mut Default::default(),
+    );
     assert!(
         changes.events_added.is_empty(),
         "a refusal records no event"

@@ -163,6 +163,12 @@ pub enum Op {
         key: String,
         offer_revision: u64,
     },
+    /// Admin setting: the permissions policy every node enforces (`None` clears it), and
+    /// who set it, for the audit trail (`core::access`).
+    SetAccess {
+        policy: Option<super::access::Policy>,
+        by: String,
+    },
 }
 
 impl Op {
@@ -271,6 +277,12 @@ impl Op {
                 feed(key.as_bytes());
                 feed(&offer_revision.to_le_bytes());
             }
+            Op::SetAccess { policy, by } => {
+                feed(b"set-access");
+                feed(by.as_bytes());
+                let text = policy.as_ref().map(super::access::Policy::to_text);
+                feed(text.as_deref().unwrap_or("-").as_bytes());
+            }
         }
         hash
     }
@@ -292,6 +304,8 @@ impl Op {
             | Op::Lapse { key, .. }
             | Op::EndQuarantine { key, .. } => key,
             Op::SetQuarantine { prefix, .. } => prefix,
+            // About the whole cluster, no one key.
+            Op::SetAccess { .. } => "",
         }
     }
 }
@@ -375,4 +389,8 @@ pub enum Outcome {
     },
     /// Entries that carry no operation (blank, membership).
     None,
+    /// The permissions policy was replaced (or cleared); the new version.
+    AccessSet {
+        version: u64,
+    },
 }

@@ -16,7 +16,7 @@ fn invalid(message: String) -> Result<(), InvalidInput> {
     Err(InvalidInput(message))
 }
 
-fn check_text(field: &str, value: &str, max_bytes: usize) -> Result<(), InvalidInput> {
+pub(crate) fn check_text(field: &str, value: &str, max_bytes: usize) -> Result<(), InvalidInput> {
     if value.is_empty() {
         return invalid(format!("{field} is empty: give 1 to {max_bytes} bytes"));
     }
@@ -194,6 +194,13 @@ pub fn holder_name(field: &str, name: &str) -> Result<(), InvalidInput> {
 
 /// Validates an operation against the core's absolute limits.
 pub fn op(op: &Op) -> Result<(), InvalidInput> {
+    if let Op::SetAccess { policy, by } = op {
+        check_text("who set the policy", by, HOLDER_NAME_BYTES_MAX)?;
+        return match policy {
+            Some(p) => p.check().map_err(InvalidInput),
+            None => Ok(()),
+        };
+    }
     key(op.key())?;
     match op {
         Op::Claim {
@@ -277,5 +284,6 @@ pub fn op(op: &Op) -> Result<(), InvalidInput> {
             Ok(())
         }
         Op::EndQuarantine { revision, .. } => token(*revision),
+        Op::SetAccess { .. } => Ok(()),
     }
 }

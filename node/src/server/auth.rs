@@ -11,6 +11,7 @@
 use baton_proto::v1 as pb;
 use tonic::{Request, Status};
 
+use crate::core::access::{self, Permission};
 use crate::store::StateMachine;
 
 /// The common-name prefix of node certificates.
@@ -20,47 +21,149 @@ pub const PRINCIPAL_METADATA_KEY: &str = "x-baton-principal";
 
 /// What a request does as whom.
 pub enum Acting<'a> {
-    /// Acts as this holder name (claim, accept, decline).
+    /// Acts as this holder name (claim, accept, decline; an assignment's dispatcher).
     Holder(&'a str),
     /// Acts with this token on this key (renew, release, update, offer, cancel).
     Token(&'a str, u64),
-    /// Reads, and operator calls (their permissions are not checked yet).
+    /// Reads, and operator calls: only their permission is checked.
     Other,
 }
 
-/// Requests say what they act as.
+/// Requests say what they act as, and what permission they need where (a key, or a
+/// prefix for calls about many keys; `""` for the whole cluster).
 pub trait Acts {
     fn acting(&self) -> Acting<'_>;
+    fn needs(&self) -> (Permission, &str);
 }
 
 macro_rules! acts {
-    (holder: $($t:ty),*) => {$(
+    (holder, $perm:ident, $field:ident: $($t:ty),*) => {$(
         impl Acts for $t {
             fn acting(&self) -> Acting<'_> {
                 self.holder.as_ref().map_or(Acting::Holder(""), |h| Acting::Holder(&h.name))
             }
+            fn needs(&self) -> (Permission, &str) {
+                (Permission::$perm, &self.$field)
+            }
         }
     )*};
-    (token: $($t:ty),*) => {$(
+    (token, $perm:ident, $field:ident: $($t:ty),*) => {$(
         impl Acts for $t {
             fn acting(&self) -> Acting<'_> {
                 Acting::Token(&self.key, self.token)
             }
+            fn needs(&self) -> (Permission, &str) {
+                (Permission::$perm, &self.$field)
+            }
         }
     )*};
-    (other: $($t:ty),*) => {$(
+    (other, $perm:ident, $field:ident: $($t:ty),*) => {$(
         impl Acts for $t {
             fn acting(&self) -> Acting<'_> {
                 Acting::Other
+            }
+            fn needs(&self) -> (Permission, &str) {
+                (Permission::$perm, &self.$field)
             }
         }
     )*};
 }
 
-acts!(holder: pb::ClaimRequest, pb::AcceptRequest, pb::DeclineRequest);
-acts!(token: pb::RenewRequest, pb::ReleaseRequest, pb::UpdateRequest, pb::OfferRequest, pb::CancelRequest);
-acts!(other: pb::ProbeRequest, pb::BoardRequest, pb::CheckTokenRequest, pb::RevokeRequest,
-    pb::AssignRequest, pb::GetRecordRequest, pb::HistoryRequest, pb::SetQuarantineRequest);
+acts!(holder, Claim, key: pb::ClaimRequest, pb::AcceptRequest, pb::DeclineRequest);
+acts!(token, Claim, key: pb::RenewRequest, pb::ReleaseRequest, pb::UpdateRequest,
+    pb::OfferRequest, pb::CancelRequest);
+acts!(other, Read, key: pb::ProbeRequest, pb::CheckTokenRequest, pb::GetRecordRequest,
+    pb::HistoryRequest);
+acts!(other, Read, prefix: pb::BoardRequest);
+
+/// An assignment is signed by its dispatcher (`by`): with auth on, the principal's own name.
+impl Acts for pb::AssignRequest {
+    fn acting(&self) -> Acting<'_> {
+        Acting::Holder(&self.by)
+    }
+    fn needs(&self) -> (Permission, &str) {
+        (Permission::Assign, &self.key)
+    }
+}
+
+acts!(other, Admin, key: pb::RevokeRequest);
+acts!(other, Admin, prefix: pb::SetQuarantineRequest);
+
+/// The policy is about every key: changing or reading it needs `admin` on `""`.
+macro_rules! acts_on_cluster {
+    ($($t:ty),*) => {$(
+        impl Acts for $t {
+            fn acting(&self) -> Acting<'_> {
+                Acting::Other
+            }
+            fn needs(&self) -> (Permission, &str) {
+                (Permission::Admin, "")
+            }
+        }
+    )*};
+}
+
+acts_on_cluster!(pb::SetAccessRequest, pb::GetAccessRequest);
+
+/// Whether `principal` is a node (or an operator holding a node's certificate): nodes run
+/// the cluster, so the permissions do not bind them.
+pub fn is_node(principal: Option<&str>) -> bool {
+    principal.is_some_and(|p| p.starts_with(NODE_CN_PREFIX))
+}
+
+/// Refuses what `principal` (`None`: anonymous) may not do under the cluster's permissions
+/// (`crate::core::access`): `permission` on `target`, and, for a client request, acting as
+/// anyone but itself (or a name the policy lets it use).
+pub fn authorize(
+    auth: &Auth,
+    principal: Option<&str>,
+    acting: Acting<'_>,
+    (permission, target): (Permission, &str),
+    sm: &StateMachine,
+) -> Result<(), Status> {
+    if !auth.on() || is_node(principal) {
+        return Ok(());
+    }
+    sm.read(|s| {
+        let policy = s.access.in_force(auth.bootstrap.as_deref());
+        access::check(policy, s.access.version, principal, permission, target)
+            .map_err(Status::permission_denied)?;
+        let Some(principal) = principal else {
+            return Ok(());
+        };
+        match acting {
+            Acting::Holder(name) => {
+                access::check_name(policy, principal, name).map_err(Status::permission_denied)
+            }
+            Acting::Token(key, token) => {
+                // A token names one grant, so one holder: the current lease's, if it has
+                // it. A token that is not current changes nothing anyway (the write answers
+                // "lost").
+                match s.table.lease(key).filter(|l| l.token == token) {
+                    Some(l) if access::check_name(policy, principal, &l.holder.name).is_err() => {
+                        Err(Status::permission_denied(format!(
+                            "you are {principal:?}: token {token} of {key} is {:?}'s",
+                            l.holder.name
+                        )))
+                    }
+                    _ => Ok(()),
+                }
+            }
+            Acting::Other => Ok(()),
+        }
+    })
+}
+
+/// `authorize` for a call that acts as no holder: `permission` on `target`.
+pub fn authorize_call(
+    auth: &Auth,
+    principal: Option<&str>,
+    permission: Permission,
+    target: &str,
+    sm: &StateMachine,
+) -> Result<(), Status> {
+    authorize(auth, principal, Acting::Other, (permission, target), sm)
+}
 
 /// The common name of a DER certificate.
 pub fn common_name(der: &[u8]) -> Option<String> {
@@ -82,6 +185,8 @@ pub struct Auth {
     /// With auth on, requests that show neither are served as anonymous
     /// (`--allow-anonymous`) instead of refused.
     pub anonymous: bool,
+    /// The policy this node enforces until the cluster has one (`--access-policy`).
+    pub bootstrap: Option<std::sync::Arc<crate::core::access::Policy>>,
 }
 
 impl Auth {
@@ -148,31 +253,5 @@ impl Auth {
                 _ => "this cluster requires a bearer token (BATON_TOKEN or --token-file)",
             },
         ))
-    }
-}
-
-/// Refuses a request that acts as someone other than `principal`.
-pub fn authorize(principal: &str, acting: Acting<'_>, sm: &StateMachine) -> Result<(), Status> {
-    match acting {
-        Acting::Holder(name) if name != principal => Err(Status::permission_denied(format!(
-            "you are {principal:?}: you cannot act as holder {name:?}"
-        ))),
-        Acting::Token(key, token) => {
-            // A token names one grant, so one holder: the current lease's, if it has it. A
-            // token that is not current changes nothing anyway (the write answers "lost").
-            let holder = sm.read(|s| {
-                s.table
-                    .lease(key)
-                    .filter(|l| l.token == token)
-                    .map(|l| l.holder.name.clone())
-            });
-            match holder {
-                Some(h) if h != principal => Err(Status::permission_denied(format!(
-                    "you are {principal:?}: token {token} of {key} is {h:?}'s"
-                ))),
-                _ => Ok(()),
-            }
-        }
-        _ => Ok(()),
     }
 }

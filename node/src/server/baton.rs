@@ -24,6 +24,7 @@ use tonic::{Request, Response, Status};
 
 use super::convert::{self, TtlBounds};
 use super::proposer::{ProposeError, Proposer};
+use crate::core::access::{Permission, Policy};
 use crate::core::limits::{BOARD_LEASES_MAX, REQUEST_BYTES_MAX};
 use crate::core::validate;
 use crate::core::{LogCommand, Op, Outcome, RequestId};
@@ -122,6 +123,15 @@ impl Ctx {
             write_timeout,
             leaders: Mutex::default(),
         }
+    }
+
+    /// The leader's address, if another node leads.
+    fn leader_elsewhere(&self) -> Option<String> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let leader = m.current_leader.filter(|l| *l != m.id)?;
+        let node = m.membership_config.membership().get_node(&leader)?;
+        Some(node.addr.clone())
     }
 
     fn leader_client(&self, addr: &str) -> Result<BatonClient<Channel>, Status> {
@@ -383,6 +393,87 @@ impl Ctx {
         }
     }
 
+    async fn set_access(
+        &self,
+        req: pb::SetAccessRequest,
+        who: Option<String>,
+    ) -> Result<pb::AccessResponse, Refusal> {
+        let policy =
+            match (req.clear, req.policy.trim().is_empty()) {
+                (true, true) => None,
+                (true, false) => {
+                    return Err(Status::invalid_argument("clear takes no policy text").into())
+                }
+                (false, true) => {
+                    return Err(Status::invalid_argument(
+                        "the policy is empty: give one, or clear the policy",
+                    )
+                    .into())
+                }
+                (false, false) if !self.auth.on() => return Err(Status::failed_precondition(
+                    "this node has no auth (--auth-tokens or --tls-client-auth): every request \
+                     is anonymous, so a policy would protect nothing; turn auth on first",
+                )
+                .into()),
+                (false, false) => Some(
+                    Policy::parse(&req.policy)
+                        .map_err(|e| Status::invalid_argument(format!("the policy: {e}")))?,
+                ),
+            };
+        let by = who.unwrap_or_else(|| {
+            if self.auth.on() {
+                crate::core::access::ANONYMOUS.to_owned()
+            } else {
+                "unauthenticated (auth is off)".to_owned()
+            }
+        });
+        let op = Op::SetAccess { policy, by };
+        validate::op(&op).map_err(convert::invalid)?;
+        let id = convert::request_id(req.request_id)?;
+        match self.propose(id, op).await? {
+            (Outcome::AccessSet { version }, revision) => {
+                let mut answer = self.access_response(revision);
+                answer.version = version;
+                Ok(answer)
+            }
+            (other, _) => Err(unexpected(other)),
+        }
+    }
+
+    async fn get_access(&self, req: pb::GetAccessRequest) -> Result<pb::AccessResponse, Refusal> {
+        if !req.stale {
+            self.linearize().await?;
+        }
+        Ok(self.access_response(self.sm.read(revision)))
+    }
+
+    fn access_response(&self, revision: u64) -> pb::AccessResponse {
+        self.sm.read(|s| {
+            let access = &s.access;
+            pb::AccessResponse {
+                version: access.version,
+                has_policy: access.policy.is_some(),
+                policy: access
+                    .policy
+                    .as_ref()
+                    .map(Policy::to_text)
+                    .unwrap_or_default(),
+                audit: access
+                    .audit
+                    .iter()
+                    .map(|a| pb::AccessChange {
+                        version: a.version,
+                        revision: a.revision,
+                        at_unix_ms: a.at_unix_ms,
+                        by: a.by.clone(),
+                        what: a.what.clone(),
+                    })
+                    .collect(),
+                revision,
+            }
+        })
+    }
+
     async fn get_record(
         &self,
         req: pb::GetRecordRequest,
@@ -543,7 +634,7 @@ impl BatonServer {
         &self,
         method: &'static str,
         req: Request<Req>,
-        local: impl FnOnce(Arc<Ctx>, Req) -> LF,
+        local: impl FnOnce(Arc<Ctx>, Req, Option<String>) -> LF,
         remote: impl FnOnce(BatonClient<Channel>, Request<Req>) -> RF,
     ) -> Result<Response<Resp>, Status>
     where
@@ -559,10 +650,27 @@ impl BatonServer {
                 .get(super::auth::AUTHORIZATION_METADATA_KEY)
                 .cloned();
             let msg = req.into_inner();
-            if let Some(p) = &principal {
-                super::auth::authorize(p, msg.acting(), &self.ctx.sm)?;
-            }
-            match local(self.ctx.clone(), msg.clone()).await {
+            let (acting, needs) = (msg.acting(), msg.needs());
+            let allowed = super::auth::authorize(
+                &self.ctx.auth,
+                principal.as_deref(),
+                acting,
+                needs,
+                &self.ctx.sm,
+            );
+            let served = match allowed {
+                Ok(()) => local(self.ctx.clone(), msg.clone(), principal.clone()).await,
+                // This node's copy of the policy may be behind the leader's (a grant just
+                // made): the leader, whose copy is the latest, decides. It checks again
+                // what this node allows, too, for everything it serves.
+                Err(denied) => match self.ctx.leader_elsewhere() {
+                    Some(leader) if !forwarded => Err(Refusal::NotLeader {
+                        leader: Some(leader),
+                    }),
+                    _ => Err(Refusal::Status(denied)),
+                },
+            };
+            match served {
                 Ok(resp) => Ok(Response::new(resp)),
                 Err(Refusal::Status(s)) => Err(s),
                 Err(Refusal::NotLeader { leader: Some(addr) }) if !forwarded => {
@@ -749,7 +857,14 @@ impl pb::baton_server::Baton for BatonServer {
         &self,
         req: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        self.ctx.auth.principal(&req)?;
+        let principal = self.ctx.auth.principal(&req)?;
+        super::auth::authorize_call(
+            &self.ctx.auth,
+            principal.as_deref(),
+            Permission::Read,
+            &req.get_ref().prefix,
+            &self.ctx.sm,
+        )?;
         let from_addr = req.remote_addr().map(|a| a.ip());
         self.watch_stream(req.into_inner(), from_addr)
             .map(Response::new)
@@ -762,7 +877,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "claim",
             req,
-            |ctx, m| async move { ctx.claim(m).await },
+            |ctx, m, _who| async move { ctx.claim(m).await },
             |mut c, r| async move { c.claim(r).await },
         )
         .await
@@ -775,7 +890,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "renew",
             req,
-            |ctx, m| async move { ctx.renew(m).await },
+            |ctx, m, _who| async move { ctx.renew(m).await },
             |mut c, r| async move { c.renew(r).await },
         )
         .await
@@ -788,7 +903,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "release",
             req,
-            |ctx, m| async move { ctx.release(m).await },
+            |ctx, m, _who| async move { ctx.release(m).await },
             |mut c, r| async move { c.release(r).await },
         )
         .await
@@ -801,7 +916,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "probe",
             req,
-            |ctx, m| async move { ctx.probe(m).await },
+            |ctx, m, _who| async move { ctx.probe(m).await },
             |mut c, r| async move { c.probe(r).await },
         )
         .await
@@ -814,7 +929,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "board",
             req,
-            |ctx, m| async move { ctx.board(m).await },
+            |ctx, m, _who| async move { ctx.board(m).await },
             |mut c, r| async move { c.board(r).await },
         )
         .await
@@ -827,7 +942,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "check_token",
             req,
-            |ctx, m| async move { ctx.check_token(m).await },
+            |ctx, m, _who| async move { ctx.check_token(m).await },
             |mut c, r| async move { c.check_token(r).await },
         )
         .await
@@ -840,7 +955,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "revoke",
             req,
-            |ctx, m| async move { ctx.revoke(m).await },
+            |ctx, m, _who| async move { ctx.revoke(m).await },
             |mut c, r| async move { c.revoke(r).await },
         )
         .await
@@ -853,7 +968,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "update",
             req,
-            |ctx, m| async move { ctx.update(m).await },
+            |ctx, m, _who| async move { ctx.update(m).await },
             |mut c, r| async move { c.update(r).await },
         )
         .await
@@ -866,7 +981,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "assign",
             req,
-            |ctx, m| async move { ctx.assign(m).await },
+            |ctx, m, _who| async move { ctx.assign(m).await },
             |mut c, r| async move { c.assign(r).await },
         )
         .await
@@ -879,7 +994,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "get_record",
             req,
-            |ctx, m| async move { ctx.get_record(m).await },
+            |ctx, m, _who| async move { ctx.get_record(m).await },
             |mut c, r| async move { c.get_record(r).await },
         )
         .await
@@ -892,7 +1007,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "history",
             req,
-            |ctx, m| async move { ctx.history(m).await },
+            |ctx, m, _who| async move { ctx.history(m).await },
             |mut c, r| async move { c.history(r).await },
         )
         .await
@@ -905,7 +1020,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "offer",
             req,
-            |ctx, m| async move { ctx.offer(m).await },
+            |ctx, m, _who| async move { ctx.offer(m).await },
             |mut c, r| async move { c.offer(r).await },
         )
         .await
@@ -918,7 +1033,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "accept",
             req,
-            |ctx, m| async move { ctx.accept(m).await },
+            |ctx, m, _who| async move { ctx.accept(m).await },
             |mut c, r| async move { c.accept(r).await },
         )
         .await
@@ -931,7 +1046,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "decline",
             req,
-            |ctx, m| async move { ctx.decline(m).await },
+            |ctx, m, _who| async move { ctx.decline(m).await },
             |mut c, r| async move { c.decline(r).await },
         )
         .await
@@ -944,8 +1059,34 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "cancel",
             req,
-            |ctx, m| async move { ctx.cancel(m).await },
+            |ctx, m, _who| async move { ctx.cancel(m).await },
             |mut c, r| async move { c.cancel(r).await },
+        )
+        .await
+    }
+
+    async fn set_access(
+        &self,
+        req: Request<pb::SetAccessRequest>,
+    ) -> Result<Response<pb::AccessResponse>, Status> {
+        self.serve(
+            "set_access",
+            req,
+            |ctx, m, who| async move { ctx.set_access(m, who).await },
+            |mut c, r| async move { c.set_access(r).await },
+        )
+        .await
+    }
+
+    async fn get_access(
+        &self,
+        req: Request<pb::GetAccessRequest>,
+    ) -> Result<Response<pb::AccessResponse>, Status> {
+        self.serve(
+            "get_access",
+            req,
+            |ctx, m, _who| async move { ctx.get_access(m).await },
+            |mut c, r| async move { c.get_access(r).await },
         )
         .await
     }
@@ -957,7 +1098,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "set_quarantine",
             req,
-            |ctx, m| async move { ctx.set_quarantine(m).await },
+            |ctx, m, _who| async move { ctx.set_quarantine(m).await },
             |mut c, r| async move { c.set_quarantine(r).await },
         )
         .await

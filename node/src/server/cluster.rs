@@ -46,6 +46,19 @@ pub struct ClusterServer {
 type Metrics = openraft::RaftMetrics<NodeId, BasicNode>;
 
 impl ClusterServer {
+    /// Refuses a caller without `admin` on every key (`""`): cluster calls change or copy
+    /// the whole cluster.
+    fn admin<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        let principal = self.auth.principal(req)?;
+        super::auth::authorize_call(
+            &self.auth,
+            principal.as_deref(),
+            crate::core::access::Permission::Admin,
+            "",
+            &self.sm,
+        )
+    }
+
     fn metrics(&self) -> Metrics {
         self.raft.metrics().borrow().clone()
     }
@@ -232,7 +245,7 @@ impl pb::cluster_server::Cluster for ClusterServer {
         &self,
         req: Request<pb::AddMemberRequest>,
     ) -> Result<Response<pb::MembersResponse>, Status> {
-        self.auth.principal(&req)?;
+        self.admin(&req)?;
         let pb::AddMemberRequest {
             node_id,
             addr,
@@ -299,7 +312,7 @@ impl pb::cluster_server::Cluster for ClusterServer {
         &self,
         req: Request<pb::RemoveMemberRequest>,
     ) -> Result<Response<pb::MembersResponse>, Status> {
-        self.auth.principal(&req)?;
+        self.admin(&req)?;
         let node_id = req.into_inner().node_id;
         let metrics = self.leading("removing a member")?;
         let membership = metrics.membership_config.membership();
@@ -329,7 +342,7 @@ impl pb::cluster_server::Cluster for ClusterServer {
         &self,
         req: Request<pb::SnapshotRequest>,
     ) -> Result<Response<pb::SnapshotResponse>, Status> {
-        self.auth.principal(&req)?;
+        self.admin(&req)?;
         let applied = self.metrics().last_applied.map_or(0, |l| l.index);
         self.raft
             .trigger()
@@ -363,7 +376,7 @@ impl pb::cluster_server::Cluster for ClusterServer {
         &self,
         req: Request<pb::BackupRequest>,
     ) -> Result<Response<Self::BackupStream>, Status> {
-        self.auth.principal(&req)?;
+        self.admin(&req)?;
         self.leading("a backup")?;
         // Everything committed before now is applied here once this returns. One quorum
         // round may fall short on a blip (openraft #1852): a few more.

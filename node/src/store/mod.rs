@@ -30,8 +30,12 @@ use crate::raft_types::NodeId;
 use std::sync::Arc;
 
 /// Version of the data dir layout; a dir of another version is refused. Format 2: log entries
-/// carry batches of commands, the state machine lives in the snapshot plus the log.
-pub const DATA_FORMAT: u32 = 2;
+/// carry batches of commands, the state machine lives in the snapshot plus the log. Format 3:
+/// the state also holds the permissions policy; a format-2 dir (and backup) is read and
+/// upgraded in place, after which older binaries refuse it rather than drop the policy.
+pub const DATA_FORMAT: u32 = 3;
+/// The oldest format this baton reads (and upgrades).
+pub const DATA_FORMAT_OLDEST: u32 = 2;
 const IDENTITY_FILE: &str = "baton.id";
 
 /// Why a data dir cannot be used. Each message says what to do.
@@ -65,7 +69,7 @@ pub enum OpenError {
         "data dir {dir} is not empty: a restore seeds a new node, give it an empty or new dir"
     )]
     NotEmpty { dir: PathBuf },
-    #[error("data dir {dir} has format {found}, this baton reads format {DATA_FORMAT}")]
+    #[error("data dir {dir} has format {found}, this baton reads formats {DATA_FORMAT_OLDEST} to {DATA_FORMAT}")]
     WrongFormat { dir: PathBuf, found: u32 },
     #[error("data dir {dir}: cannot open the sled store (in use by another process, or corrupt): {source}")]
     Sled {
@@ -223,7 +227,7 @@ fn check_identity(dir: &Path, node_id: NodeId, cluster_name: &str) -> Result<(),
                     dir: dir.to_path_buf(),
                     detail: e.to_string(),
                 })?;
-            if found.format != DATA_FORMAT {
+            if !(DATA_FORMAT_OLDEST..=DATA_FORMAT).contains(&found.format) {
                 return Err(OpenError::WrongFormat {
                     dir: dir.to_path_buf(),
                     found: found.format,
@@ -238,10 +242,22 @@ fn check_identity(dir: &Path, node_id: NodeId, cluster_name: &str) -> Result<(),
                     cluster: cluster_name.to_string(),
                 });
             }
-            if found.incarnation == 0 {
-                // A dir from before incarnations: give it one now.
+            if found.incarnation == 0 || found.format != DATA_FORMAT {
+                // A dir from before incarnations gets one now; an older format is upgraded
+                // (its snapshot and log read as they are, see `SmState::decode`).
+                if found.format != DATA_FORMAT {
+                    tracing::info!(
+                        dir = %dir.display(), from = found.format, to = DATA_FORMAT,
+                        "upgrading the data dir format"
+                    );
+                }
+                let incarnation = match found.incarnation {
+                    0 => want.incarnation,
+                    kept => kept,
+                };
                 let bytes = serde_json::to_vec_pretty(&Identity {
-                    incarnation: want.incarnation,
+                    incarnation,
+                    format: DATA_FORMAT,
                     ..found
                 })
                 .expect("identity serializes");

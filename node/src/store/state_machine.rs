@@ -23,7 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{decode, encode, write_durably};
 use crate::admin::Metrics;
-use crate::core::{Applied, Changes, LeaseTable, LogCommand};
+use crate::core::access::AccessState;
+use crate::core::{Applied, Changes, LeaseTable, LogCommand, Op, Outcome};
 use crate::expiry::Countdowns;
 use crate::raft_types::{
     Entry, LogId, Snapshot, SnapshotData, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
@@ -47,6 +48,37 @@ pub struct SmState {
     pub revision: u64,
     pub last_applied: Option<LogId>,
     pub membership: StoredMembership,
+    /// The permissions policy and its audit trail (data format 3; last, so a format-2
+    /// encoding is this one cut short).
+    pub access: AccessState,
+}
+
+/// `SmState` as data format 2 wrote it, before permissions.
+#[derive(Deserialize)]
+struct SmStateFormat2 {
+    table: LeaseTable,
+    revision: u64,
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+}
+
+impl SmState {
+    /// Decodes a state encoded by this format or by format 2 (no policy then). Every
+    /// encoding of a state ends the bytes it is in (a snapshot file, a backup's state
+    /// section, a snapshot sent by a peer), so a format-2 state fails to decode as this
+    /// format, at its missing last field, and decodes as format 2.
+    pub fn decode(bytes: &[u8]) -> Result<SmState, bincode::Error> {
+        decode::<SmState>(bytes).or_else(|current| match decode::<SmStateFormat2>(bytes) {
+            Ok(old) => Ok(SmState {
+                table: old.table,
+                revision: old.revision,
+                last_applied: old.last_applied,
+                membership: old.membership,
+                access: AccessState::default(),
+            }),
+            Err(_) => Err(current),
+        })
+    }
 }
 
 /// What a snapshot file holds.
@@ -121,9 +153,13 @@ impl StateMachine {
     fn read_snapshot_file(&self) -> Result<Option<SnapshotFile>, String> {
         match std::fs::read(self.shared.snapshot_dir.join(SNAPSHOT_FILE)) {
             Ok(bytes) => {
-                let mut file: SnapshotFile = decode(&bytes).map_err(io_err)?;
-                file.state.table.rebuild_index();
-                Ok(Some(file))
+                // The meta, then the state (see `write_snapshot_file`).
+                let mut cursor = std::io::Cursor::new(&bytes[..]);
+                let meta: SnapshotMeta = bincode::deserialize_from(&mut cursor).map_err(io_err)?;
+                let rest = &bytes[cursor.position() as usize..];
+                let mut state = SmState::decode(rest).map_err(io_err)?;
+                state.table.rebuild_index();
+                Ok(Some(SnapshotFile { meta, state }))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e.to_string()),
@@ -179,7 +215,16 @@ impl StateMachine {
     ) -> Applied {
         state.revision += 1;
         let revision = state.revision;
-        let outcome = state.table.apply_tracked(revision, cmd, changes);
+        let outcome = state
+            .table
+            .apply_tracked(revision, cmd, changes, &mut state.access);
+        if let (Op::SetAccess { by, .. }, Outcome::AccessSet { version }) = (&cmd.op, &outcome) {
+            tracing::info!(
+                target: "baton::audit", by = %by, version, revision,
+                what = %state.access.audit.back().map_or("", |a| a.what.as_str()),
+                "access policy changed"
+            );
+        }
         // Countdowns follow the table, not the outcome: a de-duplicated retry answers an old
         // grant but must not restart the current lease's countdown. A lease whose basis is
         // this revision was granted or renewed by this command, so its countdown starts now,
@@ -333,7 +378,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     ) -> Result<(), StorageError> {
         let started = std::time::Instant::now();
         let bytes = snapshot.get_ref().len();
-        let mut state: SmState = decode(snapshot.get_ref())
+        let mut state = SmState::decode(snapshot.get_ref())
             .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
         state.table.rebuild_index();
         // The file first (fsync'd): it is this node's durable state from now on.

@@ -346,3 +346,75 @@ async fn a_flush_round_covers_the_blob_files_sled_writes_for_large_pages() {
     flusher.sync().await.unwrap();
     assert_eq!(db.get(b"big").unwrap().unwrap().len(), 512 * 1024);
 }
+
+/// `SmState` as format 2 encoded it (no permissions), for the upgrade test.
+#[derive(serde::Serialize)]
+struct Format2<'a> {
+    table: &'a crate::core::LeaseTable,
+    revision: u64,
+    last_applied: Option<crate::raft_types::LogId>,
+    membership: &'a crate::raft_types::StoredMembership,
+}
+
+#[test]
+fn a_format_2_state_decodes_with_no_policy_and_a_format_3_one_keeps_its_policy() {
+    let mut state = SmState::default();
+    let claim = crate::core::LogCommand {
+        request_id: None,
+        leader_unix_ms: 1,
+        op: crate::core::Op::Claim {
+            key: "k".into(),
+            holder: crate::core::Holder {
+                name: "a".into(),
+                client_id: "c".into(),
+            },
+            ttl_ms: 5_000,
+        },
+    };
+    state.table.apply(1, &claim);
+    state.revision = 1;
+    let old = encode(&Format2 {
+        table: &state.table,
+        revision: 1,
+        last_applied: None,
+        membership: &state.membership,
+    });
+    let decoded = SmState::decode(&old).unwrap();
+    assert_eq!(decoded, state);
+    assert_eq!(decoded.access.version, 0);
+
+    let policy = crate::core::access::Policy::parse(
+        "[[rule]]\nwho = [\"ops\"]\nprefixes = [\"\"]\ncan = [\"admin\"]\n",
+    )
+    .unwrap();
+    state.access.set(2, 0, "ops", Some(policy.clone()));
+    let decoded = SmState::decode(&encode(&state)).unwrap();
+    assert_eq!(decoded.access.policy, Some(policy));
+    assert_eq!(decoded.access.version, 1);
+    // Damage is still an error, not an empty state.
+    assert!(SmState::decode(&old[..old.len() / 2]).is_err());
+}
+
+#[test]
+fn a_format_2_data_dir_is_upgraded_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path(), 1, "t", countdowns()).unwrap());
+    let id_path = dir.path().join(IDENTITY_FILE);
+    let mut id: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
+    let incarnation = id["incarnation"].clone();
+    id["format"] = 2.into();
+    std::fs::write(&id_path, serde_json::to_vec(&id).unwrap()).unwrap();
+    drop(reopen(dir.path()));
+    let id: serde_json::Value = serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
+    assert_eq!(id["format"], DATA_FORMAT);
+    assert_eq!(id["incarnation"], incarnation, "the incarnation is kept");
+    // A format this baton does not know is refused.
+    let mut id = id;
+    id["format"] = 1.into();
+    std::fs::write(&id_path, serde_json::to_vec(&id).unwrap()).unwrap();
+    let err = open(dir.path(), 1, "t", countdowns())
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("has format 1"), "{err}");
+}
