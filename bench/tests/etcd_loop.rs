@@ -49,6 +49,7 @@ async fn etcd_loop() {
         ttl: Duration::from_secs(10),
         key_prefix: prefix.to_owned(),
         retry_deadline: Duration::from_secs(3),
+        ..BenchConfig::default()
     };
     let report = baton_bench::etcd::run(config).await.unwrap();
     eprintln!("{}", serde_json::to_string(&report).unwrap());

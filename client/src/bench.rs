@@ -94,6 +94,14 @@ pub struct BenchConfig {
     /// `unavailable` error ([`ClientConfig::retry_deadline`]), above zero and at most
     /// [`BENCH_RETRY_DEADLINE_MAX`].
     pub retry_deadline: Duration,
+    /// TLS toward the nodes, as for [`ClientConfig::tls`].
+    pub tls: Option<crate::ClientTls>,
+    /// A bearer token every claimant shows, as for [`ClientConfig::token`].
+    pub token: Option<crate::BearerToken>,
+    /// The holder name of every claimant (each still its own client id, so its own
+    /// holder); `None`: `bench-0`, `bench-1`, .... With auth on, the token's principal (or a
+    /// name the permissions let it use).
+    pub holder: Option<String>,
 }
 
 impl Default for BenchConfig {
@@ -109,6 +117,9 @@ impl Default for BenchConfig {
             ttl: Duration::from_secs(10),
             key_prefix: BENCH_KEY_PREFIX_DEFAULT.to_owned(),
             retry_deadline: BENCH_RETRY_DEADLINE_DEFAULT,
+            tls: None,
+            token: None,
+            holder: None,
         }
     }
 }
@@ -187,6 +198,8 @@ impl BenchConfig {
     fn client_config(&self) -> ClientConfig {
         ClientConfig {
             retry_deadline: self.retry_deadline,
+            tls: self.tls.clone(),
+            token: self.token.clone(),
             ..ClientConfig::with_endpoints(self.endpoints.iter().cloned())
         }
     }
@@ -521,7 +534,10 @@ pub async fn run(config: BenchConfig) -> Result<BenchReport, Error> {
     let mut tasks = tokio::task::JoinSet::new();
     for (number, client) in clients.into_iter().enumerate() {
         let plan = plan.clone();
-        let holder = format!("bench-{number}");
+        let holder = config
+            .holder
+            .clone()
+            .unwrap_or_else(|| format!("bench-{number}"));
         let rng = StdRng::seed_from_u64(run_seed.wrapping_add(number as u64));
         tasks.spawn(claimant(client, holder, rng, plan));
     }

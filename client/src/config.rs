@@ -69,7 +69,7 @@ impl std::fmt::Debug for BearerToken {
 }
 
 /// What a client needs to speak TLS to the nodes (PEM bytes).
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ClientTls {
     /// The CA that signed the nodes' certificates.
     pub ca_pem: Vec<u8>,

@@ -386,6 +386,7 @@ pub(crate) fn access_view(answer: pb::AccessResponse) -> AccessView {
             })
             .collect(),
         revision: answer.revision,
+        bootstrap: answer.bootstrap,
     }
 }
 

@@ -328,6 +328,9 @@ pub struct AccessView {
     pub audit: Vec<AccessChange>,
     /// The revision of the change just made, or the answering node's applied revision.
     pub revision: u64,
+    /// The cluster has no policy yet and `policy` is the answering node's own
+    /// `--access-policy`, which it enforces until one is set.
+    pub bootstrap: bool,
 }
 
 /// One change of the permissions policy.

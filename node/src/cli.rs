@@ -193,11 +193,11 @@ enum Command {
     /// Make a bearer token for a principal: appends `PRINCIPAL sha256:HASH` to the tokens
     /// file (created readable by its owner only) and prints the token, once. Give the file
     /// to every node (--auth-tokens) and send them SIGHUP; give the token to the client
-    /// (BATON_TOKEN or --token-file). To revoke it, delete its line and send SIGHUP again.
+    /// (BATON_AUTH_TOKEN or --auth-token-file). To revoke it, delete its line and send SIGHUP again.
     #[command(after_help = "Examples:
   baton-node token --principal agent-a --file tokens > agent-a.token
   pkill -HUP baton-node                        # nodes started with --auth-tokens tokens
-  BATON_TOKEN=$(cat agent-a.token) baton claim tasks/x --holder agent-a")]
+  BATON_AUTH_TOKEN=$(cat agent-a.token) baton claim tasks/x --holder agent-a")]
     Token {
         /// The principal the token stands for: holder name it may act as.
         #[arg(long)]

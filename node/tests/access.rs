@@ -75,8 +75,8 @@ fn baton(endpoints: &[String], token: &str, args: &[&str]) -> Output {
         .arg(endpoints.join(","))
         .args(args)
         .env_remove("BATON_ENDPOINTS")
-        .env_remove("BATON_TOKEN_FILE")
-        .env("BATON_TOKEN", token)
+        .env_remove("BATON_AUTH_TOKEN_FILE")
+        .env("BATON_AUTH_TOKEN", token)
         .output()
         .unwrap()
 }
@@ -118,6 +118,18 @@ async fn a_policy_set_as_one_raft_entry_binds_every_node_per_principal_and_prefi
         ClaimOutcome::Granted(_)
     ));
     denied(ca.claim("tasks/0", "agent-a", TTL).await, "version 0");
+    let out = baton(&all, &ops, &["access", "show", "--output", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&shown["version"], &shown["bootstrap"]),
+        (&0.into(), &true.into()),
+        "{shown}"
+    );
+    assert!(
+        shown["policy"].as_str().unwrap().contains("early/"),
+        "{shown}"
+    );
 
     // Only an admin sets the policy; an agent is refused, and nothing changes.
     let policy_file = dir.path().join("policy.toml");

@@ -51,8 +51,8 @@ fn baton(endpoints: &[String], args: &[&str], env: &[(&str, &str)]) -> Output {
         .arg(endpoints.join(","))
         .args(args)
         .env_remove("BATON_ENDPOINTS")
-        .env_remove("BATON_TOKEN")
-        .env_remove("BATON_TOKEN_FILE")
+        .env_remove("BATON_AUTH_TOKEN")
+        .env_remove("BATON_AUTH_TOKEN_FILE")
         .envs(env.iter().copied())
         .output()
         .unwrap()
@@ -146,7 +146,7 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
         .unwrap_err();
     assert!(matches!(e, Error::Unauthenticated(_)), "{e}");
 
-    // The CLI takes the token from BATON_TOKEN or --token-file, never from a flag.
+    // The CLI takes the token from BATON_AUTH_TOKEN or --auth-token-file, never from a flag.
     let out = baton(&all, &["claim", "auth/cli", "--holder", "agent-b"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(
@@ -157,7 +157,7 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
     let out = baton(
         &all,
         &["claim", "auth/cli", "--holder", "agent-b"],
-        &[("BATON_TOKEN", &b)],
+        &[("BATON_AUTH_TOKEN", &b)],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let b_file = dir.path().join("b.token");
@@ -165,7 +165,7 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
     let out = baton(
         &all,
         &["claim", "auth/cli2", "--holder", "agent-a"],
-        &[("BATON_TOKEN_FILE", b_file.to_str().unwrap())],
+        &[("BATON_AUTH_TOKEN_FILE", b_file.to_str().unwrap())],
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(
@@ -173,6 +173,34 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
         "{}",
         text(&out.stderr)
     );
+
+    // `baton bench` shows the token too; its claimants act under the principal's name.
+    let out = baton(
+        &all,
+        &[
+            "bench",
+            "--clients",
+            "2",
+            "--keys",
+            "4",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0s",
+            "--holder",
+            "agent-b",
+            "--prefix",
+            "auth-bench/",
+            "--output",
+            "json",
+        ],
+        &[("BATON_AUTH_TOKEN", &b)],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["cycles"].as_u64().unwrap() > 0, "{report}");
+    assert_eq!(report["errors"]["other"], 0, "{report}");
+    assert_eq!(report["errors"]["refused"], 0, "{report}");
 
     // Revoke agent-a: its line goes, every node gets SIGHUP; same processes throughout.
     let pids: Vec<u32> = (1..=3)

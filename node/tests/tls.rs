@@ -245,6 +245,26 @@ async fn with_client_auth_a_client_needs_a_certificate_and_acts_only_as_itself()
     // A client certificate, though the CA signed it, carries no Raft traffic.
     let status = raft_vote_over_tls(&cluster, dir.path(), Some("agent")).await;
     assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status}");
+
+    // A policy that leaves no admin locks every client out of the administration, but not a
+    // node certificate, which the policy never binds: the runbook's way back in.
+    let locked = "[[rule]]\nwho = [\"agent\"]\nprefixes = [\"mtls/\"]\ncan = [\"read\"]\n";
+    assert!(agent.set_access(locked).await.is_ok());
+    let e = agent.set_access(locked).await.unwrap_err();
+    assert!(matches!(e, baton_client::Error::PermissionDenied(_)), "{e}");
+    assert!(other.claim("mtls/d", "other", TTL).await.is_err());
+    let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
+    let as_node = client(
+        &cluster,
+        Some(ClientTls {
+            ca_pem: read("ca.pem"),
+            identity: Some((read("node-1.pem"), read("node-1-key.pem"))),
+        }),
+    )
+    .await;
+    let cleared = as_node.clear_access().await.unwrap();
+    assert_eq!(cleared.audit.last().unwrap().by, "baton node 1");
+    assert!(other.claim("mtls/d", "other", TTL).await.is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,10 +35,14 @@ pub async fn run(
 
 fn render(view: &AccessView, format: OutputFormat) -> Rendered {
     let mut text = match &view.policy {
+        Some(policy) if view.bootstrap => format!(
+            "permissions version 0: the cluster has none yet; this node enforces its \
+             --access-policy until `baton access set`:\n{policy}"
+        ),
         Some(policy) => format!("permissions version {}:\n{policy}", view.version),
         None => format!(
             "permissions version {}: no policy; every authenticated principal may do \
-             everything\n",
+             everything (an anonymous one all but admin)\n",
             view.version
         ),
     };
@@ -83,6 +87,7 @@ mod tests {
                 what: "1 rules, 0 groups, 0 name lists".into(),
             }],
             revision: 40,
+            bootstrap: false,
         };
         let text = render(&view, OutputFormat::Table).stdout;
         assert!(
@@ -102,5 +107,17 @@ mod tests {
         assert!(render(&none, OutputFormat::Table)
             .stdout
             .contains("no policy"));
+        let boot = AccessView {
+            version: 0,
+            policy: Some("[[rule]]\n".into()),
+            audit: vec![],
+            revision: 3,
+            bootstrap: true,
+        };
+        let text = render(&boot, OutputFormat::Table).stdout;
+        assert!(
+            text.contains("this node enforces its --access-policy"),
+            "{text}"
+        );
     }
 }

@@ -95,20 +95,20 @@ pub struct GlobalArgs {
     pub tls_key: Option<std::path::PathBuf>,
 
     /// A file holding this client's bearer token (`baton-node token` makes one), for nodes
-    /// started with --auth-tokens. The BATON_TOKEN variable may hold the token itself
+    /// started with --auth-tokens. The BATON_AUTH_TOKEN variable may hold the token itself
     /// instead; a token is never taken as a flag, where `ps` would show it.
-    #[arg(long, env = "BATON_TOKEN_FILE", global = true)]
-    pub token_file: Option<std::path::PathBuf>,
+    #[arg(long, env = "BATON_AUTH_TOKEN_FILE", global = true)]
+    pub auth_token_file: Option<std::path::PathBuf>,
 }
 
 /// The variable that may hold the bearer token itself.
-pub const TOKEN_ENV: &str = "BATON_TOKEN";
+pub const TOKEN_ENV: &str = "BATON_AUTH_TOKEN";
 
 impl GlobalArgs {
-    /// The bearer token: from --token-file, else from BATON_TOKEN; none if neither.
+    /// The bearer token: from --auth-token-file, else from BATON_AUTH_TOKEN; none if neither.
     pub fn token(&self) -> anyhow::Result<Option<baton_client::BearerToken>> {
         use anyhow::Context;
-        let token = match &self.token_file {
+        let token = match &self.auth_token_file {
             Some(path) => Some(
                 std::fs::read_to_string(path)
                     .with_context(|| format!("reading the token file {}", path.display()))?,
@@ -471,7 +471,7 @@ pub enum AccessCommand {
     /// Replace the policy with the one in FILE (TOML). An invalid policy is refused (exit 1)
     /// saying where, and nothing changes.
     #[command(after_help = "Examples:
-  BATON_TOKEN_FILE=ops.token baton access set policy.toml
+  BATON_AUTH_TOKEN_FILE=ops.token baton access set policy.toml
   baton access set policy.toml --output json | jq .version")]
     Set { file: std::path::PathBuf },
     /// Remove the policy: every authenticated principal may then do everything.
@@ -534,6 +534,10 @@ pub struct BenchArgs {
     /// Keys are this prefix and a 6-digit number, e.g. bench/000123.
     #[arg(long, default_value = baton_client::bench::BENCH_KEY_PREFIX_DEFAULT)]
     pub prefix: String,
+    /// The holder name of every claimant (each is still its own holder, by client id); by
+    /// default bench-0, bench-1, .... On a cluster with auth, your principal.
+    #[arg(long)]
+    pub holder: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

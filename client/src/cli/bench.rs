@@ -12,14 +12,24 @@ use super::table;
 
 /// Runs the benchmark against `endpoints`; `timeout` (the global `--timeout`) is how long
 /// each operation retries an unavailable cluster.
+/// How the claimants reach the cluster: the global flags.
+pub struct Connect {
+    pub endpoints: Vec<String>,
+    pub tls: Option<baton_client::ClientTls>,
+    pub token: Option<baton_client::BearerToken>,
+}
+
 pub async fn run(
     args: BenchArgs,
-    endpoints: Vec<String>,
+    connect: Connect,
     timeout: Option<Duration>,
     format: OutputFormat,
 ) -> anyhow::Result<Rendered> {
     let config = BenchConfig {
-        endpoints,
+        endpoints: connect.endpoints,
+        tls: connect.tls,
+        token: connect.token,
+        holder: args.holder,
         clients: args.clients,
         keys: args.keys,
         duration: args.duration,

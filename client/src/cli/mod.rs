@@ -32,7 +32,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
     let format = cli.global.output;
     if let Command::Bench(bench_args) = cli.command {
         // Each claimant builds its own client: no shared one, no --client-id.
-        return bench::run(bench_args, cli.global.endpoints, cli.global.timeout, format).await;
+        let (tls, token) = (cli.global.tls()?, cli.global.token()?);
+        let connect = bench::Connect {
+            endpoints: cli.global.endpoints,
+            tls,
+            token,
+        };
+        return bench::run(bench_args, connect, cli.global.timeout, format).await;
     }
     let wait_timeout = cli.global.wait_timeout();
     let long_running = matches!(

@@ -336,4 +336,57 @@ check_command = "wc -l < todo.txt"
         ];
         assert_eq!(Cli::try_parse_from(argv).unwrap_err().exit_code(), 2);
     }
+
+    /// Mutated note files (bit flips, cuts, inserted junk, splices of the other format) are
+    /// refused or parsed, never a panic; a note that parses prints as JSON and parses back
+    /// the same. `BATON_FUZZ_ROUNDS` runs longer.
+    #[test]
+    fn mutated_note_files_never_panic_and_what_parses_round_trips() {
+        use rand::{Rng, SeedableRng};
+        let rounds: u64 = std::env::var("BATON_FUZZ_ROUNDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(20_000);
+        let toml_note = parse_note(TOML_NOTE, NoteFormat::Toml).unwrap();
+        let json = serde_json::to_string(&toml_note).unwrap();
+        let corpus = [TOML_NOTE.as_bytes().to_vec(), json.into_bytes()];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x0de);
+        let mut parsed = 0u64;
+        for _ in 0..rounds {
+            let mut bytes = corpus[rng.gen_range(0..2)].clone();
+            for _ in 0..rng.gen_range(1..4) {
+                match rng.gen_range(0..4) {
+                    0 if !bytes.is_empty() => {
+                        let i = rng.gen_range(0..bytes.len());
+                        bytes[i] ^= 1 << rng.gen_range(0..8);
+                    }
+                    1 if !bytes.is_empty() => bytes.truncate(rng.gen_range(0..bytes.len())),
+                    2 => {
+                        let i = rng.gen_range(0..=bytes.len());
+                        let junk: Vec<u8> = (0..rng.gen_range(1..8))
+                            .map(|_| rng.gen_range(32..127))
+                            .collect();
+                        bytes.splice(i..i, junk);
+                    }
+                    _ => {
+                        let other = &corpus[rng.gen_range(0..2)];
+                        let at = rng.gen_range(0..=other.len());
+                        bytes.extend_from_slice(&other[at..]);
+                    }
+                }
+            }
+            let text = String::from_utf8_lossy(&bytes);
+            for format in [NoteFormat::Toml, NoteFormat::Json] {
+                if let Ok(note) = parse_note(&text, format) {
+                    parsed += 1;
+                    let again = serde_json::to_string(&note).unwrap();
+                    assert_eq!(parse_note(&again, NoteFormat::Json).unwrap(), note);
+                }
+            }
+        }
+        assert!(
+            parsed > rounds / 100,
+            "only {parsed} of {rounds} notes parsed"
+        );
+    }
 }

@@ -25,7 +25,8 @@
 //! A prefix request (board, watch, quarantine) needs the permission on a prefix that
 //! contains the whole requested prefix. Until the first `SetAccess`, a node enforces its
 //! `--access-policy` file if it was given one; with neither, every authenticated principal may
-//! do everything (the nodes warn so in their logs when auth is on).
+//! do everything, and an anonymous one everything but `admin` (the nodes warn so in their logs
+//! when auth is on).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -304,6 +305,11 @@ pub fn check(
             principal.map_or_else(|| "an anonymous client".to_owned(), |p| format!("{p:?}")),
             permission.name(),
         )),
+        // No policy: everything, but not the cluster's administration to the anonymous.
+        None if principal.is_none() && permission == Permission::Admin => Err(format!(
+            "an anonymous client has no `admin` permission on {target:?}: with no policy set, \
+             anonymous clients may do everything but administer the cluster"
+        )),
         _ => Ok(()),
     }
 }
@@ -434,6 +440,8 @@ mod tests {
                 .unwrap();
         // Nothing set: no policy (everything allowed), or the node's bootstrap one.
         assert!(check(s.in_force(None), 0, Some("anyone"), Permission::Admin, "").is_ok());
+        assert!(check(s.in_force(None), 0, None, Permission::Claim, "x").is_ok());
+        assert!(check(s.in_force(None), 0, None, Permission::Admin, "x").is_err());
         assert!(check(
             s.in_force(Some(&bootstrap)),
             0,

@@ -250,7 +250,7 @@ impl Auth {
             match (self.certs, self.tokens.is_some()) {
                 (true, true) => "this cluster requires a client certificate or a bearer token",
                 (true, false) => "this cluster requires a client certificate with a common name",
-                _ => "this cluster requires a bearer token (BATON_TOKEN or --token-file)",
+                _ => "this cluster requires a bearer token (BATON_AUTH_TOKEN or --auth-token-file)",
             },
         ))
     }

@@ -448,16 +448,15 @@ impl Ctx {
     }
 
     fn access_response(&self, revision: u64) -> pb::AccessResponse {
+        let bootstrap = self.auth.bootstrap.as_deref();
         self.sm.read(|s| {
             let access = &s.access;
+            let in_force = access.in_force(bootstrap);
             pb::AccessResponse {
                 version: access.version,
-                has_policy: access.policy.is_some(),
-                policy: access
-                    .policy
-                    .as_ref()
-                    .map(Policy::to_text)
-                    .unwrap_or_default(),
+                has_policy: in_force.is_some(),
+                policy: in_force.map(Policy::to_text).unwrap_or_default(),
+                bootstrap: access.version == 0 && in_force.is_some(),
                 audit: access
                     .audit
                     .iter()

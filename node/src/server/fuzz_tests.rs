@@ -2,7 +2,9 @@
 //! write request, run through the same validation the server uses and, when it passes,
 //! applied to a lease table; decoded as the Raft messages peers send; and read as a backup.
 //! Nothing may panic, and a request that passes validation must apply without an `Invalid`
-//! outcome (validation and the core agree on what is valid).
+//! outcome (validation and the core agree on what is valid). Likewise the texts an operator
+//! hands a node: permissions policies (also inside `SetAccess` requests) and tokens files; a
+//! policy that parses must print and parse back the same and apply.
 //!
 //! The inputs start from valid encodings of each request (the corpus below) and are mutated
 //! by bit flips, truncation, random insertions and splices, plus purely random bytes.
@@ -265,4 +267,98 @@ fn mutated_requests_raft_messages_and_backups_never_panic_and_valid_ones_apply()
         passed > rounds / 20,
         "only {passed} of {rounds} inputs passed validation"
     );
+}
+
+/// Valid texts of the files and requests an operator hands a node: a policy, a tokens file,
+/// and `SetAccess` requests carrying them.
+fn text_corpus() -> Vec<(&'static str, Vec<u8>)> {
+    let policy = "[groups]\nagents = [\"agent-a\", \"agent-b\"]\n\n[[rule]]\n\
+                  who = [\"group:agents\", \"*\"]\nprefixes = [\"tasks/\", \"\"]\n\
+                  can = [\"read\", \"claim\", \"assign\"]\n\n[[rule]]\nwho = [\"ops\", \
+                  \"anonymous\"]\nprefixes = [\"\"]\ncan = [\"admin\"]\n\n[names]\n\
+                  agent-b = [\"agent-b/worker-1\"]\n";
+    let tokens = format!(
+        "# tokens\n{}\n{}\n",
+        crate::tokens::line("agent-a", "baton_aa"),
+        crate::tokens::line("ops", "baton_bb")
+    );
+    vec![
+        ("policy", policy.as_bytes().to_vec()),
+        ("tokens", tokens.into_bytes()),
+        (
+            "set-access",
+            pb::SetAccessRequest {
+                policy: policy.into(),
+                clear: false,
+                request_id: rid(9),
+            }
+            .encode_to_vec(),
+        ),
+    ]
+}
+
+#[test]
+fn mutated_policies_and_tokens_files_never_panic_and_valid_policies_apply() {
+    use crate::core::access::{self, AccessState, Permission, Policy};
+    let rounds = std::env::var("BATON_FUZZ_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(ROUNDS_DEFAULT);
+    let corpus = text_corpus();
+    assert!(Policy::parse(std::str::from_utf8(&corpus[0].1).unwrap()).is_ok());
+    assert_eq!(
+        crate::tokens::TokenBook::parse(std::str::from_utf8(&corpus[1].1).unwrap())
+            .unwrap()
+            .len(),
+        2
+    );
+    let mut rng = StdRng::seed_from_u64(0xacce55);
+    let mut state = AccessState::default();
+    let mut table = LeaseTable::default();
+    let (mut valid, mut revision) = (0u64, 0u64);
+    for _ in 0..rounds {
+        let base = &corpus[rng.gen_range(0..corpus.len())].1;
+        let bytes = mutate(&mut rng, base, &corpus);
+        let text = String::from_utf8_lossy(&bytes);
+        let _ = crate::tokens::TokenBook::parse(&text);
+        let mut texts = vec![text.into_owned()];
+        if let Ok(r) = pb::SetAccessRequest::decode(&bytes[..]) {
+            texts.push(r.policy);
+        }
+        for text in texts {
+            let Ok(policy) = Policy::parse(&text) else {
+                continue;
+            };
+            valid += 1;
+            // What parses, prints and parses back the same, and applies as one command.
+            assert_eq!(Policy::parse(&policy.to_text()).as_ref(), Ok(&policy));
+            for who in [Some("agent-a"), Some("ops"), None] {
+                let _ = access::check(Some(&policy), 1, who, Permission::Claim, "tasks/x");
+            }
+            revision += 1;
+            let cmd = LogCommand {
+                request_id: None,
+                leader_unix_ms: 1,
+                op: Op::SetAccess {
+                    policy: Some(policy),
+                    by: "ops".into(),
+                },
+            };
+            let outcome = table.apply_tracked(
+                revision,
+                &cmd,
+                &mut crate::core::Changes::default(),
+                &mut state,
+            );
+            assert!(
+                matches!(outcome, Outcome::AccessSet { .. }),
+                "a parsed policy was refused: {outcome:?}"
+            );
+        }
+    }
+    assert!(
+        valid > rounds / 50,
+        "only {valid} of {rounds} policies parsed"
+    );
+    assert_eq!(state.version, valid);
 }
