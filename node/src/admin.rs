@@ -150,9 +150,54 @@ pub struct Metrics {
     pub connections_refused: Counter,
     /// Requests refused by a per-client limit (watches per address, writes per second).
     pub requests_limited: Counter,
+    /// Raft exchanges with a peer that failed on TLS: a certificate or CA mismatch.
+    pub peer_tls_failures: Counter,
+    /// Which peers, lately, and why: for `/readyz` and the logs.
+    pub peer_trouble: PeerTrouble,
     events: Family<EventLabels, Counter>,
     grpc_requests: Family<GrpcLabels, Counter>,
     claims: Family<ClaimLabels, Counter>,
+}
+
+/// How long a peer's TLS failure stays in `/readyz` without a new one.
+pub const PEER_TROUBLE_RECENT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Peers this node failed to reach over TLS lately (a CA or certificate mismatch), for
+/// `/readyz`. A peer leaves the list at its next successful exchange.
+#[derive(Debug, Default)]
+pub struct PeerTrouble {
+    failures: std::sync::Mutex<
+        std::collections::BTreeMap<crate::raft_types::NodeId, (std::time::Instant, String)>,
+    >,
+}
+
+impl PeerTrouble {
+    /// Records a failed exchange with `peer`; true when it is news (a first failure, or
+    /// another error than the last), to be logged.
+    pub fn failed(&self, peer: crate::raft_types::NodeId, error: String) -> bool {
+        let mut failures = self.failures.lock().expect("peer trouble lock");
+        let news = failures.get(&peer).is_none_or(|(_, last)| *last != error);
+        failures.insert(peer, (std::time::Instant::now(), error));
+        news
+    }
+
+    pub fn succeeded(&self, peer: crate::raft_types::NodeId) {
+        self.failures
+            .lock()
+            .expect("peer trouble lock")
+            .remove(&peer);
+    }
+
+    /// The failures of the last `PEER_TROUBLE_RECENT`, by peer.
+    pub fn recent(&self) -> Vec<(crate::raft_types::NodeId, String)> {
+        self.failures
+            .lock()
+            .expect("peer trouble lock")
+            .iter()
+            .filter(|(_, (at, _))| at.elapsed() < PEER_TROUBLE_RECENT)
+            .map(|(peer, (_, error))| (*peer, error.clone()))
+            .collect()
+    }
 }
 
 fn seconds_buckets() -> impl Iterator<Item = f64> {
@@ -190,6 +235,8 @@ impl Metrics {
             watch_streams: Gauge::default(),
             connections_refused: Counter::default(),
             requests_limited: Counter::default(),
+            peer_tls_failures: Counter::default(),
+            peer_trouble: PeerTrouble::default(),
             events: Family::default(),
             grpc_requests: Family::default(),
             claims: Family::default(),
@@ -255,6 +302,11 @@ impl Metrics {
                 "requests_limited",
                 "Requests refused by a per-client limit (watches per address, writes per second)",
                 &m.requests_limited,
+            ),
+            (
+                "peer_tls_failures",
+                "Raft exchanges with a peer that failed on TLS (a certificate or CA mismatch)",
+                &m.peer_tls_failures,
             ),
             (
                 "proposals",
@@ -409,12 +461,35 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// 200 when ready, 503 with why when not; either way, the peers this node cannot reach over
+/// TLS (a CA mismatch is a configuration error the operator must see: on the odd node out it
+/// is why there is no leader, on the others a warning).
 async fn readyz(State(a): State<Admin>) -> impl IntoResponse {
-    match readiness(&a.raft) {
-        Ok(()) => (StatusCode::OK, "ready\n".to_string()),
+    let recent = a.metrics.peer_trouble.recent();
+    let trouble: String = recent
+        .iter()
+        .map(|(peer, error)| format!("warning: peer {peer}: TLS: {error}\n"))
+        .collect();
+    // A node may still believe in the leader it knew before it restarted, though it reaches
+    // no one: count the voters it can talk to.
+    let cut_off = {
+        let rm = a.raft.metrics().borrow().clone();
+        let voters: Vec<_> = rm.membership_config.membership().voter_ids().collect();
+        let unreachable = voters
+            .iter()
+            .filter(|v| recent.iter().any(|(p, _)| p == *v))
+            .count();
+        voters.len() - unreachable <= voters.len() / 2
+    };
+    let ready = match readiness(&a.raft) {
+        Ok(()) if cut_off => Err("this node reaches no majority of the voters over TLS".into()),
+        other => other,
+    };
+    match ready {
+        Ok(()) => (StatusCode::OK, format!("ready\n{trouble}")),
         Err(why) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {why}\n"),
+            format!("not ready: {why}\n{trouble}"),
         ),
     }
 }

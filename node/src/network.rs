@@ -39,6 +39,8 @@ pub struct Network {
     tls: Option<tonic::transport::ClientTlsConfig>,
     /// openraft asks for a client per voter on every linearizable read; reuse channels.
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    /// Where TLS failures toward peers are counted and reported (`/readyz`).
+    metrics: Arc<crate::admin::Metrics>,
 }
 
 impl Network {
@@ -48,6 +50,7 @@ impl Network {
         incarnation: u64,
         peers: Arc<PeerBook>,
         tls: Option<tonic::transport::ClientTlsConfig>,
+        metrics: Arc<crate::admin::Metrics>,
     ) -> Network {
         Network {
             cluster_name,
@@ -56,6 +59,7 @@ impl Network {
             peers,
             tls,
             channels: Arc::default(),
+            metrics,
         }
     }
 
@@ -83,6 +87,8 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             node_id: self.node_id,
             incarnation: self.incarnation,
             peers: self.peers.clone(),
+            addr: node.addr.clone(),
+            metrics: self.metrics.clone(),
             client: self.channel(&node.addr).map(|ch| {
                 RaftClient::new(ch)
                     .max_decoding_message_size(RAFT_MESSAGE_BYTES_MAX)
@@ -101,6 +107,40 @@ pub struct Peer {
     peers: Arc<PeerBook>,
     /// Err when the configured address is unusable: every RPC then reports it unreachable.
     client: Result<RaftClient<Channel>, String>,
+    addr: String,
+    metrics: Arc<crate::admin::Metrics>,
+}
+
+/// A failed status with its causes, outermost first: a TLS failure's reason (an unknown
+/// issuer, a bad certificate) is only in the causes.
+fn error_chain(status: &tonic::Status) -> String {
+    let mut text = format!("{:?}: {}", status.code(), status.message());
+    let mut cause = std::error::Error::source(status);
+    while let Some(e) = cause {
+        let e_text = e.to_string();
+        if !text.contains(&e_text) {
+            text.push_str(": ");
+            text.push_str(&e_text);
+        }
+        cause = e.source();
+    }
+    text
+}
+
+/// Whether a failed exchange failed on TLS: the handshake or a certificate, or the peer's
+/// refusal of this node's certificate as not a node's.
+fn tls_failure(status: &tonic::Status, chain: &str) -> bool {
+    let chain = chain.to_ascii_lowercase();
+    status.code() == tonic::Code::PermissionDenied
+        || [
+            "certificate",
+            "handshake",
+            "unknownissuer",
+            "unknown ca",
+            "tls",
+        ]
+        .iter()
+        .any(|word| chain.contains(word))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -152,12 +192,24 @@ impl Peer {
         let reply: RaftReply = match reply {
             Ok(r) => r.into_inner(),
             Err(status) => {
-                let e = TransportError(format!("{}: {}", status.code(), status.message()));
+                let chain = error_chain(&status);
+                if tls_failure(&status, &chain) {
+                    self.metrics.peer_tls_failures.inc();
+                    if self.metrics.peer_trouble.failed(self.target, chain.clone()) {
+                        tracing::error!(
+                            peer = self.target, addr = %self.addr, error = %chain,
+                            "cannot talk to a peer over TLS: do both nodes trust the same CA, \
+                             and hold node certificates it signed?"
+                        );
+                    }
+                }
+                let e = TransportError(chain);
                 // Down, slow, or not the node we meant (a wrong address in the membership):
                 // back off before retrying rather than hammer it.
                 return Err(RPCError::Unreachable(Unreachable::new(&e)));
             }
         };
+        self.metrics.peer_trouble.succeeded(self.target);
         // An answer from a replaced data dir must not count: as if the node were down.
         if let Err(replaced) = self.peers.check(self.target, reply.responder_incarnation) {
             tracing::warn!(error = %replaced, "ignoring a peer's answer");

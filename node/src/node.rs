@@ -80,6 +80,7 @@ pub async fn run(
         incarnation,
         peers.clone(),
         client_tls.clone(),
+        metrics.clone(),
     );
     let raft = Raft::new(
         cfg.node_id,

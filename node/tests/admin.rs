@@ -4,44 +4,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{serial, Cluster};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// The admin address node `id` logged ("admin listening on ADDR"), waiting for it.
-async fn admin_addr(cluster: &Cluster, id: u64) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let log = std::fs::read_to_string(&cluster.nodes[&id].log).unwrap_or_default();
-        if let Some(at) = log.find("admin listening on ") {
-            let rest = &log[at + "admin listening on ".len()..];
-            return rest.split_whitespace().next().unwrap().to_string();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "node {id} logged no admin address"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// `GET path` over HTTP/1.1: (status code, body).
-async fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status line in {response:?}"));
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
+use common::{admin_addr, http_get as get, serial, Cluster};
 
 /// The value of the sample line `name` (no labels) in a metrics text.
 fn sample(text: &str, name: &str) -> Option<f64> {

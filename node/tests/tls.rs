@@ -329,3 +329,79 @@ async fn sighup_reloads_the_certificates_without_a_restart() {
     );
     cluster.kill(1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_of_another_ca_is_refused_and_readyz_and_the_logs_say_why() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (good, other) = (dir.path().join("good"), dir.path().join("other"));
+    certs(&good);
+    certs(&other);
+    let with_admin = |pki: &Path| {
+        let mut flags = node_flags(pki);
+        flags.extend(["--admin-listen".into(), "127.0.0.1:0".into()]);
+        flags
+    };
+    let mut cluster =
+        Cluster::start_tls(3, &flags_ref(&with_admin(&good)), client_tls(&good, false)).await;
+    // Node 3 comes back with certificates of another CA: nobody trusts it, it trusts nobody.
+    cluster.stop(3);
+    cluster.extra_args = with_admin(&other);
+    cluster.start_node(3);
+    let restarted = std::time::Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&cluster.nodes[&3].log)
+        .unwrap_or_default()
+        .matches("admin listening on ")
+        .count()
+        < 2
+    {
+        assert!(
+            std::time::Instant::now() < restarted,
+            "node 3 did not restart"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let admin3 = common::admin_addr(&cluster, 3).await;
+    let (admin1, admin2) = (
+        common::admin_addr(&cluster, 1).await,
+        common::admin_addr(&cluster, 2).await,
+    );
+
+    // The odd node out is not ready, and says it is TLS; the others are ready, the leader
+    // (which sends to node 3) with a warning.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (code3, body3) = common::http_get(&admin3, "/readyz").await;
+        let (code1, body1) = common::http_get(&admin1, "/readyz").await;
+        let (code2, body2) = common::http_get(&admin2, "/readyz").await;
+        let warned = |body: &str| body.contains("warning: peer 3: TLS");
+        if code3 == 503
+            && body3.contains("TLS")
+            && (code1, code2) == (200, 200)
+            && (warned(&body1) || warned(&body2))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node 3: {code3} {body3:?}; node 1: {code1} {body1:?}; node 2: {code2} {body2:?}\n{}",
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(cluster
+        .logs()
+        .contains("cannot talk to a peer over TLS: do both nodes trust the same CA"));
+    let (_, metrics) = common::http_get(&admin3, "/metrics").await;
+    let failures = metrics
+        .lines()
+        .find(|l| l.starts_with("baton_peer_tls_failures_total "))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok());
+    assert!(failures.is_some_and(|n| n > 0.0), "{metrics}");
+    // Nodes 1 and 2 still make a quorum.
+    let c = client(&cluster, Some(client_tls(&good, false))).await;
+    assert!(matches!(
+        c.claim("ca/a", "agent", TTL).await.unwrap(),
+        ClaimOutcome::Granted(_)
+    ));
+}

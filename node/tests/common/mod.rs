@@ -384,3 +384,41 @@ impl Proxy {
         let _ = self.cut.send(cut);
     }
 }
+
+/// The admin address node `id` last logged ("admin listening on ADDR"; a restarted node
+/// appends to its log), waiting for it.
+pub async fn admin_addr(cluster: &Cluster, id: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let log = std::fs::read_to_string(&cluster.nodes[&id].log).unwrap_or_default();
+        if let Some(at) = log.rfind("admin listening on ") {
+            let rest = &log[at + "admin listening on ".len()..];
+            return rest.split_whitespace().next().unwrap().to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {id} logged no admin address"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `GET path` over HTTP/1.1: (status code, body).
+pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {response:?}"));
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
