@@ -1022,7 +1022,23 @@ pub(crate) fn describe_failure(
         }
         source = cause.source();
     }
+    text.push_str(tls_hint(&text));
     text
+}
+
+/// What a failure that looks like one side speaking TLS and the other not means: a TLS node
+/// closes a plaintext client's connection with a TLS alert, which HTTP/2 reads as a frame of
+/// invalid size; a plaintext node's HTTP/2 bytes are not a TLS record to a TLS client.
+fn tls_hint(failure: &str) -> &'static str {
+    if failure.contains("frame with invalid size") {
+        " (this looks like a node that speaks TLS: give the client the nodes' CA, --tls-ca or \
+         BATON_TLS_CA)"
+    } else if failure.contains("InvalidContentType") {
+        " (this looks like a node that speaks plaintext: drop --tls-ca, or turn TLS on at the \
+         node)"
+    } else {
+        ""
+    }
 }
 
 /// The transport gave up waiting for the answer (the request's own timeout), as opposed to
@@ -1044,6 +1060,16 @@ fn duration_ms(duration: Duration) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_tls_mismatch_is_named() {
+        let plain_to_tls = "a:1: Internal: h2 protocol error: http2 error: transport error: \
+                            connection error detected: frame with invalid size";
+        assert!(super::tls_hint(plain_to_tls).contains("give the client the nodes' CA"));
+        let tls_to_plain = "a:1: Unavailable: received corrupt message of type InvalidContentType";
+        assert!(super::tls_hint(tls_to_plain).contains("speaks plaintext"));
+        assert_eq!(super::tls_hint("a:1: Unavailable: tcp connect error"), "");
+    }
+
     use super::*;
     use crate::fake_node::FakeNode;
     use crate::handoff::HandoffNote;

@@ -93,6 +93,10 @@ struct Args {
     /// Watch streams open at once from one client address [default: 256].
     #[arg(long, env = "BATON_WATCHES_PER_ADDRESS_MAX")]
     watches_per_address_max: Option<usize>,
+    /// HTTP/2 streams (requests, watches) one connection may have open at once; a client's
+    /// further requests wait [default: 1024].
+    #[arg(long, env = "BATON_STREAMS_PER_CONNECTION_MAX")]
+    streams_per_connection_max: Option<u32>,
     /// Writes per second one client id may make, in bursts of as many; 0: no limit
     /// [default: 10000].
     #[arg(long, env = "BATON_CLIENT_WRITES_PER_SECOND")]
@@ -257,6 +261,7 @@ impl Args {
             watch_window_events,
             connections_max,
             watches_per_address_max,
+            streams_per_connection_max,
             client_writes_per_second
         );
         if self.node_id_from_hostname {

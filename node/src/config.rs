@@ -56,6 +56,8 @@ pub struct NodeConfig {
     pub connections_max: usize,
     /// Watch streams open at once from one client address.
     pub watches_per_address_max: usize,
+    /// HTTP/2 streams one connection may have open at once; more wait.
+    pub streams_per_connection_max: u32,
     /// Writes per second one client id may make, in bursts of as many; 0: no limit.
     pub client_writes_per_second: u32,
     /// TLS on the gRPC port: this node's certificate and key, and the CA of nodes and
@@ -101,6 +103,7 @@ impl Default for NodeConfig {
             join: None,
             connections_max: crate::limits::CONNECTIONS_MAX_DEFAULT,
             watches_per_address_max: crate::limits::WATCHES_PER_ADDRESS_MAX_DEFAULT,
+            streams_per_connection_max: crate::limits::STREAMS_PER_CONNECTION_MAX_DEFAULT,
             client_writes_per_second: crate::limits::CLIENT_WRITES_PER_SECOND_DEFAULT,
             tls_cert: None,
             tls_key: None,
@@ -135,6 +138,7 @@ pub struct ValidConfig {
     /// Members of a running cluster to join through (empty: bootstrap `initial_members`).
     pub join: Vec<String>,
     pub connections_max: usize,
+    pub streams_per_connection_max: u32,
     pub watches_per_address_max: usize,
     pub client_writes_per_second: u32,
     /// TLS on the gRPC port, if on.
@@ -313,6 +317,9 @@ impl NodeConfig {
                  (--tls-cert/--tls-key/--tls-ca), or --insecure to serve plaintext anyway"
             ));
         }
+        if self.streams_per_connection_max == 0 {
+            return bad("streams_per_connection_max must be 1 or more".into());
+        }
         if self.connections_max < 2 || self.watches_per_address_max == 0 {
             return bad(format!(
                 "connections_max ({}) must be 2 or more and watches_per_address_max ({}) 1 or \
@@ -404,6 +411,7 @@ impl NodeConfig {
             join,
             connections_max: self.connections_max,
             watches_per_address_max: self.watches_per_address_max,
+            streams_per_connection_max: self.streams_per_connection_max,
             client_writes_per_second: self.client_writes_per_second,
             tls,
             client_certs: self.tls_client_auth,

@@ -17,6 +17,9 @@ use tonic::transport::server::Connected;
 pub const CONNECTIONS_MAX_DEFAULT: usize = 4_096;
 /// Watch streams open at once from one client address.
 pub const WATCHES_PER_ADDRESS_MAX_DEFAULT: usize = 256;
+/// HTTP/2 streams (requests and watches) one connection may have open at once; a client's
+/// further requests wait for one to end (the peer is told in the HTTP/2 settings).
+pub const STREAMS_PER_CONNECTION_MAX_DEFAULT: u32 = 1_024;
 /// Writes per second one client id may make (a burst of as many); 0: no limit.
 pub const CLIENT_WRITES_PER_SECOND_DEFAULT: u32 = 10_000;
 /// Client ids whose write rate a node tracks; beyond, idle ones are forgotten first.

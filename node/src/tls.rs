@@ -156,10 +156,15 @@ where
                     Ok(Ok(tls)) => {
                         let _ = tx.send(Ok(tls)).await;
                     }
+                    // Not a TLS record at all: a client speaking plaintext to this port.
+                    Ok(Err(e)) if e.to_string().contains("InvalidContentType") => tracing::warn!(
+                        error = %e,
+                        "a client spoke plaintext to this TLS port: give it the CA (--tls-ca)"
+                    ),
                     Ok(Err(e)) => tracing::warn!(
                         error = %e,
-                        "TLS handshake failed (a plaintext client, or a certificate the CA did \
-                         not sign?)"
+                        "TLS handshake failed (a certificate the CA did not sign, or not a \
+                         node's where one is needed?)"
                     ),
                     Err(_) => tracing::warn!("TLS handshake timed out"),
                 }

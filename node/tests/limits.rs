@@ -104,3 +104,38 @@ async fn watch_streams_per_address_and_writes_per_client_are_limited() {
     let claimed = other.claim("limits/other", "calm", TTL).await;
     assert!(claimed.is_ok(), "{claimed:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_past_its_stream_limit_waits_and_others_are_served() {
+    let _serial = serial().await;
+    let cluster = Cluster::start_with(1, &["--streams-per-connection-max", "1"]).await;
+    let url = format!("http://{}", cluster.nodes[&1].addr);
+    // One connection: a watch holds its only stream.
+    let channel = tonic::transport::Endpoint::from_shared(url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut node = BatonClient::new(channel);
+    let watch = node
+        .watch(pb::WatchRequest {
+            prefix: "streams/".into(),
+            from_revision: 0,
+        })
+        .await
+        .unwrap();
+    let probe = || pb::ProbeRequest {
+        key: "streams/a".into(),
+        stale: true,
+    };
+    // A second request on that connection waits for the stream to end.
+    let waited = tokio::time::timeout(Duration::from_secs(1), node.probe(probe())).await;
+    assert!(waited.is_err(), "a second stream was served: {waited:?}");
+    // Another connection is served meanwhile.
+    let mut other = BatonClient::connect(url).await.unwrap();
+    assert!(other.probe(probe()).await.is_ok());
+    // The watch ends: the first connection is served again.
+    drop(watch);
+    let served = tokio::time::timeout(Duration::from_secs(5), node.probe(probe())).await;
+    assert!(matches!(served, Ok(Ok(_))), "{served:?}");
+}

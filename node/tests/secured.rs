@@ -219,6 +219,16 @@ async fn the_runbooks_secured_bring_up_comes_up_and_refuses_what_it_must() {
         .output()
         .unwrap();
     assert!(!out.status.success(), "a plaintext client got through");
+    // Both sides say what is wrong.
+    assert!(
+        text(&out.stderr).contains("this looks like a node that speaks TLS"),
+        "{}",
+        text(&out.stderr)
+    );
+    let logs: String = (1..=NODES)
+        .map(|n| std::fs::read_to_string(dir.path().join(format!("node-{n}.log"))).unwrap())
+        .collect();
+    assert!(logs.contains("a client spoke plaintext to this TLS port"));
     // The agent, outside what the policy gives it: refused.
     let out =
         site.run("BATON_AUTH_TOKEN_FILE=agent-a.token baton claim billing/1 --holder agent-a");
