@@ -35,10 +35,8 @@ pub struct Network {
     incarnation: u64,
     /// The incarnations peers answered with (`crate::peers`).
     peers: Arc<PeerBook>,
-    /// TLS toward peers (the CA and this node's certificate), if on.
-    tls: Option<tonic::transport::ClientTlsConfig>,
-    /// openraft asks for a client per voter on every linearizable read; reuse channels.
-    channels: Arc<Mutex<HashMap<String, Channel>>>,
+    /// Channels to peers, over TLS when on (made again after a SIGHUP reload).
+    channels: Channels,
     /// Where TLS failures toward peers are counted and reported (`/readyz`).
     metrics: Arc<crate::admin::Metrics>,
 }
@@ -49,7 +47,7 @@ impl Network {
         node_id: NodeId,
         incarnation: u64,
         peers: Arc<PeerBook>,
-        tls: Option<tonic::transport::ClientTlsConfig>,
+        tls: Arc<crate::tls::Outbound>,
         metrics: Arc<crate::admin::Metrics>,
     ) -> Network {
         Network {
@@ -57,22 +55,38 @@ impl Network {
             node_id,
             incarnation,
             peers,
-            tls,
-            channels: Arc::default(),
+            channels: Channels {
+                tls,
+                cache: Arc::default(),
+            },
             metrics,
         }
     }
+}
 
-    fn channel(&self, addr: &str) -> Result<Channel, String> {
-        let mut channels = self.channels.lock().expect("channel cache lock");
-        if let Some(ch) = channels.get(addr) {
-            return Ok(ch.clone());
+/// One channel per peer address, shared by every client openraft asks for (it asks for one
+/// per voter on every linearizable read), made again when the TLS settings were reloaded.
+#[derive(Clone)]
+struct Channels {
+    tls: Arc<crate::tls::Outbound>,
+    cache: Arc<Mutex<HashMap<String, (u64, Channel)>>>,
+}
+
+impl Channels {
+    fn get(&self, addr: &str) -> Result<Channel, String> {
+        let generation = self.tls.generation();
+        let mut cache = self.cache.lock().expect("channel cache lock");
+        if let Some((made, ch)) = cache.get(addr) {
+            if *made == generation {
+                return Ok(ch.clone());
+            }
         }
-        let endpoint = crate::tls::endpoint(addr, self.tls.as_ref())?
+        let (generation, tls) = self.tls.current();
+        let endpoint = crate::tls::endpoint(addr, tls.as_ref())?
             .tcp_nodelay(true)
             .connect_timeout(std::time::Duration::from_secs(1));
         let ch = endpoint.connect_lazy();
-        channels.insert(addr.to_string(), ch.clone());
+        cache.insert(addr.to_string(), (generation, ch.clone()));
         Ok(ch)
     }
 }
@@ -89,11 +103,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             peers: self.peers.clone(),
             addr: node.addr.clone(),
             metrics: self.metrics.clone(),
-            client: self.channel(&node.addr).map(|ch| {
-                RaftClient::new(ch)
-                    .max_decoding_message_size(RAFT_MESSAGE_BYTES_MAX)
-                    .max_encoding_message_size(RAFT_MESSAGE_BYTES_MAX)
-            }),
+            channels: self.channels.clone(),
         }
     }
 }
@@ -105,8 +115,7 @@ pub struct Peer {
     node_id: NodeId,
     incarnation: u64,
     peers: Arc<PeerBook>,
-    /// Err when the configured address is unusable: every RPC then reports it unreachable.
-    client: Result<RaftClient<Channel>, String>,
+    channels: Channels,
     addr: String,
     metrics: Arc<crate::admin::Metrics>,
 }
@@ -166,13 +175,12 @@ impl Peer {
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let client = match &mut self.client {
-            Ok(c) => c,
-            Err(e) => {
-                return Err(RPCError::Unreachable(Unreachable::new(&TransportError(
-                    e.clone(),
-                ))))
-            }
+        // An unusable address makes every RPC report the peer unreachable.
+        let mut client = match self.channels.get(&self.addr) {
+            Ok(ch) => RaftClient::new(ch)
+                .max_decoding_message_size(RAFT_MESSAGE_BYTES_MAX)
+                .max_encoding_message_size(RAFT_MESSAGE_BYTES_MAX),
+            Err(e) => return Err(RPCError::Unreachable(Unreachable::new(&TransportError(e)))),
         };
         let mut request = tonic::Request::new(RaftRequest {
             target_node_id: self.target,

@@ -74,12 +74,13 @@ pub async fn run(
             Some(files.client_config().map_err(NodeError::Tls)?),
         ),
     };
+    let outbound = crate::tls::Outbound::new(client_tls.clone());
     let network = Network::new(
         cfg.cluster_name.clone(),
         cfg.node_id,
         incarnation,
         peers.clone(),
-        client_tls.clone(),
+        outbound.clone(),
         metrics.clone(),
     );
     let raft = Raft::new(
@@ -159,7 +160,7 @@ pub async fn run(
         },
         cfg.write_timeout,
         metrics.clone(),
-        client_tls.clone(),
+        outbound.clone(),
         baton::ClientRules {
             auth: auth.clone(),
             watches_per_address_max: cfg.watches_per_address_max,
@@ -232,7 +233,7 @@ pub async fn run(
         Some(config) => {
             let (reload, config) = tokio::sync::watch::channel(config);
             if let Some(files) = cfg.tls.clone() {
-                crate::tls::reload_on_sighup(files, reload)
+                crate::tls::reload_on_sighup(files, reload, outbound)
                     .map_err(|e| NodeError::Tls(format!("SIGHUP handler: {e}")))?;
             }
             let incoming = crate::tls::accept(incoming, config);

@@ -111,6 +111,36 @@ pub fn host_of(addr: &str) -> &str {
     host.trim_start_matches('[').trim_end_matches(']')
 }
 
+/// This node's TLS toward other nodes (Raft, forwarding), which SIGHUP replaces: each
+/// replacement is a new generation, and a channel made with an older one is made again, so
+/// new connections present the new certificate and trust the new CA.
+#[derive(Debug)]
+pub struct Outbound {
+    current: std::sync::RwLock<(u64, Option<tonic::transport::ClientTlsConfig>)>,
+}
+
+impl Outbound {
+    pub fn new(config: Option<tonic::transport::ClientTlsConfig>) -> Arc<Outbound> {
+        Arc::new(Outbound {
+            current: std::sync::RwLock::new((0, config)),
+        })
+    }
+
+    /// The generation and the settings of now (`None`: plaintext).
+    pub fn current(&self) -> (u64, Option<tonic::transport::ClientTlsConfig>) {
+        self.current.read().expect("outbound TLS lock").clone()
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.current.read().expect("outbound TLS lock").0
+    }
+
+    fn replace(&self, config: tonic::transport::ClientTlsConfig) {
+        let mut current = self.current.write().expect("outbound TLS lock");
+        *current = (current.0 + 1, Some(config));
+    }
+}
+
 /// A channel endpoint for `addr` (`host:port`), over TLS when `tls` is given.
 pub fn endpoint(
     addr: &str,
@@ -176,19 +206,24 @@ where
 
 /// Reads the TLS files again on every SIGHUP and hands new connections the new
 /// configuration; a file that does not load is logged and the old configuration stays.
-/// Connections already open keep theirs. (This node's own certificate toward peers is the one
-/// it started with, until a restart.)
+/// Connections already open keep theirs. The same goes for this node's side of connections
+/// to other nodes (`Outbound`): new ones show the new certificate and trust the new CA.
 pub fn reload_on_sighup(
     files: TlsFiles,
     config: tokio::sync::watch::Sender<Arc<rustls::ServerConfig>>,
+    outbound: Arc<Outbound>,
 ) -> std::io::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut hangups = signal(SignalKind::hangup())?;
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
-            match files.server_config() {
-                Ok(new) => {
+            match files
+                .server_config()
+                .and_then(|s| Ok((s, files.client_config()?)))
+            {
+                Ok((new, client)) => {
                     let _ = config.send(new);
+                    outbound.replace(client);
                     tracing::info!(cert = %files.cert.display(), "reloaded the TLS certificates");
                 }
                 Err(e) => tracing::error!(

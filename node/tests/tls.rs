@@ -405,3 +405,75 @@ async fn a_node_of_another_ca_is_refused_and_readyz_and_the_logs_say_why() {
         ClaimOutcome::Granted(_)
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_certificate_and_ca_a_node_uses_toward_its_peers() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new, live) = (
+        dir.path().join("old"),
+        dir.path().join("new"),
+        dir.path().join("live"),
+    );
+    certs(&old);
+    certs(&new);
+    let install = |from: &Path| {
+        std::fs::create_dir_all(&live).unwrap();
+        for name in ["node-1.pem", "node-1-key.pem", "ca.pem"] {
+            std::fs::copy(from.join(name), live.join(name)).unwrap();
+        }
+    };
+    install(&old);
+    let mut cluster =
+        Cluster::start_tls(3, &flags_ref(&node_flags(&live)), client_tls(&old, false)).await;
+
+    // A new CA for every node: new files, then SIGHUP, no restart.
+    install(&new);
+    for id in 1..=3 {
+        cluster.signal(id, "HUP");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while cluster
+        .logs()
+        .matches("reloaded the TLS certificates")
+        .count()
+        < 3
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not every node reloaded"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Node 3 misses a write and comes back: the leader's new connection to it must show the
+    // new certificate and trust the new CA, or node 3 never catches up.
+    cluster.stop(3);
+    cluster.tls = Some(client_tls(&new, false));
+    let ClaimOutcome::Granted(g) = cluster
+        .client()
+        .await
+        .claim("rotate/a", "agent", TTL)
+        .await
+        .unwrap()
+    else {
+        panic!("rotate/a held");
+    };
+    cluster.start_node(3);
+    let at_3 = cluster.client_of(3).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let probe = at_3.probe("rotate/a", baton_client::ReadMode::Stale).await;
+        if probe
+            .as_ref()
+            .is_ok_and(|p| p.lease.as_ref().is_some_and(|l| l.token == g.lease.token))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node 3 did not catch up: {probe:?}\n{}",
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -77,10 +77,11 @@ pub struct Ctx {
     /// Batches writes into log entries.
     proposer: Proposer,
     metrics: Arc<crate::admin::Metrics>,
-    /// One lazily connected client per leader address, for forwarding.
-    leaders: Mutex<HashMap<String, BatonClient<Channel>>>,
+    /// One lazily connected client per leader address, for forwarding, with the TLS
+    /// generation it was made with.
+    leaders: Mutex<HashMap<String, (u64, BatonClient<Channel>)>>,
     /// TLS toward the leader when forwarding, if on.
-    tls: Option<tonic::transport::ClientTlsConfig>,
+    tls: Arc<crate::tls::Outbound>,
     /// Who is asking, and whether they must say (`super::auth`).
     pub auth: super::auth::Auth,
     /// Open watch streams by client address, and their limit per address.
@@ -106,7 +107,7 @@ impl Ctx {
         ttl: TtlBounds,
         write_timeout: Duration,
         metrics: Arc<crate::admin::Metrics>,
-        tls: Option<tonic::transport::ClientTlsConfig>,
+        tls: Arc<crate::tls::Outbound>,
         rules: ClientRules,
     ) -> Ctx {
         Ctx {
@@ -135,11 +136,14 @@ impl Ctx {
     }
 
     fn leader_client(&self, addr: &str) -> Result<BatonClient<Channel>, Status> {
+        let (generation, tls) = self.tls.current();
         let mut leaders = self.leaders.lock().expect("leader cache lock");
-        if let Some(c) = leaders.get(addr) {
-            return Ok(c.clone());
+        if let Some((made, c)) = leaders.get(addr) {
+            if *made == generation {
+                return Ok(c.clone());
+            }
         }
-        let channel = crate::tls::endpoint(addr, self.tls.as_ref())
+        let channel = crate::tls::endpoint(addr, tls.as_ref())
             .map_err(|e| Status::internal(format!("leader address {addr:?} is unusable: {e}")))?
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(1))
@@ -147,7 +151,7 @@ impl Ctx {
         let client = BatonClient::new(channel)
             .max_decoding_message_size(REQUEST_BYTES_MAX * 64)
             .max_encoding_message_size(REQUEST_BYTES_MAX);
-        leaders.insert(addr.to_string(), client.clone());
+        leaders.insert(addr.to_string(), (generation, client.clone()));
         Ok(client)
     }
 
