@@ -101,6 +101,10 @@ struct Args {
     /// [default: 10000].
     #[arg(long, env = "BATON_CLIENT_WRITES_PER_SECOND")]
     client_writes_per_second: Option<u32>,
+    /// With auth on, writes per second one principal may make over all its client ids, in
+    /// bursts of as many; 0: no limit [default: 50000].
+    #[arg(long, env = "BATON_PRINCIPAL_WRITES_PER_SECOND")]
+    principal_writes_per_second: Option<u32>,
     /// TLS: this node's certificate (PEM); with --tls-key and --tls-ca.
     #[arg(long, env = "BATON_TLS_CERT")]
     tls_cert: Option<PathBuf>,
@@ -262,7 +266,8 @@ impl Args {
             connections_max,
             watches_per_address_max,
             streams_per_connection_max,
-            client_writes_per_second
+            client_writes_per_second,
+            principal_writes_per_second
         );
         if self.node_id_from_hostname {
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname")

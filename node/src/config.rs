@@ -60,6 +60,9 @@ pub struct NodeConfig {
     pub streams_per_connection_max: u32,
     /// Writes per second one client id may make, in bursts of as many; 0: no limit.
     pub client_writes_per_second: u32,
+    /// Writes per second one principal may make over all its client ids (auth on); 0: no
+    /// limit.
+    pub principal_writes_per_second: u32,
     /// TLS on the gRPC port: this node's certificate and key, and the CA of nodes and
     /// clients (PEM files; all three or none).
     pub tls_cert: Option<PathBuf>,
@@ -105,6 +108,7 @@ impl Default for NodeConfig {
             watches_per_address_max: crate::limits::WATCHES_PER_ADDRESS_MAX_DEFAULT,
             streams_per_connection_max: crate::limits::STREAMS_PER_CONNECTION_MAX_DEFAULT,
             client_writes_per_second: crate::limits::CLIENT_WRITES_PER_SECOND_DEFAULT,
+            principal_writes_per_second: crate::limits::PRINCIPAL_WRITES_PER_SECOND_DEFAULT,
             tls_cert: None,
             tls_key: None,
             tls_ca: None,
@@ -140,6 +144,7 @@ pub struct ValidConfig {
     pub connections_max: usize,
     pub streams_per_connection_max: u32,
     pub watches_per_address_max: usize,
+    pub principal_writes_per_second: u32,
     pub client_writes_per_second: u32,
     /// TLS on the gRPC port, if on.
     pub tls: Option<crate::tls::TlsFiles>,
@@ -413,6 +418,7 @@ impl NodeConfig {
             watches_per_address_max: self.watches_per_address_max,
             streams_per_connection_max: self.streams_per_connection_max,
             client_writes_per_second: self.client_writes_per_second,
+            principal_writes_per_second: self.principal_writes_per_second,
             tls,
             client_certs: self.tls_client_auth,
             auth_tokens: self.auth_tokens,

@@ -22,6 +22,10 @@ pub const WATCHES_PER_ADDRESS_MAX_DEFAULT: usize = 256;
 pub const STREAMS_PER_CONNECTION_MAX_DEFAULT: u32 = 1_024;
 /// Writes per second one client id may make (a burst of as many); 0: no limit.
 pub const CLIENT_WRITES_PER_SECOND_DEFAULT: u32 = 10_000;
+/// Writes per second one principal (with auth on) may make over all its client ids, in
+/// bursts of as many; 0: no limit. Above what a cluster of two-core nodes writes at all, so
+/// it only stops a runaway principal on bigger machines unless set lower.
+pub const PRINCIPAL_WRITES_PER_SECOND_DEFAULT: u32 = 50_000;
 /// Client ids whose write rate a node tracks; beyond, idle ones are forgotten first.
 pub const RATE_LIMITED_CLIENTS_MAX: usize = 100_000;
 

@@ -165,6 +165,7 @@ pub async fn run(
             auth: auth.clone(),
             watches_per_address_max: cfg.watches_per_address_max,
             writes_per_second: cfg.client_writes_per_second,
+            principal_writes_per_second: cfg.principal_writes_per_second,
         },
     ));
     let baton_svc =

@@ -139,3 +139,63 @@ async fn a_connection_past_its_stream_limit_waits_and_others_are_served() {
     let served = tokio::time::timeout(Duration::from_secs(5), node.probe(probe())).await;
     assert!(matches!(served, Ok(Ok(_))), "{served:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_is_limited_over_all_its_client_ids_and_others_are_not() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    let token = |who: &str| {
+        let out = std::process::Command::new(common::node_bin())
+            .args(["token", "--principal", who, "--file"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let (a, b) = (token("agent-a"), token("agent-b"));
+    let args = [
+        "--auth-tokens",
+        file.to_str().unwrap(),
+        "--principal-writes-per-second",
+        "2",
+    ];
+    let cluster = Cluster::start_with_token(1, &args, &b).await;
+    let as_principal = |t: &str| {
+        let config = baton_client::ClientConfig {
+            endpoints: cluster.endpoints(),
+            retry_deadline: Duration::from_secs(5),
+            token: Some(baton_client::BearerToken(t.to_owned())),
+            ..baton_client::ClientConfig::default()
+        };
+        async move { baton_client::Client::connect(config).await.unwrap() }
+    };
+    // Two processes (client ids) of agent-a share one bucket of 2 (refilled at 2 a second:
+    // 10 writes within 4 s cannot all pass).
+    let (a1, a2) = (as_principal(&a).await, as_principal(&a).await);
+    let mut refused = 0;
+    for i in 0..10 {
+        let client = if i % 2 == 0 { &a1 } else { &a2 };
+        match client.claim(&format!("pr/{i}"), "agent-a", TTL).await {
+            Ok(_) => {}
+            Err(baton_client::Error::Other { code, message }) => {
+                assert_eq!(code, tonic::Code::ResourceExhausted, "{message}");
+                assert!(message.contains("principal_writes_per_second"), "{message}");
+                refused += 1;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(
+        refused >= 1,
+        "agent-a made 10 writes against a limit of 2 a second"
+    );
+    // Reads are not counted; another principal is not affected.
+    assert!(a1
+        .probe("pr/0", baton_client::ReadMode::Linearizable)
+        .await
+        .is_ok());
+    let b1 = as_principal(&b).await;
+    assert!(b1.claim("pr/b", "agent-b", TTL).await.is_ok());
+}

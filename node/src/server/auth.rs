@@ -34,6 +34,10 @@ pub enum Acting<'a> {
 pub trait Acts {
     fn acting(&self) -> Acting<'_>;
     fn needs(&self) -> (Permission, &str);
+    /// Whether it is a write (counted by the per-principal write limit).
+    fn writes(&self) -> bool {
+        true
+    }
 }
 
 macro_rules! acts {
@@ -57,6 +61,19 @@ macro_rules! acts {
             }
         }
     )*};
+    (read, $perm:ident, $field:ident: $($t:ty),*) => {$(
+        impl Acts for $t {
+            fn acting(&self) -> Acting<'_> {
+                Acting::Other
+            }
+            fn needs(&self) -> (Permission, &str) {
+                (Permission::$perm, &self.$field)
+            }
+            fn writes(&self) -> bool {
+                false
+            }
+        }
+    )*};
     (other, $perm:ident, $field:ident: $($t:ty),*) => {$(
         impl Acts for $t {
             fn acting(&self) -> Acting<'_> {
@@ -72,9 +89,9 @@ macro_rules! acts {
 acts!(holder, Claim, key: pb::ClaimRequest, pb::AcceptRequest, pb::DeclineRequest);
 acts!(token, Claim, key: pb::RenewRequest, pb::ReleaseRequest, pb::UpdateRequest,
     pb::OfferRequest, pb::CancelRequest);
-acts!(other, Read, key: pb::ProbeRequest, pb::CheckTokenRequest, pb::GetRecordRequest,
+acts!(read, Read, key: pb::ProbeRequest, pb::CheckTokenRequest, pb::GetRecordRequest,
     pb::HistoryRequest);
-acts!(other, Read, prefix: pb::BoardRequest);
+acts!(read, Read, prefix: pb::BoardRequest);
 
 /// An assignment is signed by its dispatcher (`by`): with auth on, the principal's own name.
 impl Acts for pb::AssignRequest {
@@ -103,7 +120,19 @@ macro_rules! acts_on_cluster {
     )*};
 }
 
-acts_on_cluster!(pb::SetAccessRequest, pb::GetAccessRequest);
+acts_on_cluster!(pb::SetAccessRequest);
+
+impl Acts for pb::GetAccessRequest {
+    fn acting(&self) -> Acting<'_> {
+        Acting::Other
+    }
+    fn needs(&self) -> (Permission, &str) {
+        (Permission::Admin, "")
+    }
+    fn writes(&self) -> bool {
+        false
+    }
+}
 
 /// Whether `principal` is a node (or an operator holding a node's certificate): nodes run
 /// the cluster, so the permissions do not bind them.

@@ -89,6 +89,8 @@ pub struct Ctx {
     watches_per_address_max: usize,
     /// Writes per second per client id.
     write_rate: WriteRate,
+    /// Writes per second per principal (auth on).
+    principal_rate: WriteRate,
 }
 
 /// What a node asks of clients: who they are (`super::auth`) and the limits it enforces
@@ -98,6 +100,7 @@ pub struct ClientRules {
     pub auth: super::auth::Auth,
     pub watches_per_address_max: usize,
     pub writes_per_second: u32,
+    pub principal_writes_per_second: u32,
 }
 
 impl Ctx {
@@ -116,6 +119,7 @@ impl Ctx {
             watches: Arc::default(),
             watches_per_address_max: rules.watches_per_address_max,
             write_rate: WriteRate::new(rules.writes_per_second),
+            principal_rate: WriteRate::new(rules.principal_writes_per_second),
             proposer: Proposer::start(raft.clone(), metrics.clone()),
             metrics,
             raft,
@@ -124,6 +128,19 @@ impl Ctx {
             write_timeout,
             leaders: Mutex::default(),
         }
+    }
+
+    /// The refusal of a write by a principal past its `principal_writes_per_second`.
+    fn principal_limited(&self, principal: Option<&str>, writes: bool) -> Option<Status> {
+        let p = principal.filter(|_| writes)?;
+        if self.principal_rate.allow(p, Instant::now()) {
+            return None;
+        }
+        self.metrics.requests_limited.inc();
+        Some(Status::resource_exhausted(format!(
+            "{p:?} is writing faster than this cluster allows (principal_writes_per_second); \
+             slow down"
+        )))
     }
 
     /// The leader's address, if another node leads.
@@ -662,7 +679,13 @@ impl BatonServer {
                 &self.ctx.sm,
             );
             let served = match allowed {
-                Ok(()) => local(self.ctx.clone(), msg.clone(), principal.clone()).await,
+                Ok(()) => match self
+                    .ctx
+                    .principal_limited(principal.as_deref(), msg.writes())
+                {
+                    Some(limited) => Err(Refusal::Status(limited)),
+                    None => local(self.ctx.clone(), msg.clone(), principal.clone()).await,
+                },
                 // This node's copy of the policy may be behind the leader's (a grant just
                 // made): the leader, whose copy is the latest, decides. It checks again
                 // what this node allows, too, for everything it serves.
