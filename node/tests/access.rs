@@ -5,12 +5,11 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use baton_client::{BearerToken, ClaimOutcome, Client, ClientConfig, Error, ReadMode, RecordPatch};
-use common::{node_bin, serial, Cluster};
+use baton_client::{ClaimOutcome, Error, ReadMode, RecordPatch};
+use common::{new_token, node_bin, serial, text, token_client, Cluster};
 use futures::StreamExt;
 
 const TTL: Duration = Duration::from_secs(60);
@@ -42,32 +41,6 @@ can = ["admin"]
 [names]
 agent-b = ["agent-b/worker-1"]
 "#;
-
-fn new_token(file: &Path, who: &str) -> String {
-    let out = Command::new(node_bin())
-        .args(["token", "--principal", who, "--file"])
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    text(&out.stdout).trim().to_owned()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-async fn client_with(endpoints: Vec<String>, token: &str) -> Client {
-    Client::connect(ClientConfig {
-        endpoints,
-        retry_deadline: Duration::from_secs(10),
-        follow_leader_hints: false,
-        token: Some(BearerToken(token.to_owned())),
-        ..ClientConfig::default()
-    })
-    .await
-    .unwrap()
-}
 
 fn baton(endpoints: &[String], token: &str, args: &[&str]) -> Output {
     Command::new(node_bin().with_file_name("baton"))
@@ -110,8 +83,8 @@ async fn a_policy_set_as_one_raft_entry_binds_every_node_per_principal_and_prefi
     let mut cluster = Cluster::start_with_token(3, &args, &ops).await;
     let all = cluster.endpoints();
     let (ca, cb) = (
-        client_with(all.clone(), &a).await,
-        client_with(all.clone(), &b).await,
+        token_client(all.clone(), Some(&a), false).await,
+        token_client(all.clone(), Some(&b), false).await,
     );
     assert!(matches!(
         ca.claim("early/x", "agent-a", TTL).await.unwrap(),
@@ -206,7 +179,7 @@ async fn a_policy_set_as_one_raft_entry_binds_every_node_per_principal_and_prefi
         "cannot act as holder",
     );
     // Assign is the dispatcher's; revoke, quarantine and the cluster calls the admin's.
-    let cd = client_with(all.clone(), &dispatcher).await;
+    let cd = token_client(all.clone(), Some(&dispatcher), false).await;
     denied(
         ca.assign("tasks/9", "agent-b", "agent-a", "why not").await,
         "no `assign` permission",
@@ -262,7 +235,7 @@ async fn a_policy_set_as_one_raft_entry_binds_every_node_per_principal_and_prefi
 
     // Every node enforces the same policy (asked directly, no forwarding of reads).
     for endpoint in &all {
-        let a_here = client_with(vec![endpoint.clone()], &a).await;
+        let a_here = token_client(vec![endpoint.clone()], Some(&a), false).await;
         denied(
             a_here.board("", 0, "", ReadMode::Stale).await,
             "no `read` permission",
@@ -293,7 +266,7 @@ async fn a_policy_set_as_one_raft_entry_binds_every_node_per_principal_and_prefi
     assert!(out.status.success(), "{}", text(&out.stderr));
     cluster.stop(1);
     cluster.start_node(1);
-    let at_1 = client_with(vec![cluster.nodes[&1].addr.clone()], &a).await;
+    let at_1 = token_client(vec![cluster.nodes[&1].addr.clone()], Some(&a), false).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         match at_1.board("", 0, "", ReadMode::Stale).await {

@@ -5,44 +5,14 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use baton_client::{BearerToken, ClaimOutcome, Client, ClientConfig, Error, ReadMode, RecordPatch};
-use common::{node_bin, serial, Cluster};
+use baton_client::{ClaimOutcome, Error, ReadMode, RecordPatch};
+use common::{new_token, node_bin, serial, text, token_client, Cluster};
 use futures::StreamExt;
 
 const TTL: Duration = Duration::from_secs(60);
-
-/// `baton-node token --principal WHO --file FILE`: the token it prints.
-fn new_token(file: &Path, who: &str) -> String {
-    let out = Command::new(node_bin())
-        .args(["token", "--principal", who, "--file"])
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let token = text(&out.stdout).trim().to_owned();
-    assert!(token.starts_with("baton_"), "{token}");
-    token
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-async fn client_with(endpoints: Vec<String>, token: Option<&str>, follow: bool) -> Client {
-    Client::connect(ClientConfig {
-        endpoints,
-        retry_deadline: Duration::from_secs(10),
-        follow_leader_hints: follow,
-        token: token.map(|t| BearerToken(t.to_owned())),
-        ..ClientConfig::default()
-    })
-    .await
-    .unwrap()
-}
 
 /// The `baton` CLI (built beside `baton-node` by `cargo test --workspace`) with `env`.
 fn baton(endpoints: &[String], args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -74,13 +44,13 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
     let all = cluster.endpoints();
 
     // No token, or one that is not listed: refused, and nothing changed.
-    let anonymous = client_with(all.clone(), None, true).await;
+    let anonymous = token_client(all.clone(), None, true).await;
     let e = anonymous.claim("auth/x", "agent-a", TTL).await.unwrap_err();
     assert!(
         matches!(e, Error::Unauthenticated(ref m) if m.contains("bearer token")),
         "{e}"
     );
-    let forged = client_with(all.clone(), Some("baton_0123"), true).await;
+    let forged = token_client(all.clone(), Some("baton_0123"), true).await;
     let e = forged.claim("auth/x", "agent-a", TTL).await.unwrap_err();
     assert!(
         matches!(e, Error::Unauthenticated(ref m) if m.contains("unknown or revoked")),
@@ -91,8 +61,8 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
     assert!(matches!(e, Error::Unauthenticated(_)), "{e}");
 
     // A token's holder acts as itself only.
-    let ca = client_with(all.clone(), Some(&a), true).await;
-    let cb = client_with(all.clone(), Some(&b), true).await;
+    let ca = token_client(all.clone(), Some(&a), true).await;
+    let cb = token_client(all.clone(), Some(&b), true).await;
     let ClaimOutcome::Granted(g) = ca.claim("auth/x", "agent-a", TTL).await.unwrap() else {
         panic!("auth/x is free");
     };
@@ -134,12 +104,12 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
     let leader = cluster.leader(Duration::from_secs(10)).await;
     let follower = (1..=3).find(|id| *id != leader).unwrap();
     let at_follower = vec![cluster.nodes[&follower].addr.clone()];
-    let a_via = client_with(at_follower.clone(), Some(&a), false).await;
-    let b_via = client_with(at_follower.clone(), Some(&b), false).await;
+    let a_via = token_client(at_follower.clone(), Some(&a), false).await;
+    let b_via = token_client(at_follower.clone(), Some(&b), false).await;
     assert!(a_via.renew("auth/x", token).await.is_ok());
     let e = b_via.release("auth/x", token).await.unwrap_err();
     assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
-    let e = client_with(at_follower.clone(), None, false)
+    let e = token_client(at_follower.clone(), None, false)
         .await
         .probe("auth/x", ReadMode::Linearizable)
         .await
@@ -217,7 +187,7 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     for endpoint in &all {
-        let a_here = client_with(vec![endpoint.clone()], Some(&a), false).await;
+        let a_here = token_client(vec![endpoint.clone()], Some(&a), false).await;
         loop {
             match a_here.probe("auth/x", ReadMode::Stale).await {
                 Err(Error::Unauthenticated(m)) => {
@@ -248,7 +218,7 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
         assert!(Instant::now() < deadline, "no reload error logged");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let b_at_1 = client_with(vec![cluster.nodes[&1].addr.clone()], Some(&b), false).await;
+    let b_at_1 = token_client(vec![cluster.nodes[&1].addr.clone()], Some(&b), false).await;
     assert!(b_at_1.probe("auth/x", ReadMode::Stale).await.is_ok());
 }
 
@@ -263,14 +233,14 @@ async fn anonymous_access_is_off_unless_the_node_allows_it() {
     let all = cluster.endpoints();
 
     // Anonymous requests are served, and bound to no one.
-    let anonymous = client_with(all.clone(), None, true).await;
+    let anonymous = token_client(all.clone(), None, true).await;
     let claimed = anonymous.claim("anon/x", "whoever", TTL).await.unwrap();
     assert!(matches!(claimed, ClaimOutcome::Granted(_)), "{claimed:?}");
     // A token still binds; one that is not listed is refused, not taken as anonymous.
-    let ca = client_with(all.clone(), Some(&a), true).await;
+    let ca = token_client(all.clone(), Some(&a), true).await;
     let e = ca.claim("anon/y", "whoever", TTL).await.unwrap_err();
     assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
-    let forged = client_with(all.clone(), Some("baton_forged"), true).await;
+    let forged = token_client(all.clone(), Some("baton_forged"), true).await;
     let e = forged.claim("anon/y", "whoever", TTL).await.unwrap_err();
     assert!(matches!(e, Error::Unauthenticated(_)), "{e}");
 

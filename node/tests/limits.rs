@@ -145,16 +145,10 @@ async fn a_principal_is_limited_over_all_its_client_ids_and_others_are_not() {
     let _serial = serial().await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens");
-    let token = |who: &str| {
-        let out = std::process::Command::new(common::node_bin())
-            .args(["token", "--principal", who, "--file"])
-            .arg(&file)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
-    let (a, b) = (token("agent-a"), token("agent-b"));
+    let (a, b) = (
+        common::new_token(&file, "agent-a"),
+        common::new_token(&file, "agent-b"),
+    );
     let args = [
         "--auth-tokens",
         file.to_str().unwrap(),

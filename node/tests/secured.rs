@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, node_bin, serial};
+use common::{free_port, node_bin, serial, text};
 
 const NODES: u64 = 3;
 
@@ -140,10 +140,6 @@ impl Site {
         }
         out
     }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

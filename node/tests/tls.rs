@@ -54,6 +54,24 @@ fn node_flags(dir: &Path) -> Vec<String> {
     ]
 }
 
+/// Two sets of certificates from two CAs under `dir` (`old`, `new`), and `live`, the files
+/// the nodes read, holding the old set.
+fn two_pkis(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let (old, new, live) = (dir.join("old"), dir.join("new"), dir.join("live"));
+    certs(&old);
+    certs(&new);
+    install_pki(&old, &live);
+    (old, new, live)
+}
+
+/// Copies a node's certificate, key and CA from `from` into `live`.
+fn install_pki(from: &Path, live: &Path) {
+    std::fs::create_dir_all(live).unwrap();
+    for name in ["node-1.pem", "node-1-key.pem", "ca.pem"] {
+        std::fs::copy(from.join(name), live.join(name)).unwrap();
+    }
+}
+
 fn client_tls(dir: &Path, with_cert: bool) -> ClientTls {
     client_tls_as(dir, with_cert.then_some("agent"))
 }
@@ -271,20 +289,8 @@ async fn with_client_auth_a_client_needs_a_certificate_and_acts_only_as_itself()
 async fn sighup_reloads_the_certificates_without_a_restart() {
     let _serial = serial().await;
     let dir = tempfile::tempdir().unwrap();
-    let (old, new, live) = (
-        dir.path().join("old"),
-        dir.path().join("new"),
-        dir.path().join("live"),
-    );
-    certs(&old);
-    certs(&new);
-    let install = |from: &Path| {
-        std::fs::create_dir_all(&live).unwrap();
-        for name in ["node-1.pem", "node-1-key.pem", "ca.pem"] {
-            std::fs::copy(from.join(name), live.join(name)).unwrap();
-        }
-    };
-    install(&old);
+    let (old, new, live) = two_pkis(dir.path());
+    let install = |from: &Path| install_pki(from, &live);
     let mut cluster =
         Cluster::start_tls(1, &flags_ref(&node_flags(&live)), client_tls(&old, true)).await;
     let pid = cluster.nodes[&1].child.as_ref().unwrap().id();
@@ -410,20 +416,8 @@ async fn a_node_of_another_ca_is_refused_and_readyz_and_the_logs_say_why() {
 async fn sighup_reloads_the_certificate_and_ca_a_node_uses_toward_its_peers() {
     let _serial = serial().await;
     let dir = tempfile::tempdir().unwrap();
-    let (old, new, live) = (
-        dir.path().join("old"),
-        dir.path().join("new"),
-        dir.path().join("live"),
-    );
-    certs(&old);
-    certs(&new);
-    let install = |from: &Path| {
-        std::fs::create_dir_all(&live).unwrap();
-        for name in ["node-1.pem", "node-1-key.pem", "ca.pem"] {
-            std::fs::copy(from.join(name), live.join(name)).unwrap();
-        }
-    };
-    install(&old);
+    let (old, new, live) = two_pkis(dir.path());
+    let install = |from: &Path| install_pki(from, &live);
     let mut cluster =
         Cluster::start_tls(3, &flags_ref(&node_flags(&live)), client_tls(&old, false)).await;
 

@@ -422,3 +422,35 @@ pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
         .unwrap_or_default();
     (status, body)
 }
+
+/// `baton-node token --principal WHO --file FILE`: the token it prints.
+pub fn new_token(file: &std::path::Path, who: &str) -> String {
+    let out = Command::new(node_bin())
+        .args(["token", "--principal", who, "--file"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let token = text(&out.stdout).trim().to_owned();
+    assert!(token.starts_with("baton_"), "{token}");
+    token
+}
+
+/// A command's output as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A client of `endpoints` showing `token` (none: no credentials); `follow`: go to the
+/// leader a node names, or stay with `endpoints` (followers forward).
+pub async fn token_client(endpoints: Vec<String>, token: Option<&str>, follow: bool) -> Client {
+    Client::connect(ClientConfig {
+        endpoints,
+        retry_deadline: Duration::from_secs(10),
+        follow_leader_hints: follow,
+        token: token.map(|t| baton_client::BearerToken(t.to_owned())),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap()
+}
