@@ -341,7 +341,9 @@ fn announce_dev(cluster: &crate::dev::DevCluster) {
     use std::io::Write;
     let endpoints = cluster.endpoints.join(",");
     let text = format!(
-        "baton dev cluster: {} nodes, data in {}\nendpoints: {endpoints}\n\
+        "baton dev cluster: {} nodes, data in {}\n\
+         security:  OFF: plaintext, no authentication, loopback only (README, Security)\n\
+         endpoints: {endpoints}\n\
          try:       baton --endpoints {endpoints} claim tasks/demo --ttl 30s\n\
          stop:      Ctrl-C\n",
         cluster.endpoints.len(),

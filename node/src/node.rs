@@ -142,6 +142,13 @@ pub async fn run(
         anonymous: cfg.allow_anonymous,
         bootstrap: cfg.access_policy.clone().map(Arc::new),
     };
+    if !auth.on() && cfg.tls.is_none() {
+        tracing::warn!(
+            listen = %cfg.listen,
+            "security is OFF: plaintext, no authentication; fine on loopback for development, \
+             see README, Security, before anything else"
+        );
+    }
     if auth.on() && auth.anonymous {
         tracing::warn!("auth is on, but requests without credentials are served as anonymous");
     }

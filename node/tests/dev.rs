@@ -36,17 +36,25 @@ async fn dev_cluster_starts_serves_claims_and_stops_on_ctrl_c() {
     // endpoints line as soon as it appears.
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        let mut banner = String::new();
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            banner.push_str(&line);
+            banner.push('\n');
             if line.starts_with("endpoints:") {
-                let _ = tx.send(line);
+                let _ = tx.send((line, banner.clone()));
             }
         }
     });
-    let endpoints_line =
+    let (endpoints_line, banner) =
         tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(30)))
             .await
             .unwrap()
             .expect("dev prints its endpoints");
+    // It says, loudly, that nothing is secured.
+    assert!(
+        banner.contains("security:  OFF: plaintext, no authentication"),
+        "{banner}"
+    );
     let endpoints: Vec<String> = endpoints_line["endpoints:".len()..]
         .trim()
         .split(',')
