@@ -966,15 +966,15 @@ impl Client {
             .map_err(bad)
     }
 
-    /// A new channel to a normalised `host:port` for one long-lived stream, not cached: its
-    /// own connection, with HTTP/2 keep-alive pings so that a node that goes silent (host
-    /// down, network partition) breaks the stream within `request_timeout` of a missed ping
-    /// instead of leaving it hanging.
     /// A request carrying `message` with this client's credentials (its bearer token).
     pub(crate) fn request<T>(&self, message: T) -> tonic::Request<T> {
         self.inner.config.request(message)
     }
 
+    /// A new channel to a normalised `host:port` for one long-lived stream, not cached: its
+    /// own connection, with HTTP/2 keep-alive pings so that a node that goes silent (host
+    /// down, network partition) breaks the stream within `request_timeout` of a missed ping
+    /// instead of leaving it hanging.
     pub(crate) fn stream_channel(&self, endpoint: &str) -> Result<Channel, Error> {
         let config = &self.inner.config;
         Ok(self

@@ -149,6 +149,12 @@ pub async fn run(
              see README, Security, before anything else"
         );
     }
+    if auth.tokens.is_some() && cfg.tls.is_none() {
+        tracing::warn!(
+            "bearer tokens without TLS: anyone on the path can read them, and Raft traffic \
+             carries no identity; use TLS beyond loopback"
+        );
+    }
     if auth.on() && auth.anonymous {
         tracing::warn!("auth is on, but requests without credentials are served as anonymous");
     }

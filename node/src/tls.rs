@@ -250,6 +250,13 @@ pub fn generate(
         KeyUsagePurpose,
     };
     let err = |e: rcgen::Error| e.to_string();
+    // A client certificate named like a node's would be a node's: never bound by permissions.
+    let node_prefix = crate::server::auth::NODE_CN_PREFIX.trim_end();
+    if let Some(c) = clients.iter().find(|c| c.starts_with(node_prefix)) {
+        return Err(format!(
+            "client name {c:?}: names starting {node_prefix:?} are for node certificates"
+        ));
+    }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let ca_key = KeyPair::generate().map_err(err)?;
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;

@@ -99,6 +99,15 @@ pub fn check_principal(name: &str) -> Result<(), String> {
             "principal {name:?} has a space or control character"
         ));
     }
+    // Names with a meaning of their own: a node (never bound by permissions), and what a
+    // policy's `who` uses for anyone, the unauthenticated and groups.
+    let reserved = [crate::server::auth::NODE_CN_PREFIX.trim_end(), "group:"];
+    if name == "*" || name == "anonymous" || reserved.iter().any(|r| name.starts_with(r)) {
+        return Err(format!(
+            "principal {name:?} is reserved (\"*\", \"anonymous\", \"group:...\", \
+             \"baton node ...\")"
+        ));
+    }
     Ok(())
 }
 
@@ -281,6 +290,12 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
         assert!(add(&file, "has space").is_err());
+        for reserved in ["*", "anonymous", "group:ops"] {
+            let e = add(&file, reserved).unwrap_err();
+            assert!(e.contains("reserved"), "{reserved}: {e}");
+        }
+        // A node's name has a space: no token can ever stand for a node.
+        assert!(add(&file, "baton node 1").is_err());
 
         // Revoke a: rewrite the file without its line; a reload drops it.
         std::fs::write(&file, format!("{}\n", line("agent-b", &b))).unwrap();

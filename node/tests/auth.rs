@@ -36,6 +36,7 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
     let ops = new_token(&file, "ops");
     let a = new_token(&file, "agent-a");
     let b = new_token(&file, "agent-b");
+    let j = new_token(&file, "jürgen");
     let tokens_file = std::fs::read_to_string(&file).unwrap();
     assert!(!tokens_file.contains(&a) && tokens_file.contains("agent-a sha256:"));
 
@@ -109,6 +110,18 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
     assert!(a_via.renew("auth/x", token).await.is_ok());
     let e = b_via.release("auth/x", token).await.unwrap_err();
     assert!(matches!(e, Error::PermissionDenied(_)), "{e}");
+    // A name that is not ASCII is forwarded as it is: bound, not lost (and never taken for
+    // the forwarding node, which no permission binds).
+    let j_via = token_client(at_follower.clone(), Some(&j), false).await;
+    assert!(matches!(
+        j_via.claim("auth/j", "jürgen", TTL).await.unwrap(),
+        ClaimOutcome::Granted(_)
+    ));
+    let e = j_via.claim("auth/j2", "agent-a", TTL).await.unwrap_err();
+    assert!(
+        matches!(e, Error::PermissionDenied(ref m) if m.contains("jürgen")),
+        "{e}"
+    );
     let e = token_client(at_follower.clone(), None, false)
         .await
         .probe("auth/x", ReadMode::Linearizable)

@@ -34,8 +34,10 @@ use serde::{Deserialize, Serialize};
 
 use super::validate;
 
-/// Longest policy text a node takes.
-pub const POLICY_BYTES_MAX: usize = 256 * 1024;
+/// Longest policy text a node takes (under a request's size limit, so that a larger one gets
+/// this limit's message rather than the transport's).
+pub const POLICY_BYTES_MAX: usize = 128 * 1024;
+const _: () = assert!(POLICY_BYTES_MAX < super::limits::REQUEST_BYTES_MAX);
 /// Most rules in a policy.
 pub const RULES_MAX: usize = 1_000;
 /// Most entries over all `who`, `prefixes`, group member and name lists together.

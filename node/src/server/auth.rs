@@ -5,8 +5,9 @@
 //! a claim, accept or decline must name the principal as holder, and a renew, release,
 //! update, offer or cancel must present a token the principal holds. Nodes (certificates
 //! whose common name starts with [`NODE_CN_PREFIX`], as `baton-node certs` makes them) may
-//! forward a client's request with its principal in [`PRINCIPAL_METADATA_KEY`]; from anyone
-//! else that header is ignored.
+//! forward a client's request with its principal in [`PRINCIPAL_METADATA_KEY`] (binary;
+//! empty, or missing: anonymous); from anyone else that header is ignored. A node is bound by
+//! no permission only when it asks for itself (no `x-baton-forwarded`).
 
 use baton_proto::v1 as pb;
 use tonic::{Request, Status};
@@ -17,7 +18,7 @@ use crate::store::StateMachine;
 /// The common-name prefix of node certificates.
 pub const NODE_CN_PREFIX: &str = "baton node ";
 /// The header a node forwards a client's principal in.
-pub const PRINCIPAL_METADATA_KEY: &str = "x-baton-principal";
+pub const PRINCIPAL_METADATA_KEY: &str = "x-baton-principal-bin";
 
 /// What a request does as whom.
 pub enum Acting<'a> {
@@ -237,18 +238,30 @@ impl Auth {
             .and_then(|certs| certs.first().and_then(|c| common_name(c)));
         if let Some(cn) = cn {
             if cn.starts_with(NODE_CN_PREFIX) {
-                // A node: for a client whose request it forwards, or for itself (a joining
-                // node asking to be added; an operator holding a node's certificate).
-                return Ok(
-                    match req
-                        .metadata()
-                        .get(PRINCIPAL_METADATA_KEY)
-                        .and_then(|v| v.to_str().ok())
-                    {
-                        Some(p) => (!p.is_empty()).then(|| p.to_owned()),
-                        None => Some(cn),
-                    },
-                );
+                // A node asking for itself: a joining node, or an operator holding a node's
+                // certificate.
+                if !req
+                    .metadata()
+                    .contains_key(baton_proto::FORWARDED_METADATA_KEY)
+                {
+                    return Ok(Some(cn));
+                }
+                // A node forwarding a client's request: the client's principal, or, with
+                // none named (anonymous, or a node with auth off), no one.
+                let named = req
+                    .metadata()
+                    .get_bin(PRINCIPAL_METADATA_KEY)
+                    .and_then(|v| v.to_bytes().ok())
+                    .and_then(|b| String::from_utf8(b.to_vec()).ok())
+                    .filter(|p| !p.is_empty());
+                return match named {
+                    Some(p) => Ok(Some(p)),
+                    None if self.anonymous => Ok(None),
+                    None => Err(Status::unauthenticated(
+                        "a forwarded request names no principal, and this cluster refuses \
+                         anonymous requests",
+                    )),
+                };
             }
             if self.certs {
                 return Ok(Some(cn));

@@ -153,13 +153,13 @@ impl Ctx {
     }
 
     fn leader_client(&self, addr: &str) -> Result<BatonClient<Channel>, Status> {
-        let (generation, tls) = self.tls.current();
         let mut leaders = self.leaders.lock().expect("leader cache lock");
         if let Some((made, c)) = leaders.get(addr) {
-            if *made == generation {
+            if *made == self.tls.generation() {
                 return Ok(c.clone());
             }
         }
+        let (generation, tls) = self.tls.current();
         let channel = crate::tls::endpoint(addr, tls.as_ref())
             .map_err(|e| Status::internal(format!("leader address {addr:?} is unusable: {e}")))?
             .tcp_nodelay(true)
@@ -419,35 +419,30 @@ impl Ctx {
         req: pb::SetAccessRequest,
         who: Option<String>,
     ) -> Result<pb::AccessResponse, Refusal> {
-        let policy =
-            match (req.clear, req.policy.trim().is_empty()) {
-                (true, true) => None,
-                (true, false) => {
-                    return Err(Status::invalid_argument("clear takes no policy text").into())
-                }
-                (false, true) => {
-                    return Err(Status::invalid_argument(
-                        "the policy is empty: give one, or clear the policy",
-                    )
-                    .into())
-                }
-                (false, false) if !self.auth.on() => return Err(Status::failed_precondition(
-                    "this node has no auth (--auth-tokens or --tls-client-auth): every request \
-                     is anonymous, so a policy would protect nothing; turn auth on first",
-                )
-                .into()),
-                (false, false) => Some(
-                    Policy::parse(&req.policy)
-                        .map_err(|e| Status::invalid_argument(format!("the policy: {e}")))?,
-                ),
-            };
-        let by = who.unwrap_or_else(|| {
-            if self.auth.on() {
-                crate::core::access::ANONYMOUS.to_owned()
-            } else {
-                "unauthenticated (auth is off)".to_owned()
+        if !self.auth.on() {
+            return Err(Status::failed_precondition(
+                "this node has no auth (--auth-tokens or --tls-client-auth): every request is \
+                 anonymous, so a policy would protect nothing; turn auth on first",
+            )
+            .into());
+        }
+        let policy = match (req.clear, req.policy.trim().is_empty()) {
+            (true, true) => None,
+            (true, false) => {
+                return Err(Status::invalid_argument("clear takes no policy text").into())
             }
-        });
+            (false, true) => {
+                return Err(Status::invalid_argument(
+                    "the policy is empty: give one, or clear the policy",
+                )
+                .into())
+            }
+            (false, false) => Some(
+                Policy::parse(&req.policy)
+                    .map_err(|e| Status::invalid_argument(format!("the policy: {e}")))?,
+            ),
+        };
+        let by = who.unwrap_or_else(|| crate::core::access::ANONYMOUS.to_owned());
         let op = Op::SetAccess { policy, by };
         validate::op(&op).map_err(convert::invalid)?;
         let id = convert::request_id(req.request_id)?;
@@ -687,8 +682,8 @@ impl BatonServer {
                     None => local(self.ctx.clone(), msg.clone(), principal.clone()).await,
                 },
                 // This node's copy of the policy may be behind the leader's (a grant just
-                // made): the leader, whose copy is the latest, decides. It checks again
-                // what this node allows, too, for everything it serves.
+                // made): the leader, whose copy is the latest, decides. (What this node
+                // allows and forwards, the leader checks again with its own copy.)
                 Err(denied) => match self.ctx.leader_elsewhere() {
                     Some(leader) if !forwarded => Err(Refusal::NotLeader {
                         leader: Some(leader),
@@ -707,11 +702,14 @@ impl BatonServer {
                     // The leader learns who is asking from this node's certificate and the
                     // principal it names (empty: anonymous), or, without TLS, from the
                     // client's own token again.
+                    // Binary, so any name survives; always sent with auth on, since a forwarded
+                    // request without it counts as anonymous, never as this node.
                     if self.ctx.auth.on() {
-                        if let Ok(p) = MetadataValue::try_from(principal.as_deref().unwrap_or("")) {
-                            fwd.metadata_mut()
-                                .insert(super::auth::PRINCIPAL_METADATA_KEY, p);
-                        }
+                        let p = principal.as_deref().unwrap_or("").as_bytes();
+                        fwd.metadata_mut().insert_bin(
+                            super::auth::PRINCIPAL_METADATA_KEY,
+                            tonic::metadata::BinaryMetadataValue::from_bytes(p),
+                        );
                     }
                     if let Some(bearer) = bearer {
                         fwd.metadata_mut()

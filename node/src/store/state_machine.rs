@@ -68,15 +68,23 @@ impl SmState {
     /// section, a snapshot sent by a peer), so a format-2 state fails to decode as this
     /// format, at its missing last field, and decodes as format 2.
     pub fn decode(bytes: &[u8]) -> Result<SmState, bincode::Error> {
-        decode::<SmState>(bytes).or_else(|current| match decode::<SmStateFormat2>(bytes) {
-            Ok(old) => Ok(SmState {
-                table: old.table,
-                revision: old.revision,
-                last_applied: old.last_applied,
-                membership: old.membership,
-                access: AccessState::default(),
-            }),
-            Err(_) => Err(current),
+        use bincode::Options;
+        // The fallback must use every byte: a format-3 state whose policy part is damaged
+        // must be an error, not a format-2 state without a policy.
+        let format_2 = bincode::DefaultOptions::new()
+            .with_fixint_encoding()
+            .reject_trailing_bytes();
+        decode::<SmState>(bytes).or_else(|current| {
+            match format_2.deserialize::<SmStateFormat2>(bytes) {
+                Ok(old) => Ok(SmState {
+                    table: old.table,
+                    revision: old.revision,
+                    last_applied: old.last_applied,
+                    membership: old.membership,
+                    access: AccessState::default(),
+                }),
+                Err(_) => Err(current),
+            }
         })
     }
 }

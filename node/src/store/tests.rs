@@ -391,8 +391,11 @@ fn a_format_2_state_decodes_with_no_policy_and_a_format_3_one_keeps_its_policy()
     let decoded = SmState::decode(&encode(&state)).unwrap();
     assert_eq!(decoded.access.policy, Some(policy));
     assert_eq!(decoded.access.version, 1);
-    // Damage is still an error, not an empty state.
+    // Damage is still an error, not an empty state; a damaged policy part is not taken for a
+    // format-2 state without one.
     assert!(SmState::decode(&old[..old.len() / 2]).is_err());
+    let new = encode(&state);
+    assert!(SmState::decode(&new[..new.len() - 1]).is_err());
 }
 
 #[test]
