@@ -185,6 +185,28 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
     assert_eq!(report["errors"]["other"], 0, "{report}");
     assert_eq!(report["errors"]["refused"], 0, "{report}");
 
+    // A token from the future (the revision another's claim is about to get) is refused;
+    // a stale one is not an error, it just releases nothing.
+    let e = cb.release("auth/next", 1 << 40).await.unwrap_err();
+    assert!(
+        matches!(e, Error::PermissionDenied(ref m) if m.contains("was never granted")),
+        "{e}"
+    );
+    assert!(matches!(
+        cb.release("auth/next", 1).await.unwrap(),
+        baton_client::ReleaseOutcome::Lost { .. }
+    ));
+
+    // A watch of agent-a's, open across the revocation below.
+    let ClaimOutcome::Granted(w1) = ca.claim("auth/w1", "agent-a", TTL).await.unwrap() else {
+        panic!("auth/w1 held");
+    };
+    let mut a_watch = ca.watch("auth/w", w1.lease.token);
+    let first = tokio::time::timeout(Duration::from_secs(10), a_watch.next())
+        .await
+        .expect("the watch delivers");
+    assert!(matches!(first, Some(Ok(_))), "{first:?}");
+
     // Revoke agent-a: its line goes, every node gets SIGHUP; same processes throughout.
     let pids: Vec<u32> = (1..=3)
         .map(|id| cluster.nodes[&id].child.as_ref().unwrap().id())
@@ -217,6 +239,21 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
         }
     }
     assert!(cb.probe("auth/x", ReadMode::Linearizable).await.is_ok());
+    // The open watch ends at its next event: its token is gone.
+    let ClaimOutcome::Granted(_) = cb.claim("auth/w2", "agent-b", TTL).await.unwrap() else {
+        panic!("auth/w2 held");
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), a_watch.next()).await {
+            Ok(Some(Err(Error::Unauthenticated(m)))) => {
+                assert!(m.contains("revoked"), "{m}");
+                break;
+            }
+            Ok(Some(Ok(_))) if Instant::now() < deadline => continue,
+            other => panic!("the revoked watch went on: {other:?}"),
+        }
+    }
     let now: Vec<u32> = (1..=3)
         .map(|id| cluster.nodes[&id].child.as_ref().unwrap().id())
         .collect();

@@ -168,7 +168,18 @@ pub fn authorize(
             Acting::Token(key, token) => {
                 // A token names one grant, so one holder: the current lease's, if it has
                 // it. A token that is not current changes nothing anyway (the write answers
-                // "lost").
+                // "lost"), and cannot become current later, since tokens are revisions and
+                // never repeat, unless it is a revision still to come: a guess at the grant
+                // another's claim is about to get. That is refused here (a lagging node
+                // refuses too, and the leader, which has applied every grant it answered,
+                // decides again).
+                if token > s.revision {
+                    return Err(Status::permission_denied(format!(
+                        "you are {principal:?}: token {token} of {key} was never granted \
+                         (the cluster is at revision {})",
+                        s.revision
+                    )));
+                }
                 match s.table.lease(key).filter(|l| l.token == token) {
                     Some(l) if access::check_name(policy, principal, &l.holder.name).is_err() => {
                         Err(Status::permission_denied(format!(
@@ -182,6 +193,54 @@ pub fn authorize(
             Acting::Other => Ok(()),
         }
     })
+}
+
+/// What a watch was allowed on, checked again as it runs: the token it showed must still be
+/// listed, and the principal must still have `read` on the prefix.
+pub struct WatchGrant {
+    auth: Auth,
+    principal: Option<String>,
+    /// The bearer token the principal came from, if it did.
+    token: Option<String>,
+}
+
+impl WatchGrant {
+    pub fn of<T>(auth: &Auth, req: &Request<T>) -> Result<WatchGrant, Status> {
+        let principal = auth.principal(req)?;
+        let token = req
+            .metadata()
+            .get(AUTHORIZATION_METADATA_KEY)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(|t| t.trim().to_owned())
+            // Only when the principal came from it (not from a certificate).
+            .filter(|t| {
+                principal.is_some()
+                    && auth.tokens.as_ref().and_then(|b| b.principal(t)) == principal
+            });
+        Ok(WatchGrant {
+            auth: auth.clone(),
+            principal,
+            token,
+        })
+    }
+
+    pub fn check(&self, prefix: &str, sm: &StateMachine) -> Result<(), Status> {
+        if let (Some(tokens), Some(token)) = (&self.auth.tokens, &self.token) {
+            if tokens.principal(token) != self.principal {
+                return Err(Status::unauthenticated(
+                    "the token of this watch was revoked",
+                ));
+            }
+        }
+        authorize_call(
+            &self.auth,
+            self.principal.as_deref(),
+            Permission::Read,
+            prefix,
+            sm,
+        )
+    }
 }
 
 /// `authorize` for a call that acts as no holder: `permission` on `target`.

@@ -24,7 +24,7 @@ use tonic::{Request, Response, Status};
 
 use super::convert::{self, TtlBounds};
 use super::proposer::{ProposeError, Proposer};
-use crate::core::access::{Permission, Policy};
+use crate::core::access::Policy;
 use crate::core::limits::{BOARD_LEASES_MAX, REQUEST_BYTES_MAX};
 use crate::core::validate;
 use crate::core::{LogCommand, Op, Outcome, RequestId};
@@ -787,6 +787,7 @@ impl BatonServer {
         &self,
         req: pb::WatchRequest,
         from_addr: Option<std::net::IpAddr>,
+        still_allowed: super::auth::WatchGrant,
     ) -> Result<EventStream, Status> {
         validate::prefix(&req.prefix).map_err(convert::invalid)?;
         let slot = match from_addr {
@@ -816,6 +817,7 @@ impl BatonServer {
         let (tx, rx) = tokio::sync::mpsc::channel(WATCH_STREAM_BUFFER);
         let prefix = req.prefix;
         let open = WatchOpen::new(self.ctx.metrics.clone());
+        let sm = self.ctx.sm.clone();
         tokio::spawn(async move {
             let _open = (open, slot);
             let mut grew = hub.subscribe();
@@ -826,6 +828,11 @@ impl BatonServer {
             let mut told_at = Instant::now();
             loop {
                 grew.borrow_and_update();
+                // A revoked token or a policy that took the grant away ends the stream.
+                if let Err(ended) = still_allowed.check(&prefix, &sm) {
+                    let _ = tx.send(Err(ended)).await;
+                    return;
+                }
                 let (events, next) = match hub.read_from(&prefix, from, WATCH_BATCH_EVENTS_MAX) {
                     Ok(read) => read,
                     Err(c) => {
@@ -881,16 +888,10 @@ impl pb::baton_server::Baton for BatonServer {
         &self,
         req: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        let principal = self.ctx.auth.principal(&req)?;
-        super::auth::authorize_call(
-            &self.ctx.auth,
-            principal.as_deref(),
-            Permission::Read,
-            &req.get_ref().prefix,
-            &self.ctx.sm,
-        )?;
+        let grant = super::auth::WatchGrant::of(&self.ctx.auth, &req)?;
+        grant.check(&req.get_ref().prefix, &self.ctx.sm)?;
         let from_addr = req.remote_addr().map(|a| a.ip());
-        self.watch_stream(req.into_inner(), from_addr)
+        self.watch_stream(req.into_inner(), from_addr, grant)
             .map(Response::new)
     }
 
