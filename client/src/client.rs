@@ -762,6 +762,18 @@ impl Client {
             }
             tokio::time::sleep(delay).await;
         }
+        if config.tls.is_none() && tls_hint(&last_failure).is_empty() {
+            // A TLS node drops a plaintext client's connection: without TLS here, say so.
+            if ["broken pipe", "connection reset"]
+                .iter()
+                .any(|cut| last_failure.contains(cut))
+            {
+                last_failure.push_str(
+                    " (if the nodes speak TLS, give the client their CA: --tls-ca or \
+                     BATON_TLS_CA)",
+                );
+            }
+        }
         Err(Error::Unavailable { last: last_failure })
     }
 

@@ -217,7 +217,8 @@ async fn the_runbooks_secured_bring_up_comes_up_and_refuses_what_it_must() {
     assert!(!out.status.success(), "a plaintext client got through");
     // Both sides say what is wrong.
     assert!(
-        text(&out.stderr).contains("this looks like a node that speaks TLS"),
+        text(&out.stderr).contains("this looks like a node that speaks TLS")
+            || text(&out.stderr).contains("if the nodes speak TLS, give the client their CA"),
         "{}",
         text(&out.stderr)
     );

@@ -143,6 +143,13 @@ impl Ctx {
         )))
     }
 
+    /// Whether this node is the leader (as its Raft metrics say).
+    fn leads(&self) -> bool {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        m.current_leader == Some(m.id)
+    }
+
     /// The leader's address, if another node leads.
     fn leader_elsewhere(&self) -> Option<String> {
         let metrics = self.raft.metrics();
@@ -688,6 +695,15 @@ impl BatonServer {
                     Some(leader) if !forwarded => Err(Refusal::NotLeader {
                         leader: Some(leader),
                     }),
+                    // No leader to confirm it with (an election): a refusal from a copy
+                    // that may be behind is not final; the client retries.
+                    None if !forwarded && !self.ctx.leads() => Err(Refusal::Status(unavailable(
+                        None,
+                        &format!(
+                            "cannot confirm a refusal ({}) without a leader",
+                            denied.message()
+                        ),
+                    ))),
                     _ => Err(Refusal::Status(denied)),
                 },
             };
