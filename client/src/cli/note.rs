@@ -349,11 +349,35 @@ check_command = "wc -l < todo.txt"
             .unwrap_or(20_000);
         let toml_note = parse_note(TOML_NOTE, NoteFormat::Toml).unwrap();
         let json = serde_json::to_string(&toml_note).unwrap();
-        let corpus = [TOML_NOTE.as_bytes().to_vec(), json.into_bytes()];
+        // The seeds, then the corpus kept in the repo (client/fuzz/corpus/notes: the seeds
+        // as files, and any note file that once found a bug).
+        let mut corpus = vec![TOML_NOTE.as_bytes().to_vec(), json.into_bytes()];
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/notes");
+        let mut kept = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            // The kept seeds are notes; the same note, in either format.
+            if path
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("seed-")
+            {
+                assert_eq!(
+                    parse_note(&text, NoteFormat::of(&path, &text)).unwrap(),
+                    toml_note
+                );
+            }
+            kept.push(text.into_bytes());
+        }
+        assert!(!kept.is_empty(), "{} is empty", dir.display());
+        kept.sort();
+        corpus.extend(kept);
         let mut rng = rand::rngs::StdRng::seed_from_u64(0x0de);
         let mut parsed = 0u64;
         for _ in 0..rounds {
-            let mut bytes = corpus[rng.gen_range(0..2)].clone();
+            let mut bytes = corpus[rng.gen_range(0..corpus.len())].clone();
             for _ in 0..rng.gen_range(1..4) {
                 match rng.gen_range(0..4) {
                     0 if !bytes.is_empty() => {
@@ -369,7 +393,7 @@ check_command = "wc -l < todo.txt"
                         bytes.splice(i..i, junk);
                     }
                     _ => {
-                        let other = &corpus[rng.gen_range(0..2)];
+                        let other = &corpus[rng.gen_range(0..corpus.len())];
                         let at = rng.gen_range(0..=other.len());
                         bytes.extend_from_slice(&other[at..]);
                     }

@@ -40,6 +40,42 @@ fn holder() -> Option<pb::Holder> {
     })
 }
 
+/// The corpus kept in the repo, `node/fuzz/corpus/TARGET/`: every file is an input, run as
+/// it is and mutated like the built-in seeds. It holds the seeds (`cargo test -p baton-node
+/// --lib write_fuzz_corpus -- --ignored` writes them again) and is where an input that once
+/// found a bug goes, so that every later run tries it first.
+fn kept_corpus(target: &str) -> Vec<(&'static str, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "{} is empty", dir.display());
+    files
+        .into_iter()
+        .map(|path| ("kept", std::fs::read(path).unwrap()))
+        .collect()
+}
+
+#[test]
+#[ignore = "writes the seeds into node/fuzz/corpus; run by hand when they change"]
+fn write_fuzz_corpus() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+    for (target, seeds, ext) in [
+        ("requests", corpus(), "bin"),
+        ("texts", text_corpus(), "txt"),
+    ] {
+        let dir = root.join(target);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, bytes) in seeds {
+            std::fs::write(dir.join(format!("seed-{name}.{ext}")), bytes).unwrap();
+        }
+    }
+}
+
 /// Valid encodings of every write request: where mutation starts.
 fn corpus() -> Vec<(&'static str, Vec<u8>)> {
     let key = || "tasks/a".to_owned();
@@ -227,11 +263,17 @@ fn mutated_requests_raft_messages_and_backups_never_panic_and_valid_ones_apply()
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(ROUNDS_DEFAULT);
-    let corpus = corpus();
-    // Every corpus entry is valid as its own request.
+    let mut corpus = corpus();
+    // Every seed is valid as its own request.
     for (name, bytes) in &corpus {
         assert!(!decode_all(bytes).is_empty(), "{name} does not validate");
     }
+    let kept = kept_corpus("requests");
+    for (_, bytes) in &kept {
+        decode_all(bytes);
+        decode_raft(bytes);
+    }
+    corpus.extend(kept);
     let backup = crate::backup::encode_backup("fuzz", &crate::store::SmState::default());
     let mut rng = StdRng::seed_from_u64(0xba70);
     let mut table = LeaseTable::default();
@@ -304,7 +346,7 @@ fn mutated_policies_and_tokens_files_never_panic_and_valid_policies_apply() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(ROUNDS_DEFAULT);
-    let corpus = text_corpus();
+    let mut corpus = text_corpus();
     assert!(Policy::parse(std::str::from_utf8(&corpus[0].1).unwrap()).is_ok());
     assert_eq!(
         crate::tokens::TokenBook::parse(std::str::from_utf8(&corpus[1].1).unwrap())
@@ -312,6 +354,7 @@ fn mutated_policies_and_tokens_files_never_panic_and_valid_policies_apply() {
             .len(),
         2
     );
+    corpus.extend(kept_corpus("texts"));
     let mut rng = StdRng::seed_from_u64(0xacce55);
     let mut state = AccessState::default();
     let mut table = LeaseTable::default();
