@@ -169,6 +169,9 @@ pub struct PeerTrouble {
     failures: std::sync::Mutex<
         std::collections::BTreeMap<crate::raft_types::NodeId, (std::time::Instant, String)>,
     >,
+    /// Whether `failures` may hold anything: every successful Raft exchange reports in, so
+    /// the usual case (no trouble) must not take the lock.
+    any: std::sync::atomic::AtomicBool,
 }
 
 impl PeerTrouble {
@@ -178,14 +181,18 @@ impl PeerTrouble {
         let mut failures = self.failures.lock().expect("peer trouble lock");
         let news = failures.get(&peer).is_none_or(|(_, last)| *last != error);
         failures.insert(peer, (std::time::Instant::now(), error));
+        self.any.store(true, std::sync::atomic::Ordering::Release);
         news
     }
 
     pub fn succeeded(&self, peer: crate::raft_types::NodeId) {
-        self.failures
-            .lock()
-            .expect("peer trouble lock")
-            .remove(&peer);
+        if !self.any.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        let mut failures = self.failures.lock().expect("peer trouble lock");
+        failures.remove(&peer);
+        self.any
+            .store(!failures.is_empty(), std::sync::atomic::Ordering::Release);
     }
 
     /// The failures of the last `PEER_TROUBLE_RECENT`, by peer.
