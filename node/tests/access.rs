@@ -251,15 +251,9 @@ async fn a_policy_set_as_one_raft_entry_binds_every_node_per_principal_and_prefi
         shown.contains("permissions version 1") && shown.contains("group:agents"),
         "{shown}"
     );
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while cluster.logs().matches("access policy changed").count() < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "not every node logged the change\n{}",
-            cluster.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    cluster
+        .wait_logged("access policy changed", 3, Duration::from_secs(5))
+        .await;
 
     // The policy survives snapshots and restarts: snapshot everywhere, restart node 1.
     let out = baton(&all, &ops, &["cluster", "snapshot"]);

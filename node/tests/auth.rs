@@ -258,16 +258,18 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
         .map(|id| cluster.nodes[&id].child.as_ref().unwrap().id())
         .collect();
     assert_eq!(pids, now, "no node restarted");
-    assert!(cluster.logs().contains("reloaded the tokens file"));
+    assert_eq!(cluster.logged("reloaded the tokens file"), 3);
 
     // A tokens file that does not load keeps the tokens in use.
     std::fs::write(&file, "not a tokens file\n").unwrap();
     cluster.signal(1, "HUP");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cluster.logs().contains("could not reload the tokens file") {
-        assert!(Instant::now() < deadline, "no reload error logged");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    cluster
+        .wait_logged(
+            "could not reload the tokens file",
+            1,
+            Duration::from_secs(10),
+        )
+        .await;
     let b_at_1 = token_client(vec![cluster.nodes[&1].addr.clone()], Some(&b), false).await;
     assert!(b_at_1.probe("auth/x", ReadMode::Stale).await.is_ok());
 }

@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use baton_client::{ClaimOutcome, ReadMode};
-use common::{free_port, node_bin, serial, Cluster, NodeProc};
+use common::{free_port, node_bin, serial, text, Cluster, NodeProc};
 
 const TTL: Duration = Duration::from_secs(60);
 
@@ -34,10 +34,6 @@ fn baton(endpoints: &[String], args: &[&str]) -> Output {
         .env_remove("BATON_ENDPOINTS")
         .output()
         .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// `baton ... --output json` that must succeed: its JSON.

@@ -108,20 +108,14 @@ acts!(other, Admin, key: pb::RevokeRequest);
 acts!(other, Admin, prefix: pb::SetQuarantineRequest);
 
 /// The policy is about every key: changing or reading it needs `admin` on `""`.
-macro_rules! acts_on_cluster {
-    ($($t:ty),*) => {$(
-        impl Acts for $t {
-            fn acting(&self) -> Acting<'_> {
-                Acting::Other
-            }
-            fn needs(&self) -> (Permission, &str) {
-                (Permission::Admin, "")
-            }
-        }
-    )*};
+impl Acts for pb::SetAccessRequest {
+    fn acting(&self) -> Acting<'_> {
+        Acting::Other
+    }
+    fn needs(&self) -> (Permission, &str) {
+        (Permission::Admin, "")
+    }
 }
-
-acts_on_cluster!(pb::SetAccessRequest);
 
 impl Acts for pb::GetAccessRequest {
     fn acting(&self) -> Acting<'_> {

@@ -26,6 +26,14 @@ const TTL: TtlBounds = TtlBounds {
     max_ms: 3_600_000,
 };
 
+/// `BATON_FUZZ_ROUNDS`, or [`ROUNDS_DEFAULT`].
+fn rounds() -> u64 {
+    std::env::var("BATON_FUZZ_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(ROUNDS_DEFAULT)
+}
+
 fn rid(seq: u64) -> Option<pb::RequestId> {
     Some(pb::RequestId {
         client_id: "0123456789abcdef0123456789abcdef".into(),
@@ -259,10 +267,7 @@ fn decode_raft(bytes: &[u8]) {
 
 #[test]
 fn mutated_requests_raft_messages_and_backups_never_panic_and_valid_ones_apply() {
-    let rounds = std::env::var("BATON_FUZZ_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(ROUNDS_DEFAULT);
+    let rounds = rounds();
     let mut corpus = corpus();
     // Every seed is valid as its own request.
     for (name, bytes) in &corpus {
@@ -342,10 +347,7 @@ fn text_corpus() -> Vec<(&'static str, Vec<u8>)> {
 #[test]
 fn mutated_policies_and_tokens_files_never_panic_and_valid_policies_apply() {
     use crate::core::access::{self, AccessState, Permission, Policy};
-    let rounds = std::env::var("BATON_FUZZ_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(ROUNDS_DEFAULT);
+    let rounds = rounds();
     let mut corpus = text_corpus();
     assert!(Policy::parse(std::str::from_utf8(&corpus[0].1).unwrap()).is_ok());
     assert_eq!(

@@ -297,6 +297,34 @@ impl Cluster {
             .join("\n")
     }
 
+    /// How many times `text` occurs in the nodes' whole logs (`logs` shows only the tails,
+    /// for failure messages).
+    pub fn logged(&self, text: &str) -> usize {
+        self.nodes
+            .values()
+            .map(|n| {
+                std::fs::read_to_string(&n.log)
+                    .unwrap_or_default()
+                    .matches(text)
+                    .count()
+            })
+            .sum()
+    }
+
+    /// Waits up to `within` until the nodes' logs hold `text` at least `times` times.
+    pub async fn wait_logged(&self, text: &str, times: usize, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.logged(text) < times {
+            assert!(
+                Instant::now() < deadline,
+                "{text:?} logged {} times, not {times}\n{}",
+                self.logged(text),
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Stops a node as an operator does: SIGTERM by PID, then waits up to 10 s for it to
     /// exit. One still running then is SIGKILLed, and that is said on stderr (as is an
     /// unclean exit status). Blocks the calling thread: from a tokio test, call it inside
