@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+/// The log target of the node's "admin listening on" line.
+const ADMIN_LOG_TARGET: &str = "baton_node::node";
+
 /// A free TCP port on 127.0.0.1 (bound, then released: another process could take it in
 /// between, which would make a member fail to start and the health wait fail loudly).
 pub fn free_port() -> anyhow::Result<u16> {
@@ -241,8 +244,6 @@ pub struct BatonCluster {
     pub procs: Procs,
     /// Endpoints, `127.0.0.1:port`, node 1 first.
     pub endpoints: Vec<String>,
-    /// Admin ports (`/metrics`), `127.0.0.1:port`, node 1 first.
-    pub admin: Vec<String>,
     pub logs: Vec<PathBuf>,
     dir: PathBuf,
 }
@@ -272,10 +273,8 @@ impl BatonCluster {
         let mut procs = Procs::default();
         let mut logs = Vec::new();
         let mut endpoints = Vec::new();
-        let mut admin = Vec::new();
         for (i, port) in ports.iter().enumerate() {
             let listen = format!("127.0.0.1:{port}");
-            let admin_listen = format!("127.0.0.1:{}", free_port()?);
             let mut command = Command::new(node_bin);
             command
                 .arg("--node-id")
@@ -284,22 +283,42 @@ impl BatonCluster {
                 .arg("--data-dir")
                 .arg(dir.join(format!("baton-{}", i + 1)))
                 .args(["--initial-cluster", &initial])
-                .args(["--admin-listen", &admin_listen])
+                // Port 0: the node picks a free one and logs it (see `admin`), so no port
+                // picked here can be taken meanwhile.
+                .args(["--admin-listen", "127.0.0.1:0"])
                 .args(extra_args)
-                .env("RUST_LOG", rust_log);
+                .env("RUST_LOG", format!("{rust_log},{ADMIN_LOG_TARGET}=info"));
             let log = dir.join(format!("baton-{}.log", i + 1));
             procs.spawn(command, &log)?;
             logs.push(log);
             endpoints.push(listen);
-            admin.push(admin_listen);
         }
         Ok(BatonCluster {
             procs,
             endpoints,
-            admin,
             logs,
             dir: dir.to_path_buf(),
         })
+    }
+
+    /// The admin addresses (`/metrics`), node 1 first, as the nodes logged them ("admin
+    /// listening on ADDR"; the last one, a restarted node appends to its log).
+    pub fn admin(&self) -> anyhow::Result<Vec<String>> {
+        const LINE: &str = "admin listening on ";
+        self.logs
+            .iter()
+            .map(|log| {
+                let text = std::fs::read_to_string(log)?;
+                let at = text
+                    .rfind(LINE)
+                    .ok_or_else(|| anyhow::anyhow!("{} has no admin address", log.display()))?;
+                let addr = text[at + LINE.len()..]
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("");
+                Ok(addr.to_owned())
+            })
+            .collect()
     }
 
     /// The data dir of node `n` (1-based).

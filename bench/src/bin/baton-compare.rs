@@ -153,6 +153,7 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
         etcd.endpoints, baton.endpoints
     );
 
+    let admin = baton.admin()?;
     let run_id = format!("{:08x}", rand::random::<u32>());
     // The single-client claim is measured in the 1-client, low-contention cell (the most keys
     // given); in its baton runs the nodes' flush counters are read too.
@@ -181,7 +182,7 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
                         ..BenchConfig::default()
                     };
                     let single = system == "baton" && clients == 1 && keys == most_keys;
-                    let flush_before = single.then(|| scrape_all(&baton.admin));
+                    let flush_before = single.then(|| scrape_all(&admin));
                     let before = cpu_seconds(&pids);
                     let report = match system {
                         "baton" => baton_client::bench::run(config).await?,
@@ -189,7 +190,7 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
                     };
                     let cpu_s = cpu_seconds(&pids) - before;
                     if let Some(Some(flush_before)) = flush_before {
-                        let flush = scrape_all(&baton.admin)
+                        let flush = scrape_all(&admin)
                             .and_then(|after| FlushBreakdown::between(&flush_before, &after));
                         let l = &report.latency_us;
                         let ops = l.claim.count + l.renew.count + l.release.count;
