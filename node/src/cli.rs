@@ -118,6 +118,18 @@ struct Args {
     /// the principal; required of every client, unless --auth-tokens lets a token stand in.
     #[arg(long, env = "BATON_TLS_CLIENT_AUTH")]
     tls_client_auth: bool,
+    /// Peer TLS, when nodes have their own CA: this node's certificate toward other nodes
+    /// (PEM), shown when it serves them and when it dials them; with --peer-tls-key and
+    /// --peer-tls-ca. Without them nodes use the --tls-* files with each other.
+    #[arg(long, env = "BATON_PEER_TLS_CERT")]
+    peer_tls_cert: Option<PathBuf>,
+    /// Peer TLS: this node's private key toward other nodes (PEM).
+    #[arg(long, env = "BATON_PEER_TLS_KEY")]
+    peer_tls_key: Option<PathBuf>,
+    /// Peer TLS: the CA that signs every node's peer certificate (PEM). Only what it signed
+    /// carries Raft traffic or acts as a node.
+    #[arg(long, env = "BATON_PEER_TLS_CA")]
+    peer_tls_ca: Option<PathBuf>,
     /// Bearer tokens: a file of `PRINCIPAL sha256:HEX` lines (`baton-node token` adds one),
     /// reloaded on SIGHUP (delete a line, send SIGHUP: that token stops working). Turns
     /// auth on: a request must show a listed token (or, with --tls-client-auth, a client
@@ -181,12 +193,16 @@ enum Command {
         revision_gap: u64,
     },
     /// Make a CA and certificates for a test or dev cluster (they do not expire: use your
-    /// own CA in production). Writes ca.pem, node-ID.pem, client-NAME.pem and their keys.
+    /// own CA in production). Writes ca.pem, node-ID.pem, client-NAME.pem and their keys;
+    /// with --peer-ca also peer-ca.pem and peer-ID.pem for TLS between nodes.
     #[command(after_help = "Examples:
   baton-node certs --dir certs --node 1=host1 --node 2=host2 --node 3=host3 --client agent-a
   baton-node --node-id 1 --listen 0.0.0.0:7001 --advertise host1:7001 --data-dir d1 \\
       --initial-cluster 1=host1:7001,2=host2:7001,3=host3:7001 \\
-      --tls-cert certs/node-1.pem --tls-key certs/node-1-key.pem --tls-ca certs/ca.pem")]
+      --tls-cert certs/node-1.pem --tls-key certs/node-1-key.pem --tls-ca certs/ca.pem
+  baton-node certs --dir certs --peer-ca --node 1=host1 ...   (then also, per node:
+      --peer-tls-cert certs/peer-1.pem --peer-tls-key certs/peer-1-key.pem \
+      --peer-tls-ca certs/peer-ca.pem)")]
     Certs {
         /// Where to write the files.
         #[arg(long)]
@@ -197,6 +213,10 @@ enum Command {
         /// A client certificate's name (its principal).
         #[arg(long = "client", value_name = "NAME")]
         clients: Vec<String>,
+        /// Give nodes a CA of their own for the TLS between them (peer-ca.pem, and
+        /// peer-ID.pem per node), apart from the CA of clients.
+        #[arg(long)]
+        peer_ca: bool,
     },
     /// Make a bearer token for a principal: appends `PRINCIPAL sha256:HASH` to the tokens
     /// file (created readable by its owner only) and prints the token, once. Give the file
@@ -287,6 +307,9 @@ impl Args {
             (self.tls_cert, &mut c.tls_cert),
             (self.tls_key, &mut c.tls_key),
             (self.tls_ca, &mut c.tls_ca),
+            (self.peer_tls_cert, &mut c.peer_tls_cert),
+            (self.peer_tls_key, &mut c.peer_tls_key),
+            (self.peer_tls_ca, &mut c.peer_tls_ca),
         ] {
             if flag.is_some() {
                 *field = flag;
@@ -404,6 +427,7 @@ async fn run() -> anyhow::Result<()> {
         dir,
         nodes,
         clients,
+        peer_ca,
     }) = &args.command
     {
         let mut parsed = Vec::new();
@@ -418,7 +442,8 @@ async fn run() -> anyhow::Result<()> {
                 .context(format!("--node {node:?}: the id must be a number from 1"))?;
             parsed.push((id, hosts.split(',').map(str::to_owned).collect()));
         }
-        let written = crate::tls::generate(dir, &parsed, clients).map_err(anyhow::Error::msg)?;
+        let written =
+            crate::tls::generate(dir, &parsed, clients, *peer_ca).map_err(anyhow::Error::msg)?;
         for path in written {
             println!("{}", path.display());
         }

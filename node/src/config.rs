@@ -70,6 +70,11 @@ pub struct NodeConfig {
     pub tls_ca: Option<PathBuf>,
     /// With TLS: every client must present a certificate the CA signed (mTLS).
     pub tls_client_auth: bool,
+    /// TLS between nodes, when not the client settings: this node's peer certificate and
+    /// key, and the CA that signs every node's (PEM files; all three or none; needs TLS).
+    pub peer_tls_cert: Option<PathBuf>,
+    pub peer_tls_key: Option<PathBuf>,
+    pub peer_tls_ca: Option<PathBuf>,
     /// Allow plaintext on a non-loopback address (refused otherwise).
     pub insecure: bool,
     /// Bearer tokens: a file of `PRINCIPAL sha256:HEX` lines (`baton-node token`), reloaded
@@ -113,6 +118,9 @@ impl Default for NodeConfig {
             tls_key: None,
             tls_ca: None,
             tls_client_auth: false,
+            peer_tls_cert: None,
+            peer_tls_key: None,
+            peer_tls_ca: None,
             insecure: false,
             auth_tokens: None,
             allow_anonymous: false,
@@ -268,9 +276,30 @@ impl NodeConfig {
             "json" => true,
             other => return bad(format!("log_format {other:?} must be text or json")),
         };
+        let peer = match (&self.peer_tls_cert, &self.peer_tls_key, &self.peer_tls_ca) {
+            (None, None, None) => None,
+            (Some(cert), Some(key), Some(ca)) => Some(crate::tls::PeerFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                ca: ca.clone(),
+            }),
+            _ => {
+                return bad(
+                    "peer TLS needs all of peer_tls_cert, peer_tls_key and peer_tls_ca                      (baton-node certs --peer-ca makes a set for a test cluster)"
+                        .into(),
+                )
+            }
+        };
         let tls = match (&self.tls_cert, &self.tls_key, &self.tls_ca) {
+            (None, None, None) if peer.is_some() => {
+                return bad(
+                    "peer_tls_* needs TLS toward clients as well (tls_cert, tls_key and                      tls_ca): one port serves both"
+                        .into(),
+                )
+            }
             (None, None, None) => None,
             (Some(cert), Some(key), Some(ca)) => Some(crate::tls::TlsFiles {
+                peer,
                 cert: cert.clone(),
                 key: key.clone(),
                 ca: ca.clone(),
@@ -309,9 +338,11 @@ impl NodeConfig {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| ConfigError(format!("access_policy {}: {e}", path.display())))?;
                 Some(
-                    crate::core::access::Policy::parse(&text).map_err(|e| {
-                        ConfigError(format!("access_policy {}: {e}", path.display()))
-                    })?,
+                    crate::core::access::Policy::parse(&text)
+                        .and_then(|p| p.leaves_an_admin().map(|()| p))
+                        .map_err(|e| {
+                            ConfigError(format!("access_policy {}: {e}", path.display()))
+                        })?,
                 )
             }
         };

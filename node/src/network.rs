@@ -82,10 +82,7 @@ impl Channels {
             }
         }
         let (generation, tls) = self.tls.current();
-        let endpoint = crate::tls::endpoint(addr, tls.as_ref())?
-            .tcp_nodelay(true)
-            .connect_timeout(std::time::Duration::from_secs(1));
-        let ch = endpoint.connect_lazy();
+        let ch = crate::tls::channel(addr, tls.as_ref(), std::time::Duration::from_secs(1))?;
         cache.insert(addr.to_string(), (generation, ch.clone()));
         Ok(ch)
     }
@@ -146,6 +143,8 @@ fn tls_failure(status: &tonic::Status, chain: &str) -> bool {
             "handshake",
             "unknownissuer",
             "unknown ca",
+            "unknownca",
+            "alert",
             "tls",
         ]
         .iter()

@@ -70,8 +70,8 @@ pub async fn run(
     let (server_tls, client_tls) = match &cfg.tls {
         None => (None, None),
         Some(files) => (
-            Some(files.server_config().map_err(NodeError::Tls)?),
-            Some(files.client_config().map_err(NodeError::Tls)?),
+            Some(files.server_configs().map_err(NodeError::Tls)?),
+            Some(files.outbound_config().map_err(NodeError::Tls)?),
         ),
     };
     let outbound = crate::tls::Outbound::new(client_tls.clone());
@@ -213,7 +213,7 @@ pub async fn run(
         cfg.connections_max,
         metrics,
     );
-    let join_tls = client_tls.clone();
+    let join_tls = outbound.clone();
     // A refused join stops the node, as a shutdown signal does.
     let (join_failed_tx, join_failed_rx) = tokio::sync::oneshot::channel::<NodeError>();
     if must_join {
@@ -300,7 +300,7 @@ async fn join(
     node_id: u64,
     advertise: String,
     incarnation: u64,
-    tls: Option<tonic::transport::ClientTlsConfig>,
+    tls: Arc<crate::tls::Outbound>,
 ) -> Result<(), NodeError> {
     use baton_proto::v1::cluster_client::ClusterClient;
     use baton_proto::v1::AddMemberRequest;
@@ -312,10 +312,12 @@ async fn join(
     while std::time::Instant::now() < deadline {
         let target = targets.pop_front().expect("join has endpoints");
         targets.push_back(target.clone());
-        let channel = crate::tls::endpoint(&target, tls.as_ref())
-            .map_err(|e| NodeError::Join(format!("join address {target:?}: {e}")))?
-            .connect_timeout(std::time::Duration::from_secs(1))
-            .connect_lazy();
+        let channel = crate::tls::channel(
+            &target,
+            tls.current().1.as_ref(),
+            std::time::Duration::from_secs(1),
+        )
+        .map_err(|e| NodeError::Join(format!("join address {target:?}: {e}")))?;
         let mut request = tonic::Request::new(AddMemberRequest {
             node_id,
             addr: advertise.clone(),

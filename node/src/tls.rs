@@ -1,40 +1,61 @@
 //! TLS on the gRPC port (rustls, ring): the server side this node terminates itself, the
-//! client side it uses to reach peers, and `baton-node certs`, which makes a CA and
+//! client side it uses to reach other nodes, and `baton-node certs`, which makes CAs and
 //! certificates for a test or dev cluster.
 //!
-//! One port serves clients and peers. With TLS on, every connection is TLS: plaintext gets no
-//! answer (the handshake fails, and the node logs why). Client certificates are verified
-//! against the CA when presented, and required when `tls_client_auth` is set (mTLS). Raft
-//! messages always need one: a node dials its peers with its own certificate, and the Raft
-//! service refuses a sender without a verified certificate.
+//! One port serves clients and peers, each with its own settings. A node dialing another
+//! offers the ALPN protocol [`PEER_ALPN`] besides `h2`; the port reads the ClientHello first
+//! and answers such a connection with the peer settings (`--peer-tls-cert/-key/-ca`: the
+//! node's peer certificate, and a client certificate required from the peer CA), any other
+//! with the client settings (`--tls-cert/-key/-ca`: client certificates verified against the
+//! client CA when presented, required with `tls_client_auth`). Without peer files the peer
+//! settings are the client ones.
 //!
-//! The handshake runs in a task per connection with a deadline, so a client that stalls in
-//! it holds only its own connection.
+//! A connection's certificate names a node (its common name starts with "baton node ") only
+//! when the peer CA verified it: on a peer connection, or on a client connection when both
+//! CAs are one. Raft messages, forwarded principals and a node's own calls need that.
+//!
+//! With TLS on, every connection is TLS: plaintext gets no answer (the handshake fails, and
+//! the node logs why). The handshake runs in a task per connection with a deadline, so a
+//! client that stalls in it holds only its own connection.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 /// How long a client may take over the TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections whose handshake is still under way, waiting for the server to take them.
 pub const TLS_PENDING_CONNECTIONS_MAX: usize = 1_024;
+/// The ALPN protocol a node offers (before `h2`) when it dials another node: the port then
+/// answers with the peer settings.
+pub const PEER_ALPN: &[u8] = b"baton-peer";
 
 /// The files a node's TLS is made of.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
-    /// This node's certificate chain and key (PEM): its server identity, and its client
-    /// identity toward peers.
+    /// This node's certificate chain and key (PEM) toward clients.
     pub cert: PathBuf,
     pub key: PathBuf,
-    /// The CA that signs nodes' and clients' certificates (PEM).
+    /// The CA that signs clients' certificates (PEM); without `peer` files, nodes' too.
     pub ca: PathBuf,
     /// Every client must present a certificate the CA signed.
     pub require_client_cert: bool,
+    /// The peer settings, when not the client ones.
+    pub peer: Option<PeerFiles>,
+}
+
+/// The peer settings: this node's certificate and key toward other nodes (shown when it
+/// serves them and when it dials them), and the CA that signs every node's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {
@@ -51,56 +72,103 @@ fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
+fn key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+    PrivateKeyDer::from_pem_slice(&read(path)?)
+        .map_err(|e| format!("{}: not a PEM private key: {e}", path.display()))
+}
+
+fn roots(ca: &Path) -> Result<Arc<rustls::RootCertStore>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certs(ca)? {
+        roots
+            .add(cert)
+            .map_err(|e| format!("{}: unusable CA certificate: {e}", ca.display()))?;
+    }
+    Ok(Arc::new(roots))
+}
+
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// A server configuration: `cert` + `key` shown, client certificates verified against `ca`
+/// (required or optional), HTTP/2.
+fn server_config(
+    cert: &Path,
+    key_file: &Path,
+    ca: &Path,
+    require_client_cert: bool,
+) -> Result<Arc<rustls::ServerConfig>, String> {
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(roots(ca)?, provider());
+    let verifier = if require_client_cert {
+        verifier
+    } else {
+        verifier.allow_unauthenticated()
+    }
+    .build()
+    .map_err(|e| format!("client certificate verifier: {e}"))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs(cert)?, key(key_file)?)
+        .map_err(|e| {
+            format!(
+                "{}: certificate and key do not go together: {e}",
+                cert.display()
+            )
+        })?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// What the port answers with: the client and the peer settings.
+#[derive(Clone)]
+pub struct ServerConfigs {
+    client: Arc<rustls::ServerConfig>,
+    peer: Arc<rustls::ServerConfig>,
+    /// The client CA is the peer CA: a client connection's certificate may name a node.
+    one_ca: bool,
+}
+
 impl TlsFiles {
-    /// The rustls server configuration: this node's identity, client certificates verified
-    /// against the CA (required or optional), HTTP/2.
-    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, String> {
-        let mut roots = rustls::RootCertStore::empty();
-        for ca in certs(&self.ca)? {
-            roots
-                .add(ca)
-                .map_err(|e| format!("{}: unusable CA certificate: {e}", self.ca.display()))?;
-        }
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-            Arc::new(roots),
-            provider(),
-        );
-        let verifier = if self.require_client_cert {
-            verifier
-        } else {
-            verifier.allow_unauthenticated()
-        }
-        .build()
-        .map_err(|e| format!("client certificate verifier: {e}"))?;
-        let key = PrivateKeyDer::from_pem_slice(&read(&self.key)?)
-            .map_err(|e| format!("{}: not a PEM private key: {e}", self.key.display()))?;
-        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+    /// The peer settings' files: their own, or the client ones.
+    pub fn peer_files(&self) -> PeerFiles {
+        self.peer.clone().unwrap_or_else(|| PeerFiles {
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            ca: self.ca.clone(),
+        })
+    }
+
+    /// The server configurations, client and peer.
+    pub fn server_configs(&self) -> Result<ServerConfigs, String> {
+        let peer = self.peer_files();
+        Ok(ServerConfigs {
+            client: server_config(&self.cert, &self.key, &self.ca, self.require_client_cert)?,
+            peer: server_config(&peer.cert, &peer.key, &peer.ca, true)?,
+            one_ca: peer.ca == self.ca || read(&peer.ca)? == read(&self.ca)?,
+        })
+    }
+
+    /// How this node reaches another (Raft, forwarding, joining): it trusts the peer CA,
+    /// shows its peer certificate, and offers [`PEER_ALPN`].
+    pub fn outbound_config(&self) -> Result<Arc<rustls::ClientConfig>, String> {
+        let peer = self.peer_files();
+        let mut config = rustls::ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?
-            .with_client_cert_verifier(verifier)
-            .with_single_cert(certs(&self.cert)?, key)
+            .with_root_certificates(roots(&peer.ca)?)
+            .with_client_auth_cert(certs(&peer.cert)?, key(&peer.key)?)
             .map_err(|e| {
                 format!(
                     "{}: certificate and key do not go together: {e}",
-                    self.cert.display()
+                    peer.cert.display()
                 )
             })?;
-        config.alpn_protocols = vec![b"h2".to_vec()];
+        config.alpn_protocols = vec![PEER_ALPN.to_vec(), b"h2".to_vec()];
         Ok(Arc::new(config))
-    }
-
-    /// How this node reaches a peer (or the leader, to forward): the CA to trust and its own
-    /// certificate to show.
-    pub fn client_config(&self) -> Result<tonic::transport::ClientTlsConfig, String> {
-        let ca = tonic::transport::Certificate::from_pem(read(&self.ca)?);
-        let identity = tonic::transport::Identity::from_pem(read(&self.cert)?, read(&self.key)?);
-        Ok(tonic::transport::ClientTlsConfig::new()
-            .ca_certificate(ca)
-            .identity(identity))
     }
 }
 
@@ -111,23 +179,23 @@ pub fn host_of(addr: &str) -> &str {
     host.trim_start_matches('[').trim_end_matches(']')
 }
 
-/// This node's TLS toward other nodes (Raft, forwarding), which SIGHUP replaces: each
-/// replacement is a new generation, and a channel made with an older one is made again, so
-/// new connections present the new certificate and trust the new CA.
+/// This node's TLS toward other nodes (Raft, forwarding, joining), which SIGHUP replaces:
+/// each replacement is a new generation, and a channel made with an older one is made again,
+/// so new connections present the new certificate and trust the new CA.
 #[derive(Debug)]
 pub struct Outbound {
-    current: std::sync::RwLock<(u64, Option<tonic::transport::ClientTlsConfig>)>,
+    current: std::sync::RwLock<(u64, Option<Arc<rustls::ClientConfig>>)>,
 }
 
 impl Outbound {
-    pub fn new(config: Option<tonic::transport::ClientTlsConfig>) -> Arc<Outbound> {
+    pub fn new(config: Option<Arc<rustls::ClientConfig>>) -> Arc<Outbound> {
         Arc::new(Outbound {
             current: std::sync::RwLock::new((0, config)),
         })
     }
 
     /// The generation and the settings of now (`None`: plaintext).
-    pub fn current(&self) -> (u64, Option<tonic::transport::ClientTlsConfig>) {
+    pub fn current(&self) -> (u64, Option<Arc<rustls::ClientConfig>>) {
         self.current.read().expect("outbound TLS lock").clone()
     }
 
@@ -135,36 +203,212 @@ impl Outbound {
         self.current.read().expect("outbound TLS lock").0
     }
 
-    fn replace(&self, config: tonic::transport::ClientTlsConfig) {
+    fn replace(&self, config: Arc<rustls::ClientConfig>) {
         let mut current = self.current.write().expect("outbound TLS lock");
         *current = (current.0 + 1, Some(config));
     }
 }
 
-/// A channel endpoint for `addr` (`host:port`), over TLS when `tls` is given.
-pub fn endpoint(
-    addr: &str,
-    tls: Option<&tonic::transport::ClientTlsConfig>,
-) -> Result<tonic::transport::Endpoint, String> {
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let endpoint = tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}"))
-        .map_err(|e| format!("bad node address {addr:?}: {e}"))?;
-    match tls {
-        None => Ok(endpoint),
-        Some(tls) => endpoint
-            .tls_config(tls.clone().domain_name(host_of(addr)))
-            .map_err(|e| format!("TLS settings for {addr}: {e}")),
+/// Dials another node over TLS with the peer settings: tonic's own TLS cannot offer
+/// [`PEER_ALPN`], so the channel is plain HTTP/2 over the stream this makes.
+#[derive(Clone)]
+struct PeerConnector {
+    config: Arc<rustls::ClientConfig>,
+    addr: String,
+}
+
+type PeerStream = hyper_util::rt::TokioIo<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
+
+impl tower_service::Service<tonic::codegen::http::Uri> for PeerConnector {
+    type Response = PeerStream;
+    type Error = std::io::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<PeerStream, std::io::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), std::io::Error>> {
+        std::task::Poll::Ready(Ok(()))
     }
+
+    fn call(&mut self, _: tonic::codegen::http::Uri) -> Self::Future {
+        let (config, addr) = (self.config.clone(), self.addr.clone());
+        Box::pin(async move {
+            let name = ServerName::try_from(host_of(&addr).to_string()).map_err(|e| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{addr}: {e}"))
+            })?;
+            let tcp = tokio::net::TcpStream::connect(&addr).await?;
+            tcp.set_nodelay(true)?;
+            let tls = tokio_rustls::TlsConnector::from(config)
+                .connect(name, tcp)
+                .await?;
+            Ok(hyper_util::rt::TokioIo::new(tls))
+        })
+    }
+}
+
+/// A lazily connected channel to the node at `addr` (`host:port`), over TLS with the peer
+/// settings when `tls` is given, Nagle off.
+pub fn channel(
+    addr: &str,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+    connect_timeout: Duration,
+) -> Result<tonic::transport::Channel, String> {
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| format!("bad node address {addr:?}: {e}"))?
+        .tcp_nodelay(true)
+        .connect_timeout(connect_timeout);
+    Ok(match tls {
+        None => endpoint.connect_lazy(),
+        Some(config) => endpoint.connect_with_connector_lazy(PeerConnector {
+            config: config.clone(),
+            addr: addr.to_string(),
+        }),
+    })
+}
+
+/// What a request knows of its TLS connection (a request extension).
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    pub remote: Option<SocketAddr>,
+    /// The connection offered [`PEER_ALPN`] and was served with the peer settings.
+    pub peer_link: bool,
+    /// The common name of the verified client certificate, read once per connection.
+    pub common_name: Option<Arc<str>>,
+    /// That certificate is a node's: its common name starts with "baton node ", and the peer
+    /// CA verified it.
+    pub node: bool,
+}
+
+/// The remote address of a request, TLS or not.
+pub fn remote_addr<T>(req: &tonic::Request<T>) -> Option<SocketAddr> {
+    req.extensions()
+        .get::<ConnInfo>()
+        .and_then(|c| c.remote)
+        .or_else(|| req.remote_addr())
+}
+
+/// An accepted TLS connection, with what its requests know of it.
+pub struct Conn<IO> {
+    tls: tokio_rustls::server::TlsStream<IO>,
+    info: ConnInfo,
+}
+
+impl<IO> tonic::transport::server::Connected for Conn<IO>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    type ConnectInfo = ConnInfo;
+
+    fn connect_info(&self) -> ConnInfo {
+        self.info.clone()
+    }
+}
+
+impl<IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> tokio::io::AsyncRead for Conn<IO> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().tls).poll_read(cx, buf)
+    }
+}
+
+impl<IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Conn<IO> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().tls).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().tls).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tls.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().tls).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().tls).poll_shutdown(cx)
+    }
+}
+
+/// The handshake of one connection: the ClientHello picks the settings.
+async fn handshake<IO>(
+    io: IO,
+    remote: Option<SocketAddr>,
+    configs: ServerConfigs,
+) -> std::io::Result<Conn<IO>>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let start =
+        tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io).await?;
+    let peer_link = start
+        .client_hello()
+        .alpn()
+        .is_some_and(|mut offered| offered.any(|p| p == PEER_ALPN));
+    let config = if peer_link {
+        configs.peer
+    } else {
+        configs.client
+    };
+    let tls = start.into_stream(config).await?;
+    let common_name: Option<Arc<str>> = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .and_then(|c| crate::server::auth::common_name(c))
+        .map(Arc::from);
+    let node = (peer_link || configs.one_ca)
+        && common_name
+            .as_deref()
+            .is_some_and(|cn| cn.starts_with(crate::server::auth::NODE_CN_PREFIX));
+    Ok(Conn {
+        tls,
+        info: ConnInfo {
+            remote,
+            peer_link,
+            common_name,
+            node,
+        },
+    })
 }
 
 /// Accepted connections, after the TLS handshake (each in its own task, with a deadline).
 pub fn accept<S, IO>(
     incoming: S,
-    config: tokio::sync::watch::Receiver<Arc<rustls::ServerConfig>>,
-) -> impl futures::Stream<Item = Result<tokio_rustls::server::TlsStream<IO>, std::io::Error>>
+    configs: tokio::sync::watch::Receiver<ServerConfigs>,
+) -> impl futures::Stream<Item = Result<Conn<IO>, std::io::Error>>
 where
     S: futures::Stream<Item = Result<IO, std::io::Error>> + Send + 'static,
-    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    IO: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + tonic::transport::server::Connected<ConnectInfo = tonic::transport::server::TcpConnectInfo>
+        + Unpin
+        + Send
+        + 'static,
 {
     use futures::StreamExt;
     let (tx, rx) = tokio::sync::mpsc::channel(TLS_PENDING_CONNECTIONS_MAX);
@@ -178,25 +422,28 @@ where
             };
             let Some(conn) = conn else { return };
             let Ok(io) = conn else { continue };
+            let remote = io.connect_info().remote_addr();
             // The configuration as of now: a reload (SIGHUP) reaches new connections.
-            let acceptor = tokio_rustls::TlsAcceptor::from(config.borrow().clone());
+            let configs = configs.borrow().clone();
             let tx = tx.clone();
             tokio::spawn(async move {
-                match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(io)).await {
+                match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, handshake(io, remote, configs))
+                    .await
+                {
                     Ok(Ok(tls)) => {
                         let _ = tx.send(Ok(tls)).await;
                     }
                     // Not a TLS record at all: a client speaking plaintext to this port.
                     Ok(Err(e)) if e.to_string().contains("InvalidContentType") => tracing::warn!(
-                        error = %e,
+                        error = %e, remote = ?remote,
                         "a client spoke plaintext to this TLS port: give it the CA (--tls-ca)"
                     ),
                     Ok(Err(e)) => tracing::warn!(
-                        error = %e,
+                        error = %e, remote = ?remote,
                         "TLS handshake failed (a certificate the CA did not sign, or not a \
                          node's where one is needed?)"
                     ),
-                    Err(_) => tracing::warn!("TLS handshake timed out"),
+                    Err(_) => tracing::warn!(remote = ?remote, "TLS handshake timed out"),
                 }
             });
         }
@@ -205,12 +452,12 @@ where
 }
 
 /// Reads the TLS files again on every SIGHUP and hands new connections the new
-/// configuration; a file that does not load is logged and the old configuration stays.
+/// configurations; a file that does not load is logged and the old configurations stay.
 /// Connections already open keep theirs. The same goes for this node's side of connections
 /// to other nodes (`Outbound`): new ones show the new certificate and trust the new CA.
 pub fn reload_on_sighup(
     files: TlsFiles,
-    config: tokio::sync::watch::Sender<Arc<rustls::ServerConfig>>,
+    configs: tokio::sync::watch::Sender<ServerConfigs>,
     outbound: Arc<Outbound>,
 ) -> std::io::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
@@ -218,13 +465,16 @@ pub fn reload_on_sighup(
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
             match files
-                .server_config()
-                .and_then(|s| Ok((s, files.client_config()?)))
+                .server_configs()
+                .and_then(|s| Ok((s, files.outbound_config()?)))
             {
                 Ok((new, client)) => {
-                    let _ = config.send(new);
+                    let _ = configs.send(new);
                     outbound.replace(client);
-                    tracing::info!(cert = %files.cert.display(), "reloaded the TLS certificates");
+                    tracing::info!(
+                        cert = %files.cert.display(), peer_cert = %files.peer_files().cert.display(),
+                        "reloaded the TLS certificates"
+                    );
                 }
                 Err(e) => tracing::error!(
                     error = %e,
@@ -237,17 +487,21 @@ pub fn reload_on_sighup(
 }
 
 /// Makes, in `dir` (for a test or dev cluster; the certificates do not expire, so rotate
-/// real ones from your own CA): `ca.pem` + `ca-key.pem`; per node `node-ID.pem` + `node-ID-key.pem`
-/// valid for its host names (and `localhost`, `127.0.0.1`); per client
-/// `client-NAME.pem` + `client-NAME-key.pem`. Returns the files written.
+/// real ones from your own CA): `ca.pem` + `ca-key.pem`; per node `node-ID.pem` +
+/// `node-ID-key.pem` valid for its host names (and `localhost`, `127.0.0.1`); per client
+/// `client-NAME.pem` + `client-NAME-key.pem`. With `peer_ca`, the peer settings get their
+/// own CA: `peer-ca.pem` + `peer-ca-key.pem`, and per node `peer-ID.pem` + `peer-ID-key.pem`
+/// (then `node-ID.pem` is only a server certificate toward clients). Returns the files
+/// written.
 pub fn generate(
     dir: &Path,
     nodes: &[(u64, Vec<String>)],
     clients: &[String],
+    peer_ca: bool,
 ) -> Result<Vec<PathBuf>, String> {
     use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-        KeyUsagePurpose,
+        BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
+        KeyPair, KeyUsagePurpose,
     };
     let err = |e: rcgen::Error| e.to_string();
     // A client certificate named like a node's would be a node's: never bound by permissions.
@@ -258,12 +512,6 @@ pub fn generate(
         ));
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let ca_key = KeyPair::generate().map_err(err)?;
-    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, "baton CA");
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca_cert = ca.self_signed(&ca_key).map_err(err)?;
     let mut written = Vec::new();
     let mut write = |name: String, text: String| -> Result<(), String> {
         let path = dir.join(name);
@@ -271,17 +519,36 @@ pub fn generate(
         written.push(path);
         Ok(())
     };
-    write("ca.pem".into(), ca_cert.pem())?;
-    write("ca-key.pem".into(), ca_key.serialize_pem())?;
-    let mut issue = |file: String, cn: String, names: Vec<String>, usages| -> Result<(), String> {
+    let mut new_ca = |file: &str, cn: &str| -> Result<(Certificate, KeyPair), String> {
+        let key = KeyPair::generate().map_err(err)?;
+        let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(DnType::CommonName, cn);
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let cert = ca.self_signed(&key).map_err(err)?;
+        write(format!("{file}.pem"), cert.pem())?;
+        write(format!("{file}-key.pem"), key.serialize_pem())?;
+        Ok((cert, key))
+    };
+    let client_ca = new_ca("ca", "baton CA")?;
+    let peer = if peer_ca {
+        Some(new_ca("peer-ca", "baton peer CA")?)
+    } else {
+        None
+    };
+    let issue = |(ca_cert, ca_key): &(Certificate, KeyPair),
+                 cn: String,
+                 names: Vec<String>,
+                 usages|
+     -> Result<(String, String), String> {
         let key = KeyPair::generate().map_err(err)?;
         let mut p = CertificateParams::new(names).map_err(err)?;
         p.distinguished_name.push(DnType::CommonName, cn);
         p.extended_key_usages = usages;
-        let cert = p.signed_by(&key, &ca_cert, &ca_key).map_err(err)?;
-        write(format!("{file}.pem"), cert.pem())?;
-        write(format!("{file}-key.pem"), key.serialize_pem())
+        let cert = p.signed_by(&key, ca_cert, ca_key).map_err(err)?;
+        Ok((cert.pem(), key.serialize_pem()))
     };
+    let mut files = Vec::new();
     for (id, hosts) in nodes {
         let mut names = hosts.clone();
         for local in ["localhost", "127.0.0.1"] {
@@ -289,23 +556,33 @@ pub fn generate(
                 names.push(local.into());
             }
         }
-        issue(
-            format!("node-{id}"),
-            format!("baton node {id}"),
-            names,
-            vec![
-                ExtendedKeyUsagePurpose::ServerAuth,
-                ExtendedKeyUsagePurpose::ClientAuth,
-            ],
-        )?;
+        let both = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let cn = format!("baton node {id}");
+        match &peer {
+            None => files.push((format!("node-{id}"), issue(&client_ca, cn, names, both)?)),
+            Some(peer) => {
+                let server_only = vec![ExtendedKeyUsagePurpose::ServerAuth];
+                files.push((
+                    format!("node-{id}"),
+                    issue(&client_ca, cn.clone(), names.clone(), server_only)?,
+                ));
+                files.push((format!("peer-{id}"), issue(peer, cn, names, both)?));
+            }
+        }
     }
     for name in clients {
-        issue(
+        let usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        files.push((
             format!("client-{name}"),
-            name.clone(),
-            Vec::new(),
-            vec![ExtendedKeyUsagePurpose::ClientAuth],
-        )?;
+            issue(&client_ca, name.clone(), Vec::new(), usages)?,
+        ));
+    }
+    for (file, (cert, key)) in files {
+        write(format!("{file}.pem"), cert)?;
+        write(format!("{file}-key.pem"), key)?;
     }
     Ok(written)
 }
@@ -328,6 +605,7 @@ mod tests {
             dir.path(),
             &[(1, vec!["node1".into()]), (2, vec!["node2".into()])],
             &["agent".into()],
+            false,
         )
         .unwrap();
         assert_eq!(written.len(), 2 + 2 * 2 + 2);
@@ -336,19 +614,69 @@ mod tests {
             key: dir.path().join("node-1-key.pem"),
             ca: dir.path().join("ca.pem"),
             require_client_cert: true,
+            peer: None,
         };
-        assert!(files.server_config().is_ok());
-        assert!(files.client_config().is_ok());
+        assert!(files.server_configs().unwrap().one_ca);
+        assert!(files.outbound_config().is_ok());
         let mismatched = TlsFiles {
             key: dir.path().join("node-2-key.pem"),
             ..files.clone()
         };
-        let e = mismatched.server_config().unwrap_err();
+        let e = mismatched.server_configs().err().unwrap();
         assert!(e.contains("do not go together"), "{e}");
         let missing = TlsFiles {
             ca: dir.path().join("nope.pem"),
             ..files
         };
-        assert!(missing.server_config().unwrap_err().contains("nope.pem"));
+        assert!(missing.server_configs().err().unwrap().contains("nope.pem"));
+    }
+
+    #[test]
+    fn a_peer_ca_makes_peer_certificates_and_separate_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = generate(dir.path(), &[(1, vec!["node1".into()])], &[], true).unwrap();
+        let names: Vec<_> = written
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "ca.pem",
+                "ca-key.pem",
+                "peer-ca.pem",
+                "peer-ca-key.pem",
+                "node-1.pem",
+                "node-1-key.pem",
+                "peer-1.pem",
+                "peer-1-key.pem"
+            ]
+        );
+        let files = TlsFiles {
+            cert: dir.path().join("node-1.pem"),
+            key: dir.path().join("node-1-key.pem"),
+            ca: dir.path().join("ca.pem"),
+            require_client_cert: false,
+            peer: Some(PeerFiles {
+                cert: dir.path().join("peer-1.pem"),
+                key: dir.path().join("peer-1-key.pem"),
+                ca: dir.path().join("peer-ca.pem"),
+            }),
+        };
+        assert!(!files.server_configs().unwrap().one_ca);
+        assert!(files.outbound_config().is_ok());
+        // Peer files that do not go together are named, as the client ones are.
+        let crossed = TlsFiles {
+            peer: Some(PeerFiles {
+                key: dir.path().join("node-1-key.pem"),
+                ..files.peer.clone().unwrap()
+            }),
+            ..files
+        };
+        let e = crossed.server_configs().err().unwrap();
+        assert!(
+            e.contains("peer-1.pem") && e.contains("do not go together"),
+            "{e}"
+        );
     }
 }

@@ -128,6 +128,19 @@ async fn a_policy_set_as_one_raft_entry_binds_every_node_per_principal_and_prefi
         "{}",
         text(&out.stderr)
     );
+    // So is one that would leave no one able to change it.
+    std::fs::write(
+        &broken,
+        "[[rule]]\nwho = [\"ops\"]\nprefixes = [\"\"]\ncan = [\"read\", \"claim\"]\n",
+    )
+    .unwrap();
+    let out = baton(&all, &ops, &["access", "set", broken.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("leaves no one admin"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = baton(
         &all,
         &ops,

@@ -264,9 +264,15 @@ async fn with_client_auth_a_client_needs_a_certificate_and_acts_only_as_itself()
     let status = raft_vote_over_tls(&cluster, dir.path(), Some("agent")).await;
     assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status}");
 
-    // A policy that leaves no admin locks every client out of the administration, but not a
-    // node certificate, which the policy never binds: the runbook's way back in.
-    let locked = "[[rule]]\nwho = [\"agent\"]\nprefixes = [\"mtls/\"]\ncan = [\"read\"]\n";
+    // A policy that leaves no one admin is refused: no one could change it again.
+    let no_admin = "[[rule]]\nwho = [\"agent\"]\nprefixes = [\"mtls/\"]\ncan = [\"read\"]\n";
+    let e = agent.set_access(no_admin).await.unwrap_err();
+    assert!(e.to_string().contains("leaves no one admin"), "{e}");
+    // One whose only admin has no certificate locks every client out of the administration,
+    // but not a node certificate, which the policy never binds: the runbook's way back in.
+    let locked =
+        format!("{no_admin}\n[[rule]]\nwho = [\"root\"]\nprefixes = [\"\"]\ncan = [\"admin\"]\n");
+    let locked = locked.as_str();
     assert!(agent.set_access(locked).await.is_ok());
     let e = agent.set_access(locked).await.unwrap_err();
     assert!(matches!(e, baton_client::Error::PermissionDenied(_)), "{e}");

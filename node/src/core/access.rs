@@ -170,6 +170,31 @@ impl Policy {
         Ok(())
     }
 
+    /// Refuses a policy that leaves no one `admin` on every key (prefix `""`): no one could
+    /// change it again but a node (as etcd will not let root lose its role). Checked where a
+    /// policy is set (`baton access set`, `--access-policy`), not when a set one is applied.
+    pub fn leaves_an_admin(&self) -> Result<(), String> {
+        let somebody = |who: &String| match who.strip_prefix(GROUP_PREFIX) {
+            Some(group) => self.groups.get(group).is_some_and(|m| !m.is_empty()),
+            None => true,
+        };
+        let admin = self.rules.iter().any(|r| {
+            r.can.contains(&Permission::Admin)
+                && r.prefixes.iter().any(String::is_empty)
+                && r.who.iter().any(somebody)
+        });
+        if admin {
+            Ok(())
+        } else {
+            Err(
+                "it leaves no one admin on every key (a rule with can = [\"admin\"] and \
+                 prefixes = [\"\"] for a principal, \"*\" or a group with members): no one \
+                 could change it again"
+                    .into(),
+            )
+        }
+    }
+
     /// Whether `who` (an entry of a rule) covers `principal` (`None`: anonymous).
     fn covers(&self, who: &str, principal: Option<&str>) -> bool {
         match principal {
@@ -429,6 +454,16 @@ mod tests {
         assert!(Policy::parse(&big)
             .unwrap_err()
             .contains("POLICY_BYTES_MAX"));
+        // Parsed, but not to be set: no one would be admin.
+        for text in [
+            "[[rule]]\nwho = [\"x\"]\nprefixes = [\"\"]\ncan = [\"read\", \"claim\"]",
+            "[[rule]]\nwho = [\"x\"]\nprefixes = [\"a/\"]\ncan = [\"admin\"]",
+            "[groups]\nops = []\n[[rule]]\nwho = [\"group:ops\"]\nprefixes = [\"\"]\ncan = [\"admin\"]",
+        ] {
+            let e = Policy::parse(text).unwrap().leaves_an_admin().unwrap_err();
+            assert!(e.contains("leaves no one admin"), "{text:?}: {e}");
+        }
+        assert!(Policy::parse(POLICY).unwrap().leaves_an_admin().is_ok());
         let many =
             "[[rule]]\nwho = [\"x\"]\nprefixes = [\"\"]\ncan = [\"read\"]\n".repeat(RULES_MAX + 1);
         assert!(Policy::parse(&many).unwrap_err().contains("RULES_MAX"));

@@ -286,18 +286,27 @@ impl Auth {
         if !self.on() {
             return Ok(None);
         }
-        let cn = req
-            .peer_certs()
-            .and_then(|certs| certs.first().and_then(|c| common_name(c)));
-        if let Some(cn) = cn {
-            if cn.starts_with(NODE_CN_PREFIX) {
+        let conn = req.extensions().get::<crate::tls::ConnInfo>();
+        if let Some(conn) = conn {
+            let Some(cn) = conn.common_name.as_deref() else {
+                return self.by_token(req);
+            };
+            if cn.starts_with(NODE_CN_PREFIX) && !conn.node {
+                // A node's name from a CA that does not sign nodes' (the client CA, when
+                // nodes have their own): no one may be called that.
+                return Err(Status::permission_denied(format!(
+                    "{cn:?} is a node's name, and this certificate is not a node's: node \
+                     certificates are signed by the peer CA"
+                )));
+            }
+            if conn.node {
                 // A node asking for itself: a joining node, or an operator holding a node's
                 // certificate.
                 if !req
                     .metadata()
                     .contains_key(baton_proto::FORWARDED_METADATA_KEY)
                 {
-                    return Ok(Some(cn));
+                    return Ok(Some(cn.to_string()));
                 }
                 // A node forwarding a client's request: the client's principal, or, with
                 // none named (anonymous, or a node with auth off), no one.
@@ -317,9 +326,14 @@ impl Auth {
                 };
             }
             if self.certs {
-                return Ok(Some(cn));
+                return Ok(Some(cn.to_string()));
             }
         }
+        self.by_token(req)
+    }
+
+    /// The principal of a bearer token, or anonymous when allowed.
+    fn by_token<T>(&self, req: &Request<T>) -> Result<Option<String>, Status> {
         if let (Some(tokens), Some(value)) =
             (&self.tokens, req.metadata().get(AUTHORIZATION_METADATA_KEY))
         {

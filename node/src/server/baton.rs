@@ -167,11 +167,8 @@ impl Ctx {
             }
         }
         let (generation, tls) = self.tls.current();
-        let channel = crate::tls::endpoint(addr, tls.as_ref())
-            .map_err(|e| Status::internal(format!("leader address {addr:?} is unusable: {e}")))?
-            .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(1))
-            .connect_lazy();
+        let channel = crate::tls::channel(addr, tls.as_ref(), Duration::from_secs(1))
+            .map_err(|e| Status::internal(format!("leader address {addr:?} is unusable: {e}")))?;
         let client = BatonClient::new(channel)
             .max_decoding_message_size(REQUEST_BYTES_MAX * 64)
             .max_encoding_message_size(REQUEST_BYTES_MAX);
@@ -446,6 +443,7 @@ impl Ctx {
             }
             (false, false) => Some(
                 Policy::parse(&req.policy)
+                    .and_then(|p| p.leaves_an_admin().map(|()| p))
                     .map_err(|e| Status::invalid_argument(format!("the policy: {e}")))?,
             ),
         };
@@ -906,7 +904,7 @@ impl pb::baton_server::Baton for BatonServer {
     ) -> Result<Response<Self::WatchStream>, Status> {
         let grant = super::auth::WatchGrant::of(&self.ctx.auth, &req)?;
         grant.check(&req.get_ref().prefix, &self.ctx.sm)?;
-        let from_addr = req.remote_addr().map(|a| a.ip());
+        let from_addr = crate::tls::remote_addr(&req).map(|a| a.ip());
         self.watch_stream(req.into_inner(), from_addr, grant)
             .map(Response::new)
     }

@@ -19,7 +19,7 @@ pub struct RaftServer {
     /// This node's data dir incarnation, sent with every answer (`crate::peers`).
     pub incarnation: u64,
     pub peers: Arc<PeerBook>,
-    /// TLS is on: a sender must show a certificate the CA signed.
+    /// TLS is on: a sender must show a node certificate the peer CA signed.
     pub tls: bool,
 }
 
@@ -28,14 +28,16 @@ impl RaftServer {
     /// on the data dir it was first seen with.
     fn open<T: DeserializeOwned>(&self, req: Request<RaftRequest>) -> Result<T, Status> {
         if self.tls {
-            let cn = req
-                .peer_certs()
-                .and_then(|c| c.first().and_then(|c| super::auth::common_name(c)));
-            if !cn.is_some_and(|cn| cn.starts_with(super::auth::NODE_CN_PREFIX)) {
-                tracing::warn!("refusing Raft traffic without a node certificate");
+            let conn = req.extensions().get::<crate::tls::ConnInfo>();
+            if !conn.is_some_and(|c| c.node) {
+                tracing::warn!(
+                    remote = ?conn.and_then(|c| c.remote),
+                    common_name = ?conn.and_then(|c| c.common_name.as_deref()),
+                    "refusing Raft traffic without a node certificate"
+                );
                 return Err(Status::permission_denied(format!(
-                    "Raft traffic needs a node certificate signed by the cluster's CA (common \
-                     name \"{}ID\")",
+                    "Raft traffic needs a node certificate signed by the peer CA (common name \
+                     \"{}ID\"), shown to the peer settings (--peer-tls-*)",
                     super::auth::NODE_CN_PREFIX
                 )));
             }
