@@ -90,6 +90,7 @@ impl Site {
             line = line
                 .replace("--node-id N", &format!("--node-id {n}"))
                 .replace("node-N", &format!("node-{n}"))
+                .replace("peer-N", &format!("peer-{n}"))
                 .replace("hostN:7001", &format!("127.0.0.1:{}", self.ports[&n]))
                 .replace("0.0.0.0:7001", &format!("127.0.0.1:{}", self.ports[&n]))
                 .replace("/var/lib/baton", &data.display().to_string())

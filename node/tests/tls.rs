@@ -456,3 +456,110 @@ async fn sighup_reloads_the_certificate_and_ca_a_node_uses_toward_its_peers() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A Raft vote sent to node 1 over the peer settings (ALPN `baton-peer`), showing `cert` +
+/// `key` and trusting `ca` (files in `pki`): the node's answer, or the transport's error.
+async fn raft_vote_as_peer(cluster: &Cluster, pki: &Path, cert: &str, key: &str) -> tonic::Status {
+    let files = baton_node::tls::TlsFiles {
+        cert: pki.join(cert),
+        key: pki.join(key),
+        ca: pki.join("peer-ca.pem"),
+        require_client_cert: true,
+        peer: None,
+    };
+    let channel = baton_node::tls::channel(
+        &cluster.nodes[&1].addr,
+        Some(&files.outbound_config().unwrap()),
+        Duration::from_secs(2),
+    )
+    .unwrap();
+    baton_proto::v1::raft_client::RaftClient::new(channel)
+        .vote(baton_proto::v1::RaftRequest {
+            target_node_id: 1,
+            cluster_name: "baton".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_peer_ca_client_and_node_certificates_do_not_stand_in_for_each_other() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path();
+    let out = Command::new(node_bin())
+        .args(["certs", "--peer-ca", "--dir"])
+        .arg(pki)
+        .args(["--node", "1=127.0.0.1", "--client", "agent"])
+        .output()
+        .unwrap();
+    assert_ran(&out);
+    let f = |name: &str| pki.join(name).display().to_string();
+    let mut flags = node_flags(pki);
+    flags.extend([
+        "--tls-client-auth".into(),
+        "--peer-tls-cert".into(),
+        f("peer-1.pem"),
+        "--peer-tls-key".into(),
+        f("peer-1-key.pem"),
+        "--peer-tls-ca".into(),
+        f("peer-ca.pem"),
+    ]);
+    // The cluster forms over the peer settings, and serves clients over theirs.
+    let cluster = Cluster::start_tls(3, &flags_ref(&flags), client_tls(pki, true)).await;
+    cluster.leader(Duration::from_secs(10)).await;
+    // Through every node, followers forwarding to the leader over the peer settings with
+    // the agent's principal.
+    for id in 1..=3u64 {
+        let agent = Client::connect(ClientConfig {
+            endpoints: vec![cluster.nodes[&id].addr.clone()],
+            follow_leader_hints: false,
+            retry_deadline: Duration::from_secs(5),
+            tls: Some(client_tls(pki, true)),
+            ..ClientConfig::default()
+        })
+        .await
+        .unwrap();
+        let key = format!("peer/{id}");
+        let granted = agent.claim(&key, "agent", TTL).await.unwrap();
+        assert!(matches!(granted, ClaimOutcome::Granted(_)), "{granted:?}");
+        // The principal reached the leader: the agent may not claim as another there.
+        let e = agent.claim(&key, "other", TTL).await.unwrap_err();
+        assert!(e.to_string().contains("cannot act as holder"), "{id}: {e}");
+    }
+
+    // A node's peer certificate over the peer settings is a node's: the vote gets past the
+    // certificate check (and fails on its empty payload).
+    let status = raft_vote_as_peer(&cluster, pki, "peer-1.pem", "peer-1-key.pem").await;
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status}");
+    // A client certificate offered to the peer settings fails the handshake: the peer CA
+    // did not sign it. (With TLS 1.3 the client learns so as a broken connection.)
+    let status = raft_vote_as_peer(&cluster, pki, "client-agent.pem", "client-agent-key.pem").await;
+    assert!(
+        matches!(
+            status.code(),
+            tonic::Code::Unavailable | tonic::Code::Unknown
+        ) && status.message().contains("transport error"),
+        "{status}"
+    );
+    // Over the client settings, a client certificate is no node's.
+    let status = raft_vote_over_tls(&cluster, pki, Some("agent")).await;
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status}");
+    // And a node's peer certificate is no client's: the client CA did not sign it, so it
+    // is no way around the permissions from the client port.
+    let read = |name: &str| std::fs::read(pki.join(name)).unwrap();
+    let as_node = client(
+        &cluster,
+        Some(ClientTls {
+            ca_pem: read("ca.pem"),
+            identity: Some((read("peer-1.pem"), read("peer-1-key.pem"))),
+        }),
+    )
+    .await;
+    assert!(as_node.clear_access().await.is_err());
+    // The nodes say why they refused.
+    cluster
+        .wait_logged("TLS handshake failed", 2, Duration::from_secs(5))
+        .await;
+}
