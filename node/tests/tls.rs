@@ -588,3 +588,55 @@ async fn with_a_peer_ca_client_and_node_certificates_do_not_stand_in_for_each_ot
         .wait_logged("TLS handshake failed", 2, Duration::from_secs(5))
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_without_auth_forwards_its_clients_as_anonymous_not_as_itself() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    certs(dir.path());
+    let mut flags = node_flags(dir.path());
+    flags.push("--tls-client-auth".into());
+    let mut cluster = Cluster::start_tls(3, &flags_ref(&flags), client_tls(dir.path(), true)).await;
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    // A misconfigured follower: auth off. It forwards writes with its node certificate,
+    // which the leader trusts to name the client's principal, and it names none.
+    cluster.stop(follower);
+    cluster.extra_args.retain(|a| a != "--tls-client-auth");
+    cluster.start_node(follower);
+    let via_follower = Client::connect(ClientConfig {
+        endpoints: vec![cluster.nodes[&follower].addr.clone()],
+        follow_leader_hints: false,
+        retry_deadline: Duration::from_secs(10),
+        tls: Some(client_tls(dir.path(), false)),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let e = via_follower
+        .claim("open/x", "mallory", TTL)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, baton_client::Error::Unauthenticated(_)),
+        "the leader serves it as anonymous, which it refuses, not as the node: {e}"
+    );
+    assert_ne!(
+        cluster.leader(Duration::from_secs(10)).await,
+        follower,
+        "the test needs the misconfigured node to stay a follower"
+    );
+    // Nothing was granted (asked of the leader: the follower forwards reads too).
+    let agent = Client::connect(ClientConfig {
+        endpoints: vec![cluster.nodes[&leader].addr.clone()],
+        tls: Some(client_tls(dir.path(), true)),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let probe = agent
+        .probe("open/x", baton_client::ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert!(probe.lease.is_none(), "{probe:?}");
+}
