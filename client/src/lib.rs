@@ -87,6 +87,7 @@ mod fake_node;
 pub mod guard;
 pub mod handoff;
 pub mod history;
+pub mod note;
 pub mod record;
 mod retry;
 pub mod types;

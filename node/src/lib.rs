@@ -32,6 +32,8 @@ pub mod config;
 pub mod core;
 pub mod dev;
 pub mod expiry;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod limits;
 pub mod network;
 pub mod node;

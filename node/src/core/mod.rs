@@ -22,8 +22,8 @@ pub mod validate;
 
 #[cfg(test)]
 mod case_tests;
-#[cfg(test)]
-mod prop_tests;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod sequences;
 #[cfg(test)]
 mod tests;
 

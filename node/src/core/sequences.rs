@@ -1,5 +1,6 @@
-//! Random command sequences against the pure core (issue 8, hostile input): whatever the
-//! sequence, `apply` never panics (debug builds also run `check_invariants` after each
+//! Random command sequences against the pure core (issue 8, hostile input), drawn from any
+//! source of randomness: seeded in the CI test below (`prop_tests`), fuzz input bytes in the
+//! libFuzzer target `sequences` (`crate::fuzzing`). Whatever the sequence, `apply` never panics (debug builds also run `check_invariants` after each
 //! command), two replicas that apply the same sequence end equal, a replica restored from an
 //! encoded copy half-way goes on identically, and per key: at most one holder, tokens never
 //! go backwards, a grant's token is its own revision, history revisions strictly increase.
@@ -7,23 +8,21 @@
 //! The generator favours the interesting cases: few keys and holders (so commands collide),
 //! tokens that are current, stale or made up, retried request ids, expiries and lapses racing
 //! renewals, and now and then input the validator refuses (empty, overlong, control chars).
-//! `BATON_PROP_SEEDS=N` runs more seeds (CI runs [`SEEDS_DEFAULT`], in about a second).
+//! `BATON_PROP_SEEDS=N` runs more seeds (CI runs `SEEDS_DEFAULT`, in about a second).
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngCore};
 
 use super::*;
 use crate::store::{decode, encode};
 
-/// Seeds per run, and commands per seed.
-const SEEDS_DEFAULT: u64 = 64;
-const STEPS: u64 = 600;
+/// Commands per sequence, at most.
+pub const STEPS_MAX: u64 = 600;
 
 const KEYS: [&str; 4] = ["tasks/a", "tasks/b", "jobs/c", "tasks/a/sub"];
 const NAMES: [&str; 3] = ["ann@h1", "bob@h2", "cy@h3"];
 
 /// Strings that validation refuses, or that sit at its edges.
-fn odd_string(rng: &mut StdRng) -> String {
+fn odd_string(rng: &mut dyn RngCore) -> String {
     match rng.gen_range(0..6) {
         0 => String::new(),
         1 => "x".repeat(rng.gen_range(200..5_000)),
@@ -34,11 +33,11 @@ fn odd_string(rng: &mut StdRng) -> String {
     }
 }
 
-fn pick<'a>(rng: &mut StdRng, from: &[&'a str]) -> &'a str {
+fn pick<'a>(rng: &mut dyn RngCore, from: &[&'a str]) -> &'a str {
     from[rng.gen_range(0..from.len())]
 }
 
-fn key(rng: &mut StdRng) -> String {
+fn key(rng: &mut dyn RngCore) -> String {
     if rng.gen_ratio(1, 40) {
         odd_string(rng)
     } else {
@@ -46,7 +45,7 @@ fn key(rng: &mut StdRng) -> String {
     }
 }
 
-fn holder(rng: &mut StdRng) -> Holder {
+fn holder(rng: &mut dyn RngCore) -> Holder {
     let i = rng.gen_range(0..NAMES.len());
     Holder {
         name: if rng.gen_ratio(1, 50) {
@@ -60,7 +59,7 @@ fn holder(rng: &mut StdRng) -> Holder {
 }
 
 /// A token: mostly one some lease really had, else a made-up one.
-fn token(rng: &mut StdRng, table: &LeaseTable, key: &str, seen: &[u64]) -> u64 {
+fn token(rng: &mut dyn RngCore, table: &LeaseTable, key: &str, seen: &[u64]) -> u64 {
     match rng.gen_range(0..4) {
         0 | 1 => table.lease(key).map_or(1, |l| l.token),
         2 if !seen.is_empty() => seen[rng.gen_range(0..seen.len())],
@@ -68,7 +67,7 @@ fn token(rng: &mut StdRng, table: &LeaseTable, key: &str, seen: &[u64]) -> u64 {
     }
 }
 
-fn ttl(rng: &mut StdRng) -> u64 {
+fn ttl(rng: &mut dyn RngCore) -> u64 {
     match rng.gen_range(0..10) {
         0 => 0,
         1 => u64::MAX,
@@ -76,7 +75,7 @@ fn ttl(rng: &mut StdRng) -> u64 {
     }
 }
 
-fn op(rng: &mut StdRng, table: &LeaseTable, seen: &[u64]) -> Op {
+fn op(rng: &mut dyn RngCore, table: &LeaseTable, seen: &[u64]) -> Op {
     let key = key(rng);
     let token = token(rng, table, &key, seen);
     match rng.gen_range(0..15) {
@@ -157,7 +156,7 @@ fn op(rng: &mut StdRng, table: &LeaseTable, seen: &[u64]) -> Op {
 
 /// A command, and whether it retries an earlier one (same request id, same operation).
 fn command(
-    rng: &mut StdRng,
+    rng: &mut dyn RngCore,
     table: &LeaseTable,
     seen: &[u64],
     sent: &mut Vec<LogCommand>,
@@ -215,19 +214,25 @@ fn check(table: &LeaseTable, revision: u64, outcome: &Outcome, last_token: &mut 
     }
 }
 
-/// Runs one seed; returns how often each kind of outcome came up.
-fn run_seed(seed: u64) -> std::collections::BTreeMap<String, u64> {
+/// Runs one sequence of `steps` commands (2 to [`STEPS_MAX`]) drawn from `rng`, checking
+/// every property above (panics, naming `what`, if one fails); returns how often each kind of
+/// outcome came up.
+pub fn run(
+    rng: &mut dyn RngCore,
+    steps: u64,
+    what: &str,
+) -> std::collections::BTreeMap<String, u64> {
+    let steps = steps.clamp(2, STEPS_MAX);
     let mut kinds = std::collections::BTreeMap::new();
-    let mut rng = StdRng::seed_from_u64(seed);
     let (mut a, mut b) = (LeaseTable::default(), LeaseTable::default());
     let mut restored: Option<LeaseTable> = None;
-    let restore_at = rng.gen_range(1..STEPS);
+    let restore_at = rng.gen_range(1..steps);
     let mut seen = Vec::new();
     let mut sent = Vec::new();
     let mut last_token = [0u64; 4];
     let mut first_answers = std::collections::HashMap::new();
-    for revision in 1..=STEPS {
-        let (cmd, retry) = command(&mut rng, &a, &seen, &mut sent);
+    for revision in 1..=steps {
+        let (cmd, retry) = command(rng, &a, &seen, &mut sent);
         let outcome = a.apply(revision, &cmd);
         let kind: String = format!("{outcome:?}")
             .chars()
@@ -241,7 +246,7 @@ fn run_seed(seed: u64) -> std::collections::BTreeMap<String, u64> {
                 let first = &first_answers[&id];
                 assert!(
                     outcome == *first || matches!(outcome, Outcome::RetryTooOld { .. }),
-                    "seed {seed}: a retry answered {outcome:?}, first {first:?}"
+                    "{what}: a retry answered {outcome:?}, first {first:?}"
                 );
             } else {
                 first_answers.insert(id, outcome.clone());
@@ -250,13 +255,13 @@ fn run_seed(seed: u64) -> std::collections::BTreeMap<String, u64> {
         assert_eq!(
             b.apply(revision, &cmd),
             outcome,
-            "seed {seed}: replicas disagree"
+            "{what}: replicas disagree"
         );
         if let Some(c) = restored.as_mut() {
             assert_eq!(
                 c.apply(revision, &cmd),
                 outcome,
-                "seed {seed}: restored copy disagrees"
+                "{what}: restored copy disagrees"
             );
         }
         if let Some(l) = a.lease(cmd.op.key()) {
@@ -271,45 +276,58 @@ fn run_seed(seed: u64) -> std::collections::BTreeMap<String, u64> {
             restored = Some(copy);
         }
     }
-    assert!(a == b, "seed {seed}: replicas ended apart");
+    assert!(a == b, "{what}: replicas ended apart");
     assert!(
         restored.is_some_and(|c| c == a),
-        "seed {seed}: the restored copy ended apart"
+        "{what}: the restored copy ended apart"
     );
     kinds
 }
 
-#[test]
-fn random_command_sequences_never_panic_and_keep_every_invariant() {
-    let seeds = std::env::var("BATON_PROP_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(SEEDS_DEFAULT);
-    let mut kinds = std::collections::BTreeMap::new();
-    for seed in 0..seeds {
-        for (kind, n) in run_seed(seed) {
-            *kinds.entry(kind).or_insert(0) += n;
+#[cfg(test)]
+mod prop_tests {
+    use rand::SeedableRng;
+
+    /// Seeds per run.
+    const SEEDS_DEFAULT: u64 = 64;
+
+    #[test]
+    fn random_command_sequences_never_panic_and_keep_every_invariant() {
+        let seeds = std::env::var("BATON_PROP_SEEDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(SEEDS_DEFAULT);
+        let mut kinds = std::collections::BTreeMap::new();
+        for seed in 0..seeds {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            for (kind, n) in super::run(&mut rng, super::STEPS_MAX, &format!("seed {seed}")) {
+                *kinds.entry(kind).or_insert(0) += n;
+            }
         }
-    }
-    // The sequences reach every path that matters, not just refusals.
-    for kind in [
-        "Granted",
-        "Held",
-        "Renewed",
-        "Released",
-        "Lost",
-        "Expired",
-        "Revoked",
-        "Invalid",
-        "Updated",
-        "Offered",
-        "Accepted",
-        "Declined",
-        "Cancelled",
-    ] {
-        assert!(
-            kinds.get(kind).is_some_and(|n| *n > 0),
-            "no {kind} in {kinds:?}"
-        );
+        // The kept corpus of the libFuzzer target `sequences`, as its bytes drive it.
+        for (name, bytes) in crate::fuzzing::kept_corpus("sequences") {
+            crate::fuzzing::sequence(&bytes, &name);
+        }
+        // The sequences reach every path that matters, not just refusals.
+        for kind in [
+            "Granted",
+            "Held",
+            "Renewed",
+            "Released",
+            "Lost",
+            "Expired",
+            "Revoked",
+            "Invalid",
+            "Updated",
+            "Offered",
+            "Accepted",
+            "Declined",
+            "Cancelled",
+        ] {
+            assert!(
+                kinds.get(kind).is_some_and(|n| *n > 0),
+                "no {kind} in {kinds:?}"
+            );
+        }
     }
 }
