@@ -201,7 +201,7 @@ enum Command {
       --initial-cluster 1=host1:7001,2=host2:7001,3=host3:7001 \\
       --tls-cert certs/node-1.pem --tls-key certs/node-1-key.pem --tls-ca certs/ca.pem
   baton-node certs --dir certs --peer-ca --node 1=host1 ...   (then also, per node:
-      --peer-tls-cert certs/peer-1.pem --peer-tls-key certs/peer-1-key.pem \
+      --peer-tls-cert certs/peer-1.pem --peer-tls-key certs/peer-1-key.pem \\
       --peer-tls-ca certs/peer-ca.pem)")]
     Certs {
         /// Where to write the files.

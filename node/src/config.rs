@@ -285,7 +285,8 @@ impl NodeConfig {
             }),
             _ => {
                 return bad(
-                    "peer TLS needs all of peer_tls_cert, peer_tls_key and peer_tls_ca                      (baton-node certs --peer-ca makes a set for a test cluster)"
+                    "peer TLS needs all of peer_tls_cert, peer_tls_key and peer_tls_ca \
+                     (baton-node certs --peer-ca makes a set for a test cluster)"
                         .into(),
                 )
             }
@@ -293,7 +294,8 @@ impl NodeConfig {
         let tls = match (&self.tls_cert, &self.tls_key, &self.tls_ca) {
             (None, None, None) if peer.is_some() => {
                 return bad(
-                    "peer_tls_* needs TLS toward clients as well (tls_cert, tls_key and                      tls_ca): one port serves both"
+                    "peer_tls_* needs TLS toward clients as well (tls_cert, tls_key and \
+                     tls_ca): one port serves both"
                         .into(),
                 )
             }

@@ -144,8 +144,8 @@ fn tls_failure(status: &tonic::Status, chain: &str) -> bool {
             "unknownissuer",
             "unknown ca",
             "unknownca",
-            "alert",
-            "tls",
+            "received fatal alert",
+            "rustls",
         ]
         .iter()
         .any(|word| chain.contains(word))

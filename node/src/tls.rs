@@ -77,11 +77,15 @@ fn key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
         .map_err(|e| format!("{}: not a PEM private key: {e}", path.display()))
 }
 
-fn roots(ca: &Path) -> Result<Arc<rustls::RootCertStore>, String> {
+/// A CA file's certificates, read once, as a root store.
+fn roots(
+    ca: &Path,
+    certs: &[CertificateDer<'static>],
+) -> Result<Arc<rustls::RootCertStore>, String> {
     let mut roots = rustls::RootCertStore::empty();
-    for cert in certs(ca)? {
+    for cert in certs {
         roots
-            .add(cert)
+            .add(cert.clone())
             .map_err(|e| format!("{}: unusable CA certificate: {e}", ca.display()))?;
     }
     Ok(Arc::new(roots))
@@ -91,16 +95,18 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// A server configuration: `cert` + `key` shown, client certificates verified against `ca`
-/// (required or optional), HTTP/2.
+/// A server configuration: `cert` + `key` shown, client certificates verified against the
+/// CA certificates `ca_certs` (of file `ca`; required or optional), HTTP/2.
 fn server_config(
     cert: &Path,
     key_file: &Path,
-    ca: &Path,
+    (ca, ca_certs): (&Path, &[CertificateDer<'static>]),
     require_client_cert: bool,
 ) -> Result<Arc<rustls::ServerConfig>, String> {
-    let verifier =
-        rustls::server::WebPkiClientVerifier::builder_with_provider(roots(ca)?, provider());
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        roots(ca, ca_certs)?,
+        provider(),
+    );
     let verifier = if require_client_cert {
         verifier
     } else {
@@ -142,13 +148,31 @@ impl TlsFiles {
         })
     }
 
-    /// The server configurations, client and peer.
+    /// The server configurations, client and peer. Each CA file is read once, so whether
+    /// the two are one is decided on the certificates the verifiers were built from (the
+    /// same set, in any order or PEM layout).
     pub fn server_configs(&self) -> Result<ServerConfigs, String> {
         let peer = self.peer_files();
+        let client_ca = certs(&self.ca)?;
+        let peer_ca = if peer.ca == self.ca {
+            client_ca.clone()
+        } else {
+            certs(&peer.ca)?
+        };
+        let set = |c: &[CertificateDer<'static>]| {
+            c.iter()
+                .map(|c| c.as_ref().to_vec())
+                .collect::<std::collections::BTreeSet<_>>()
+        };
         Ok(ServerConfigs {
-            client: server_config(&self.cert, &self.key, &self.ca, self.require_client_cert)?,
-            peer: server_config(&peer.cert, &peer.key, &peer.ca, true)?,
-            one_ca: peer.ca == self.ca || read(&peer.ca)? == read(&self.ca)?,
+            client: server_config(
+                &self.cert,
+                &self.key,
+                (&self.ca, &client_ca),
+                self.require_client_cert,
+            )?,
+            peer: server_config(&peer.cert, &peer.key, (&peer.ca, &peer_ca), true)?,
+            one_ca: set(&client_ca) == set(&peer_ca),
         })
     }
 
@@ -159,7 +183,7 @@ impl TlsFiles {
         let mut config = rustls::ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?
-            .with_root_certificates(roots(&peer.ca)?)
+            .with_root_certificates(roots(&peer.ca, &certs(&peer.ca)?)?)
             .with_client_auth_cert(certs(&peer.cert)?, key(&peer.key)?)
             .map_err(|e| {
                 format!(
@@ -215,6 +239,8 @@ impl Outbound {
 struct PeerConnector {
     config: Arc<rustls::ClientConfig>,
     addr: String,
+    /// The name the peer's certificate must carry (`host_of(addr)`).
+    name: ServerName<'static>,
 }
 
 type PeerStream = hyper_util::rt::TokioIo<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
@@ -234,11 +260,8 @@ impl tower_service::Service<tonic::codegen::http::Uri> for PeerConnector {
     }
 
     fn call(&mut self, _: tonic::codegen::http::Uri) -> Self::Future {
-        let (config, addr) = (self.config.clone(), self.addr.clone());
+        let (config, addr, name) = (self.config.clone(), self.addr.clone(), self.name.clone());
         Box::pin(async move {
-            let name = ServerName::try_from(host_of(&addr).to_string()).map_err(|e| {
-                std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{addr}: {e}"))
-            })?;
             let tcp = tokio::net::TcpStream::connect(&addr).await?;
             tcp.set_nodelay(true)?;
             let tls = tokio_rustls::TlsConnector::from(config)
@@ -262,10 +285,17 @@ pub fn channel(
         .connect_timeout(connect_timeout);
     Ok(match tls {
         None => endpoint.connect_lazy(),
-        Some(config) => endpoint.connect_with_connector_lazy(PeerConnector {
-            config: config.clone(),
-            addr: addr.to_string(),
-        }),
+        Some(config) => {
+            // The name the peer's certificate must carry: a bad one is a bad address now,
+            // not an unreachable peer at every connect.
+            let name = ServerName::try_from(host_of(addr).to_string())
+                .map_err(|e| format!("bad node address {addr:?}: {e}"))?;
+            endpoint.connect_with_connector_lazy(PeerConnector {
+                config: config.clone(),
+                addr: addr.to_string(),
+                name,
+            })
+        }
     })
 }
 

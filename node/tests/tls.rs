@@ -457,6 +457,34 @@ async fn sighup_reloads_the_certificate_and_ca_a_node_uses_toward_its_peers() {
     }
 }
 
+/// Writes `client-FILE.pem` and its key into `pki`: a client certificate named `cn`, signed
+/// by the CA of `pki/ca-key.pem` (the CA certificate is made again from its key and name, so
+/// what it signs chains to `ca.pem`).
+fn mint_client_cert(pki: &Path, file: &str, cn: &str) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+        KeyUsagePurpose,
+    };
+    let ca_key =
+        KeyPair::from_pem(&std::fs::read_to_string(pki.join("ca-key.pem")).unwrap()).unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "baton CA");
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut leaf = CertificateParams::new(Vec::<String>::new()).unwrap();
+    leaf.distinguished_name.push(DnType::CommonName, cn);
+    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = leaf.signed_by(&key, &ca_cert, &ca_key).unwrap();
+    std::fs::write(pki.join(format!("client-{file}.pem")), cert.pem()).unwrap();
+    std::fs::write(
+        pki.join(format!("client-{file}-key.pem")),
+        key.serialize_pem(),
+    )
+    .unwrap();
+}
+
 /// A Raft vote sent to node 1 over the peer settings (ALPN `baton-peer`), showing `cert` +
 /// `key` and trusting `ca` (files in `pki`): the node's answer, or the transport's error.
 async fn raft_vote_as_peer(cluster: &Cluster, pki: &Path, cert: &str, key: &str) -> tonic::Status {
@@ -582,7 +610,24 @@ async fn with_a_peer_ca_client_and_node_certificates_do_not_stand_in_for_each_ot
         }),
     )
     .await;
-    assert!(as_node.clear_access().await.is_err());
+    let e = as_node.clear_access().await.unwrap_err();
+    assert!(
+        matches!(e, baton_client::Error::Unavailable { .. }),
+        "refused in the handshake: {e}"
+    );
+    // A client-CA certificate named like a node's (made here: `baton-node certs` refuses
+    // such a client name) is no node's: its Raft vote is refused, and so is a call that only
+    // a node could make past the policy.
+    mint_client_cert(pki, "fake", "baton node 9");
+    let status = raft_vote_over_tls(&cluster, pki, Some("fake")).await;
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status}");
+    let fake = client(&cluster, Some(client_tls_as(pki, Some("fake")))).await;
+    let e = fake.clear_access().await.unwrap_err();
+    assert!(
+        matches!(e, baton_client::Error::PermissionDenied(_))
+            && e.to_string().contains("node's name"),
+        "{e}"
+    );
     // The nodes say why they refused.
     cluster
         .wait_logged("TLS handshake failed", 2, Duration::from_secs(5))

@@ -174,9 +174,10 @@ impl Policy {
     /// change it again but a node (as etcd will not let root lose its role). Checked where a
     /// policy is set (`baton access set`, `--access-policy`), not when a set one is applied.
     pub fn leaves_an_admin(&self) -> Result<(), String> {
+        // Anonymous clients are served only with --allow-anonymous: they are no one to count.
         let somebody = |who: &String| match who.strip_prefix(GROUP_PREFIX) {
             Some(group) => self.groups.get(group).is_some_and(|m| !m.is_empty()),
-            None => true,
+            None => who != ANONYMOUS,
         };
         let admin = self.rules.iter().any(|r| {
             r.can.contains(&Permission::Admin)
@@ -459,6 +460,7 @@ mod tests {
             "[[rule]]\nwho = [\"x\"]\nprefixes = [\"\"]\ncan = [\"read\", \"claim\"]",
             "[[rule]]\nwho = [\"x\"]\nprefixes = [\"a/\"]\ncan = [\"admin\"]",
             "[groups]\nops = []\n[[rule]]\nwho = [\"group:ops\"]\nprefixes = [\"\"]\ncan = [\"admin\"]",
+            "[[rule]]\nwho = [\"anonymous\"]\nprefixes = [\"\"]\ncan = [\"admin\"]",
         ] {
             let e = Policy::parse(text).unwrap().leaves_an_admin().unwrap_err();
             assert!(e.contains("leaves no one admin"), "{text:?}: {e}");
