@@ -545,39 +545,26 @@ async fn with_a_peer_ca_client_and_node_certificates_do_not_stand_in_for_each_ot
     let cluster = Cluster::start_tls(3, &flags_ref(&flags), client_tls(pki, true)).await;
     cluster.leader(Duration::from_secs(10)).await;
     // Through every node, followers forwarding to the leader over the peer settings with
-    // the agent's principal.
+    // the client's principal; "agënt", a principal that is not ASCII (a certificate's UTF-8
+    // common name), is forwarded whole and binds as any other.
     for id in 1..=3u64 {
-        let agent = Client::connect(ClientConfig {
-            endpoints: vec![cluster.nodes[&id].addr.clone()],
-            follow_leader_hints: false,
-            retry_deadline: Duration::from_secs(5),
-            tls: Some(client_tls(pki, true)),
-            ..ClientConfig::default()
-        })
-        .await
-        .unwrap();
-        let key = format!("peer/{id}");
-        let granted = agent.claim(&key, "agent", TTL).await.unwrap();
-        assert!(matches!(granted, ClaimOutcome::Granted(_)), "{granted:?}");
-        // The principal reached the leader: the agent may not claim as another there.
-        let e = agent.claim(&key, "other", TTL).await.unwrap_err();
-        assert!(e.to_string().contains("cannot act as holder"), "{id}: {e}");
-        // A principal that is not ASCII (a certificate's UTF-8 common name) is forwarded
-        // whole, and binds as any other.
-        let utf8 = Client::connect(ClientConfig {
-            endpoints: vec![cluster.nodes[&id].addr.clone()],
-            follow_leader_hints: false,
-            retry_deadline: Duration::from_secs(5),
-            tls: Some(client_tls_as(pki, Some("agënt"))),
-            ..ClientConfig::default()
-        })
-        .await
-        .unwrap();
-        let key = format!("peer/utf8/{id}");
-        let granted = utf8.claim(&key, "agënt", TTL).await.unwrap();
-        assert!(matches!(granted, ClaimOutcome::Granted(_)), "{granted:?}");
-        let e = utf8.claim(&key, "agent", TTL).await.unwrap_err();
-        assert!(e.to_string().contains("cannot act as holder"), "{id}: {e}");
+        for (who, other) in [("agent", "other"), ("agënt", "agent")] {
+            let client = Client::connect(ClientConfig {
+                endpoints: vec![cluster.nodes[&id].addr.clone()],
+                follow_leader_hints: false,
+                retry_deadline: Duration::from_secs(5),
+                tls: Some(client_tls_as(pki, Some(who))),
+                ..ClientConfig::default()
+            })
+            .await
+            .unwrap();
+            let key = format!("peer/{who}/{id}");
+            let granted = client.claim(&key, who, TTL).await.unwrap();
+            assert!(matches!(granted, ClaimOutcome::Granted(_)), "{granted:?}");
+            // The principal reached the leader: the client may not claim as another there.
+            let e = client.claim(&key, other, TTL).await.unwrap_err();
+            assert!(e.to_string().contains("cannot act as holder"), "{id}: {e}");
+        }
     }
 
     // A node's peer certificate over the peer settings is a node's: the vote gets past the

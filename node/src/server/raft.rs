@@ -32,6 +32,7 @@ impl RaftServer {
             if !conn.is_some_and(|c| c.node) {
                 tracing::warn!(
                     remote = ?conn.and_then(|c| c.remote),
+                    peer_settings = ?conn.map(|c| c.peer_link),
                     common_name = ?conn.and_then(|c| c.common_name.as_deref()),
                     "refusing Raft traffic without a node certificate"
                 );
