@@ -14,8 +14,8 @@ use common::{node_bin, serial, Cluster};
 
 const TTL: Duration = Duration::from_secs(30);
 
-/// `baton-node certs` into `dir`: one node certificate (valid for 127.0.0.1, so every node
-/// of a loopback cluster can use it) and a client `agent`.
+/// `baton-node certs` into `dir`: a certificate for each of nodes 1 to 3 (valid for
+/// 127.0.0.1) and clients `agent` and `other`.
 fn certs(dir: &Path) {
     let out = Command::new(node_bin())
         .args(["certs", "--dir"])
@@ -23,6 +23,10 @@ fn certs(dir: &Path) {
         .args([
             "--node",
             "1=127.0.0.1",
+            "--node",
+            "2=127.0.0.1",
+            "--node",
+            "3=127.0.0.1",
             "--client",
             "agent",
             "--client",
@@ -42,13 +46,14 @@ fn assert_ran(out: &std::process::Output) {
     );
 }
 
+/// Each node's own certificate (`{id}` is the harness's placeholder for the node's id).
 fn node_flags(dir: &Path) -> Vec<String> {
     let f = |name: &str| dir.join(name).display().to_string();
     vec![
         "--tls-cert".into(),
-        f("node-1.pem"),
+        f("node-{id}.pem"),
         "--tls-key".into(),
-        f("node-1-key.pem"),
+        f("node-{id}-key.pem"),
         "--tls-ca".into(),
         f("ca.pem"),
     ]
@@ -67,9 +72,12 @@ fn two_pkis(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 /// Copies a node's certificate, key and CA from `from` into `live`.
 fn install_pki(from: &Path, live: &Path) {
     std::fs::create_dir_all(live).unwrap();
-    for name in ["node-1.pem", "node-1-key.pem", "ca.pem"] {
-        std::fs::copy(from.join(name), live.join(name)).unwrap();
+    for id in 1..=3 {
+        for name in [format!("node-{id}.pem"), format!("node-{id}-key.pem")] {
+            std::fs::copy(from.join(&name), live.join(&name)).unwrap();
+        }
     }
+    std::fs::copy(from.join("ca.pem"), live.join("ca.pem")).unwrap();
 }
 
 fn client_tls(dir: &Path, with_cert: bool) -> ClientTls {
@@ -485,9 +493,15 @@ fn mint_client_cert(pki: &Path, file: &str, cn: &str) {
     .unwrap();
 }
 
-/// A Raft vote sent to node 1 over the peer settings (ALPN `baton-peer`), showing `cert` +
-/// `key` and trusting `ca` (files in `pki`): the node's answer, or the transport's error.
-async fn raft_vote_as_peer(cluster: &Cluster, pki: &Path, cert: &str, key: &str) -> tonic::Status {
+/// A Raft vote sent to node 1 as node `sender` over the peer settings (ALPN `baton-peer`),
+/// showing `cert` + `key` and trusting the peer CA (files in `pki`): the node's answer, or
+/// the transport's error.
+async fn raft_vote_as_peer(
+    cluster: &Cluster,
+    pki: &Path,
+    (cert, key): (&str, &str),
+    sender: u64,
+) -> tonic::Status {
     let files = baton_node::tls::TlsFiles {
         cert: pki.join(cert),
         key: pki.join(key),
@@ -505,6 +519,7 @@ async fn raft_vote_as_peer(cluster: &Cluster, pki: &Path, cert: &str, key: &str)
         .vote(baton_proto::v1::RaftRequest {
             target_node_id: 1,
             cluster_name: "baton".into(),
+            sender_node_id: sender,
             ..Default::default()
         })
         .await
@@ -522,11 +537,12 @@ async fn with_a_peer_ca_client_and_node_certificates_do_not_stand_in_for_each_ot
         .args([
             "--node",
             "1=127.0.0.1",
-            "--client",
-            "agent",
-            "--client",
-            "agënt",
+            "--node",
+            "2=127.0.0.1",
+            "--node",
+            "3=127.0.0.1",
         ])
+        .args(["--client", "agent", "--client", "agënt"])
         .output()
         .unwrap();
     assert_ran(&out);
@@ -535,9 +551,9 @@ async fn with_a_peer_ca_client_and_node_certificates_do_not_stand_in_for_each_ot
     flags.extend([
         "--tls-client-auth".into(),
         "--peer-tls-cert".into(),
-        f("peer-1.pem"),
+        f("peer-{id}.pem"),
         "--peer-tls-key".into(),
-        f("peer-1-key.pem"),
+        f("peer-{id}-key.pem"),
         "--peer-tls-ca".into(),
         f("peer-ca.pem"),
     ]);
@@ -568,14 +584,28 @@ async fn with_a_peer_ca_client_and_node_certificates_do_not_stand_in_for_each_ot
     }
 
     // A node's peer certificate over the peer settings is a node's: the vote gets past the
-    // certificate check (and fails on its empty payload).
-    let status = raft_vote_as_peer(&cluster, pki, "peer-1.pem", "peer-1-key.pem").await;
+    // certificate check (and fails on its empty payload)...
+    let peer_2 = ("peer-2.pem", "peer-2-key.pem");
+    let status = raft_vote_as_peer(&cluster, pki, peer_2, 2).await;
     assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status}");
+    // ... but only as its own node: node 2's certificate cannot vote as node 3.
+    let status = raft_vote_as_peer(&cluster, pki, peer_2, 3).await;
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status}");
+    assert!(
+        status.message().contains("cannot send as node 3"),
+        "{status}"
+    );
     // A client certificate offered to the peer settings fails the handshake: the peer CA
     // did not sign it. With TLS 1.3 the client learns so as a broken connection: the call
     // fails in the transport (unavailable, cancelled or unknown, by timing), never in the
     // service; the node's log says it refused the handshake (checked below).
-    let status = raft_vote_as_peer(&cluster, pki, "client-agent.pem", "client-agent-key.pem").await;
+    let status = raft_vote_as_peer(
+        &cluster,
+        pki,
+        ("client-agent.pem", "client-agent-key.pem"),
+        1,
+    )
+    .await;
     assert!(
         matches!(
             status.code(),

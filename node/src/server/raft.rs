@@ -42,6 +42,23 @@ impl RaftServer {
                     super::auth::NODE_CN_PREFIX
                 )));
             }
+            // A certificate that names its node by id speaks only as that node: a node's
+            // certificate cannot vote or replicate as another.
+            let sender = req.get_ref().sender_node_id;
+            let named = conn
+                .and_then(|c| c.common_name.as_deref())
+                .and_then(|cn| cn.strip_prefix(super::auth::NODE_CN_PREFIX))
+                .and_then(|id| id.parse::<u64>().ok());
+            if let Some(named) = named.filter(|id| *id != sender) {
+                tracing::warn!(
+                    certificate_of = named,
+                    sender,
+                    "refusing Raft traffic sent as another node"
+                );
+                return Err(Status::permission_denied(format!(
+                    "the certificate of node {named} cannot send as node {sender}"
+                )));
+            }
         }
         let req = req.into_inner();
         if req.target_node_id != self.node_id || req.cluster_name != self.cluster_name {

@@ -141,9 +141,14 @@ impl Cluster {
         (cluster, proxies)
     }
 
+    /// Starts node `id`; `{id}` in the extra args becomes its id (a certificate per node).
     pub fn start_node(&mut self, id: u64) {
         let mut how = vec!["--initial-cluster".to_owned(), self.initial_cluster.clone()];
-        how.extend(self.extra_args.iter().cloned());
+        how.extend(
+            self.extra_args
+                .iter()
+                .map(|a| a.replace("{id}", &id.to_string())),
+        );
         self.spawn(id, &how);
     }
 
