@@ -340,11 +340,9 @@ impl NodeConfig {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| ConfigError(format!("access_policy {}: {e}", path.display())))?;
                 Some(
-                    crate::core::access::Policy::parse(&text)
-                        .and_then(|p| p.leaves_an_admin().map(|()| p))
-                        .map_err(|e| {
-                            ConfigError(format!("access_policy {}: {e}", path.display()))
-                        })?,
+                    crate::core::access::Policy::parse_to_set(&text).map_err(|e| {
+                        ConfigError(format!("access_policy {}: {e}", path.display()))
+                    })?,
                 )
             }
         };

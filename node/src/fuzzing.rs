@@ -30,7 +30,9 @@ const TTL: TtlBounds = TtlBounds {
     max_ms: 3_600_000,
 };
 
-/// The corpus kept in the repo for `target` (`node/fuzz/corpus/TARGET/`), by file name.
+/// The corpus kept in the repo for `target` (`node/fuzz/corpus/TARGET/`), by file name: the
+/// seeds (`cargo test -p baton-node --lib write_fuzz_corpus -- --ignored` writes them again)
+/// and where an input that once found a bug goes, so that every later run tries it first.
 pub fn kept_corpus(target: &str) -> Vec<(String, Vec<u8>)> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fuzz/corpus")
@@ -96,7 +98,7 @@ pub fn decode_all(bytes: &[u8]) -> Vec<(Option<RequestId>, Op)> {
 }
 
 /// What a peer's Raft message decodes to must never panic the node.
-pub fn decode_raft(bytes: &[u8]) {
+fn decode_raft(bytes: &[u8]) {
     let _ = decode::<openraft::raft::AppendEntriesRequest<TypeConfig>>(bytes);
     let _ = decode::<openraft::raft::VoteRequest<u64>>(bytes);
     let _ = decode::<openraft::raft::InstallSnapshotRequest<TypeConfig>>(bytes);

@@ -67,14 +67,14 @@ pub async fn run(
         })?,
     );
     // TLS: the server side checked now, so a bad file stops the node at start.
-    let (server_tls, client_tls) = match &cfg.tls {
+    let (server_tls, outbound_tls) = match &cfg.tls {
         None => (None, None),
         Some(files) => (
             Some(files.server_configs().map_err(NodeError::Tls)?),
             Some(files.outbound_config().map_err(NodeError::Tls)?),
         ),
     };
-    let outbound = crate::tls::Outbound::new(client_tls.clone());
+    let outbound = crate::tls::Outbound::new(outbound_tls);
     let network = Network::new(
         cfg.cluster_name.clone(),
         cfg.node_id,

@@ -86,15 +86,16 @@ fn client_tls(dir: &Path, with_cert: bool) -> ClientTls {
 
 /// TLS settings of a client with the certificate of `who` (or none).
 fn client_tls_as(dir: &Path, who: Option<&str>) -> ClientTls {
+    client_tls_showing(dir, who.map(|w| format!("client-{w}")).as_deref())
+}
+
+/// TLS settings of a client trusting `dir/ca.pem` and showing the certificate `STEM.pem`
+/// with its key `STEM-key.pem` (or none).
+fn client_tls_showing(dir: &Path, stem: Option<&str>) -> ClientTls {
     let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
     ClientTls {
         ca_pem: read("ca.pem"),
-        identity: who.map(|w| {
-            (
-                read(&format!("client-{w}.pem")),
-                read(&format!("client-{w}-key.pem")),
-            )
-        }),
+        identity: stem.map(|s| (read(&format!("{s}.pem")), read(&format!("{s}-key.pem")))),
     }
 }
 
@@ -285,13 +286,9 @@ async fn with_client_auth_a_client_needs_a_certificate_and_acts_only_as_itself()
     let e = agent.set_access(locked).await.unwrap_err();
     assert!(matches!(e, baton_client::Error::PermissionDenied(_)), "{e}");
     assert!(other.claim("mtls/d", "other", TTL).await.is_err());
-    let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
     let as_node = client(
         &cluster,
-        Some(ClientTls {
-            ca_pem: read("ca.pem"),
-            identity: Some((read("node-1.pem"), read("node-1-key.pem"))),
-        }),
+        Some(client_tls_showing(dir.path(), Some("node-1"))),
     )
     .await;
     let cleared = as_node.clear_access().await.unwrap();
@@ -618,15 +615,7 @@ async fn with_a_peer_ca_client_and_node_certificates_do_not_stand_in_for_each_ot
     assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status}");
     // And a node's peer certificate is no client's: the client CA did not sign it, so it
     // is no way around the permissions from the client port.
-    let read = |name: &str| std::fs::read(pki.join(name)).unwrap();
-    let as_node = client(
-        &cluster,
-        Some(ClientTls {
-            ca_pem: read("ca.pem"),
-            identity: Some((read("peer-1.pem"), read("peer-1-key.pem"))),
-        }),
-    )
-    .await;
+    let as_node = client(&cluster, Some(client_tls_showing(pki, Some("peer-1")))).await;
     let e = as_node.clear_access().await.unwrap_err();
     assert!(
         matches!(e, baton_client::Error::Unavailable { .. }),

@@ -170,6 +170,14 @@ impl Policy {
         Ok(())
     }
 
+    /// Parses a policy to be set (`baton access set`, `--access-policy`): [`Policy::parse`],
+    /// and [`Policy::leaves_an_admin`].
+    pub fn parse_to_set(text: &str) -> Result<Policy, String> {
+        let policy = Policy::parse(text)?;
+        policy.leaves_an_admin()?;
+        Ok(policy)
+    }
+
     /// Refuses a policy that leaves no one `admin` on every key (prefix `""`): no one could
     /// change it again but a node (as etcd will not let root lose its role). Checked where a
     /// policy is set (`baton access set`, `--access-policy`), not when a set one is applied.

@@ -1,7 +1,7 @@
 //! Random command sequences against the pure core (issue 8, hostile input), drawn from any
 //! source of randomness: seeded in the CI test below (`prop_tests`), fuzz input bytes in the
-//! libFuzzer target `sequences` (`crate::fuzzing`). Whatever the sequence, `apply` never panics (debug builds also run `check_invariants` after each
-//! command), two replicas that apply the same sequence end equal, a replica restored from an
+//! libFuzzer target `sequences` (`crate::fuzzing`). Whatever the sequence, `apply` never
+//! panics (debug builds also run `check_invariants` after each command), two replicas that apply the same sequence end equal, a replica restored from an
 //! encoded copy half-way goes on identically, and per key: at most one holder, tokens never
 //! go backwards, a grant's token is its own revision, history revisions strictly increase.
 //!

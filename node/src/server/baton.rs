@@ -442,8 +442,7 @@ impl Ctx {
                 .into())
             }
             (false, false) => Some(
-                Policy::parse(&req.policy)
-                    .and_then(|p| p.leaves_an_admin().map(|()| p))
+                Policy::parse_to_set(&req.policy)
                     .map_err(|e| Status::invalid_argument(format!("the policy: {e}")))?,
             ),
         };
