@@ -305,9 +305,14 @@ impl NodeConfig {
                 cert: cert.clone(),
                 key: key.clone(),
                 ca: ca.clone(),
-                // With tokens as well, a client may show a token instead of a certificate,
-                // so the handshake cannot require one; requests without either are refused.
-                require_client_cert: self.tls_client_auth && self.auth_tokens.is_none(),
+                // The handshake never requires a client certificate, even with
+                // --tls-client-auth: a client without one (or with a token instead) gets the
+                // auth layer's refusal, UNAUTHENTICATED naming what to give, at once. A
+                // handshake that required one would end in a connection closed after the
+                // handshake, which a client cannot tell from a network fault and retries
+                // until its deadline. Every request without a certificate or token is
+                // refused there unless --allow-anonymous; Raft traffic needs a node's.
+                require_client_cert: false,
             }),
             _ => {
                 return bad(

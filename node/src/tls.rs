@@ -543,9 +543,12 @@ pub fn generate(
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut written = Vec::new();
+    // A private key (`*-key.pem`, the CAs' too) is readable by its owner only, from the
+    // moment it exists; a certificate is public.
     let mut write = |name: String, text: String| -> Result<(), String> {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let path = dir.join(&name);
+        let private = name.ends_with("-key.pem");
+        write_file(&path, &text, private).map_err(|e| format!("{}: {e}", path.display()))?;
         written.push(path);
         Ok(())
     };
@@ -617,6 +620,24 @@ pub fn generate(
     Ok(written)
 }
 
+/// Writes `text` to `path`; a `private` file is created mode 0600, and one that was there is
+/// set to 0600 before it is written.
+fn write_file(path: &Path, text: &str, private: bool) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).write(true).truncate(true);
+    if private {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        if path.exists() {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    let mut f = options.open(path)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -682,6 +703,19 @@ mod tests {
                 "peer-1-key.pem"
             ]
         );
+        // Every private key, the CAs' too, is its owner's alone.
+        use std::os::unix::fs::PermissionsExt;
+        for (path, name) in written.iter().zip(&names) {
+            let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+            if name.ends_with("-key.pem") {
+                assert_eq!(mode, 0o600, "{name}: {mode:o}");
+            }
+        }
+        // Generating again over existing files keeps them private.
+        std::fs::set_permissions(&written[1], std::fs::Permissions::from_mode(0o644)).unwrap();
+        generate(dir.path(), &[(1, vec!["node1".into()])], &[], true).unwrap();
+        let mode = std::fs::metadata(&written[1]).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
         let files = TlsFiles {
             cert: dir.path().join("node-1.pem"),
             key: dir.path().join("node-1-key.pem"),

@@ -357,8 +357,14 @@ impl Auth {
         }
         Err(Status::unauthenticated(
             match (self.certs, self.tokens.is_some()) {
-                (true, true) => "this cluster requires a client certificate or a bearer token",
-                (true, false) => "this cluster requires a client certificate with a common name",
+                (true, true) => {
+                    "this node requires a client certificate (give --tls-cert and --tls-key) \
+                     or a bearer token (BATON_AUTH_TOKEN or --auth-token-file)"
+                }
+                (true, false) => {
+                    "this node requires a client certificate with a common name: give \
+                     --tls-cert and --tls-key (BATON_TLS_CLIENT_CERT, BATON_TLS_CLIENT_KEY)"
+                }
                 _ => "this cluster requires a bearer token (BATON_AUTH_TOKEN or --auth-token-file)",
             },
         ))
