@@ -794,6 +794,9 @@ impl Client {
         pb::RequestId {
             client_id: self.inner.session_id.clone(),
             seq: self.inner.next_seq.fetch_add(1, Ordering::Relaxed),
+            // The session every write acts as: this client's id, which its leases are
+            // bound to (the request id's own client id is per process, for retries).
+            session: self.client_id().to_owned(),
         }
     }
 
@@ -1367,7 +1370,9 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             error,
-            Error::Refused("stale token 5 for tasks/x: held by codex@b with token 9".into())
+            Error::Refused(Box::new(crate::error::Refusal::other(
+                "stale token 5 for tasks/x: held by codex@b with token 9"
+            )))
         );
         assert_eq!(node.count("update"), 1);
 

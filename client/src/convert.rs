@@ -11,9 +11,9 @@ use crate::handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
 use crate::history::{Event, History};
 use crate::record::{Record, RecordPatch, RecordView};
 use crate::types::{
-    safe_deadline, AccessChange, AccessView, AssignmentInfo, Board, ClaimOutcome, ClusterStatus,
-    Grant, HolderInfo, LeaseInfo, Member, Membership, Probe, ReleaseOutcome, RenewOutcome,
-    TokenCheck,
+    safe_deadline, AccessChange, AccessView, ActorInfo, AssignmentInfo, Board, ClaimOutcome,
+    ClusterStatus, Grant, HolderInfo, LeaseInfo, Member, Membership, Probe, ReleaseOutcome,
+    RenewOutcome, TokenCheck,
 };
 
 /// How to turn a granted or renewed lease into a [`Grant`]: the caller's first send time
@@ -168,7 +168,7 @@ fn holder(holder: pb::Holder) -> HolderInfo {
     }
 }
 
-fn assignment(assignment: pb::Assignment) -> AssignmentInfo {
+pub(crate) fn assignment(assignment: pb::Assignment) -> AssignmentInfo {
     AssignmentInfo {
         to: assignment.to,
         by: assignment.by,
@@ -307,10 +307,15 @@ pub(crate) fn event(event: pb::Event) -> Event {
         revision: event.revision,
         key: event.key,
         kind: event.kind,
-        actor: event.actor.map(holder),
+        actor: event.actor.map(|a| ActorInfo {
+            name: a.name,
+            client_id: a.client_id,
+            principal: Some(a.principal).filter(|p| !p.is_empty()),
+        }),
         token: event.token,
         at_unix_ms: event.at_unix_ms,
         detail: event.detail,
+        recorded_before_format_4: event.recorded_before_format_4,
     }
 }
 
@@ -621,9 +626,10 @@ mod tests {
                 pb::Event {
                     revision: 3,
                     kind: "claimed".into(),
-                    actor: Some(pb::Holder {
+                    actor: Some(pb::Actor {
                         name: "a".into(),
                         client_id: "c".into(),
+                        ..pb::Actor::default()
                     }),
                     token: 3,
                     ..Default::default()

@@ -2,12 +2,168 @@
 //!
 //! Refusals of the lease operations (the key is held, the token is stale) are not errors:
 //! they are outcomes ([`crate::ClaimOutcome::Held`], [`crate::RenewOutcome::Lost`], ...).
-//! The record and handoff operations (update, offer, accept, decline, cancel) are refused
-//! with [`Error::Refused`] instead, whose message names who holds what: for them a refusal
-//! is the one answer that is not the thing asked for. Any other [`Error`] means the request
-//! did not get an answer.
+//! The record and handoff operations (update, offer, accept, decline, cancel), and any
+//! write from another session than the lease holder's, are refused with [`Error::Refused`]
+//! instead, carrying a [`Refusal`] with its facts (who holds the key, with which token, the
+//! pending offer, ...) read from the status details, never parsed from text. Any other
+//! [`Error`] means the request did not get an answer.
 
+use baton_proto::v1 as pb;
+use serde::Serialize;
 use tonic::Code;
+
+use crate::types::{AssignmentInfo, LeaseInfo};
+
+/// Why the cluster refused a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefusalReason {
+    /// The token is not the key's current one; [`Refusal::lease`] is the current lease.
+    StaleToken,
+    /// The token is current but the request came from another session than the holder's
+    /// ([`Refusal::client_id`]; the holder's is in [`Refusal::lease`]).
+    WrongSession,
+    /// The record is frozen by a pending offer ([`Refusal::offer_to`]).
+    Frozen,
+    /// An offer is already pending ([`Refusal::offer_to`]).
+    OfferPending,
+    /// No offer is pending.
+    NoOffer,
+    /// The offer is addressed to [`Refusal::offer_to`], not [`Refusal::name`].
+    NotAddressee,
+    /// An offer to the holder itself.
+    OfferToHolder,
+    /// The key is quarantined after an expiry ([`Refusal::quarantine_remaining`]).
+    Quarantined,
+    /// The cluster holds its limit of keys ([`Refusal::keys_max`]).
+    KeyLimit,
+    /// A reason this client does not know (a newer cluster), or none given (a refusal of
+    /// the cluster's own, e.g. a setting). Still a refusal: nothing changed.
+    Other(String),
+}
+
+impl RefusalReason {
+    fn from_wire(reason: &str) -> RefusalReason {
+        match reason {
+            "stale_token" => RefusalReason::StaleToken,
+            "wrong_session" => RefusalReason::WrongSession,
+            "frozen" => RefusalReason::Frozen,
+            "offer_pending" => RefusalReason::OfferPending,
+            "no_offer" => RefusalReason::NoOffer,
+            "not_addressee" => RefusalReason::NotAddressee,
+            "offer_to_holder" => RefusalReason::OfferToHolder,
+            "quarantined" => RefusalReason::Quarantined,
+            "key_limit" => RefusalReason::KeyLimit,
+            other => RefusalReason::Other(other.to_owned()),
+        }
+    }
+
+    /// The reason as the cluster names it (`stale_token`, `wrong_session`, ...).
+    pub fn as_str(&self) -> &str {
+        match self {
+            RefusalReason::StaleToken => "stale_token",
+            RefusalReason::WrongSession => "wrong_session",
+            RefusalReason::Frozen => "frozen",
+            RefusalReason::OfferPending => "offer_pending",
+            RefusalReason::NoOffer => "no_offer",
+            RefusalReason::NotAddressee => "not_addressee",
+            RefusalReason::OfferToHolder => "offer_to_holder",
+            RefusalReason::Quarantined => "quarantined",
+            RefusalReason::KeyLimit => "key_limit",
+            RefusalReason::Other(other) => other,
+        }
+    }
+}
+
+impl Serialize for RefusalReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A refusal's facts, as the cluster sent them in the status details (`baton.v1.Refusal`).
+/// Fields that do not apply to the reason are empty (`""`, `0`, `None`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    pub reason: RefusalReason,
+    /// The key the request was about.
+    pub key: String,
+    /// The lease on the key now, when it is held: holder, client id, token, since, and the
+    /// answering node's estimate of the time left.
+    pub lease: Option<LeaseInfo>,
+    /// Who a dispatcher wanted on the key.
+    pub assignment: Option<AssignmentInfo>,
+    /// The token the request presented.
+    pub token: u64,
+    /// The session the request came from.
+    pub client_id: String,
+    /// The addressee of the pending offer.
+    pub offer_to: String,
+    pub offer_revision: u64,
+    /// The holder name the request acted as.
+    pub name: String,
+    pub quarantine_revision: u64,
+    /// The answering node's estimate of the quarantine's time left, in ms.
+    pub quarantine_remaining_ms: u64,
+    pub keys_max: u64,
+    /// The line for people, built by the cluster from the fields.
+    pub message: String,
+}
+
+impl Refusal {
+    /// A refusal known only by its message (reason `Other("")`): what a node that sends no
+    /// details answers.
+    pub fn other(message: &str) -> Refusal {
+        Refusal {
+            reason: RefusalReason::Other(String::new()),
+            key: String::new(),
+            lease: None,
+            assignment: None,
+            token: 0,
+            client_id: String::new(),
+            offer_to: String::new(),
+            offer_revision: 0,
+            name: String::new(),
+            quarantine_revision: 0,
+            quarantine_remaining_ms: 0,
+            keys_max: 0,
+            message: message.to_owned(),
+        }
+    }
+
+    /// Reads the facts from a `FAILED_PRECONDITION` status: its details, or, from a node
+    /// that sent none, only its message (reason `Other("")`).
+    fn from_status(status: &tonic::Status) -> Refusal {
+        let details = <pb::Refusal as prost::Message>::decode(status.details()).ok();
+        let Some(d) = details.filter(|d| !d.reason.is_empty()) else {
+            return Refusal::other(status.message());
+        };
+        Refusal {
+            reason: RefusalReason::from_wire(&d.reason),
+            key: d.key,
+            lease: d.lease.and_then(|l| crate::convert::lease(l).ok()),
+            assignment: d.assignment.map(crate::convert::assignment),
+            token: d.token,
+            client_id: d.client_id,
+            offer_to: d.offer_to,
+            offer_revision: d.offer_revision,
+            name: d.name,
+            quarantine_revision: d.quarantine_revision,
+            quarantine_remaining_ms: d.quarantine_remaining_ms,
+            keys_max: d.keys_max,
+            message: if d.message.is_empty() {
+                status.message().to_owned()
+            } else {
+                d.message
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
 
 /// Why a request got no answer about the lease.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,11 +174,12 @@ pub enum Error {
     InvalidArgument(String),
 
     /// The cluster refused the request as not allowed now (`FAILED_PRECONDITION`): a stale
-    /// token, a record frozen by a pending offer, an offer already pending, no offer, or an
-    /// offer addressed to someone else. Nothing changed. The message names the current
-    /// holder and token, or the addressee: stand down, or act on what it says.
+    /// token, a write from another session than the holder's, a record frozen by a pending
+    /// offer, an offer already pending, no offer, or an offer addressed to someone else.
+    /// Nothing changed. The [`Refusal`] names the current holder and token, or the
+    /// addressee, as fields: stand down, or act on what it says.
     #[error("refused: {0}")]
-    Refused(String),
+    Refused(Box<Refusal>),
 
     /// No node gave an answer before the retry deadline: no leader, no quorum, or no node
     /// reachable. For a mutating request the outcome is unknown; retrying later with a new
@@ -86,8 +243,17 @@ impl Error {
     pub(crate) fn from_status(status: &tonic::Status) -> Error {
         match status.code() {
             Code::InvalidArgument => Error::InvalidArgument(status.message().to_owned()),
-            Code::FailedPrecondition => Error::Refused(status.message().to_owned()),
-            Code::OutOfRange => Error::compacted(status.message()),
+            Code::FailedPrecondition => Error::Refused(Box::new(Refusal::from_status(status))),
+            Code::OutOfRange => {
+                match <pb::Compacted as prost::Message>::decode(status.details()) {
+                    Ok(c) if c.requested > 0 => Error::Compacted {
+                        requested: c.requested,
+                        first_available: c.first_available,
+                    },
+                    // A node that sends no details: read its message.
+                    _ => Error::compacted(status.message()),
+                }
+            }
             Code::Unauthenticated => Error::Unauthenticated(status.message().to_owned()),
             Code::PermissionDenied => Error::PermissionDenied(status.message().to_owned()),
             code => Error::Other {
@@ -146,7 +312,9 @@ mod tests {
         ));
         assert_eq!(
             err,
-            Error::Refused("stale token 5 for tasks/x: held by codex@b with token 9".into())
+            Error::Refused(Box::new(Refusal::other(
+                "stale token 5 for tasks/x: held by codex@b with token 9"
+            )))
         );
         assert_eq!(
             err.to_string(),
@@ -162,6 +330,26 @@ mod tests {
             Error::Other {
                 code: Code::Internal,
                 message: "bug".into()
+            }
+        );
+    }
+
+    #[test]
+    fn out_of_range_is_compacted_with_the_numbers_of_its_details() {
+        let details = pb::Compacted {
+            requested: 4,
+            first_available: 90,
+        };
+        let status = tonic::Status::with_details(
+            Code::OutOfRange,
+            "compacted: anything",
+            prost::Message::encode_to_vec(&details).into(),
+        );
+        assert_eq!(
+            Error::from_status(&status),
+            Error::Compacted {
+                requested: 4,
+                first_available: 90
             }
         );
     }

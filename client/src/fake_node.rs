@@ -80,13 +80,15 @@ pub(crate) fn watch_event(revision: u64, key: &str, kind: &str) -> pb::Event {
         revision,
         key: key.to_owned(),
         kind: kind.to_owned(),
-        actor: Some(pb::Holder {
+        actor: Some(pb::Actor {
             name: "codex@b".into(),
             client_id: "codex-client".into(),
+            ..pb::Actor::default()
         }),
         token: revision,
         at_unix_ms: 1_700_000_000_000 + revision,
         detail: format!("event {revision}"),
+        recorded_before_format_4: false,
     }
 }
 
@@ -518,13 +520,15 @@ impl Baton for FakeNode {
             revision,
             key: request.key.clone(),
             kind: kind.into(),
-            actor: Some(pb::Holder {
+            actor: Some(pb::Actor {
                 name: "other@host-b".into(),
                 client_id: "other-client".into(),
+                ..pb::Actor::default()
             }),
             token,
             at_unix_ms: revision,
             detail: String::new(),
+            recorded_before_format_4: false,
         };
         Ok(Response::new(pb::HistoryResponse {
             events: vec![

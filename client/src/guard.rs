@@ -184,6 +184,14 @@ impl LeaseGuard {
         self.token
     }
 
+    /// The session the lease is bound to: the client id every renew, release, update,
+    /// offer and cancel of it must come from. A child process that writes with
+    /// [`LeaseGuard::token`] must act as this client id too (`baton run` passes it as
+    /// `BATON_CLIENT_ID`).
+    pub fn session(&self) -> &str {
+        self.client.client_id()
+    }
+
     /// The latest granted or renewed view of the lease.
     pub fn lease(&self) -> LeaseInfo {
         self.state.borrow().lease.clone()
@@ -364,6 +372,14 @@ async fn keep_alive(
             }
             Ok(RenewOutcome::Lost { current }) => {
                 lose(LossReason::Taken { current });
+                return;
+            }
+            // A refusal is final (another session's token cannot become ours): the lease is
+            // not this guard's to keep.
+            Err(Error::Refused(refusal)) => {
+                lose(LossReason::Taken {
+                    current: refusal.lease.clone(),
+                });
                 return;
             }
             Err(error) => {

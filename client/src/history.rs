@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use crate::types::HolderInfo;
+use crate::types::ActorInfo;
 
 /// The event kinds the cluster records, as they appear in [`Event::kind`].
 pub mod kind {
@@ -46,8 +46,12 @@ pub struct Event {
     pub key: String,
     /// One of [`kind`]; a newer cluster may add kinds, which [`History::stints`] skips.
     pub kind: String,
-    /// Who did it; `None` for the leader's own entries (expired, lapsed).
-    pub actor: Option<HolderInfo>,
+    /// Who really did it: the session, holder name and principal of the request; `None`
+    /// for the leader's own entries (expired, lapsed).
+    pub actor: Option<ActorInfo>,
+    /// Recorded before data format 4 and kept as it was: for a write made with a token, the
+    /// actor is the lease holder, not necessarily who sent it, and has no principal.
+    pub recorded_before_format_4: bool,
     /// The token of the stint the event belongs to; for `accepted`, the taker's new token.
     pub token: u64,
     /// The proposing leader's wall-clock time; for people only.
@@ -249,13 +253,15 @@ mod tests {
             revision,
             key: "tasks/x".into(),
             kind: kind.into(),
-            actor: actor.map(|name| HolderInfo {
+            actor: actor.map(|name| crate::ActorInfo {
                 name: name.into(),
                 client_id: format!("{name}-id"),
+                principal: None,
             }),
             token,
             at_unix_ms: 1_700_000_000_000 + revision * 1_000,
             detail: detail.into(),
+            recorded_before_format_4: false,
         }
     }
 

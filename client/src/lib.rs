@@ -98,14 +98,14 @@ pub use client::Client;
 pub use config::{
     normalize_endpoint, BearerToken, ClientConfig, ClientTls, ValidConfig, DEFAULT_ENDPOINT,
 };
-pub use error::Error;
+pub use error::{Error, Refusal, RefusalReason};
 pub use guard::{GuardedClaim, LeaseGuard, LossReason};
 pub use handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
 pub use history::{Event, History, Stint};
 pub use record::{Record, RecordPatch, RecordView};
 pub use types::{
-    safe_deadline, AccessChange, AccessView, AssignmentInfo, Board, ClaimOutcome, ClusterStatus,
-    Grant, HolderInfo, LeaseInfo, Member, Membership, Probe, ReadMode, ReleaseOutcome,
-    RenewOutcome, SnapshotTaken, TokenCheck,
+    safe_deadline, AccessChange, AccessView, ActorInfo, AssignmentInfo, Board, ClaimOutcome,
+    ClusterStatus, Grant, HolderInfo, LeaseInfo, Member, Membership, Probe, ReadMode,
+    ReleaseOutcome, RenewOutcome, SnapshotTaken, TokenCheck,
 };
 pub use watch::WatchStream;

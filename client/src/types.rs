@@ -52,6 +52,19 @@ pub struct HolderInfo {
     pub client_id: String,
 }
 
+/// Who really made a change, as the history records it: the holder name it acted as, its
+/// session (client id), and the principal the node authenticated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ActorInfo {
+    /// The holder name it acted as: the claimant's, the lease holder's for a write with its
+    /// token, the dispatcher's for an assignment; empty for an operator's revoke.
+    pub name: String,
+    /// The session (client id) the request came from.
+    pub client_id: String,
+    /// The principal the node authenticated; `None` with auth off or when anonymous.
+    pub principal: Option<String>,
+}
+
 /// Who a dispatcher wanted on a key. Routing metadata only: it reserves nothing, and
 /// anyone's claim still wins the key (see the essay "assignment is not ownership").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

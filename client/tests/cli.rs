@@ -19,7 +19,9 @@ fn start_node() -> Node {
 #[test]
 fn claim_probe_check_renew_release_round_trip_with_exit_codes() {
     let node = start_node();
-    let (code, v) = node.json(&["claim", "tasks/cli", "--holder", "alice", "--ttl", "30s"]);
+    // Alice's session: her later commands on the lease run with the same client id.
+    let alice = |args: &[&str]| node.json(&[&["--client-id", "alice-session"], args].concat());
+    let (code, v) = alice(&["claim", "tasks/cli", "--holder", "alice", "--ttl", "30s"]);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["outcome"], "granted");
     let token = v["lease"]["token"].as_u64().unwrap();
@@ -42,11 +44,19 @@ fn claim_probe_check_renew_release_round_trip_with_exit_codes() {
     let (code, v) = node.json(&["check", "tasks/cli", "--token", &stale]);
     assert_eq!((code, &v["current"]), (3, &Value::Bool(false)));
 
-    let (code, v) = node.json(&["renew", "tasks/cli", "--token", &t]);
+    let (code, v) = alice(&["renew", "tasks/cli", "--token", &t]);
     assert_eq!((code, &v["outcome"]), (0, &Value::from("renewed")), "{v}");
-    let (code, v) = node.json(&["release", "tasks/cli", "--token", &stale]);
+    // From another session, the right token is refused, naming both sessions.
+    let (code, v) = node.json(&["renew", "tasks/cli", "--token", &t]);
+    assert_eq!(
+        (code, &v["reason"]),
+        (3, &Value::from("wrong_session")),
+        "{v}"
+    );
+    assert_eq!(v["refusal"]["lease"]["holder_client_id"], "alice-session");
+    let (code, v) = alice(&["release", "tasks/cli", "--token", &stale]);
     assert_eq!((code, &v["outcome"]), (3, &Value::from("lost")), "{v}");
-    let (code, v) = node.json(&["release", "tasks/cli", "--token", &t]);
+    let (code, v) = alice(&["release", "tasks/cli", "--token", &t]);
     assert_eq!((code, &v["outcome"]), (0, &Value::from("released")), "{v}");
 
     let (code, v) = node.json(&["probe", "tasks/cli"]);

@@ -11,12 +11,15 @@ use std::process::{Command, Output};
 use common::{Node, Setup};
 use serde_json::Value;
 
-/// A node whose `baton` runs do not inherit the caller's client id or holder name, and run
-/// outside any git checkout unless a test names one.
+/// A node whose `baton` runs act as one agent session (not the caller's client id or holder
+/// name), outside any git checkout unless a test names one.
 fn start_node() -> Node {
     Node::start(Setup {
         unset_env: &["BATON_CLIENT_ID", "BATON_HOLDER"],
         cli_dir: Some(std::env::temp_dir()),
+        // One agent session drives every holder name here (the session binding itself is
+        // tested in node/tests/who_acted.rs).
+        session: Some("test-agent-session"),
         ..Setup::default()
     })
 }

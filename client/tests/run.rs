@@ -14,11 +14,15 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-/// A node whose `baton` runs do not inherit the caller's client id, holder name or
-/// endpoints; the children's marker files go in its scratch directory ([`Node::file`]).
+/// A node whose `baton` runs act as one agent session (not the caller's client id, holder
+/// name or endpoints); the children's marker files go in its scratch directory
+/// ([`Node::file`]).
 fn start_node() -> Node {
     Node::start(Setup {
         unset_env: &["BATON_CLIENT_ID", "BATON_HOLDER", "BATON_ENDPOINTS"],
+        // One agent session drives every holder name here (the session binding itself is
+        // tested in node/tests/who_acted.rs).
+        session: Some("test-agent-session"),
         ..Setup::default()
     })
 }
@@ -158,8 +162,10 @@ fn held_key_in_json_prints_the_holder_and_runs_nothing() {
     assert_eq!(v["same_name_other_process"], false);
     assert!(!marker.exists(), "nothing runs when the key is held");
 
-    // The holder's name from another process: refused too, and told so.
+    // The holder's name from another process (another session): refused too, and told so.
     let out = node.baton(&[
+        "--client-id",
+        "another-process",
         "run",
         "tasks/busy",
         "--holder",

@@ -221,7 +221,12 @@ fn holding(lease: &baton_client::LeaseInfo) -> Holding {
 /// a statement about the lease); anything else leaves the outcome unknown.
 fn failed(e: Error) -> (Kind, Reply) {
     match e {
-        Error::Refused(message) => (Kind::Fail, Reply::Refused { message }),
+        Error::Refused(refusal) => (
+            Kind::Fail,
+            Reply::Refused {
+                message: refusal.message,
+            },
+        ),
         Error::InvalidArgument(message) => (
             Kind::Fail,
             Reply::Unknown {

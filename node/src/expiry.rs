@@ -261,6 +261,7 @@ pub async fn run(
                         request_id: None,
                         leader_unix_ms: wall_clock_unix_ms(),
                         op,
+                        sender: None,
                     };
                     match raft.client_write(Proposal::one(cmd)).await {
                         Ok(resp) => tracing::info!(

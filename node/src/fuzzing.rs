@@ -54,9 +54,9 @@ pub fn kept_corpus(target: &str) -> Vec<(String, Vec<u8>)> {
 
 /// Decodes `bytes` as every write request and validates each as the server does; returns the
 /// operations that passed.
-pub fn decode_all(bytes: &[u8]) -> Vec<(Option<RequestId>, Op)> {
+pub fn decode_all(bytes: &[u8]) -> Vec<(Option<convert::Origin>, Op)> {
     let mut ok = Vec::new();
-    let mut keep = |r: Result<(Option<RequestId>, Op), tonic::Status>| {
+    let mut keep = |r: Result<(Option<convert::Origin>, Op), tonic::Status>| {
         if let Ok(x) = r {
             ok.push(x);
         }
@@ -115,18 +115,28 @@ pub struct Requests {
 
 impl Requests {
     pub fn input(&mut self, bytes: &[u8]) {
-        for (request_id, op) in decode_all(bytes) {
+        for (origin, op) in decode_all(bytes) {
             self.revision += 1;
             self.passed += 1;
             // A fresh seq each: a reused request id is refused as such, not as bad input.
-            let request_id = request_id.map(|id| RequestId {
-                seq: self.revision,
-                ..id
-            });
+            let (request_id, sender) = match origin {
+                Some(o) => (
+                    Some(RequestId {
+                        seq: self.revision,
+                        ..o.id
+                    }),
+                    Some(crate::core::Sender {
+                        client_id: o.session,
+                        principal: None,
+                    }),
+                ),
+                None => (None, None),
+            };
             let cmd = LogCommand {
                 request_id,
                 leader_unix_ms: 1_700_000_000_000,
                 op,
+                sender,
             };
             let outcome = self.table.apply(self.revision, &cmd);
             assert!(
@@ -173,6 +183,7 @@ impl Texts {
             let cmd = LogCommand {
                 request_id: None,
                 leader_unix_ms: 1,
+                sender: None,
                 op: Op::SetAccess {
                     policy: Some(policy),
                     by: "ops".into(),

@@ -188,6 +188,7 @@ impl Peer {
             sender_node_id: self.node_id,
             sender_incarnation: self.incarnation,
             peer_incarnations: self.peers.known(),
+            data_format: crate::store::DATA_FORMAT,
         });
         request.set_timeout(option.hard_ttl());
         crate::chaos::raft_delay().await;

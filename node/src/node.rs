@@ -239,6 +239,7 @@ pub async fn run(
     };
     let router = tonic::transport::Server::builder()
         .max_concurrent_streams(Some(cfg.streams_per_connection_max))
+        .layer(crate::server::transport::layer())
         .add_service(baton_svc)
         .add_service(cluster_svc)
         .add_service(raft_svc);

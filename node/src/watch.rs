@@ -28,6 +28,22 @@ pub struct Compacted {
     pub first_available: u64,
 }
 
+impl Compacted {
+    /// The status a watcher gets: OUT_OF_RANGE, this message, and the numbers as a
+    /// `pb::Compacted` in the details, so that clients read fields rather than text.
+    pub fn status(&self) -> tonic::Status {
+        let details = baton_proto::v1::Compacted {
+            requested: self.requested,
+            first_available: self.first_available,
+        };
+        tonic::Status::with_details(
+            tonic::Code::OutOfRange,
+            self.to_string(),
+            prost::Message::encode_to_vec(&details).into(),
+        )
+    }
+}
+
 struct Window {
     /// (key, event), in revision order.
     events: VecDeque<(String, Event)>,
@@ -155,6 +171,7 @@ mod tests {
             revision: rev,
             kind: EventKind::Claimed,
             actor: None,
+            attribution: crate::core::Attribution::Requester,
             token: rev,
             unix_ms: 0,
             detail: String::new(),

@@ -303,7 +303,7 @@ async fn a_policy_is_refused_where_auth_is_off() {
     let client = cluster.client().await;
     let e = client.set_access(POLICY).await.unwrap_err();
     assert!(
-        matches!(e, Error::Refused(ref m) if m.contains("no auth")),
+        matches!(e, Error::Refused(ref r) if r.message.contains("no auth")),
         "{e}"
     );
     assert_eq!(

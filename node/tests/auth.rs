@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use baton_client::{ClaimOutcome, Error, ReadMode, RecordPatch};
-use common::{new_token, node_bin, serial, text, token_client, Cluster};
+use common::{new_token, node_bin, serial, text, token_client, token_client_as, Cluster};
 use futures::StreamExt;
 
 const TTL: Duration = Duration::from_secs(60);
@@ -105,7 +105,8 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
     let leader = cluster.leader(Duration::from_secs(10)).await;
     let follower = (1..=3).find(|id| *id != leader).unwrap();
     let at_follower = vec![cluster.nodes[&follower].addr.clone()];
-    let a_via = token_client(at_follower.clone(), Some(&a), false).await;
+    // agent-a's second connection acts as its session, as one agent's processes do.
+    let a_via = token_client_as(at_follower.clone(), Some(&a), false, Some(ca.client_id())).await;
     let b_via = token_client(at_follower.clone(), Some(&b), false).await;
     assert!(a_via.renew("auth/x", token).await.is_ok());
     let e = b_via.release("auth/x", token).await.unwrap_err();

@@ -5,7 +5,9 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use baton_client::{ClaimOutcome, Client, ClientConfig, Error, ReadMode, ReleaseOutcome};
+use baton_client::{
+    ClaimOutcome, Client, ClientConfig, Error, ReadMode, ReleaseOutcome, RenewOutcome,
+};
 use common::{serial, Cluster};
 
 const TTL: Duration = Duration::from_secs(30);
@@ -642,6 +644,67 @@ async fn a_node_refuses_a_data_dir_of_another_node_and_bad_config() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renew_or_release_with_a_token_never_granted_is_lost_without_a_log_entry() {
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    let client = cluster.client().await;
+    granted(client.claim("tasks/never", "h", TTL).await.unwrap());
+    let before = client
+        .probe("tasks/never", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    let made_up = before.revision + 1_000_000;
+    // Through any node (followers forward): lost, naming the holder, and no revision spent.
+    for id in 1..=3 {
+        let via = cluster.client_of(id).await;
+        match via.renew("tasks/never", made_up).await.unwrap() {
+            RenewOutcome::Lost { current } => {
+                assert_eq!(current.unwrap().holder_name, "h");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            via.release("tasks/never", made_up).await.unwrap(),
+            ReleaseOutcome::Lost { .. }
+        ));
+    }
+    let after = client
+        .probe("tasks/never", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert_eq!(after.revision, before.revision, "no log entry was spent");
+    let basis = |p: &baton_client::Probe| p.lease.as_ref().map(|l| (l.token, l.basis));
+    assert_eq!(basis(&after), basis(&before), "nothing renewed or released");
+}
+
+/// A `Claim` call whose `key` (field 1) carries `key` as raw bytes, whatever they are: the
+/// status the node answers.
+async fn raw_claim_with_key_bytes(addr: &str, key: &[u8]) -> tonic::Status {
+    /// `ClaimRequest` with its key as bytes, so that it may be invalid UTF-8.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct RawClaim {
+        #[prost(bytes = "vec", tag = "1")]
+        key: Vec<u8>,
+    }
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let codec = tonic_prost::ProstCodec::<RawClaim, baton_proto::v1::ClaimResponse>::default();
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/baton.v1.Baton/Claim");
+    grpc.unary(
+        tonic::Request::new(RawClaim { key: key.to_vec() }),
+        path,
+        codec,
+    )
+    .await
+    .unwrap_err()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_size_and_board_page_limits_are_enforced() {
     use baton_proto::v1::baton_client::BatonClient;
     use baton_proto::v1::{BoardRequest, RevokeRequest};
@@ -652,7 +715,9 @@ async fn request_size_and_board_page_limits_are_enforced() {
     let mut raw = BatonClient::connect(format!("http://{}", cluster.nodes[&1].addr))
         .await
         .unwrap();
-    // Past REQUEST_BYTES_MAX (256 KiB): refused before it is even decoded.
+    // Past REQUEST_BYTES_MAX (256 KiB): refused before it is even decoded, as bad input
+    // naming the limit (the transport says OUT_OF_RANGE, which a client would read as a
+    // compacted watch).
     let status = raw
         .revoke(RevokeRequest {
             key: "tasks/limit".into(),
@@ -661,7 +726,32 @@ async fn request_size_and_board_page_limits_are_enforced() {
         })
         .await
         .unwrap_err();
-    assert_eq!(status.code(), tonic::Code::OutOfRange, "{status:?}");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().contains("REQUEST_BYTES_MAX") && status.message().contains("262144"),
+        "{}",
+        status.message()
+    );
+    // A message that does not decode (a key that is not UTF-8): bad input, not INTERNAL.
+    let status = raw_claim_with_key_bytes(&cluster.nodes[&1].addr, b"tasks/\xff\xfe").await;
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert!(status.message().contains("UTF-8"), "{}", status.message());
+    // A board's start_after past its limit is named as such.
+    let status = raw
+        .board(BoardRequest {
+            prefix: String::new(),
+            limit: 10,
+            start_after: "k".repeat(600),
+            stale: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status.message().starts_with("start_after"),
+        "{}",
+        status.message()
+    );
     // Past BOARD_LEASES_MAX (1,000): INVALID_ARGUMENT naming the way out.
     let status = raw
         .board(BoardRequest {
@@ -719,7 +809,13 @@ async fn an_expired_key_under_a_quarantine_rule_is_refused_until_the_leader_ends
     let freed = Instant::now();
     let other = cluster.client().await;
     match other.claim("printers/lab-1", "next", ttl).await {
-        Err(Error::Refused(msg)) => assert!(msg.contains("quarantined"), "{msg}"),
+        // The refusal carries its facts as fields: the reason, and the time left.
+        Err(Error::Refused(r)) => {
+            assert_eq!(r.reason, baton_client::RefusalReason::Quarantined, "{r}");
+            assert_eq!(r.key, "printers/lab-1");
+            assert!(r.quarantine_revision > 0, "{r:?}");
+            assert!((1..=3_000).contains(&r.quarantine_remaining_ms), "{r:?}");
+        }
         other => panic!("expected a quarantine refusal, got {other:?}"),
     }
     // The leader ends it about 3 s after the expiry; then anyone may claim.

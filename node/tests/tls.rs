@@ -211,11 +211,15 @@ async fn with_client_auth_a_client_needs_a_certificate_and_acts_only_as_itself()
     let mut flags = node_flags(dir.path());
     flags.push("--tls-client-auth".into());
     let cluster = Cluster::start_tls(3, &flags_ref(&flags), client_tls(dir.path(), true)).await;
+    // A client without a certificate is told so at once (not retried until its deadline as
+    // if the cluster were down), naming what to give.
     let without = client(&cluster, Some(client_tls(dir.path(), false))).await;
-    assert!(matches!(
-        without.claim("mtls/b", "nobody", TTL).await,
-        Err(baton_client::Error::Unavailable { .. })
-    ));
+    let refused = without.claim("mtls/b", "nobody", TTL).await;
+    assert!(
+        matches!(&refused, Err(baton_client::Error::Unauthenticated(m))
+            if m.contains("requires a client certificate") && m.contains("--tls-cert")),
+        "{refused:?}"
+    );
 
     // The holder is the certificate's principal: no one claims as another.
     let agent = client(&cluster, Some(client_tls_as(dir.path(), Some("agent")))).await;
@@ -250,7 +254,9 @@ async fn with_client_auth_a_client_needs_a_certificate_and_acts_only_as_itself()
     // Through a follower, which forwards the principal to the leader, the same holds.
     let leader = cluster.leader(Duration::from_secs(10)).await;
     let follower = (1..=3).find(|id| *id != leader).unwrap();
-    let via_follower = |who: &'static str| {
+    // Each principal's second connection acts as its first one's session, as one agent's
+    // processes do.
+    let via_follower = |who: &'static str, session: String| {
         let (addr, dir) = (cluster.nodes[&follower].addr.clone(), dir.path().to_owned());
         async move {
             Client::connect(ClientConfig {
@@ -258,15 +264,16 @@ async fn with_client_auth_a_client_needs_a_certificate_and_acts_only_as_itself()
                 follow_leader_hints: false,
                 retry_deadline: Duration::from_secs(5),
                 tls: Some(client_tls_as(&dir, Some(who))),
+                client_id: Some(session),
                 ..ClientConfig::default()
             })
             .await
             .unwrap()
         }
     };
-    let agent_via = via_follower("agent").await;
+    let agent_via = via_follower("agent", agent.client_id().to_owned()).await;
     assert!(agent_via.renew("mtls/a", token).await.is_ok());
-    let other_via = via_follower("other").await;
+    let other_via = via_follower("other", other.client_id().to_owned()).await;
     assert!(other_via.release("mtls/a", token).await.is_err());
 
     // A client certificate, though the CA signed it, carries no Raft traffic.

@@ -161,3 +161,51 @@ async fn a_quiet_watch_is_kept_inside_the_window_by_progress_markers() {
         "{compacted:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_from_a_revision_the_cluster_never_reached_is_refused_not_held_open() {
+    use baton_proto::v1::{baton_client::BatonClient, WatchRequest};
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    let client = cluster.client().await;
+    cycle(&client, "future/a", "h").await;
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let watch_from = |id: u64, from_revision: u64| {
+        let addr = cluster.nodes[&id].addr.clone();
+        async move {
+            let mut raw = BatonClient::connect(format!("http://{addr}"))
+                .await
+                .unwrap();
+            raw.watch(WatchRequest {
+                prefix: String::new(),
+                from_revision,
+            })
+            .await
+            .map(|_| ())
+        }
+    };
+    // The leader knows the revision 1,000,000 was never produced: bad input, at once.
+    let status = watch_from(leader, 1_000_000).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().contains("beyond the cluster's revision"),
+        "{}",
+        status.message()
+    );
+    // A follower may only be behind: it waits a moment, then says so; it never holds the
+    // watch open for a revision that may never come.
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), watch_from(follower, 1_000_000))
+        .await
+        .expect("the follower answered")
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    // The next revision is fine, on either.
+    let next = client
+        .probe("future/a", ReadMode::Linearizable)
+        .await
+        .unwrap()
+        .revision
+        + 1;
+    assert!(watch_from(leader, next).await.is_ok());
+}

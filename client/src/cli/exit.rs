@@ -80,7 +80,12 @@ mod tests {
             4
         );
         assert_eq!(code(Error::InvalidArgument("key too long".into())), 1);
-        assert_eq!(code(Error::Refused("stale token 5".into())), 3);
+        assert_eq!(
+            code(Error::Refused(Box::new(baton_client::Refusal::other(
+                "stale token 5"
+            )))),
+            3
+        );
         assert_eq!(code(Error::Config("bad endpoint".into())), 2);
         assert_eq!(code(Error::Protocol("no outcome".into())), 1);
         assert_eq!(

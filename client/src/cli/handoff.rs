@@ -50,7 +50,7 @@ pub async fn run(
 /// A refusal is an answer (exit 3, stand down); any other error stays an error.
 pub fn refusal(key: &str, error: Error, format: OutputFormat) -> anyhow::Result<Rendered> {
     match error {
-        Error::Refused(message) => Ok(refused(key, &message, format)),
+        Error::Refused(refusal) => Ok(refused(key, &refusal, format)),
         other => Err(other.into()),
     }
 }
@@ -560,7 +560,9 @@ the volatile facts may be stale: run each check command before trusting them (--
     fn only_refusals_become_answers() {
         let out = refusal(
             "tasks/x",
-            Error::Refused("tasks/x has no pending offer".into()),
+            Error::Refused(Box::new(baton_client::Refusal::other(
+                "tasks/x has no pending offer",
+            ))),
             OutputFormat::Table,
         )
         .unwrap();

@@ -94,14 +94,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             };
             output::claim(&outcome, format, Instant::now())
         }
-        Command::Renew { key, token } => {
-            let outcome = client.renew(&key, token).await?;
-            output::renew(&key, token, &outcome, format, Instant::now())
-        }
+        // A renew or release from another session than the holder's is refused (exit 3)
+        // with the holder named, like any refusal.
+        Command::Renew { key, token } => match client.renew(&key, token).await {
+            Ok(outcome) => output::renew(&key, token, &outcome, format, Instant::now()),
+            Err(error) => handoff::refusal(&key, error, format)?,
+        },
         Command::Release { key, token, status } => {
             let status = status.unwrap_or_default();
-            let outcome = client.release_with_status(&key, token, &status).await?;
-            output::release(&key, token, &outcome, format)
+            match client.release_with_status(&key, token, &status).await {
+                Ok(outcome) => output::release(&key, token, &outcome, format),
+                Err(error) => handoff::refusal(&key, error, format)?,
+            }
         }
         Command::Probe { key, stale } => {
             // The record read returns the lease too, and the assignment to show beside it.

@@ -1150,7 +1150,27 @@ mod tests {
             run_held(&lease(), false, None, f),
             cluster_status(&[node], f),
             records::updated("tasks/x", &records::tests::sample_record(), f),
-            records::refused("tasks/x", "stale token 5", f),
+            records::refused(
+                "tasks/x",
+                &baton_client::Refusal {
+                    reason: baton_client::RefusalReason::WrongSession,
+                    key: "tasks/x".into(),
+                    lease: Some(lease()),
+                    client_id: "c-77".into(),
+                    token: 9,
+                    ..baton_client::Refusal::other("tasks/x is held by ...")
+                },
+                f,
+            ),
+            records::refused(
+                "tasks/x",
+                &baton_client::Refusal {
+                    reason: baton_client::RefusalReason::NoOffer,
+                    key: "tasks/x".into(),
+                    ..baton_client::Refusal::other("tasks/x has no pending offer")
+                },
+                f,
+            ),
             records::assigned("tasks/x", &records::tests::sample_record(), f),
             records::record(&record_view, f),
             records::history(&records::tests::sample_history(), false, f),

@@ -1,7 +1,7 @@
 //! What the record commands print: `update`, `assign`, `record`, `history`, and the
 //! refusal of any fenced write.
 
-use baton_client::{Event, History, Record, RecordView, Stint};
+use baton_client::{Event, History, Record, RecordView, Refusal, Stint};
 use serde::Serialize;
 
 use super::args::OutputFormat;
@@ -12,19 +12,24 @@ use super::table;
 
 /// A refused write (stale token, frozen record, no offer, not the addressee): the cluster's
 /// message, which names who holds what, and exit 3: stand down.
-pub fn refused(key: &str, message: &str, format: OutputFormat) -> Rendered {
+pub fn refused(key: &str, refusal: &Refusal, format: OutputFormat) -> Rendered {
     #[derive(Serialize)]
     struct Json<'a> {
         outcome: &'static str,
         key: &'a str,
+        reason: &'a str,
         message: &'a str,
+        /// Every fact the cluster sent, as fields.
+        refusal: &'a Refusal,
     }
     let json = Json {
         outcome: "refused",
         key,
-        message,
+        reason: refusal.reason.as_str(),
+        message: &refusal.message,
+        refusal,
     };
-    let text = format!("refused: {message}; stand down\n");
+    let text = format!("refused: {refusal}; stand down\n");
     Rendered::new(format, json, text, Verdict::StandDown)
 }
 
@@ -305,8 +310,7 @@ fn or_unknown(name: &str) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use baton_client::{AssignmentInfo, HolderInfo, LeaseInfo};
-    use serde_json::json;
+    use baton_client::{AssignmentInfo, LeaseInfo};
     use std::time::Duration;
 
     pub(crate) fn assignment() -> AssignmentInfo {
@@ -336,13 +340,15 @@ pub(crate) mod tests {
             revision,
             key: "tasks/x".into(),
             kind: kind.into(),
-            actor: actor.map(|name| HolderInfo {
+            actor: actor.map(|name| baton_client::ActorInfo {
                 name: name.into(),
                 client_id: format!("{name}-id"),
+                principal: None,
             }),
             token,
             at_unix_ms: 1_700_000_000_000 + revision * 1_000,
             detail: String::new(),
+            recorded_before_format_4: false,
         }
     }
 
@@ -384,17 +390,32 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn refusal_names_the_holder_and_stands_down() {
-        let message = "stale token 5 for tasks/x: held by codex@b with token 9";
-        let out = refused("tasks/x", message, OutputFormat::Table);
+    fn refusal_names_the_holder_and_stands_down_with_its_facts_as_fields() {
+        let message = "tasks/x is held by codex@b (client codex-1); this request comes from \
+                       client c-77";
+        let refusal = Refusal {
+            reason: baton_client::RefusalReason::WrongSession,
+            key: "tasks/x".into(),
+            lease: Some(lease()),
+            client_id: "c-77".into(),
+            token: lease().token,
+            ..Refusal::other(message)
+        };
+        let out = refused("tasks/x", &refusal, OutputFormat::Table);
         assert_eq!(out.verdict, Verdict::StandDown);
         assert_eq!(out.stdout, format!("refused: {message}; stand down\n"));
-        let out = refused("tasks/x", message, OutputFormat::Json);
+        let out = refused("tasks/x", &refusal, OutputFormat::Json);
+        assert_eq!(out.verdict, Verdict::StandDown);
         let value: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        assert_eq!(value["outcome"], "refused");
+        assert_eq!(value["reason"], "wrong_session");
+        assert_eq!(value["message"], message);
+        assert_eq!(value["refusal"]["client_id"], "c-77");
         assert_eq!(
-            value,
-            json!({"outcome": "refused", "key": "tasks/x", "message": message})
+            value["refusal"]["lease"]["holder_name"],
+            lease().holder_name.as_str()
         );
+        assert_eq!(value["refusal"]["token"], lease().token);
     }
 
     #[test]

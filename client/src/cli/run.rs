@@ -113,6 +113,9 @@ pub async fn run(
         .args(&args.command[1..])
         .env("BATON_KEY", guard.key())
         .env("BATON_TOKEN", guard.token().to_string())
+        // The session the lease is bound to: the child's own `baton update --token
+        // $BATON_TOKEN` acts as the holder only from the holder's client id.
+        .env("BATON_CLIENT_ID", guard.session())
         .env("BATON_HOLDER", &holder)
         .env("BATON_ENDPOINTS", client.endpoints().join(","))
         .process_group(0);

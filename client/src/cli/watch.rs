@@ -157,7 +157,6 @@ pub fn rendered(event: &Event, format: OutputFormat) -> Rendered {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use baton_client::HolderInfo;
     use serde_json::json;
 
     pub(crate) fn sample_event(actor: bool) -> Event {
@@ -165,13 +164,15 @@ pub(crate) mod tests {
             revision: 1207,
             key: "tasks/42".into(),
             kind: "claimed".into(),
-            actor: actor.then(|| HolderInfo {
+            actor: actor.then(|| baton_client::ActorInfo {
                 name: "codex@b".into(),
                 client_id: "a41c0c2e".into(),
+                principal: None,
             }),
             token: 1207,
             at_unix_ms: 1_795_950_005_863,
             detail: String::new(),
+            recorded_before_format_4: false,
         }
     }
 
@@ -225,7 +226,8 @@ pub(crate) mod tests {
                 "revision": 1207,
                 "key": "tasks/42",
                 "kind": "claimed",
-                "actor": {"name": "codex@b", "client_id": "a41c0c2e"},
+                "actor": {"name": "codex@b", "client_id": "a41c0c2e", "principal": null},
+                "recorded_before_format_4": false,
                 "token": 1207,
                 "at_unix_ms": 1_795_950_005_863u64,
                 "detail": ""

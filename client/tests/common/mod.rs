@@ -46,6 +46,11 @@ pub struct Setup {
     /// The working directory of each `baton` run unless a test names one; `None` inherits
     /// the test's.
     pub cli_dir: Option<PathBuf>,
+    /// The client id every `baton` run acts as (`BATON_CLIENT_ID`), as an agent keeps one
+    /// session for all its commands: a lease answers only to the session that claimed it.
+    /// `None`: each run has a random one, as a process without `BATON_CLIENT_ID` does. A
+    /// `--client-id` in a run's arguments wins.
+    pub session: Option<&'static str>,
 }
 
 /// One real node, killed by PID when dropped, with a scratch directory (its data is under
@@ -131,6 +136,9 @@ impl Node {
         }
         for name in self.setup.unset_env {
             command.env_remove(name);
+        }
+        if let Some(session) = self.setup.session {
+            command.env("BATON_CLIENT_ID", session);
         }
         command
     }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::limits::HISTORY_EVENTS_MAX;
-use super::types::{FencingToken, Holder};
+use super::types::{Actor, FencingToken, Holder};
 
 /// Who a dispatcher wanted on a key. Routing metadata: it reserves nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -209,14 +209,29 @@ impl EventKind {
     }
 }
 
+/// How an event's actor was recorded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Attribution {
+    /// The actor is the request's real sender: its client id, the holder name it acted as,
+    /// and its principal (data format 4 on).
+    #[default]
+    Requester,
+    /// Recorded before data format 4 and kept as it was: for a write made with a token, the
+    /// actor is the holder of the lease it was made under, who may not be who sent it; no
+    /// principal was kept.
+    RecordedBeforeFormat4,
+}
+
 /// One history event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
     /// Revision of the entry that produced it.
     pub revision: u64,
     pub kind: EventKind,
-    /// Who did it; `None` for the leader's own entries (expired, lapsed) and operators.
-    pub actor: Option<Holder>,
+    /// Who did it; `None` for the leader's own entries (expired, lapsed).
+    pub actor: Option<Actor>,
+    /// Whether `actor` is the real sender (always, since data format 4).
+    pub attribution: Attribution,
     /// The stint's token (for `Accepted`, the new one); 0 when no lease is involved.
     pub token: FencingToken,
     /// The proposing leader's wall clock, for people.

@@ -10,22 +10,45 @@ fn holder(name: &str) -> Holder {
     }
 }
 
-fn cmd(op: Op) -> LogCommand {
+/// A command from the session of holder `name` (`holder(name)`'s client id).
+fn cmd_by(name: &str, op: Op) -> LogCommand {
     LogCommand {
         request_id: None,
         leader_unix_ms: 1_000,
+        sender: Some(Sender {
+            client_id: holder(name).client_id,
+            principal: None,
+        }),
         op,
     }
+}
+
+/// A command from the session of whoever holds the command's key (or of `nobody` when it
+/// is free): the normal path, where a write comes from the lease holder. The tests of
+/// session binding send from other sessions explicitly (`cmd_by`).
+fn cmd_in(t: &LeaseTable, op: Op) -> LogCommand {
+    let holder = match &op {
+        Op::Claim { holder, .. } | Op::Accept { holder, .. } | Op::Decline { holder, .. } => {
+            holder.name.clone()
+        }
+        op => t
+            .lease(op.key())
+            .map_or("nobody".to_owned(), |l| l.holder.name.clone()),
+    };
+    cmd_by(&holder, op)
 }
 
 fn claim(t: &mut LeaseTable, index: u64, key: &str, who: &str) -> Outcome {
     t.apply(
         index,
-        &cmd(Op::Claim {
-            key: key.into(),
-            holder: holder(who),
-            ttl_ms: 10_000,
-        }),
+        &cmd_in(
+            t,
+            Op::Claim {
+                key: key.into(),
+                holder: holder(who),
+                ttl_ms: 10_000,
+            },
+        ),
     )
 }
 
@@ -39,20 +62,23 @@ fn token_of(outcome: &Outcome) -> u64 {
 fn update(t: &mut LeaseTable, index: u64, key: &str, token: u64, status: &str) -> Outcome {
     t.apply(
         index,
-        &cmd(Op::Update {
-            key: key.into(),
-            token,
-            patch: RecordPatch {
-                status: Some(status.into()),
-                ..Default::default()
+        &cmd_in(
+            t,
+            Op::Update {
+                key: key.into(),
+                token,
+                patch: RecordPatch {
+                    status: Some(status.into()),
+                    ..Default::default()
+                },
             },
-        }),
+        ),
     )
 }
 
 fn refused(outcome: Outcome) -> String {
     match outcome {
-        Outcome::Refused { message } => message,
+        Outcome::Refused { refusal } => refusal.to_string(),
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
@@ -74,13 +100,16 @@ fn note() -> HandoffNote {
 fn offer(t: &mut LeaseTable, index: u64, key: &str, token: u64, to: &str) -> Outcome {
     t.apply(
         index,
-        &cmd(Op::Offer {
-            key: key.into(),
-            token,
-            to: to.into(),
-            note: note(),
-            offer_ttl_ms: 60_000,
-        }),
+        &cmd_in(
+            t,
+            Op::Offer {
+                key: key.into(),
+                token,
+                to: to.into(),
+                note: note(),
+                offer_ttl_ms: 60_000,
+            },
+        ),
     )
 }
 
@@ -95,12 +124,15 @@ fn an_assignment_reserves_nothing_and_the_winner_is_told_of_it() {
     let mut t = LeaseTable::default();
     let assigned = t.apply(
         1,
-        &cmd(Op::Assign {
-            key: "tasks/42".into(),
-            to: "claude".into(),
-            by: "dispatcher".into(),
-            reason: "verify evidence".into(),
-        }),
+        &cmd_in(
+            &t,
+            Op::Assign {
+                key: "tasks/42".into(),
+                to: "claude".into(),
+                by: "dispatcher".into(),
+                reason: "verify evidence".into(),
+            },
+        ),
     );
     assert!(matches!(assigned, Outcome::Assigned { .. }));
     // Another agent claims the assigned key and wins; the grant mentions the assignment.
@@ -131,11 +163,14 @@ fn only_the_current_token_may_write_the_record() {
     ));
     t.apply(
         3,
-        &cmd(Op::Release {
-            key: "k".into(),
-            token: a,
-            final_status: None,
-        }),
+        &cmd_in(
+            &t,
+            Op::Release {
+                key: "k".into(),
+                token: a,
+                final_status: None,
+            },
+        ),
     );
     let b = token_of(&claim(&mut t, 4, "k", "codex"));
     // The stale writer is refused and told who holds the key, with which token.
@@ -176,20 +211,26 @@ fn record_limits_are_enforced_after_the_patch() {
     };
     let first = t.apply(
         2,
-        &cmd(Op::Update {
-            key: "k".into(),
-            token: tok,
-            patch: big(1),
-        }),
+        &cmd_in(
+            &t,
+            Op::Update {
+                key: "k".into(),
+                token: tok,
+                patch: big(1),
+            },
+        ),
     );
     assert!(matches!(first, Outcome::Updated { .. }));
     let second = t.apply(
         3,
-        &cmd(Op::Update {
-            key: "k".into(),
-            token: tok,
-            patch: big(2),
-        }),
+        &cmd_in(
+            &t,
+            Op::Update {
+                key: "k".into(),
+                token: tok,
+                patch: big(2),
+            },
+        ),
     );
     match second {
         Outcome::Invalid { message } => assert!(message.contains("65536"), "{message}"),
@@ -202,14 +243,17 @@ fn record_limits_are_enforced_after_the_patch() {
     );
     let bad_status = t.apply(
         4,
-        &cmd(Op::Update {
-            key: "k".into(),
-            token: tok,
-            patch: RecordPatch {
-                status: Some("Done!".into()),
-                ..Default::default()
+        &cmd_in(
+            &t,
+            Op::Update {
+                key: "k".into(),
+                token: tok,
+                patch: RecordPatch {
+                    status: Some("Done!".into()),
+                    ..Default::default()
+                },
             },
-        }),
+        ),
     );
     assert!(matches!(bad_status, Outcome::Invalid { .. }));
 }
@@ -228,20 +272,26 @@ fn a_handoff_moves_the_token_in_one_entry() {
     assert!(matches!(
         t.apply(
             4,
-            &cmd(Op::Renew {
-                key: "k".into(),
-                token: old
-            })
+            &cmd_in(
+                &t,
+                Op::Renew {
+                    key: "k".into(),
+                    token: old
+                }
+            )
         ),
         Outcome::Renewed { .. }
     ));
     let accepted = t.apply(
         5,
-        &cmd(Op::Accept {
-            key: "k".into(),
-            holder: holder("codex"),
-            ttl_ms: 10_000,
-        }),
+        &cmd_in(
+            &t,
+            Op::Accept {
+                key: "k".into(),
+                holder: holder("codex"),
+                ttl_ms: 10_000,
+            },
+        ),
     );
     let new = token_of(&accepted);
     match &accepted {
@@ -256,10 +306,13 @@ fn a_handoff_moves_the_token_in_one_entry() {
     assert!(matches!(
         t.apply(
             6,
-            &cmd(Op::Renew {
-                key: "k".into(),
-                token: old
-            })
+            &cmd_in(
+                &t,
+                Op::Renew {
+                    key: "k".into(),
+                    token: old
+                }
+            )
         ),
         Outcome::Lost { .. }
     ));
@@ -285,11 +338,14 @@ fn handoff_refusals_change_nothing() {
     let tok = token_of(&claim(&mut t, 1, "k", "claude"));
     assert!(refused(t.apply(
         2,
-        &cmd(Op::Accept {
-            key: "k".into(),
-            holder: holder("codex"),
-            ttl_ms: 10_000
-        })
+        &cmd_in(
+            &t,
+            Op::Accept {
+                key: "k".into(),
+                holder: holder("codex"),
+                ttl_ms: 10_000
+            }
+        )
     ))
     .contains("no pending offer"));
     assert!(refused(offer(&mut t, 3, "k", tok + 100, "codex")).contains("not current"));
@@ -298,26 +354,35 @@ fn handoff_refusals_change_nothing() {
     assert!(refused(offer(&mut t, 6, "k", tok, "gemini")).contains("already pending"));
     let msg = refused(t.apply(
         7,
-        &cmd(Op::Accept {
-            key: "k".into(),
-            holder: holder("gemini"),
-            ttl_ms: 10_000,
-        }),
+        &cmd_in(
+            &t,
+            Op::Accept {
+                key: "k".into(),
+                holder: holder("gemini"),
+                ttl_ms: 10_000,
+            },
+        ),
     ));
     assert!(msg.contains("addressed to codex, not gemini"), "{msg}");
     refused(t.apply(
         8,
-        &cmd(Op::Decline {
-            key: "k".into(),
-            holder: holder("gemini"),
-        }),
+        &cmd_in(
+            &t,
+            Op::Decline {
+                key: "k".into(),
+                holder: holder("gemini"),
+            },
+        ),
     ));
     refused(t.apply(
         9,
-        &cmd(Op::Cancel {
-            key: "k".into(),
-            token: tok + 100,
-        }),
+        &cmd_in(
+            &t,
+            Op::Cancel {
+                key: "k".into(),
+                token: tok + 100,
+            },
+        ),
     ));
     assert_eq!(t.lease("k").unwrap().token, tok);
     assert_eq!(t.case("k").unwrap().offer.as_ref().unwrap().to, "codex");
@@ -331,10 +396,13 @@ fn decline_cancel_and_lapse_end_the_offer_and_the_holder_keeps_the_key() {
     assert_eq!(
         t.apply(
             3,
-            &cmd(Op::Decline {
-                key: "k".into(),
-                holder: holder("codex")
-            })
+            &cmd_in(
+                &t,
+                Op::Decline {
+                    key: "k".into(),
+                    holder: holder("codex")
+                }
+            )
         ),
         Outcome::Declined
     );
@@ -342,10 +410,13 @@ fn decline_cancel_and_lapse_end_the_offer_and_the_holder_keeps_the_key() {
     assert_eq!(
         t.apply(
             5,
-            &cmd(Op::Cancel {
-                key: "k".into(),
-                token: tok
-            })
+            &cmd_in(
+                &t,
+                Op::Cancel {
+                    key: "k".into(),
+                    token: tok
+                }
+            )
         ),
         Outcome::Cancelled
     );
@@ -354,20 +425,26 @@ fn decline_cancel_and_lapse_end_the_offer_and_the_holder_keeps_the_key() {
     assert_eq!(
         t.apply(
             7,
-            &cmd(Op::Lapse {
-                key: "k".into(),
-                offer_revision: 4
-            })
+            &cmd_in(
+                &t,
+                Op::Lapse {
+                    key: "k".into(),
+                    offer_revision: 4
+                }
+            )
         ),
         Outcome::LapseIgnored
     );
     assert_eq!(
         t.apply(
             8,
-            &cmd(Op::Lapse {
-                key: "k".into(),
-                offer_revision: 6
-            })
+            &cmd_in(
+                &t,
+                Op::Lapse {
+                    key: "k".into(),
+                    offer_revision: 6
+                }
+            )
         ),
         Outcome::Lapsed
     );
@@ -399,11 +476,14 @@ fn expiry_during_an_offer_frees_the_key_and_keeps_the_note() {
     offer(&mut t, 2, "k", tok, "codex");
     let expired = t.apply(
         3,
-        &cmd(Op::Expire {
-            key: "k".into(),
-            token: tok,
-            basis: 1,
-        }),
+        &cmd_in(
+            &t,
+            Op::Expire {
+                key: "k".into(),
+                token: tok,
+                basis: 1,
+            },
+        ),
     );
     assert!(matches!(expired, Outcome::Expired { .. }));
     assert!(t.lease("k").is_none());
@@ -425,25 +505,34 @@ fn release_can_set_the_final_status_and_counts_renewals() {
     let tok = token_of(&claim(&mut t, 1, "k", "claude"));
     t.apply(
         2,
-        &cmd(Op::Renew {
-            key: "k".into(),
-            token: tok,
-        }),
+        &cmd_in(
+            &t,
+            Op::Renew {
+                key: "k".into(),
+                token: tok,
+            },
+        ),
     );
     t.apply(
         3,
-        &cmd(Op::Renew {
-            key: "k".into(),
-            token: tok,
-        }),
+        &cmd_in(
+            &t,
+            Op::Renew {
+                key: "k".into(),
+                token: tok,
+            },
+        ),
     );
     t.apply(
         4,
-        &cmd(Op::Release {
-            key: "k".into(),
-            token: tok,
-            final_status: Some("done".into()),
-        }),
+        &cmd_in(
+            &t,
+            Op::Release {
+                key: "k".into(),
+                token: tok,
+                final_status: Some("done".into()),
+            },
+        ),
     );
     let case = t.case("k").unwrap();
     assert_eq!(case.record.status, "done");
@@ -477,37 +566,46 @@ fn note_limits_are_enforced() {
     big.done = "x".repeat(NOTE_BYTES_MAX);
     let out = t.apply(
         2,
-        &cmd(Op::Offer {
-            key: "k".into(),
-            token: tok,
-            to: "b".into(),
-            note: big,
-            offer_ttl_ms: 60_000,
-        }),
+        &cmd_in(
+            &t,
+            Op::Offer {
+                key: "k".into(),
+                token: tok,
+                to: "b".into(),
+                note: big,
+                offer_ttl_ms: 60_000,
+            },
+        ),
     );
     assert!(matches!(out, Outcome::Invalid { .. }), "{out:?}");
     let mut no_check = note();
     no_check.volatile_facts[0].check_command = " ".into();
     let out = t.apply(
         3,
-        &cmd(Op::Offer {
-            key: "k".into(),
-            token: tok,
-            to: "b".into(),
-            note: no_check,
-            offer_ttl_ms: 60_000,
-        }),
+        &cmd_in(
+            &t,
+            Op::Offer {
+                key: "k".into(),
+                token: tok,
+                to: "b".into(),
+                note: no_check,
+                offer_ttl_ms: 60_000,
+            },
+        ),
     );
     assert!(matches!(out, Outcome::Invalid { .. }));
     let out = t.apply(
         4,
-        &cmd(Op::Offer {
-            key: "k".into(),
-            token: tok,
-            to: "b".into(),
-            note: note(),
-            offer_ttl_ms: OFFER_TTL_MS_MAX + 1,
-        }),
+        &cmd_in(
+            &t,
+            Op::Offer {
+                key: "k".into(),
+                token: tok,
+                to: "b".into(),
+                note: note(),
+                offer_ttl_ms: OFFER_TTL_MS_MAX + 1,
+            },
+        ),
     );
     assert!(matches!(out, Outcome::Invalid { .. }));
     assert!(t.case("k").unwrap().offer.is_none());
@@ -516,10 +614,13 @@ fn note_limits_are_enforced() {
 fn set_quarantine(t: &mut LeaseTable, index: u64, prefix: &str, delay_ms: u64) -> Outcome {
     t.apply(
         index,
-        &cmd(Op::SetQuarantine {
-            prefix: prefix.into(),
-            delay_ms,
-        }),
+        &cmd_in(
+            t,
+            Op::SetQuarantine {
+                prefix: prefix.into(),
+                delay_ms,
+            },
+        ),
     )
 }
 
@@ -535,11 +636,14 @@ fn an_expiry_under_a_quarantine_rule_keeps_the_key_unclaimable_until_the_leader_
     let tok = token_of(&claim(&mut t, 3, "printers/lab-1", "a"));
     t.apply(
         4,
-        &cmd(Op::Expire {
-            key: "printers/lab-1".into(),
-            token: tok,
-            basis: 3,
-        }),
+        &cmd_in(
+            &t,
+            Op::Expire {
+                key: "printers/lab-1".into(),
+                token: tok,
+                basis: 3,
+            },
+        ),
     );
     let q = t
         .case("printers/lab-1")
@@ -554,20 +658,26 @@ fn an_expiry_under_a_quarantine_rule_keeps_the_key_unclaimable_until_the_leader_
     assert_eq!(
         t.apply(
             6,
-            &cmd(Op::EndQuarantine {
-                key: "printers/lab-1".into(),
-                revision: 3
-            })
+            &cmd_in(
+                &t,
+                Op::EndQuarantine {
+                    key: "printers/lab-1".into(),
+                    revision: 3
+                }
+            )
         ),
         Outcome::QuarantineEndIgnored
     );
     assert_eq!(
         t.apply(
             7,
-            &cmd(Op::EndQuarantine {
-                key: "printers/lab-1".into(),
-                revision: 4
-            })
+            &cmd_in(
+                &t,
+                Op::EndQuarantine {
+                    key: "printers/lab-1".into(),
+                    revision: 4
+                }
+            )
         ),
         Outcome::QuarantineEnded
     );
@@ -581,19 +691,25 @@ fn a_clean_release_or_a_revoke_never_quarantines() {
     let tok = token_of(&claim(&mut t, 2, "p/1", "a"));
     t.apply(
         3,
-        &cmd(Op::Release {
-            key: "p/1".into(),
-            token: tok,
-            final_status: None,
-        }),
+        &cmd_in(
+            &t,
+            Op::Release {
+                key: "p/1".into(),
+                token: tok,
+                final_status: None,
+            },
+        ),
     );
     let tok = token_of(&claim(&mut t, 4, "p/1", "b"));
     t.apply(
         5,
-        &cmd(Op::Revoke {
-            key: "p/1".into(),
-            reason: "stuck".into(),
-        }),
+        &cmd_in(
+            &t,
+            Op::Revoke {
+                key: "p/1".into(),
+                reason: "stuck".into(),
+            },
+        ),
     );
     token_of(&claim(&mut t, 6, "p/1", "c"));
     assert!(t.case("p/1").unwrap().quarantine.is_none());
@@ -613,12 +729,15 @@ fn the_key_limit_refuses_new_keys_but_not_work_on_existing_ones() {
     token_of(&claim(&mut t, 1, "a", "x"));
     let b = t.apply(
         2,
-        &cmd(Op::Assign {
-            key: "b".into(),
-            to: "y".into(),
-            by: "d".into(),
-            reason: String::new(),
-        }),
+        &cmd_in(
+            &t,
+            Op::Assign {
+                key: "b".into(),
+                to: "y".into(),
+                by: "d".into(),
+                reason: String::new(),
+            },
+        ),
     );
     assert!(matches!(b, Outcome::Assigned { .. }));
     // A third key is refused, however it would be created; nothing changes.
@@ -642,8 +761,15 @@ fn the_key_limit_refuses_new_keys_but_not_work_on_existing_ones() {
     .into_iter()
     .enumerate()
     {
-        match t.apply(3 + i as u64, &cmd(op)) {
-            Outcome::Invalid { message } => assert!(message.contains("limit"), "{message}"),
+        match t.apply(3 + i as u64, &cmd_in(&t, op)) {
+            Outcome::Refused {
+                refusal:
+                    refusal @ Refusal::KeyLimit {
+                        keys: 2,
+                        keys_max: 2,
+                        ..
+                    },
+            } => assert!(refusal.to_string().contains("limit"), "{refusal}"),
             other => panic!("{other:?}"),
         }
     }
@@ -652,11 +778,14 @@ fn the_key_limit_refuses_new_keys_but_not_work_on_existing_ones() {
     token_of(&claim(&mut t, 10, "b", "z"));
     t.apply(
         11,
-        &cmd(Op::Release {
-            key: "a".into(),
-            token: 1,
-            final_status: None,
-        }),
+        &cmd_in(
+            &t,
+            Op::Release {
+                key: "a".into(),
+                token: 1,
+                final_status: None,
+            },
+        ),
     );
     token_of(&claim(&mut t, 12, "a", "w"));
 }

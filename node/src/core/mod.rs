@@ -3,6 +3,7 @@
 //! Layout:
 //! - `access`   permissions: the policy, its checks, its replicated state and audit trail;
 //! - `limits`   every named limit;
+//! - `refusal`  why a request was refused, with its facts;
 //! - `types`    log commands (`LogCommand`, `Op`) and their `Outcome`s;
 //! - `validate` input rules shared with the gRPC edge;
 //! - `table`    `LeaseTable::apply(index, command) -> Outcome`.
@@ -16,6 +17,7 @@
 pub mod access;
 pub mod case;
 pub mod limits;
+pub mod refusal;
 pub mod table;
 pub mod types;
 pub mod validate;
@@ -25,13 +27,17 @@ mod case_tests;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod sequences;
 #[cfg(test)]
+mod session_tests;
+#[cfg(test)]
 mod tests;
 
 pub use case::{
-    Assignment, CaseFile, Event, EventKind, HandoffNote, History, Offer, Quarantine, Record,
-    RecordPatch, VolatileFact,
+    Assignment, Attribution, CaseFile, Event, EventKind, HandoffNote, History, Offer, Quarantine,
+    Record, RecordPatch, VolatileFact,
 };
+pub use refusal::Refusal;
 pub use table::{Changes, ClientSession, LeaseTable};
 pub use types::{
-    Applied, FencingToken, Holder, Lease, LogCommand, Op, Outcome, Proposal, RequestId,
+    Actor, Applied, FencingToken, Holder, Lease, LogCommand, Op, Outcome, Proposal, RequestId,
+    Sender,
 };

@@ -3,7 +3,9 @@
 //! libFuzzer target `sequences` (`crate::fuzzing`). Whatever the sequence, `apply` never
 //! panics (debug builds also run `check_invariants` after each command), two replicas that apply the same sequence end equal, a replica restored from an
 //! encoded copy half-way goes on identically, and per key: at most one holder, tokens never
-//! go backwards, a grant's token is its own revision, history revisions strictly increase.
+//! go backwards, a grant's token is its own revision, history revisions strictly increase;
+//! and who acted: every event credits the command's real sender (session and principal), a
+//! lease is renewed or released only from its holder's session, a claim never adopts one.
 //!
 //! The generator favours the interesting cases: few keys and holders (so commands collide),
 //! tokens that are current, stale or made up, retried request ids, expiries and lapses racing
@@ -164,19 +166,91 @@ fn command(
     if !sent.is_empty() && rng.gen_ratio(1, 12) {
         return (sent[rng.gen_range(0..sent.len())].clone(), true);
     }
-    let request_id = rng.gen_ratio(2, 3).then(|| RequestId {
+    let op = op(rng, table, seen);
+    let leaders = matches!(
+        op,
+        Op::Expire { .. } | Op::Lapse { .. } | Op::EndQuarantine { .. }
+    );
+    let request_id = (!leaders && rng.gen_ratio(2, 3)).then(|| RequestId {
         client_id: format!("{:032x}", rng.gen_range(0..4u64)),
         seq: sent.len() as u64 + 1,
+    });
+    // Who sends it: mostly the session the operation needs (a claim's holder, the lease
+    // holder for a write with a token), else another one (refused as another session's, or
+    // as bad input for a claim); now and then a format-3 command (no sender).
+    let format_3 = request_id.is_some() && rng.gen_ratio(1, 20);
+    let sender = (!leaders && !format_3).then(|| {
+        let needed = match &op {
+            Op::Claim { holder, .. } | Op::Accept { holder, .. } | Op::Decline { holder, .. } => {
+                Some(holder.client_id.clone())
+            }
+            op => table.lease(op.key()).map(|l| l.holder.client_id.clone()),
+        };
+        Sender {
+            client_id: match needed {
+                Some(id) if rng.gen_ratio(4, 5) => id,
+                _ => format!("{:032x}", rng.gen_range(0..(NAMES.len() as u64 * 7))),
+            },
+            principal: match rng.gen_range(0..3) {
+                0 => None,
+                _ => Some(pick(rng, &["ann", "ops"]).to_owned()),
+            },
+        }
     });
     let cmd = LogCommand {
         request_id,
         leader_unix_ms: 1_700_000_000_000 + sent.len() as u64,
-        op: op(rng, table, seen),
+        op,
+        sender,
     };
     if cmd.request_id.is_some() {
         sent.push(cmd.clone());
     }
     (cmd, false)
+}
+
+/// Checks who acted: every event the command at `revision` recorded names its real sender
+/// (session and principal), or, for a format-3 command, is marked as recorded by that
+/// format's rules; the leader's own entries credit no one. A lease is renewed or released
+/// only by its holder's session, and a repeated claim never renames or adopts a lease.
+fn check_actors(table: &LeaseTable, revision: u64, cmd: &LogCommand, outcome: &Outcome) {
+    let key = cmd.op.key();
+    let events = table
+        .case(key)
+        .map(|c| c.history.events.iter().filter(|e| e.revision == revision));
+    for event in events.into_iter().flatten() {
+        match (&cmd.sender, &event.actor) {
+            (Some(sender), Some(actor)) => {
+                assert_eq!(actor.client_id, sender.client_id, "{event:?} of {cmd:?}");
+                assert_eq!(actor.principal, sender.principal, "{event:?} of {cmd:?}");
+                assert_eq!(event.attribution, Attribution::Requester, "{event:?}");
+            }
+            (Some(_), None) => panic!("an event of {cmd:?} credits no one: {event:?}"),
+            (None, _) if cmd.is_format_3() => assert!(
+                event.actor.is_none() || event.attribution == Attribution::RecordedBeforeFormat4,
+                "{event:?} of format-3 {cmd:?}"
+            ),
+            (None, actor) => assert!(actor.is_none(), "{event:?} of the leader's {cmd:?}"),
+        }
+    }
+    let Some(sender) = cmd.sender.as_ref() else {
+        return;
+    };
+    match outcome {
+        Outcome::Renewed { lease } | Outcome::Released { lease } => assert_eq!(
+            lease.holder.client_id, sender.client_id,
+            "another session's write to a lease: {cmd:?}"
+        ),
+        Outcome::Granted {
+            lease,
+            already_held: true,
+            ..
+        } => match &cmd.op {
+            Op::Claim { holder, .. } => assert_eq!(&lease.holder, holder, "adopted: {cmd:?}"),
+            op => panic!("a grant answered {op:?}"),
+        },
+        _ => {}
+    }
 }
 
 /// Checks what must hold of `table` after the command at `revision` produced `outcome`.
@@ -269,6 +343,7 @@ pub fn run(
         }
         if !retry {
             check(&a, revision, &outcome, &mut last_token);
+            check_actors(&a, revision, &cmd, &outcome);
         }
         if revision == restore_at {
             let mut copy: LeaseTable = decode(&encode(&a)).expect("the table decodes");

@@ -11,13 +11,15 @@ use serde::{Deserialize, Serialize};
 
 use super::access::AccessState;
 use super::case::{
-    Assignment, CaseFile, Event, EventKind, HandoffNote, Offer, Quarantine, RecordPatch,
+    Assignment, Attribution, CaseFile, Event, EventKind, HandoffNote, Offer, Quarantine,
+    RecordPatch,
 };
 use super::limits::{
     DEDUP_ANSWERS_PER_CLIENT_MAX, DEDUP_CLIENTS_MAX, FIELDS_MAX, KEYS_MAX, QUARANTINE_RULES_MAX,
     RECORD_BYTES_MAX,
 };
-use super::types::{Holder, Lease, LogCommand, Op, Outcome, RequestId};
+use super::refusal::Refusal;
+use super::types::{Actor, Holder, Lease, LogCommand, Op, Outcome, RequestId};
 use super::validate;
 
 /// What the state machine remembers of one client for de-duplication.
@@ -41,6 +43,9 @@ pub struct Answer {
     /// `Op::fingerprint` of the request that got this answer.
     pub op_fingerprint: u64,
     pub outcome: Outcome,
+    /// The revision the first attempt was decided at, which a retry's answer carries too
+    /// (data format 4; 0 for answers remembered by format 3, which did not keep it).
+    pub revision: u64,
 }
 
 /// What an apply changed that the node acts on besides the table: the history events it
@@ -217,15 +222,27 @@ impl LeaseTable {
         changes: &mut Changes,
         access: &mut AccessState,
     ) -> Outcome {
+        self.apply_decided(index, cmd, changes, access).0
+    }
+
+    /// `apply_tracked`, also answering the revision the outcome was decided at: `index`, or,
+    /// for a retry answered from memory, its first attempt's revision.
+    pub fn apply_decided(
+        &mut self,
+        index: u64,
+        cmd: &LogCommand,
+        changes: &mut Changes,
+        access: &mut AccessState,
+    ) -> (Outcome, u64) {
         if let Some(id) = &cmd.request_id {
             if let Err(e) = validate::request_id(id) {
-                return Outcome::Invalid { message: e.0 };
+                return (Outcome::Invalid { message: e.0 }, index);
             }
-            if let Some(earlier) = self.remembered(id, &cmd.op) {
-                return earlier;
+            if let Some((earlier, decided)) = self.remembered(id, &cmd.op) {
+                return (earlier, if decided == 0 { index } else { decided });
             }
         }
-        let outcome = match validate::op(&cmd.op) {
+        let outcome = match validate::op(&cmd.op).and_then(|()| holder_is_sender(cmd)) {
             Err(e) => Outcome::Invalid { message: e.0 },
             Ok(()) => match &cmd.op {
                 // The policy is not the table's; retries of it are de-duplicated here all
@@ -233,7 +250,7 @@ impl LeaseTable {
                 Op::SetAccess { policy, by } => Outcome::AccessSet {
                     version: access.set(index, cmd.leader_unix_ms, by, policy.clone()),
                 },
-                op => self.apply_op(index, cmd.leader_unix_ms, op, changes),
+                _ => self.apply_op(index, cmd, changes),
             },
         };
         if let Some(id) = &cmd.request_id {
@@ -241,32 +258,35 @@ impl LeaseTable {
         }
         #[cfg(debug_assertions)]
         self.check_invariants(index, cmd);
-        outcome
+        (outcome, index)
     }
 
-    /// The first answer to a retried request, or a refusal if that answer was forgotten.
-    fn remembered(&self, id: &RequestId, op: &Op) -> Option<Outcome> {
+    /// The first answer to a retried request with the revision it was decided at (0: not
+    /// known), or a refusal if that answer was forgotten.
+    fn remembered(&self, id: &RequestId, op: &Op) -> Option<(Outcome, u64)> {
         let session = self.sessions.get(&id.client_id)?;
         if let Some(answer) = session.answers.iter().find(|a| a.seq == id.seq) {
             if answer.op_fingerprint != op.fingerprint() {
-                return Some(Outcome::Invalid {
+                let refusal = Outcome::Invalid {
                     message: format!(
                         "request id ({}, {}) was already used for a different request: \
                          give each request its own seq",
                         id.client_id, id.seq
                     ),
-                });
+                };
+                return Some((refusal, 0));
             }
-            return Some(answer.outcome.clone());
+            return Some((answer.outcome.clone(), answer.revision));
         }
         if id.seq <= session.forgotten_seq_max {
-            return Some(Outcome::RetryTooOld {
+            let too_old = Outcome::RetryTooOld {
                 message: format!(
                     "request seq {} of client {} is too old to tell whether it was applied \
                      (only the latest {} answers are kept): probe the key to see its state",
                     id.seq, id.client_id, DEDUP_ANSWERS_PER_CLIENT_MAX
                 ),
-            });
+            };
+            return Some((too_old, 0));
         }
         None
     }
@@ -291,6 +311,7 @@ impl LeaseTable {
                 seq: id.seq,
                 op_fingerprint,
                 outcome: outcome.clone(),
+                revision: index,
             },
         );
         if session.answers.len() > DEDUP_ANSWERS_PER_CLIENT_MAX {
@@ -304,30 +325,26 @@ impl LeaseTable {
         }
     }
 
-    fn apply_op(
-        &mut self,
-        index: u64,
-        now_unix_ms: u64,
-        op: &Op,
-        changes: &mut Changes,
-    ) -> Outcome {
+    fn apply_op(&mut self, index: u64, cmd: &LogCommand, changes: &mut Changes) -> Outcome {
+        let op = &cmd.op;
         let key = op.key();
         let creates_key = !self.cases.contains_key(key)
             && matches!(op, Op::Claim { .. } | Op::Assign { .. } | Op::Revoke { .. });
         if creates_key && self.cases.len() >= self.keys_max() {
-            return Outcome::Invalid {
-                message: format!(
-                    "the cluster holds {} keys, its limit: {key} cannot be added (reuse or \
-                     revoke keys you no longer need)",
-                    self.cases.len()
-                ),
+            return Outcome::Refused {
+                refusal: Refusal::KeyLimit {
+                    key: key.to_owned(),
+                    keys: self.cases.len() as u64,
+                    keys_max: self.keys_max() as u64,
+                },
             };
         }
         let mut step = Step {
             table: self,
             key,
             index,
-            now_unix_ms,
+            now_unix_ms: cmd.leader_unix_ms,
+            cmd,
             changes,
         };
         match op {
@@ -407,6 +424,9 @@ struct Step<'a> {
     key: &'a str,
     index: u64,
     now_unix_ms: u64,
+    /// The command: who sent it (its session and principal) decides who may act and is
+    /// recorded as the actor.
+    cmd: &'a LogCommand,
     changes: &'a mut Changes,
 }
 
@@ -462,12 +482,65 @@ impl Step<'_> {
         self.table.cases.get_mut(self.key).expect("inserted above")
     }
 
-    /// Appends this entry's event to the key's history.
-    fn event(&mut self, kind: EventKind, actor: Option<Holder>, token: u64, detail: String) {
+    /// Who sent this entry's command, acting as holder name `name`. A format-3 command
+    /// knows no sender: it is credited as that format did, to `lease_holder` (the holder of
+    /// the lease it was made under), and marked so.
+    fn actor(&self, name: &str, lease_holder: Option<&Holder>) -> (Option<Actor>, Attribution) {
+        if self.cmd.is_format_3() {
+            let actor = lease_holder.map(|h| Actor {
+                name: h.name.clone(),
+                client_id: h.client_id.clone(),
+                principal: None,
+            });
+            return (actor, Attribution::RecordedBeforeFormat4);
+        }
+        (self.cmd.actor(name), Attribution::Requester)
+    }
+
+    /// The session this request acts as ("" for the leader's own entries).
+    fn session(&self) -> &str {
+        self.cmd
+            .sender
+            .as_ref()
+            .map_or("", |s| s.client_id.as_str())
+    }
+
+    /// The current lease, if `token` is its token and the request comes from its holder's
+    /// session; otherwise the refusal, with the facts. A format-3 command is bound by its
+    /// token alone, as that format was.
+    fn held_by_sender(&self, token: u64) -> Result<Lease, Refusal> {
+        match self.lease() {
+            Some(l) if l.token == token => {
+                if self.cmd.is_format_3() || l.holder.client_id == self.session() {
+                    Ok(l.clone())
+                } else {
+                    Err(Refusal::WrongSession {
+                        lease: Box::new(l.clone()),
+                        client_id: self.session().to_owned(),
+                    })
+                }
+            }
+            current => Err(Refusal::StaleToken {
+                key: self.key.to_owned(),
+                token,
+                current: current.cloned().map(Box::new),
+            }),
+        }
+    }
+
+    /// Appends this entry's event to the key's history, credited to `actor`.
+    fn event(
+        &mut self,
+        kind: EventKind,
+        (actor, attribution): (Option<Actor>, Attribution),
+        token: u64,
+        detail: String,
+    ) {
         let event = Event {
             revision: self.index,
             kind,
             actor,
+            attribution,
             token,
             unix_ms: self.now_unix_ms,
             detail,
@@ -486,18 +559,8 @@ impl Step<'_> {
         Some(offer)
     }
 
-    /// Why a token cannot act on this key.
-    fn stale(&self, token: u64) -> String {
-        match self.lease() {
-            Some(l) => format!(
-                "token {token} is not current for {}: held by {} with token {}",
-                self.key, l.holder.name, l.token
-            ),
-            None => format!(
-                "token {token} is not current for {}: the key is free",
-                self.key
-            ),
-        }
+    fn refused(refusal: Refusal) -> Outcome {
+        Outcome::Refused { refusal }
     }
 
     fn claim(&mut self, holder: &Holder, ttl_ms: u64) -> Outcome {
@@ -507,15 +570,11 @@ impl Step<'_> {
             .get(self.key)
             .and_then(|c| c.quarantine.as_ref())
         {
-            return Outcome::Refused {
-                message: format!(
-                    "{} is quarantined for {} s after its holder's lease expired (revision {}): \
-                     it cannot be claimed until then",
-                    self.key,
-                    q.delay_ms / 1000,
-                    q.revision
-                ),
-            };
+            return Self::refused(Refusal::Quarantined {
+                key: self.key.to_owned(),
+                revision: q.revision,
+                delay_ms: q.delay_ms,
+            });
         }
         let assignment = self.assignment();
         match self.lease().cloned() {
@@ -527,18 +586,25 @@ impl Step<'_> {
                     }
                     _ => String::new(),
                 };
-                self.event(EventKind::Claimed, Some(holder.clone()), self.index, detail);
+                let actor = self.actor(&holder.name, Some(holder));
+                self.event(EventKind::Claimed, actor, self.index, detail);
                 Outcome::Granted {
                     lease,
                     already_held: false,
                     assignment,
                 }
             }
-            Some(mut lease) if lease.holder.client_id == holder.client_id => {
-                // The same process claims again (e.g. it lost our answer): it keeps its token
-                // and the lease is renewed. The TTL never shrinks: another task of that
-                // process may be counting on the longer one it was granted, and restarting
-                // the countdown later with a TTL at least as long never ends it earlier.
+            // The same session under the same name claims again (it lost our answer, or it
+            // restarted with its client id): it keeps its token and the lease is renewed.
+            // Anything else is refused below, naming the holder: a claim never renames or
+            // adopts a lease (format 3 matched on the client id alone, and renamed).
+            Some(mut lease)
+                if lease.holder == *holder
+                    || (self.cmd.is_format_3() && lease.holder.client_id == holder.client_id) =>
+            {
+                // The TTL never shrinks: another task of that process may be counting on
+                // the longer one it was granted, and restarting the countdown later with a
+                // TTL at least as long never ends it earlier.
                 lease.basis = self.index;
                 lease.renewals += 1;
                 lease.ttl_ms = lease.ttl_ms.max(ttl_ms);
@@ -560,21 +626,29 @@ impl Step<'_> {
     }
 
     fn renew(&mut self, token: u64) -> Outcome {
-        match self.lease().cloned() {
-            Some(mut lease) if lease.token == token => {
+        match self.held_by_sender(token) {
+            Ok(mut lease) => {
                 lease.basis = self.index;
                 lease.renewals += 1;
                 lease.renewed_unix_ms = self.now_unix_ms;
                 self.set_lease(lease.clone());
                 Outcome::Renewed { lease }
             }
-            current => Outcome::Lost { current },
+            Err(Refusal::StaleToken { current, .. }) => Outcome::Lost {
+                current: current.map(|l| *l),
+            },
+            Err(refusal) => Self::refused(refusal),
         }
     }
 
     /// Ends the current stint (release, expiry, revoke): frees the key, ends a pending offer
     /// (its note stays on the record) and records the event.
-    fn end_stint(&mut self, kind: EventKind, actor: Option<Holder>, mut detail: String) -> Lease {
+    fn end_stint(
+        &mut self,
+        kind: EventKind,
+        actor: (Option<Actor>, Attribution),
+        mut detail: String,
+    ) -> Lease {
         let lease = self.take_lease().expect("the caller checked the lease");
         if lease.renewals > 0 {
             detail = join(&format!("renewed {} times", lease.renewals), &detail);
@@ -593,26 +667,31 @@ impl Step<'_> {
     }
 
     fn release(&mut self, token: u64, final_status: Option<&str>) -> Outcome {
-        match self.lease().cloned() {
-            Some(lease) if lease.token == token => {
-                let mut detail = String::new();
-                if let Some(status) = final_status {
-                    let patch = RecordPatch {
-                        status: Some(status.to_string()),
-                        ..RecordPatch::default()
-                    };
-                    let index = self.index;
-                    let record = &mut self.case_mut().record;
-                    detail = patch.apply_to(record);
-                    if !detail.is_empty() {
-                        record.updated_revision = index;
-                    }
+        let lease = match self.held_by_sender(token) {
+            Ok(lease) => lease,
+            Err(Refusal::StaleToken { current, .. }) => {
+                return Outcome::Lost {
+                    current: current.map(|l| *l),
                 }
-                let lease = self.end_stint(EventKind::Released, Some(lease.holder), detail);
-                Outcome::Released { lease }
             }
-            current => Outcome::Lost { current },
+            Err(refusal) => return Self::refused(refusal),
+        };
+        let mut detail = String::new();
+        if let Some(status) = final_status {
+            let patch = RecordPatch {
+                status: Some(status.to_string()),
+                ..RecordPatch::default()
+            };
+            let index = self.index;
+            let record = &mut self.case_mut().record;
+            detail = patch.apply_to(record);
+            if !detail.is_empty() {
+                record.updated_revision = index;
+            }
         }
+        let actor = self.actor(&lease.holder.name, Some(&lease.holder));
+        let lease = self.end_stint(EventKind::Released, actor, detail);
+        Outcome::Released { lease }
     }
 
     fn expire(&mut self, token: u64, basis: u64) -> Outcome {
@@ -638,7 +717,7 @@ impl Step<'_> {
                 } else {
                     String::new()
                 };
-                let lease = self.end_stint(EventKind::Expired, None, detail);
+                let lease = self.end_stint(EventKind::Expired, LEADER, detail);
                 Outcome::Expired { lease }
             }
             _ => Outcome::ExpireIgnored,
@@ -646,34 +725,39 @@ impl Step<'_> {
     }
 
     fn revoke(&mut self, reason: &str) -> Outcome {
+        // An operator acts as no holder: the actor is its session and principal.
+        let actor = self.actor("", None);
         if self.lease().is_none() {
             self.event(
                 EventKind::Revoked,
-                None,
+                actor,
                 0,
                 format!("(key was free) {reason}"),
             );
             return Outcome::Revoked { previous: None };
         }
-        let lease = self.end_stint(EventKind::Revoked, None, reason.to_string());
+        let lease = self.end_stint(EventKind::Revoked, actor, reason.to_string());
         Outcome::Revoked {
             previous: Some(lease),
         }
     }
 
+    /// The pending offer, if any, as the refusal of a write it freezes.
+    fn frozen(&self) -> Option<Refusal> {
+        self.pending_offer().map(|offer| Refusal::Frozen {
+            key: self.key.to_owned(),
+            offer_to: offer.to.clone(),
+            offer_revision: offer.revision,
+        })
+    }
+
     fn update(&mut self, token: u64, patch: &RecordPatch) -> Outcome {
-        let Some(lease) = self.lease().cloned().filter(|l| l.token == token) else {
-            return Outcome::Refused {
-                message: self.stale(token),
-            };
+        let lease = match self.held_by_sender(token) {
+            Ok(lease) => lease,
+            Err(refusal) => return Self::refused(refusal),
         };
-        if let Some(offer) = self.pending_offer() {
-            return Outcome::Refused {
-                message: format!(
-                    "{} is frozen by a pending offer to {}: cancel the offer or wait for it to end",
-                    self.key, offer.to
-                ),
-            };
+        if let Some(refusal) = self.frozen() {
+            return Self::refused(refusal);
         }
         let mut record = self
             .table
@@ -695,7 +779,8 @@ impl Step<'_> {
         if !detail.is_empty() {
             record.updated_revision = self.index;
             self.case_mut().record = record.clone();
-            self.event(EventKind::Updated, Some(lease.holder), lease.token, detail);
+            let actor = self.actor(&lease.holder.name, Some(&lease.holder));
+            self.event(EventKind::Updated, actor, lease.token, detail);
         }
         Outcome::Updated { record }
     }
@@ -711,7 +796,12 @@ impl Step<'_> {
         self.case_mut().record.assigned_to = Some(Box::new(assignment));
         let detail = join(&format!("to {to} by {by}"), reason);
         let token = self.lease().map(|l| l.token).unwrap_or(0);
-        self.event(EventKind::Assigned, None, token, detail);
+        // Format 3 credited an assignment to no one.
+        let actor = match self.cmd.is_format_3() {
+            true => (None, Attribution::RecordedBeforeFormat4),
+            false => self.actor(by, None),
+        };
+        self.event(EventKind::Assigned, actor, token, detail);
         let record = self.table.cases[self.key].record.clone();
         Outcome::Assigned { record }
     }
@@ -723,23 +813,22 @@ impl Step<'_> {
         note: &HandoffNote,
         offer_ttl_ms: u64,
     ) -> Outcome {
-        let Some(lease) = self.lease().cloned().filter(|l| l.token == token) else {
-            return Outcome::Refused {
-                message: self.stale(token),
-            };
+        let lease = match self.held_by_sender(token) {
+            Ok(lease) => lease,
+            Err(refusal) => return Self::refused(refusal),
         };
         if let Some(pending) = self.pending_offer() {
-            return Outcome::Refused {
-                message: format!(
-                    "an offer of {} to {} is already pending: cancel it first",
-                    self.key, pending.to
-                ),
-            };
+            return Self::refused(Refusal::OfferPending {
+                key: self.key.to_owned(),
+                offer_to: pending.to.clone(),
+                offer_revision: pending.revision,
+            });
         }
         if lease.holder.name == to {
-            return Outcome::Refused {
-                message: format!("{} is already held by {to}", self.key),
-            };
+            return Self::refused(Refusal::OfferToHolder {
+                key: self.key.to_owned(),
+                name: to.to_owned(),
+            });
         }
         let offer = Offer {
             from: lease.holder.clone(),
@@ -752,22 +841,22 @@ impl Step<'_> {
         };
         self.case_mut().offer = Some(Box::new(offer.clone()));
         let detail = format!("to {to}, lapses after {} s", offer_ttl_ms / 1000);
-        self.event(EventKind::Offered, Some(lease.holder), lease.token, detail);
+        let actor = self.actor(&lease.holder.name, Some(&lease.holder));
+        self.event(EventKind::Offered, actor, lease.token, detail);
         Outcome::Offered { offer }
     }
 
     /// The pending offer, if `holder` is its addressee; otherwise the refusal.
-    fn addressed_to(&self, holder: &Holder) -> Result<Offer, Box<Outcome>> {
+    fn addressed_to(&self, holder: &Holder) -> Result<Offer, Refusal> {
         match self.pending_offer() {
-            None => Err(Box::new(Outcome::Refused {
-                message: format!("{} has no pending offer", self.key),
-            })),
-            Some(o) if o.to != holder.name => Err(Box::new(Outcome::Refused {
-                message: format!(
-                    "the offer of {} is addressed to {}, not {}",
-                    self.key, o.to, holder.name
-                ),
-            })),
+            None => Err(Refusal::NoOffer {
+                key: self.key.to_owned(),
+            }),
+            Some(o) if o.to != holder.name => Err(Refusal::NotAddressee {
+                key: self.key.to_owned(),
+                offer_to: o.to.clone(),
+                name: holder.name.clone(),
+            }),
             Some(o) => Ok(o.clone()),
         }
     }
@@ -775,18 +864,14 @@ impl Step<'_> {
     fn accept(&mut self, holder: &Holder, ttl_ms: u64) -> Outcome {
         let offer = match self.addressed_to(holder) {
             Ok(o) => o,
-            Err(refusal) => return *refusal,
+            Err(refusal) => return Self::refused(refusal),
         };
         // In one entry: the giver's token dies and the taker's is born. No gap, no overlap.
         let lease = self.grant(holder, ttl_ms);
         self.end_offer();
         let detail = format!("from {} (token {})", offer.from.name, offer.from_token);
-        self.event(
-            EventKind::Accepted,
-            Some(holder.clone()),
-            self.index,
-            detail,
-        );
+        let actor = self.actor(&holder.name, Some(holder));
+        self.event(EventKind::Accepted, actor, self.index, detail);
         Outcome::Accepted {
             lease,
             note: offer.note,
@@ -797,32 +882,28 @@ impl Step<'_> {
     fn decline(&mut self, holder: &Holder) -> Outcome {
         let offer = match self.addressed_to(holder) {
             Ok(o) => o,
-            Err(refusal) => return *refusal,
+            Err(refusal) => return Self::refused(refusal),
         };
         self.end_offer();
         let detail = format!("offer from {}", offer.from.name);
-        self.event(
-            EventKind::Declined,
-            Some(holder.clone()),
-            offer.from_token,
-            detail,
-        );
+        let actor = self.actor(&holder.name, Some(holder));
+        self.event(EventKind::Declined, actor, offer.from_token, detail);
         Outcome::Declined
     }
 
     fn cancel(&mut self, token: u64) -> Outcome {
-        let Some(lease) = self.lease().cloned().filter(|l| l.token == token) else {
-            return Outcome::Refused {
-                message: self.stale(token),
-            };
+        let lease = match self.held_by_sender(token) {
+            Ok(lease) => lease,
+            Err(refusal) => return Self::refused(refusal),
         };
         let Some(offer) = self.end_offer() else {
-            return Outcome::Refused {
-                message: format!("{} has no pending offer", self.key),
-            };
+            return Self::refused(Refusal::NoOffer {
+                key: self.key.to_owned(),
+            });
         };
         let detail = format!("offer to {}", offer.to);
-        self.event(EventKind::Cancelled, Some(lease.holder), token, detail);
+        let actor = self.actor(&lease.holder.name, Some(&lease.holder));
+        self.event(EventKind::Cancelled, actor, token, detail);
         Outcome::Cancelled
     }
 
@@ -867,11 +948,33 @@ impl Step<'_> {
                     "offer to {} lapsed; {} keeps the key",
                     offer.to, offer.from.name
                 );
-                self.event(EventKind::Lapsed, None, offer.from_token, detail);
+                self.event(EventKind::Lapsed, LEADER, offer.from_token, detail);
                 Outcome::Lapsed
             }
             _ => Outcome::LapseIgnored,
         }
+    }
+}
+
+/// The actor of the leader's own entries (expired, lapsed): no one sent them.
+const LEADER: (Option<Actor>, Attribution) = (None, Attribution::Requester);
+
+/// Refuses a claim, accept or decline whose holder is not its sender's session: a process
+/// claims for itself, never for another client id. (Format-3 commands knew no sender.)
+fn holder_is_sender(cmd: &LogCommand) -> Result<(), validate::InvalidInput> {
+    let holder = match &cmd.op {
+        Op::Claim { holder, .. } | Op::Accept { holder, .. } | Op::Decline { holder, .. } => holder,
+        _ => return Ok(()),
+    };
+    match &cmd.sender {
+        Some(sender) if sender.client_id != holder.client_id => {
+            Err(validate::InvalidInput(format!(
+                "the holder's client id {:?} is not the session {:?} the request comes from: \
+                 a process claims, accepts and declines as its own session",
+                holder.client_id, sender.client_id
+            )))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -11,10 +11,31 @@ fn holder(name: &str, client: &str) -> Holder {
     }
 }
 
+/// The session a test command comes from: a claim's, accept's or decline's holder's own, and
+/// otherwise `default` (holder `a`'s, "ca", for the plain helpers). The tests of session
+/// binding name their sessions explicitly (`cmd_as`).
+fn session_of(op: &Op, default: &str) -> String {
+    match op {
+        Op::Claim { holder, .. } | Op::Accept { holder, .. } | Op::Decline { holder, .. } => {
+            holder.client_id.clone()
+        }
+        _ => default.to_owned(),
+    }
+}
+
 fn cmd(op: Op) -> LogCommand {
+    cmd_as("ca", op)
+}
+
+/// A command from session `session`, without a request id.
+fn cmd_as(session: &str, op: Op) -> LogCommand {
     LogCommand {
         request_id: None,
         leader_unix_ms: 1_000,
+        sender: Some(Sender {
+            client_id: session_of(&op, session),
+            principal: None,
+        }),
         op,
     }
 }
@@ -26,6 +47,10 @@ fn cmd_from(client: &str, seq: u64, op: Op) -> LogCommand {
             seq,
         }),
         leader_unix_ms: 1_000,
+        sender: Some(Sender {
+            client_id: session_of(&op, client),
+            principal: None,
+        }),
         op,
     }
 }

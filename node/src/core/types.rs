@@ -20,6 +20,23 @@ pub struct Holder {
     pub client_id: String,
 }
 
+/// Who really sent a command, as its history event records it: the holder name it acted as,
+/// its client id (the session), and, with auth on, the authenticated principal. Client ids
+/// are public, so with auth off the client id identifies an honest client and binds nothing
+/// more; with auth on, the principal is what the node verified.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    /// The holder name the request acted as: the claimant's, the lease holder's for a write
+    /// with its token, the dispatcher's (`by`) for an assignment; empty for operator calls
+    /// (revoke), which act as no holder.
+    pub name: String,
+    /// The requester's client id: its request id's, the session it acted from.
+    pub client_id: String,
+    /// The principal the node authenticated (certificate common name or bearer token's
+    /// name); `None` with auth off or for an anonymous request.
+    pub principal: Option<String>,
+}
+
 /// A live lease on one key. A key without a `Lease` is free.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
@@ -79,6 +96,40 @@ pub struct LogCommand {
     /// recorded as "since"/"renewed at", never compared to decide anything.
     pub leader_unix_ms: u64,
     pub op: Op,
+    /// Who sent it (data format 4): its session and principal. `None` for the leader's own
+    /// entries, and for client commands logged by data format 3, which are applied by that
+    /// format's rules (no session binding; see `Sender`) so that every node, whatever its
+    /// version, reaches the same state from the same log.
+    pub sender: Option<Sender>,
+}
+
+/// Who sent a client command, as the node that took the request established it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sender {
+    /// The session the request acts as: the client id leases are bound to (a claim's holder
+    /// client id). Not the request id's client id, which only names a retry slot (a process
+    /// gets a fresh one, while its session may span processes: `BATON_CLIENT_ID`).
+    pub client_id: String,
+    /// The principal the node authenticated; `None` with auth off or for an anonymous
+    /// request. What it may do was checked at the edge; the core records it.
+    pub principal: Option<String>,
+}
+
+impl LogCommand {
+    /// Who sent this command, acting as `name`; `None` for the leader's own entries and
+    /// format-3 commands.
+    pub fn actor(&self, name: &str) -> Option<Actor> {
+        self.sender.as_ref().map(|s| Actor {
+            name: name.to_owned(),
+            client_id: s.client_id.clone(),
+            principal: s.principal.clone(),
+        })
+    }
+
+    /// A client command logged by data format 3: applied by that format's rules.
+    pub fn is_format_3(&self) -> bool {
+        self.request_id.is_some() && self.sender.is_none()
+    }
 }
 
 /// The mutating operations. Each is one Raft log entry.
@@ -381,10 +432,10 @@ pub enum Outcome {
     QuarantineEnded,
     /// An `EndQuarantine` for a quarantine that already ended: nothing changed.
     QuarantineEndIgnored,
-    /// A request that is well-formed but not allowed now (stale token, frozen record, no
-    /// offer, not the addressee, an offer already pending). Nothing changed. gRPC
-    /// `FAILED_PRECONDITION`.
-    Refused {
+    /// A refusal remembered from before data format 4, as text: only ever the replayed
+    /// answer to a retry of a request first answered by an older node. New refusals are
+    /// `Refused`. gRPC `FAILED_PRECONDITION`.
+    RefusedText {
         message: String,
     },
     /// Entries that carry no operation (blank, membership).
@@ -392,5 +443,12 @@ pub enum Outcome {
     /// The permissions policy was replaced (or cleared); the new version.
     AccessSet {
         version: u64,
+    },
+    /// A request that is well-formed but not allowed now, with its facts (who holds the key,
+    /// with which token, which offer is pending, ...). Nothing changed. gRPC
+    /// `FAILED_PRECONDITION` with the facts in the status details. Last among the variants,
+    /// so that answers remembered by data format 3 still decode.
+    Refused {
+        refusal: super::refusal::Refusal,
     },
 }

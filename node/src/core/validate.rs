@@ -85,10 +85,16 @@ pub fn reason(reason: &str) -> Result<(), InvalidInput> {
 }
 
 pub fn prefix(prefix: &str) -> Result<(), InvalidInput> {
+    prefix_named("prefix", prefix)
+}
+
+/// A key-prefix-like field (a prefix, or a board's `start_after`), named `what` in the
+/// message: empty, or a prefix's rules.
+pub fn prefix_named(what: &str, prefix: &str) -> Result<(), InvalidInput> {
     if prefix.is_empty() {
         return Ok(());
     }
-    check_text("prefix", prefix, PREFIX_BYTES_MAX)
+    check_text(what, prefix, PREFIX_BYTES_MAX)
 }
 
 /// A status word: `open`, `in_progress`, `blocked`, `verified`, `done`, or a custom one.

@@ -27,7 +27,7 @@ use super::proposer::{ProposeError, Proposer};
 use crate::core::access::Policy;
 use crate::core::limits::{BOARD_LEASES_MAX, REQUEST_BYTES_MAX};
 use crate::core::validate;
-use crate::core::{LogCommand, Op, Outcome, RequestId};
+use crate::core::{LogCommand, Op, Outcome, Sender};
 use crate::expiry::wall_clock_unix_ms;
 use crate::limits::{WatchCounts, WriteRate};
 use crate::raft_types::Raft;
@@ -59,10 +59,11 @@ impl From<Status> for Refusal {
 /// or a retry too old to tell whether the first attempt was applied (`UNKNOWN`: no answer, the
 /// outcome is unknown; a refusal code would tell the caller "nothing changed", which may be
 /// false).
-fn answer_or_status(outcome: Outcome) -> Result<Outcome, Status> {
+fn answer_or_status(outcome: Outcome, sm: &StateMachine) -> Result<Outcome, Status> {
     match outcome {
         Outcome::Invalid { message } => Err(Status::invalid_argument(message)),
-        Outcome::Refused { message } => Err(Status::failed_precondition(message)),
+        Outcome::Refused { refusal } => Err(convert::refusal_status(&refusal, sm)),
+        Outcome::RefusedText { message } => Err(Status::failed_precondition(message)),
         Outcome::RetryTooOld { message } => Err(Status::unknown(message)),
         outcome => Ok(outcome),
     }
@@ -177,26 +178,40 @@ impl Ctx {
     }
 
     /// Proposes an operation and waits for the outcome of its apply.
+    /// Proposes an operation sent by `origin` (its request id and session) as `principal`,
+    /// and waits for the outcome of its apply.
     async fn propose(
         &self,
-        request_id: Option<RequestId>,
+        origin: Option<convert::Origin>,
         op: Op,
+        principal: Option<String>,
     ) -> Result<(Outcome, u64), Refusal> {
-        if let Some(id) = &request_id {
-            if !self.write_rate.allow(&id.client_id, Instant::now()) {
+        if let Some(o) = &origin {
+            if !self.write_rate.allow(&o.id.client_id, Instant::now()) {
                 self.metrics.requests_limited.inc();
                 return Err(Status::resource_exhausted(format!(
                     "client {} is writing faster than this cluster allows \
                      (client_writes_per_second); slow down",
-                    id.client_id
+                    o.id.client_id
                 ))
                 .into());
             }
         }
+        let (request_id, sender) = match origin {
+            Some(o) => (
+                Some(o.id),
+                Some(Sender {
+                    client_id: o.session,
+                    principal,
+                }),
+            ),
+            None => (None, None),
+        };
         let cmd = LogCommand {
             request_id,
             leader_unix_ms: wall_clock_unix_ms(),
             op,
+            sender,
         };
         let written = tokio::time::timeout(self.write_timeout, self.proposer.propose(cmd)).await;
         match written {
@@ -205,7 +220,7 @@ impl Ctx {
                 self.write_timeout.as_millis()
             ))
             .into()),
-            Ok(Ok(applied)) => match answer_or_status(applied.outcome) {
+            Ok(Ok(applied)) => match answer_or_status(applied.outcome, &self.sm) {
                 Ok(outcome) => Ok((outcome, applied.revision)),
                 Err(status) => Err(status.into()),
             },
@@ -214,6 +229,63 @@ impl Ctx {
                 Err(Status::unavailable(format!("write failed: {e}")).into())
             }
         }
+    }
+
+    /// A watch from a revision this node has not reached: a revision still to come would
+    /// hold a watch slot until the cluster gets there, so it is refused unless the cluster is
+    /// there already. The leader knows (after a linearizable read, every revision it has not
+    /// applied is in the future); a follower may only be behind, so it waits a moment for its
+    /// copy, then says so (UNAVAILABLE: retry, here or elsewhere).
+    async fn future_watch(&self, from: u64) -> Result<(), Status> {
+        let hub = self.sm.watch_hub();
+        let latest = || hub.latest();
+        if self.linearize().await.is_ok() {
+            if from > latest() + 1 {
+                return Err(Status::invalid_argument(format!(
+                    "from_revision {from} is beyond the cluster's revision {}: resume from the \
+                     last revision you received + 1 (or 0 for what comes next)",
+                    latest()
+                )));
+            }
+            return Ok(());
+        }
+        let mut grew = hub.subscribe();
+        let _ = tokio::time::timeout(self.write_timeout, async {
+            while from > latest() + 1 {
+                if grew.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        if from <= latest() + 1 {
+            return Ok(());
+        }
+        Err(unavailable(
+            self.leader_elsewhere().as_deref(),
+            &format!(
+                "this node is at revision {}, behind from_revision {from}; retry (the leader \
+                 refuses a from_revision beyond the cluster's revision + 1)",
+                latest()
+            ),
+        ))
+    }
+
+    /// A renew or release whose token is above this node's revision: a grant this node has
+    /// not seen. After a linearizable read on the leader, a token still above the revision
+    /// was never granted (tokens are revisions), so it is answered as lost from that read,
+    /// with no log entry. `None`: the token is not from the future; go on and propose.
+    async fn never_granted(
+        &self,
+        key: &str,
+        token: u64,
+    ) -> Result<Option<(Option<crate::core::Lease>, u64)>, Refusal> {
+        if token <= self.sm.read(revision) {
+            return Ok(None);
+        }
+        self.linearize().await?;
+        let (lease, now) = self.sm.read(|s| (s.table.lease(key).cloned(), revision(s)));
+        Ok((token > now).then_some((lease, now)))
     }
 
     /// Confirms this node is the leader and has applied everything committed before now.
@@ -247,9 +319,13 @@ impl Ctx {
         convert::lease(lease, self.sm.countdowns())
     }
 
-    async fn claim(&self, req: pb::ClaimRequest) -> Result<pb::ClaimResponse, Refusal> {
+    async fn claim(
+        &self,
+        req: pb::ClaimRequest,
+        who: Option<String>,
+    ) -> Result<pb::ClaimResponse, Refusal> {
         let (id, op) = convert::claim(req, self.ttl)?;
-        let (outcome, revision) = self.propose(id, op).await?;
+        let (outcome, revision) = self.propose(id, op, who).await?;
         self.metrics.claim(match outcome {
             Outcome::Granted { .. } => "granted",
             _ => "held",
@@ -288,9 +364,21 @@ impl Ctx {
         }
     }
 
-    async fn renew(&self, req: pb::RenewRequest) -> Result<pb::RenewResponse, Refusal> {
+    async fn renew(
+        &self,
+        req: pb::RenewRequest,
+        who: Option<String>,
+    ) -> Result<pb::RenewResponse, Refusal> {
         let (id, op) = convert::renew(req)?;
-        let (outcome, revision) = self.propose(id, op).await?;
+        if let Op::Renew { key, token } = &op {
+            if let Some((current, revision)) = self.never_granted(key, *token).await? {
+                return Ok(pb::RenewResponse {
+                    outcome: Some(pb::renew_response::Outcome::Lost(self.lost(current))),
+                    revision,
+                });
+            }
+        }
+        let (outcome, revision) = self.propose(id, op, who).await?;
         use pb::renew_response::Outcome as O;
         let outcome = match outcome {
             Outcome::Renewed { lease } => O::Renewed(self.lease(&lease)),
@@ -303,9 +391,21 @@ impl Ctx {
         })
     }
 
-    async fn release(&self, req: pb::ReleaseRequest) -> Result<pb::ReleaseResponse, Refusal> {
+    async fn release(
+        &self,
+        req: pb::ReleaseRequest,
+        who: Option<String>,
+    ) -> Result<pb::ReleaseResponse, Refusal> {
         let (id, op) = convert::release(req)?;
-        let (outcome, revision) = self.propose(id, op).await?;
+        if let Op::Release { key, token, .. } = &op {
+            if let Some((current, revision)) = self.never_granted(key, *token).await? {
+                return Ok(pb::ReleaseResponse {
+                    outcome: Some(pb::release_response::Outcome::Lost(self.lost(current))),
+                    revision,
+                });
+            }
+        }
+        let (outcome, revision) = self.propose(id, op, who).await?;
         use pb::release_response::Outcome as O;
         let outcome = match outcome {
             Outcome::Released { lease } => O::Released(self.lease(&lease)),
@@ -318,10 +418,14 @@ impl Ctx {
         })
     }
 
-    async fn revoke(&self, req: pb::RevokeRequest) -> Result<pb::RevokeResponse, Refusal> {
+    async fn revoke(
+        &self,
+        req: pb::RevokeRequest,
+        who: Option<String>,
+    ) -> Result<pb::RevokeResponse, Refusal> {
         let (id, op) = convert::revoke(req)?;
         let key = op.key().to_string();
-        let (outcome, revision) = self.propose(id, op).await?;
+        let (outcome, revision) = self.propose(id, op, who).await?;
         match outcome {
             Outcome::Revoked { previous } => {
                 tracing::warn!(key = %key, revision, token = previous.as_ref().map(|l| l.token),
@@ -335,9 +439,13 @@ impl Ctx {
         }
     }
 
-    async fn update(&self, req: pb::UpdateRequest) -> Result<pb::UpdateResponse, Refusal> {
+    async fn update(
+        &self,
+        req: pb::UpdateRequest,
+        who: Option<String>,
+    ) -> Result<pb::UpdateResponse, Refusal> {
         let (id, op) = convert::update(req)?;
-        match self.propose(id, op).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::Updated { record }, revision) => Ok(pb::UpdateResponse {
                 record: Some(convert::pb_record(&record)),
                 revision,
@@ -346,9 +454,13 @@ impl Ctx {
         }
     }
 
-    async fn assign(&self, req: pb::AssignRequest) -> Result<pb::AssignResponse, Refusal> {
+    async fn assign(
+        &self,
+        req: pb::AssignRequest,
+        who: Option<String>,
+    ) -> Result<pb::AssignResponse, Refusal> {
         let (id, op) = convert::assign(req)?;
-        match self.propose(id, op).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::Assigned { record }, revision) => Ok(pb::AssignResponse {
                 record: Some(convert::pb_record(&record)),
                 revision,
@@ -357,10 +469,14 @@ impl Ctx {
         }
     }
 
-    async fn offer(&self, req: pb::OfferRequest) -> Result<pb::OfferResponse, Refusal> {
+    async fn offer(
+        &self,
+        req: pb::OfferRequest,
+        who: Option<String>,
+    ) -> Result<pb::OfferResponse, Refusal> {
         let (id, op) = convert::offer(req)?;
         let key = op.key().to_string();
-        match self.propose(id, op).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::Offered { offer }, revision) => Ok(pb::OfferResponse {
                 offer: Some(convert::pb_offer(&key, &offer, self.sm.offer_countdowns())),
                 revision,
@@ -369,9 +485,13 @@ impl Ctx {
         }
     }
 
-    async fn accept(&self, req: pb::AcceptRequest) -> Result<pb::AcceptResponse, Refusal> {
+    async fn accept(
+        &self,
+        req: pb::AcceptRequest,
+        who: Option<String>,
+    ) -> Result<pb::AcceptResponse, Refusal> {
         let (id, op) = convert::accept(req, self.ttl)?;
-        match self.propose(id, op).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::Accepted { lease, note, from }, revision) => Ok(pb::AcceptResponse {
                 lease: Some(self.lease(&lease)),
                 note: Some(convert::pb_note(&note)),
@@ -385,17 +505,25 @@ impl Ctx {
         }
     }
 
-    async fn decline(&self, req: pb::DeclineRequest) -> Result<pb::DeclineResponse, Refusal> {
+    async fn decline(
+        &self,
+        req: pb::DeclineRequest,
+        who: Option<String>,
+    ) -> Result<pb::DeclineResponse, Refusal> {
         let (id, op) = convert::decline(req)?;
-        match self.propose(id, op).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::Declined, revision) => Ok(pb::DeclineResponse { revision }),
             (other, _) => Err(unexpected(other)),
         }
     }
 
-    async fn cancel(&self, req: pb::CancelRequest) -> Result<pb::CancelResponse, Refusal> {
+    async fn cancel(
+        &self,
+        req: pb::CancelRequest,
+        who: Option<String>,
+    ) -> Result<pb::CancelResponse, Refusal> {
         let (id, op) = convert::cancel(req)?;
-        match self.propose(id, op).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::Cancelled, revision) => Ok(pb::CancelResponse { revision }),
             (other, _) => Err(unexpected(other)),
         }
@@ -404,9 +532,10 @@ impl Ctx {
     async fn set_quarantine(
         &self,
         req: pb::SetQuarantineRequest,
+        who: Option<String>,
     ) -> Result<pb::SetQuarantineResponse, Refusal> {
         let (id, op) = convert::set_quarantine(req)?;
-        match self.propose(id, op).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::QuarantineRules { rules }, revision) => {
                 tracing::warn!(?rules, revision, "quarantine rules changed");
                 Ok(pb::SetQuarantineResponse {
@@ -446,11 +575,13 @@ impl Ctx {
                     .map_err(|e| Status::invalid_argument(format!("the policy: {e}")))?,
             ),
         };
-        let by = who.unwrap_or_else(|| crate::core::access::ANONYMOUS.to_owned());
+        let by = who
+            .clone()
+            .unwrap_or_else(|| crate::core::access::ANONYMOUS.to_owned());
         let op = Op::SetAccess { policy, by };
         validate::op(&op).map_err(convert::invalid)?;
-        let id = convert::request_id(req.request_id)?;
-        match self.propose(id, op).await? {
+        let id = convert::origin(req.request_id, &op)?;
+        match self.propose(id, op, who).await? {
             (Outcome::AccessSet { version }, revision) => {
                 let mut answer = self.access_response(revision);
                 answer.version = version;
@@ -557,7 +688,7 @@ impl Ctx {
 
     async fn board(&self, req: pb::BoardRequest) -> Result<pb::BoardResponse, Refusal> {
         validate::prefix(&req.prefix).map_err(convert::invalid)?;
-        validate::prefix(&req.start_after).map_err(convert::invalid)?;
+        validate::prefix_named("start_after", &req.start_after).map_err(convert::invalid)?;
         let limit = match req.limit as usize {
             0 => BOARD_LEASES_MAX,
             n if n > BOARD_LEASES_MAX => {
@@ -796,7 +927,7 @@ type EventStream =
 
 impl BatonServer {
     /// Serves a watch from this node's own window (see `crate::watch`).
-    fn watch_stream(
+    async fn watch_stream(
         &self,
         req: pb::WatchRequest,
         from_addr: Option<std::net::IpAddr>,
@@ -824,9 +955,12 @@ impl BatonServer {
             0 => hub.latest() + 1,
             r => r,
         };
+        if from > hub.latest() + 1 {
+            self.ctx.future_watch(from).await?;
+        }
         // Refuse a compacted start at once, as an error rather than mid-stream.
         hub.read_from(&req.prefix, from, 0)
-            .map_err(|c| Status::out_of_range(c.to_string()))?;
+            .map_err(|c| c.status())?;
         let (tx, rx) = tokio::sync::mpsc::channel(WATCH_STREAM_BUFFER);
         let prefix = req.prefix;
         let open = WatchOpen::new(self.ctx.metrics.clone());
@@ -851,7 +985,7 @@ impl BatonServer {
                     Err(c) => {
                         // The window moved past this watcher (a slow reader, or a snapshot
                         // install): tell it, rather than skip events.
-                        let _ = tx.send(Err(Status::out_of_range(c.to_string()))).await;
+                        let _ = tx.send(Err(c.status())).await;
                         return;
                     }
                 };
@@ -905,6 +1039,7 @@ impl pb::baton_server::Baton for BatonServer {
         grant.check(&req.get_ref().prefix, &self.ctx.sm)?;
         let from_addr = crate::tls::remote_addr(&req).map(|a| a.ip());
         self.watch_stream(req.into_inner(), from_addr, grant)
+            .await
             .map(Response::new)
     }
 
@@ -915,7 +1050,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "claim",
             req,
-            |ctx, m, _who| async move { ctx.claim(m).await },
+            |ctx, m, who| async move { ctx.claim(m, who).await },
             |mut c, r| async move { c.claim(r).await },
         )
         .await
@@ -928,7 +1063,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "renew",
             req,
-            |ctx, m, _who| async move { ctx.renew(m).await },
+            |ctx, m, who| async move { ctx.renew(m, who).await },
             |mut c, r| async move { c.renew(r).await },
         )
         .await
@@ -941,7 +1076,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "release",
             req,
-            |ctx, m, _who| async move { ctx.release(m).await },
+            |ctx, m, who| async move { ctx.release(m, who).await },
             |mut c, r| async move { c.release(r).await },
         )
         .await
@@ -993,7 +1128,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "revoke",
             req,
-            |ctx, m, _who| async move { ctx.revoke(m).await },
+            |ctx, m, who| async move { ctx.revoke(m, who).await },
             |mut c, r| async move { c.revoke(r).await },
         )
         .await
@@ -1006,7 +1141,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "update",
             req,
-            |ctx, m, _who| async move { ctx.update(m).await },
+            |ctx, m, who| async move { ctx.update(m, who).await },
             |mut c, r| async move { c.update(r).await },
         )
         .await
@@ -1019,7 +1154,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "assign",
             req,
-            |ctx, m, _who| async move { ctx.assign(m).await },
+            |ctx, m, who| async move { ctx.assign(m, who).await },
             |mut c, r| async move { c.assign(r).await },
         )
         .await
@@ -1058,7 +1193,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "offer",
             req,
-            |ctx, m, _who| async move { ctx.offer(m).await },
+            |ctx, m, who| async move { ctx.offer(m, who).await },
             |mut c, r| async move { c.offer(r).await },
         )
         .await
@@ -1071,7 +1206,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "accept",
             req,
-            |ctx, m, _who| async move { ctx.accept(m).await },
+            |ctx, m, who| async move { ctx.accept(m, who).await },
             |mut c, r| async move { c.accept(r).await },
         )
         .await
@@ -1084,7 +1219,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "decline",
             req,
-            |ctx, m, _who| async move { ctx.decline(m).await },
+            |ctx, m, who| async move { ctx.decline(m, who).await },
             |mut c, r| async move { c.decline(r).await },
         )
         .await
@@ -1097,7 +1232,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "cancel",
             req,
-            |ctx, m, _who| async move { ctx.cancel(m).await },
+            |ctx, m, who| async move { ctx.cancel(m, who).await },
             |mut c, r| async move { c.cancel(r).await },
         )
         .await
@@ -1136,7 +1271,7 @@ impl pb::baton_server::Baton for BatonServer {
         self.serve(
             "set_quarantine",
             req,
-            |ctx, m, _who| async move { ctx.set_quarantine(m).await },
+            |ctx, m, who| async move { ctx.set_quarantine(m, who).await },
             |mut c, r| async move { c.set_quarantine(r).await },
         )
         .await
@@ -1148,20 +1283,62 @@ mod answer_tests {
     use super::*;
 
     #[test]
-    fn a_retry_too_old_to_tell_is_no_answer_not_a_refusal() {
-        let status = answer_or_status(Outcome::RetryTooOld {
-            message: "request seq 3 of client c is too old to tell whether it was applied".into(),
-        })
+    fn a_retry_too_old_to_tell_is_no_answer_and_a_refusal_carries_its_facts() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(crate::clock::MonotonicClock);
+        let countdowns = Arc::new(crate::expiry::Countdowns::new(clock));
+        let (_log, sm) = crate::store::open(dir.path(), 1, "t", countdowns).unwrap();
+        let status = answer_or_status(
+            Outcome::RetryTooOld {
+                message: "request seq 3 of client c is too old to tell whether it was applied"
+                    .into(),
+            },
+            &sm,
+        )
         .unwrap_err();
         assert_eq!(status.code(), tonic::Code::Unknown);
-        let refused = answer_or_status(Outcome::Refused {
-            message: "stale token 5".into(),
-        })
-        .unwrap_err();
+        let lease = crate::core::Lease {
+            key: "tasks/x".into(),
+            holder: crate::core::Holder {
+                name: "codex@b".into(),
+                client_id: "codex-1".into(),
+            },
+            token: 9,
+            basis: 9,
+            renewals: 0,
+            ttl_ms: 10_000,
+            since_unix_ms: 5,
+            renewed_unix_ms: 5,
+        };
+        let refusal = crate::core::Refusal::WrongSession {
+            lease: Box::new(lease),
+            client_id: "c-77".into(),
+        };
+        let refused = answer_or_status(Outcome::Refused { refusal }, &sm).unwrap_err();
         assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
-        let invalid = answer_or_status(Outcome::Invalid {
-            message: "key must be 1 to 512 bytes".into(),
-        })
+        assert!(
+            refused.message().contains("client codex-1")
+                && refused.message().contains("client c-77"),
+            "{}",
+            refused.message()
+        );
+        let details: pb::Refusal = prost::Message::decode(refused.details()).unwrap();
+        assert_eq!(details.reason, "wrong_session");
+        assert_eq!(details.key, "tasks/x");
+        assert_eq!(details.client_id, "c-77");
+        assert_eq!(details.token, 9);
+        let holder = details.lease.unwrap().holder.unwrap();
+        assert_eq!(
+            (holder.name.as_str(), holder.client_id.as_str()),
+            ("codex@b", "codex-1")
+        );
+        assert_eq!(details.message, refused.message());
+        let invalid = answer_or_status(
+            Outcome::Invalid {
+                message: "key must be 1 to 512 bytes".into(),
+            },
+            &sm,
+        )
         .unwrap_err();
         assert_eq!(invalid.code(), tonic::Code::InvalidArgument);
     }

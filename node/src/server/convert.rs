@@ -7,8 +7,8 @@ use tonic::Status;
 
 use crate::core::validate::{self, InvalidInput};
 use crate::core::{
-    Assignment, CaseFile, Event, HandoffNote, Holder, Lease, Offer, Op, Record, RecordPatch,
-    RequestId, VolatileFact,
+    Assignment, Attribution, CaseFile, Event, HandoffNote, Holder, Lease, Offer, Op, Record,
+    RecordPatch, RequestId, VolatileFact,
 };
 use crate::expiry::Countdowns;
 
@@ -17,20 +17,56 @@ pub fn invalid(e: InvalidInput) -> Status {
     Status::invalid_argument(e.0)
 }
 
+/// A write's request id and the session it acts as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// Names the slot retries are remembered in.
+    pub id: RequestId,
+    /// The client id the request acts as (`RequestId.session`): what a lease is bound to and
+    /// what the history records.
+    pub session: String,
+}
+
 /// Every mutating request must carry a request id: without one a retry could apply twice
-/// (a repeated revoke would free whoever claimed in between).
-pub fn request_id(id: Option<pb::RequestId>) -> Result<Option<RequestId>, Status> {
+/// (a repeated revoke would free whoever claimed in between). And the session it acts as:
+/// a claim, accept or decline may leave it empty, its holder's client id is its session.
+pub fn origin(id: Option<pb::RequestId>, op: &Op) -> Result<Option<Origin>, Status> {
     let Some(id) = id else {
         return Err(Status::invalid_argument(
             "request_id is missing: every write needs a (client_id, seq) so retries apply once",
         ));
     };
+    let holder = match op {
+        Op::Claim { holder, .. } | Op::Accept { holder, .. } | Op::Decline { holder, .. } => {
+            Some(holder)
+        }
+        _ => None,
+    };
+    let session = match (id.session.as_str(), holder) {
+        ("", Some(holder)) => holder.client_id.clone(),
+        (session, Some(holder)) if session != holder.client_id => {
+            return Err(Status::invalid_argument(format!(
+                "the holder's client id {:?} is not the session {session:?} the request comes \
+                 from: a process claims, accepts and declines as its own session",
+                holder.client_id
+            )))
+        }
+        ("", None) => {
+            return Err(Status::invalid_argument(
+                "request_id.session is missing: a write names the client id it acts as (this \
+                 client predates baton data format 4; upgrade it)",
+            ))
+        }
+        (session, _) => session.to_owned(),
+    };
+    validate::client_id(&session)
+        .map_err(|e| Status::invalid_argument(format!("request_id.session: {}", e.0)))?;
     let id = RequestId {
         client_id: id.client_id,
         seq: id.seq,
     };
     validate::request_id(&id).map_err(invalid)?;
-    Ok(Some(id))
+    Ok(Some(Origin { id, session }))
 }
 
 /// The TTL bounds this node's configuration allows (inside the core's absolute ones).
@@ -40,7 +76,7 @@ pub struct TtlBounds {
     pub max_ms: u64,
 }
 
-pub fn claim(req: pb::ClaimRequest, ttl: TtlBounds) -> Result<(Option<RequestId>, Op), Status> {
+pub fn claim(req: pb::ClaimRequest, ttl: TtlBounds) -> Result<(Option<Origin>, Op), Status> {
     validate::key(&req.key).map_err(invalid)?;
     let holder = req
         .holder
@@ -56,20 +92,20 @@ pub fn claim(req: pb::ClaimRequest, ttl: TtlBounds) -> Result<(Option<RequestId>
         holder,
         ttl_ms: req.ttl_ms,
     };
-    Ok((request_id(req.request_id)?, op))
+    Ok((origin(req.request_id, &op)?, op))
 }
 
-pub fn renew(req: pb::RenewRequest) -> Result<(Option<RequestId>, Op), Status> {
+pub fn renew(req: pb::RenewRequest) -> Result<(Option<Origin>, Op), Status> {
     validate::key(&req.key).map_err(invalid)?;
     validate::token(req.token).map_err(invalid)?;
     let op = Op::Renew {
         key: req.key,
         token: req.token,
     };
-    Ok((request_id(req.request_id)?, op))
+    Ok((origin(req.request_id, &op)?, op))
 }
 
-pub fn release(req: pb::ReleaseRequest) -> Result<(Option<RequestId>, Op), Status> {
+pub fn release(req: pb::ReleaseRequest) -> Result<(Option<Origin>, Op), Status> {
     validate::key(&req.key).map_err(invalid)?;
     validate::token(req.token).map_err(invalid)?;
     let final_status = match req.final_status.as_str() {
@@ -84,17 +120,17 @@ pub fn release(req: pb::ReleaseRequest) -> Result<(Option<RequestId>, Op), Statu
         token: req.token,
         final_status,
     };
-    Ok((request_id(req.request_id)?, op))
+    Ok((origin(req.request_id, &op)?, op))
 }
 
-pub fn revoke(req: pb::RevokeRequest) -> Result<(Option<RequestId>, Op), Status> {
+pub fn revoke(req: pb::RevokeRequest) -> Result<(Option<Origin>, Op), Status> {
     validate::key(&req.key).map_err(invalid)?;
     validate::reason(&req.reason).map_err(invalid)?;
     let op = Op::Revoke {
         key: req.key,
         reason: req.reason,
     };
-    Ok((request_id(req.request_id)?, op))
+    Ok((origin(req.request_id, &op)?, op))
 }
 
 /// A lease as clients see it, with this node's estimate of its remaining time.
@@ -136,7 +172,7 @@ fn pb_holder(h: &Holder) -> pb::Holder {
     }
 }
 
-pub fn update(req: pb::UpdateRequest) -> Result<(Option<RequestId>, Op), Status> {
+pub fn update(req: pb::UpdateRequest) -> Result<(Option<Origin>, Op), Status> {
     validate::key(&req.key).map_err(invalid)?;
     validate::token(req.token).map_err(invalid)?;
     let p = req.patch.unwrap_or_default();
@@ -152,10 +188,10 @@ pub fn update(req: pb::UpdateRequest) -> Result<(Option<RequestId>, Op), Status>
         token: req.token,
         patch,
     };
-    Ok((request_id(req.request_id)?, op))
+    Ok((origin(req.request_id, &op)?, op))
 }
 
-pub fn assign(req: pb::AssignRequest) -> Result<(Option<RequestId>, Op), Status> {
+pub fn assign(req: pb::AssignRequest) -> Result<(Option<Origin>, Op), Status> {
     let op = Op::Assign {
         key: req.key,
         to: req.to,
@@ -163,7 +199,7 @@ pub fn assign(req: pb::AssignRequest) -> Result<(Option<RequestId>, Op), Status>
         reason: req.reason,
     };
     validate::op(&op).map_err(invalid)?;
-    Ok((request_id(req.request_id)?, op))
+    Ok((origin(req.request_id, &op)?, op))
 }
 
 pub fn note(n: pb::HandoffNote) -> HandoffNote {
@@ -189,7 +225,7 @@ pub fn note(n: pb::HandoffNote) -> HandoffNote {
     }
 }
 
-pub fn offer(req: pb::OfferRequest) -> Result<(Option<RequestId>, Op), Status> {
+pub fn offer(req: pb::OfferRequest) -> Result<(Option<Origin>, Op), Status> {
     let op = Op::Offer {
         key: req.key,
         token: req.token,
@@ -198,10 +234,10 @@ pub fn offer(req: pb::OfferRequest) -> Result<(Option<RequestId>, Op), Status> {
         offer_ttl_ms: req.offer_ttl_ms,
     };
     validate::op(&op).map_err(invalid)?;
-    Ok((request_id(req.request_id)?, op))
+    Ok((origin(req.request_id, &op)?, op))
 }
 
-pub fn accept(req: pb::AcceptRequest, ttl: TtlBounds) -> Result<(Option<RequestId>, Op), Status> {
+pub fn accept(req: pb::AcceptRequest, ttl: TtlBounds) -> Result<(Option<Origin>, Op), Status> {
     validate::key(&req.key).map_err(invalid)?;
     let holder = holder_of(req.holder)?;
     validate::ttl_ms(req.ttl_ms, ttl.min_ms, ttl.max_ms).map_err(invalid)?;
@@ -210,25 +246,25 @@ pub fn accept(req: pb::AcceptRequest, ttl: TtlBounds) -> Result<(Option<RequestI
         holder,
         ttl_ms: req.ttl_ms,
     };
-    Ok((request_id(req.request_id)?, op))
+    Ok((origin(req.request_id, &op)?, op))
 }
 
-pub fn decline(req: pb::DeclineRequest) -> Result<(Option<RequestId>, Op), Status> {
+pub fn decline(req: pb::DeclineRequest) -> Result<(Option<Origin>, Op), Status> {
     validate::key(&req.key).map_err(invalid)?;
     let op = Op::Decline {
         key: req.key,
         holder: holder_of(req.holder)?,
     };
-    Ok((request_id(req.request_id)?, op))
+    Ok((origin(req.request_id, &op)?, op))
 }
 
-pub fn cancel(req: pb::CancelRequest) -> Result<(Option<RequestId>, Op), Status> {
+pub fn cancel(req: pb::CancelRequest) -> Result<(Option<Origin>, Op), Status> {
     let op = Op::Cancel {
         key: req.key,
         token: req.token,
     };
     validate::op(&op).map_err(invalid)?;
-    Ok((request_id(req.request_id)?, op))
+    Ok((origin(req.request_id, &op)?, op))
 }
 
 pub fn assignment(a: &Assignment) -> pb::Assignment {
@@ -311,18 +347,92 @@ pub fn pb_event(key: &str, e: &Event) -> pb::Event {
         revision: e.revision,
         key: key.to_string(),
         kind: e.kind.as_str().to_string(),
-        actor: e.actor.as_ref().map(pb_holder),
+        actor: e.actor.as_ref().map(|a| pb::Actor {
+            name: a.name.clone(),
+            client_id: a.client_id.clone(),
+            principal: a.principal.clone().unwrap_or_default(),
+        }),
         token: e.token,
         at_unix_ms: e.unix_ms,
         detail: e.detail.clone(),
+        recorded_before_format_4: e.attribution == Attribution::RecordedBeforeFormat4,
     }
 }
 
-pub fn set_quarantine(req: pb::SetQuarantineRequest) -> Result<(Option<RequestId>, Op), Status> {
+pub fn set_quarantine(req: pb::SetQuarantineRequest) -> Result<(Option<Origin>, Op), Status> {
     let op = Op::SetQuarantine {
         prefix: req.prefix,
         delay_ms: req.delay_ms,
     };
     validate::op(&op).map_err(invalid)?;
-    Ok((request_id(req.request_id)?, op))
+    Ok((origin(req.request_id, &op)?, op))
+}
+
+/// The one mapping of a refusal to the gRPC status clients see: `FAILED_PRECONDITION`, the
+/// line for people as the message, and the facts as a `pb::Refusal` in the details. Times
+/// left (the lease's, a quarantine's) are this node's estimates, from its countdowns; the
+/// assignment is read from `sm`.
+pub fn refusal_status(refusal: &crate::core::Refusal, sm: &crate::store::StateMachine) -> Status {
+    use crate::core::Refusal as R;
+    let message = refusal.to_string();
+    let key = refusal.key();
+    let assignment = sm.read(|s| {
+        s.table
+            .case(key)
+            .and_then(|c| c.record.assigned_to.as_deref().map(assignment))
+    });
+    let mut details = pb::Refusal {
+        reason: refusal.reason().to_owned(),
+        key: key.to_owned(),
+        lease: refusal.lease().map(|l| lease(l, sm.countdowns())),
+        assignment,
+        message: message.clone(),
+        ..pb::Refusal::default()
+    };
+    match refusal {
+        R::StaleToken { token, .. } => details.token = *token,
+        R::WrongSession { lease, client_id } => {
+            details.token = lease.token;
+            details.client_id = client_id.clone();
+        }
+        R::Frozen {
+            offer_to,
+            offer_revision,
+            ..
+        }
+        | R::OfferPending {
+            offer_to,
+            offer_revision,
+            ..
+        } => {
+            details.offer_to = offer_to.clone();
+            details.offer_revision = *offer_revision;
+        }
+        R::NoOffer { .. } => {}
+        R::NotAddressee { offer_to, name, .. } => {
+            details.offer_to = offer_to.clone();
+            details.name = name.clone();
+        }
+        R::OfferToHolder { name, .. } => details.name = name.clone(),
+        R::Quarantined {
+            revision, delay_ms, ..
+        } => {
+            details.quarantine_revision = *revision;
+            details.quarantine_delay_ms = *delay_ms;
+            details.quarantine_remaining_ms = sm
+                .quarantine_countdowns()
+                .remaining(key, *revision)
+                .map_or(*delay_ms, |d| d.as_millis() as u64);
+        }
+        R::KeyLimit { keys, keys_max, .. } => {
+            details.keys = *keys;
+            details.keys_max = *keys_max;
+        }
+    }
+    let bytes = prost::Message::encode_to_vec(&details);
+    Status::with_details(
+        tonic::Code::FailedPrecondition,
+        message,
+        tonic::codegen::Bytes::from(bytes),
+    )
 }

@@ -33,6 +33,7 @@ fn rid(seq: u64) -> Option<pb::RequestId> {
     Some(pb::RequestId {
         client_id: "0123456789abcdef0123456789abcdef".into(),
         seq,
+        session: "0123456789abcdef0123456789abcdef".into(),
     })
 }
 

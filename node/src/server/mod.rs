@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod convert;
 pub mod proposer;
 pub mod raft;
+pub mod transport;
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -27,6 +27,12 @@ impl RaftServer {
     /// Decodes a peer's message after checking its address and that the sender still runs
     /// on the data dir it was first seen with.
     fn open<T: DeserializeOwned>(&self, req: Request<RaftRequest>) -> Result<T, Status> {
+        let req = self.checked(req)?;
+        decode(&req.payload).map_err(bad_message)
+    }
+
+    /// Checks a peer's message (see `open`) and gives it back undecoded.
+    fn checked(&self, req: Request<RaftRequest>) -> Result<RaftRequest, Status> {
         if self.tls {
             let conn = req.extensions().get::<crate::tls::ConnInfo>();
             if !conn.is_some_and(|c| c.node) {
@@ -75,7 +81,7 @@ impl RaftServer {
         if req.sender_incarnation != 0 {
             self.peers.learn(self.node_id, &req.peer_incarnations);
         }
-        decode(&req.payload).map_err(|e| Status::invalid_argument(format!("bad raft message: {e}")))
+        Ok(req)
     }
 
     fn reply<T: serde::Serialize>(&self, result: T) -> Result<Response<RaftReply>, Status> {
@@ -86,13 +92,25 @@ impl RaftServer {
     }
 }
 
+fn bad_message(e: bincode::Error) -> Status {
+    Status::invalid_argument(format!("bad raft message: {e}"))
+}
+
 #[tonic::async_trait]
 impl RaftService for RaftServer {
     async fn append_entries(
         &self,
         req: Request<RaftRequest>,
     ) -> Result<Response<RaftReply>, Status> {
-        let rpc = self.open(req)?;
+        // A peer still on data format 3 (a rolling upgrade, followers first) sends its
+        // entries in that format; they are read and upgraded here. (A format-3 node cannot
+        // read format-4 entries: it catches up once it runs this version.)
+        let req = self.checked(req)?;
+        let rpc = match req.data_format {
+            f if f >= 4 => decode(&req.payload),
+            _ => crate::store::format3::append_entries(&req.payload),
+        }
+        .map_err(bad_message)?;
         self.reply(self.raft.append_entries(rpc).await)
     }
 

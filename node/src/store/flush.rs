@@ -28,6 +28,8 @@ enum Waiter {
     Append(LogFlushed<TypeConfig>),
     /// Anyone else (vote, truncate, purge) waiting for durability.
     Notify(tokio::sync::oneshot::Sender<Result<(), String>>),
+    /// A thread waiting outside the runtime (the data dir upgrade at open).
+    Blocking(mpsc::Sender<Result<(), String>>),
 }
 
 /// Handle to the flusher thread. Cheap to clone.
@@ -76,6 +78,9 @@ impl Flusher {
                             (Waiter::Notify(tx), r) => {
                                 let _ = tx.send(r.as_ref().map(|_| ()).map_err(|e| e.to_string()));
                             }
+                            (Waiter::Blocking(tx), r) => {
+                                let _ = tx.send(r.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+                            }
                         }
                     }
                 }
@@ -97,6 +102,19 @@ impl Flusher {
             .send(Waiter::Notify(tx))
             .map_err(|_| io::Error::other("flusher thread stopped"))?;
         rx.await
+            .map_err(|_| io::Error::other("flusher thread stopped"))?
+            .map_err(io::Error::other)
+    }
+}
+
+impl Flusher {
+    /// `sync`, blocking this thread: for callers outside the runtime (open).
+    pub fn sync_blocking(&self) -> io::Result<()> {
+        let (tx, rx) = mpsc::channel();
+        self.tx
+            .send(Waiter::Blocking(tx))
+            .map_err(|_| io::Error::other("flusher thread stopped"))?;
+        rx.recv()
             .map_err(|_| io::Error::other("flusher thread stopped"))?
             .map_err(io::Error::other)
     }

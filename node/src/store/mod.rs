@@ -14,6 +14,7 @@
 #![allow(clippy::result_large_err)]
 
 mod flush;
+pub mod format3;
 mod log_store;
 mod state_machine;
 
@@ -31,9 +32,12 @@ use std::sync::Arc;
 
 /// Version of the data dir layout; a dir of another version is refused. Format 2: log entries
 /// carry batches of commands, the state machine lives in the snapshot plus the log. Format 3:
-/// the state also holds the permissions policy; a format-2 dir (and backup) is read and
-/// upgraded in place, after which older binaries refuse it rather than drop the policy.
-pub const DATA_FORMAT: u32 = 3;
+/// the state also holds the permissions policy. Format 4: every client command carries its
+/// sender (session and principal) and every event its real actor (`format3`). An older dir
+/// (and backup) is read and upgraded in place: its log is rewritten before the identity
+/// says 4, its snapshot is read as it is and replaced by the next one. Older binaries then
+/// refuse the dir rather than misread it.
+pub const DATA_FORMAT: u32 = 4;
 /// The oldest format this baton reads (and upgrades).
 pub const DATA_FORMAT_OLDEST: u32 = 2;
 const IDENTITY_FILE: &str = "baton.id";
@@ -147,7 +151,7 @@ pub fn open_with(
         dir: dir.to_path_buf(),
         source,
     };
-    check_identity(dir, node_id, cluster_name)?;
+    let found_format = check_identity(dir, node_id, cluster_name)?;
     let db = sled::Config::new()
         .path(dir.join("sled"))
         .cache_capacity(SLED_CACHE_BYTES)
@@ -162,6 +166,22 @@ pub fn open_with(
         dir: dir.to_path_buf(),
         source,
     })?;
+    if found_format < DATA_FORMAT {
+        // The log first, durably; only then does the identity say the dir is format 4. A
+        // crash in between leaves a format-3 identity over entries already rewritten, which
+        // the next start reads as format 4 entries (`LogStore::upgrade_from_format_3` skips
+        // those) and finishes.
+        tracing::info!(
+            dir = %dir.display(), from = found_format, to = DATA_FORMAT,
+            "upgrading the data dir format"
+        );
+        log.upgrade_from_format_3()
+            .map_err(|detail| OpenError::CorruptState {
+                dir: dir.to_path_buf(),
+                detail,
+            })?;
+        set_identity_format(dir).map_err(io)?;
+    }
     let sm = StateMachine::open(&dir.join("snapshots"), countdowns, watch_window, metrics)
         .map_err(|detail| OpenError::CorruptState {
             dir: dir.to_path_buf(),
@@ -208,7 +228,19 @@ pub fn seed(
     Ok(())
 }
 
-fn check_identity(dir: &Path, node_id: NodeId, cluster_name: &str) -> Result<(), OpenError> {
+/// Writes the current format into the identity of `dir`, once its contents are upgraded.
+fn set_identity_format(dir: &Path) -> std::io::Result<()> {
+    let id_path = dir.join(IDENTITY_FILE);
+    let mut found: Identity = serde_json::from_slice(&std::fs::read(&id_path)?)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    found.format = DATA_FORMAT;
+    let bytes = serde_json::to_vec_pretty(&found).expect("identity serializes");
+    write_durably(&id_path, &bytes)
+}
+
+/// Checks (or makes) the identity of `dir`; returns the format its contents are in (an
+/// older one is upgraded by the caller, which then sets the identity's format).
+fn check_identity(dir: &Path, node_id: NodeId, cluster_name: &str) -> Result<u32, OpenError> {
     let io = |source| OpenError::Io {
         dir: dir.to_path_buf(),
         source,
@@ -242,28 +274,16 @@ fn check_identity(dir: &Path, node_id: NodeId, cluster_name: &str) -> Result<(),
                     cluster: cluster_name.to_string(),
                 });
             }
-            if found.incarnation == 0 || found.format != DATA_FORMAT {
-                // A dir from before incarnations gets one now; an older format is upgraded
-                // (its snapshot and log read as they are, see `SmState::decode`).
-                if found.format != DATA_FORMAT {
-                    tracing::info!(
-                        dir = %dir.display(), from = found.format, to = DATA_FORMAT,
-                        "upgrading the data dir format"
-                    );
-                }
-                let incarnation = match found.incarnation {
-                    0 => want.incarnation,
-                    kept => kept,
-                };
+            if found.incarnation == 0 {
+                // A dir from before incarnations gets one now.
                 let bytes = serde_json::to_vec_pretty(&Identity {
-                    incarnation,
-                    format: DATA_FORMAT,
-                    ..found
+                    incarnation: want.incarnation,
+                    ..found.clone()
                 })
                 .expect("identity serializes");
                 write_durably(&id_path, &bytes).map_err(io)?;
             }
-            Ok(())
+            Ok(found.format)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             std::fs::create_dir_all(dir).map_err(io)?;
@@ -273,7 +293,8 @@ fn check_identity(dir: &Path, node_id: NodeId, cluster_name: &str) -> Result<(),
                 });
             }
             let bytes = serde_json::to_vec_pretty(&want).expect("identity serializes");
-            write_durably(&id_path, &bytes).map_err(io)
+            write_durably(&id_path, &bytes).map_err(io)?;
+            Ok(DATA_FORMAT)
         }
         Err(e) => Err(io(e)),
     }

@@ -21,7 +21,7 @@ use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
 use serde::{Deserialize, Serialize};
 
-use super::{decode, encode, write_durably};
+use super::{encode, write_durably};
 use crate::admin::Metrics;
 use crate::core::access::AccessState;
 use crate::core::{Applied, Changes, LeaseTable, LogCommand, Op, Outcome};
@@ -53,36 +53,25 @@ pub struct SmState {
     pub access: AccessState,
 }
 
-/// `SmState` as data format 2 wrote it, before permissions.
-#[derive(Deserialize)]
-struct SmStateFormat2 {
-    table: LeaseTable,
-    revision: u64,
-    last_applied: Option<LogId>,
-    membership: StoredMembership,
-}
-
 impl SmState {
-    /// Decodes a state encoded by this format or by format 2 (no policy then). Every
-    /// encoding of a state ends the bytes it is in (a snapshot file, a backup's state
-    /// section, a snapshot sent by a peer), so a format-2 state fails to decode as this
-    /// format, at its missing last field, and decodes as format 2.
+    /// Decodes a state encoded by this format or by an older one (`format3`: format 3, and
+    /// format 2 without a policy), upgrading it. Every encoding of a state ends the bytes it
+    /// is in (a snapshot file, a backup's state section, a snapshot sent by a peer), so each
+    /// format is tried whole, trailing bytes refused: an older state fails to decode as a
+    /// newer format, and a damaged state is an error, not an older format's misreading.
     pub fn decode(bytes: &[u8]) -> Result<SmState, bincode::Error> {
         use bincode::Options;
-        // The fallback must use every byte: a format-3 state whose policy part is damaged
-        // must be an error, not a format-2 state without a policy.
-        let format_2 = bincode::DefaultOptions::new()
-            .with_fixint_encoding()
-            .reject_trailing_bytes();
-        decode::<SmState>(bytes).or_else(|current| {
-            match format_2.deserialize::<SmStateFormat2>(bytes) {
-                Ok(old) => Ok(SmState {
-                    table: old.table,
-                    revision: old.revision,
-                    last_applied: old.last_applied,
-                    membership: old.membership,
-                    access: AccessState::default(),
-                }),
+        let strict = || {
+            bincode::DefaultOptions::new()
+                .with_fixint_encoding()
+                .reject_trailing_bytes()
+        };
+        strict().deserialize::<SmState>(bytes).or_else(|current| {
+            if let Ok(v3) = strict().deserialize::<super::format3::SmStateV3>(bytes) {
+                return Ok(v3.upgrade());
+            }
+            match strict().deserialize::<super::format3::SmStateV2>(bytes) {
+                Ok(v2) => Ok(v2.upgrade()),
                 Err(_) => Err(current),
             }
         })
@@ -223,9 +212,10 @@ impl StateMachine {
     ) -> Applied {
         state.revision += 1;
         let revision = state.revision;
-        let outcome = state
-            .table
-            .apply_tracked(revision, cmd, changes, &mut state.access);
+        let (outcome, decided) =
+            state
+                .table
+                .apply_decided(revision, cmd, changes, &mut state.access);
         if let (Op::SetAccess { by, .. }, Outcome::AccessSet { version }) = (&cmd.op, &outcome) {
             tracing::info!(
                 target: "baton::audit", by = %by, version, revision,
@@ -265,7 +255,12 @@ impl StateMachine {
             Some(_) => {}
             None => self.shared.quarantine_countdowns.stop(key),
         }
-        Applied { outcome, revision }
+        // A retry answered from memory carries the revision its first attempt was decided
+        // at, as its first answer did.
+        Applied {
+            outcome,
+            revision: decided,
+        }
     }
 
     /// Writes the snapshot of `meta` whose state encodes to `state_bytes` as the current

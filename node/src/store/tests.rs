@@ -94,10 +94,15 @@ async fn a_deduplicated_retry_does_not_restart_the_current_leases_countdown() {
             },
             ttl_ms: 60_000,
         },
+        sender: Some(crate::core::Sender {
+            client_id: who.into(),
+            principal: None,
+        }),
     };
     let revoke = LogCommand {
         request_id: None,
         leader_unix_ms: 0,
+        sender: None,
         op: Op::Revoke {
             key: "k".into(),
             reason: "test".into(),
@@ -180,6 +185,10 @@ async fn after_a_reopen_the_snapshot_plus_the_log_replayed_is_the_state_that_was
                         },
                         ttl_ms: 60_000,
                     },
+                    sender: Some(crate::core::Sender {
+                        client_id: client.into(),
+                        principal: None,
+                    }),
                 }
             })
             .collect();
@@ -294,6 +303,15 @@ async fn case_files_offers_notes_and_history_survive_a_reopen_and_a_snapshot_ins
             payload: EntryPayload::Normal(Proposal::one(LogCommand {
                 request_id: None,
                 leader_unix_ms: 7,
+                // A claim from its holder's session; the rest from codex's, whose lease the
+                // update and offer act on.
+                sender: Some(crate::core::Sender {
+                    client_id: match &op {
+                        Op::Claim { holder, .. } => holder.client_id.clone(),
+                        _ => who("codex").client_id,
+                    },
+                    principal: None,
+                }),
                 op,
             })),
         })
@@ -347,55 +365,109 @@ async fn a_flush_round_covers_the_blob_files_sled_writes_for_large_pages() {
     assert_eq!(db.get(b"big").unwrap().unwrap().len(), 512 * 1024);
 }
 
-/// `SmState` as format 2 encoded it (no permissions), for the upgrade test.
-#[derive(serde::Serialize)]
-struct Format2<'a> {
-    table: &'a crate::core::LeaseTable,
-    revision: u64,
-    last_applied: Option<crate::raft_types::LogId>,
-    membership: &'a crate::raft_types::StoredMembership,
+/// Encodings written by the code of data format 3 (`fixtures/`, made by that code: see
+/// `fixtures/README.md`): the state after bob's claim of `tasks/k`, alice's update with bob's
+/// token from her own process (which format 3 applied and credited to bob), alice's stale
+/// update (a text refusal, remembered for retries), an assignment and an anonymous revoke;
+/// the same state as format 2 encoded it; and a log entry of the first two commands.
+const STATE_FORMAT_3: &[u8] = include_bytes!("fixtures/state-format3.bin");
+const STATE_FORMAT_2: &[u8] = include_bytes!("fixtures/state-format2.bin");
+const ENTRY_FORMAT_3: &[u8] = include_bytes!("fixtures/entry-format3.bin");
+
+#[test]
+fn format_2_and_3_states_decode_with_their_events_kept_and_marked() {
+    let state = SmState::decode(STATE_FORMAT_3).unwrap();
+    assert_eq!(state.revision, 5);
+    let case = state.table.case("tasks/k").unwrap();
+    let events: Vec<_> = case
+        .history
+        .events
+        .iter()
+        .map(|e| {
+            (
+                e.kind.as_str(),
+                e.actor
+                    .as_ref()
+                    .map(|a| (a.name.as_str(), a.client_id.as_str(), a.principal.clone())),
+                e.attribution,
+            )
+        })
+        .collect();
+    let old = crate::core::Attribution::RecordedBeforeFormat4;
+    let now = crate::core::Attribution::Requester;
+    assert_eq!(
+        events,
+        vec![
+            ("claimed", Some(("bob", "bob-proc", None)), old),
+            // Alice's write, credited to bob as format 3 did: kept, and marked so.
+            ("updated", Some(("bob", "bob-proc", None)), old),
+            ("assigned", None, now),
+            ("revoked", None, now),
+        ]
+    );
+    // The remembered text refusal still answers a retry.
+    let alice = state.table.session("proc-alice").unwrap();
+    assert!(alice
+        .answers
+        .iter()
+        .any(|a| matches!(&a.outcome, crate::core::Outcome::RefusedText { message } if message.contains("token 99"))));
+    let format_2 = SmState::decode(STATE_FORMAT_2).unwrap();
+    assert_eq!(format_2.table, state.table);
+    assert_eq!(format_2.access.version, 0);
+
+    // Today's encoding reads back as itself; damage is an error, not an older format.
+    let new = encode(&state);
+    let mut again = SmState::decode(&new).unwrap();
+    again.table.rebuild_index();
+    assert_eq!(again, state);
+    assert!(SmState::decode(&new[..new.len() - 1]).is_err());
+    assert!(SmState::decode(&STATE_FORMAT_3[..STATE_FORMAT_3.len() / 2]).is_err());
+    assert!(SmState::decode(&STATE_FORMAT_2[..STATE_FORMAT_2.len() - 1]).is_err());
 }
 
 #[test]
-fn a_format_2_state_decodes_with_no_policy_and_a_format_3_one_keeps_its_policy() {
-    let mut state = SmState::default();
-    let claim = crate::core::LogCommand {
-        request_id: None,
-        leader_unix_ms: 1,
-        op: crate::core::Op::Claim {
-            key: "k".into(),
-            holder: crate::core::Holder {
-                name: "a".into(),
-                client_id: "c".into(),
-            },
-            ttl_ms: 5_000,
-        },
+fn a_format_3_log_entry_is_rewritten_as_commands_without_a_sender() {
+    use crate::core::LogCommand;
+    use bincode::Options;
+    use openraft::testing::log_id;
+    use openraft::{Entry, EntryPayload};
+    let strict = bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .reject_trailing_bytes();
+    // Not readable as today's format (so the upgrade cannot mistake it) ...
+    assert!(strict
+        .deserialize::<Entry<TypeConfig>>(ENTRY_FORMAT_3)
+        .is_err());
+    // ... and rewritten whole by the upgrade at open.
+    let dir = tempfile::tempdir().unwrap();
+    let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
+    drop(sm);
+    log.write_raw_for_tests(7, ENTRY_FORMAT_3);
+    log.upgrade_from_format_3().unwrap();
+    let entry: Entry<TypeConfig> = strict.deserialize(&log.read_raw_for_tests(7)).unwrap();
+    let EntryPayload::Normal(proposal) = entry.payload else {
+        panic!("a normal entry");
     };
-    state.table.apply(1, &claim);
-    state.revision = 1;
-    let old = encode(&Format2 {
-        table: &state.table,
-        revision: 1,
-        last_applied: None,
-        membership: &state.membership,
-    });
-    let decoded = SmState::decode(&old).unwrap();
-    assert_eq!(decoded, state);
-    assert_eq!(decoded.access.version, 0);
-
-    let policy = crate::core::access::Policy::parse(
-        "[[rule]]\nwho = [\"ops\"]\nprefixes = [\"\"]\ncan = [\"admin\"]\n",
-    )
-    .unwrap();
-    state.access.set(2, 0, "ops", Some(policy.clone()));
-    let decoded = SmState::decode(&encode(&state)).unwrap();
-    assert_eq!(decoded.access.policy, Some(policy));
-    assert_eq!(decoded.access.version, 1);
-    // Damage is still an error, not an empty state; a damaged policy part is not taken for a
-    // format-2 state without one.
-    assert!(SmState::decode(&old[..old.len() / 2]).is_err());
-    let new = encode(&state);
-    assert!(SmState::decode(&new[..new.len() - 1]).is_err());
+    assert_eq!(proposal.commands.len(), 2);
+    assert!(proposal.commands.iter().all(LogCommand::is_format_3));
+    // Applied by format 3's rules: alice's write with bob's token goes through, credited to
+    // bob, as the format-3 nodes applied it.
+    let mut table = crate::core::LeaseTable::default();
+    for (i, cmd) in proposal.commands.iter().enumerate() {
+        table.apply(i as u64 + 1, cmd);
+    }
+    assert_eq!(table.case("tasks/k").unwrap().record.status, "done");
+    // Running the upgrade again changes nothing (a rewrite that completed before a crash).
+    log.upgrade_from_format_3().unwrap();
+    assert_eq!(
+        strict
+            .deserialize::<Entry<TypeConfig>>(&log.read_raw_for_tests(7))
+            .unwrap(),
+        Entry {
+            log_id: log_id(1, 1, 7),
+            payload: EntryPayload::Normal(proposal),
+        }
+    );
 }
 
 #[test]

@@ -19,8 +19,14 @@ pub async fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().await
 }
 
+/// The `baton-node` binary the tests start (`baton` beside it): this build's, or the one in
+/// `$BATON_TEST_BINS`, to run a test against another build (e.g. an older one, to show that
+/// a regression test fails there).
 pub fn node_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_baton-node"))
+    match std::env::var_os("BATON_TEST_BINS") {
+        Some(dir) => PathBuf::from(dir).join("baton-node"),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_baton-node")),
+    }
 }
 
 /// A port nobody listens on right now.
@@ -477,11 +483,23 @@ pub fn text(b: &[u8]) -> String {
 /// A client of `endpoints` showing `token` (none: no credentials); `follow`: go to the
 /// leader a node names, or stay with `endpoints` (followers forward).
 pub async fn token_client(endpoints: Vec<String>, token: Option<&str>, follow: bool) -> Client {
+    token_client_as(endpoints, token, follow, None).await
+}
+
+/// [`token_client`] acting as session `client_id` (another client's, to write to its leases
+/// from a second connection; `None`: a random one).
+pub async fn token_client_as(
+    endpoints: Vec<String>,
+    token: Option<&str>,
+    follow: bool,
+    client_id: Option<&str>,
+) -> Client {
     Client::connect(ClientConfig {
         endpoints,
         retry_deadline: Duration::from_secs(10),
         follow_leader_hints: follow,
         token: token.map(|t| baton_client::BearerToken(t.to_owned())),
+        client_id: client_id.map(str::to_owned),
         ..ClientConfig::default()
     })
     .await
