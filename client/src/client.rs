@@ -43,12 +43,13 @@ pub struct Client {
 
 struct Inner {
     config: ValidConfig,
-    /// Random id of this `Client` instance's requests. Not the client id: that one may be
-    /// given by the user and shared by several processes one after another (the CLI's
+    /// Random id of this `Client` instance's retry slots (`RequestId.client_id`). Not the
+    /// client id, which is the session every request acts as (`RequestId.session`) and may
+    /// be given by the user and shared by several processes one after another (the CLI's
     /// `--client-id`), whose sequence numbers would then collide in the cluster's
-    /// de-duplication table. A fresh session per instance keeps every (id, seq) unique.
-    session_id: String,
-    /// Sequence number of the next mutating request; with the session id it makes the
+    /// de-duplication table. A fresh id per instance keeps every (id, seq) unique.
+    retry_id: String,
+    /// Sequence number of the next mutating request; with the retry id it makes the
     /// request id that lets the cluster de-duplicate retries.
     next_seq: AtomicU64,
     /// Index into `config.endpoints` of the endpoint to use when no leader is known. It
@@ -87,7 +88,7 @@ impl Client {
         Client {
             inner: Arc::new(Inner {
                 config,
-                session_id: crate::config::random_client_id(),
+                retry_id: crate::config::random_client_id(),
                 next_seq: AtomicU64::new(1),
                 cursor: AtomicUsize::new(0),
                 routing: Mutex::new(Routing::default()),
@@ -792,7 +793,7 @@ impl Client {
 
     fn next_request_id(&self) -> pb::RequestId {
         pb::RequestId {
-            client_id: self.inner.session_id.clone(),
+            client_id: self.inner.retry_id.clone(),
             seq: self.inner.next_seq.fetch_add(1, Ordering::Relaxed),
             // The session every write acts as: this client's id, which its leases are
             // bound to (the request id's own client id is per process, for retries).
@@ -1272,7 +1273,7 @@ mod tests {
 
         let leader_calls = leader.calls();
         assert_eq!(leader_calls.len(), 2, "{leader_calls:?}");
-        let expected_id = Some((client.inner.session_id.clone(), 1));
+        let expected_id = Some((client.inner.retry_id.clone(), 1));
         assert!(leader_calls.iter().all(|c| c.request_id == expected_id));
         assert!(follower.calls().iter().all(|c| c.request_id == expected_id));
         assert_eq!(client.leader_hint(), Some(leader_addr.to_string()));

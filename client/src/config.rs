@@ -28,10 +28,12 @@ pub struct ClientConfig {
     /// the client tries them in order, sticks with one that answers, and goes to the leader
     /// directly once a node names it.
     pub endpoints: Vec<String>,
-    /// Identity of this client process: the `Holder.client_id` of its claims. `None` picks a
-    /// random one, so two processes never share an id by accident; give one explicitly to
-    /// resume as the same claimant after a restart. (Request ids use a separate random
-    /// session per `Client`, so reusing a client id never confuses de-duplication.)
+    /// The session this client acts as: the `Holder.client_id` of its claims and the
+    /// `RequestId.session` of every write, which a lease is bound to (only its holder's
+    /// session may renew, release, update, offer or cancel it). `None` picks a random one, so
+    /// two processes never share an id by accident; give one explicitly to act as the same
+    /// holder from several processes or after a restart. (Request ids use a separate random
+    /// retry id per `Client`, so reusing a client id never confuses de-duplication.)
     pub client_id: Option<String>,
     /// How long one attempt against one node may take before the client gives up on it and
     /// tries again (possibly elsewhere).

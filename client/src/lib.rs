@@ -63,11 +63,14 @@
 //!   its own [`Client`], looping claim → renew → release over a key space, with counts,
 //!   rates and latency percentiles ([`BenchReport`]).
 //! - `convert`: the one place that reads generated protobuf types.
-//! - [`error`]: [`Error`], typed from gRPC statuses; [`Error::Refused`] for the record and
-//!   handoff operations' refusals (stale token, frozen record, not the addressee).
+//! - [`error`]: [`Error`], typed from gRPC statuses; [`Error::Refused`] with a [`Refusal`]
+//!   (its reason and facts, read from the status details) for refusals that are not an
+//!   operation's own outcome (stale token, another session's write, frozen record, not the
+//!   addressee).
 //!
 //! # Data path
-//! A call builds the protobuf request once (with a fresh `RequestId` if it mutates), then
+//! A call builds the protobuf request once (with a fresh `RequestId` if it mutates, naming
+//! this client's id as the session it acts as), then
 //! [`Client`] sends clones of it: to the leader if a node named one in `x-baton-leader`,
 //! else to the current endpoint of the rotation. `UNAVAILABLE`, connection failures and
 //! timeouts are retried with jittered exponential backoff (50 ms to 1 s) until the retry

@@ -65,6 +65,27 @@ pub struct ActorInfo {
     pub principal: Option<String>,
 }
 
+impl ActorInfo {
+    /// The name it acted as, or `operator` for a call that acts as no holder (a revoke).
+    pub fn name_or_operator(&self) -> &str {
+        match self.name.as_str() {
+            "" => "operator",
+            name => name,
+        }
+    }
+}
+
+impl std::fmt::Display for ActorInfo {
+    /// `bob (client bob-proc, principal bob)`; the principal only when there is one.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (client {}", self.name_or_operator(), self.client_id)?;
+        if let Some(principal) = &self.principal {
+            write!(f, ", principal {principal}")?;
+        }
+        f.write_str(")")
+    }
+}
+
 /// Who a dispatcher wanted on a key. Routing metadata only: it reserves nothing, and
 /// anyone's claim still wins the key (see the essay "assignment is not ownership").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -57,8 +57,10 @@ pub struct GlobalArgs {
     )]
     pub endpoints: Vec<String>,
 
-    /// Client id of this process (the holder's process identity); random if not given.
-    /// Give the same id to act again as the same claimant, e.g. to renew from a new shell.
+    /// The session this command acts as: a lease is bound to the client id it was claimed
+    /// with, and only that session may renew, release, update, offer or cancel it. Random
+    /// if not given; an agent sets BATON_CLIENT_ID once per session so every command acts
+    /// as the same holder (`baton run` passes it to its child).
     #[arg(long, env = "BATON_CLIENT_ID", global = true)]
     pub client_id: Option<String>,
 

@@ -29,8 +29,38 @@ pub fn refused(key: &str, refusal: &Refusal, format: OutputFormat) -> Rendered {
         message: &refusal.message,
         refusal,
     };
-    let text = format!("refused: {refusal}; stand down\n");
+    let text = format!("refused: {refusal}; stand down\n{}", refusal_pairs(refusal));
     Rendered::new(format, json, text, Verdict::StandDown)
+}
+
+/// The table under a refusal's line: its facts, from the fields (those that apply).
+fn refusal_pairs(refusal: &Refusal) -> String {
+    let mut pairs: Vec<(&str, String)> = Vec::new();
+    if let Some(lease) = &refusal.lease {
+        pairs.push(("holder", lease.holder_name.clone()));
+        pairs.push(("client", lease.holder_client_id.clone()));
+        pairs.push(("token", lease.token.to_string()));
+        pairs.push(("since", utc(lease.held_since_unix_ms)));
+        pairs.push(("free", in_human(lease.remaining)));
+    }
+    if !refusal.client_id.is_empty() {
+        pairs.push(("you are", format!("client {}", refusal.client_id)));
+    }
+    if !refusal.offer_to.is_empty() {
+        pairs.push(("offer to", refusal.offer_to.clone()));
+    }
+    if refusal.quarantine_revision > 0 {
+        pairs.push((
+            "claimable",
+            in_human(std::time::Duration::from_millis(
+                refusal.quarantine_remaining_ms,
+            )),
+        ));
+    }
+    if pairs.is_empty() {
+        return String::new();
+    }
+    table::render_pairs(&pairs)
 }
 
 #[derive(Serialize)]
@@ -183,23 +213,45 @@ pub fn history(history: &History, events: bool, format: OutputFormat) -> Rendere
     Rendered::new(format, json, text, Verdict::Ok)
 }
 
+/// Every event one a row; who acted by name, session (client id) and principal (`-` when
+/// auth is off or the event predates data format 4, which kept none).
 fn events_table(events: &[Event]) -> String {
     let rows: Vec<Vec<String>> = events
         .iter()
         .map(|e| {
+            let (actor, client, principal) = match &e.actor {
+                Some(a) => (
+                    a.name_or_operator().to_owned(),
+                    a.client_id.clone(),
+                    a.principal.clone().unwrap_or_else(|| "-".to_owned()),
+                ),
+                None => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
+            };
             vec![
                 e.revision.to_string(),
                 utc(e.at_unix_ms),
                 e.kind.clone(),
-                e.actor
-                    .as_ref()
-                    .map_or("-".to_owned(), |actor| actor.name.clone()),
+                actor,
+                client,
+                principal,
                 token_cell(e.token),
                 e.detail.clone(),
             ]
         })
         .collect();
-    table::render(&["REV", "TIME", "KIND", "ACTOR", "TOKEN", "DETAIL"], &rows)
+    table::render(
+        &[
+            "REV",
+            "TIME",
+            "KIND",
+            "ACTOR",
+            "CLIENT",
+            "PRINCIPAL",
+            "TOKEN",
+            "DETAIL",
+        ],
+        &rows,
+    )
 }
 
 /// The stints as a table, each row followed by its events, indented, oldest first; then
@@ -283,7 +335,7 @@ fn event_line(event: &Event) -> String {
         event.kind
     );
     if let Some(actor) = &event.actor {
-        line.push_str(&format!(" by {}", actor.name));
+        line.push_str(&format!(" by {actor}"));
     }
     if !event.detail.is_empty() {
         line.push_str(&format!(": {}", event.detail));
@@ -403,7 +455,24 @@ pub(crate) mod tests {
         };
         let out = refused("tasks/x", &refusal, OutputFormat::Table);
         assert_eq!(out.verdict, Verdict::StandDown);
-        assert_eq!(out.stdout, format!("refused: {message}; stand down\n"));
+        assert!(
+            out.stdout
+                .starts_with(&format!("refused: {message}; stand down\n")),
+            "{}",
+            out.stdout
+        );
+        // The table under it comes from the fields.
+        assert!(
+            out.stdout
+                .contains(&format!("client   {}\n", lease().holder_client_id)),
+            "{}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains("you are  client c-77\n"),
+            "{}",
+            out.stdout
+        );
         let out = refused("tasks/x", &refusal, OutputFormat::Json);
         assert_eq!(out.verdict, Verdict::StandDown);
         let value: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
@@ -492,12 +561,12 @@ pub(crate) mod tests {
         let expected = "\
 HOLDER    TOKEN  FROM                      UNTIL                     ENDED
 claude@a  4      r4 2023-11-14T22:13:24Z   r7 2023-11-14T22:13:27Z   released (renewed 2 times)
-  r5 2023-11-14T22:13:25Z updated by claude@a: status open -> in_progress
+  r5 2023-11-14T22:13:25Z updated by claude@a (client claude@a-id): status open -> in_progress
 codex@b   8      r8 2023-11-14T22:13:28Z   r10 2023-11-14T22:13:30Z  handed off to bob
-  r9 2023-11-14T22:13:29Z offered by codex@b
+  r9 2023-11-14T22:13:29Z offered by codex@b (client codex@b-id)
 bob       10     r10 2023-11-14T22:13:30Z  -                         holding
 assignments (routing only, they reserve nothing):
-  r3 2023-11-14T22:13:23Z assigned by dispatcher: to alice
+  r3 2023-11-14T22:13:23Z assigned by dispatcher (client dispatcher-id): to alice
 dropped 2 older events (compacted); the first stint may have begun earlier
 ";
         assert_eq!(out.stdout, expected);
@@ -509,7 +578,16 @@ dropped 2 older events (compacted); the first stint may have begun earlier
         let lines: Vec<&str> = out.stdout.lines().collect();
         assert_eq!(
             lines[0].split_whitespace().collect::<Vec<_>>(),
-            ["REV", "TIME", "KIND", "ACTOR", "TOKEN", "DETAIL"]
+            [
+                "REV",
+                "TIME",
+                "KIND",
+                "ACTOR",
+                "CLIENT",
+                "PRINCIPAL",
+                "TOKEN",
+                "DETAIL"
+            ]
         );
         assert_eq!(lines.len(), 1 + 7 + 1);
         assert!(

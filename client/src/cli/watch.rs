@@ -119,7 +119,7 @@ pub fn line(event: &Event, format: OutputFormat, columns: &mut Columns) -> Strin
         OutputFormat::Table => {
             let revision = event.revision.to_string();
             let actor = match &event.actor {
-                Some(actor) => format!("by {}", actor.name),
+                Some(actor) => format!("by {actor}"),
                 None => "-".to_owned(),
             };
             let token = match event.token {
@@ -182,7 +182,7 @@ pub(crate) mod tests {
         let first = line(&sample_event(true), OutputFormat::Table, &mut columns);
         assert_eq!(
             first,
-            "rev 1207  tasks/42  claimed    by codex@b  token 1207\n"
+            "rev 1207  tasks/42  claimed    by codex@b (client a41c0c2e)  token 1207\n"
         );
         let expired = Event {
             revision: 1300,
@@ -195,7 +195,7 @@ pub(crate) mod tests {
         };
         assert_eq!(
             line(&expired, OutputFormat::Table, &mut columns),
-            "rev 1300  tasks/7   expired    -           token 1207  renewed 3 times\n"
+            "rev 1300  tasks/7   expired    -                             token 1207  renewed 3 times\n"
         );
         let assigned = Event {
             revision: 1301,
@@ -207,7 +207,7 @@ pub(crate) mod tests {
         };
         assert_eq!(
             line(&assigned, OutputFormat::Table, &mut columns),
-            "rev 1301  tasks/1000  assigned   by codex@b  token -  to alice\n"
+            "rev 1301  tasks/1000  assigned   by codex@b (client a41c0c2e)  token -  to alice\n"
         );
     }
 
