@@ -102,8 +102,12 @@ pub struct Refusal {
     /// The holder name the request acted as.
     pub name: String,
     pub quarantine_revision: u64,
+    /// The quarantine's length, in ms.
+    pub quarantine_delay_ms: u64,
     /// The answering node's estimate of the quarantine's time left, in ms.
     pub quarantine_remaining_ms: u64,
+    /// The keys the cluster holds, and its limit (`key_limit`).
+    pub keys: u64,
     pub keys_max: u64,
     /// The line for people, built by the cluster from the fields.
     pub message: String,
@@ -124,7 +128,9 @@ impl Refusal {
             offer_revision: 0,
             name: String::new(),
             quarantine_revision: 0,
+            quarantine_delay_ms: 0,
             quarantine_remaining_ms: 0,
+            keys: 0,
             keys_max: 0,
             message: message.to_owned(),
         }
@@ -148,7 +154,9 @@ impl Refusal {
             offer_revision: d.offer_revision,
             name: d.name,
             quarantine_revision: d.quarantine_revision,
+            quarantine_delay_ms: d.quarantine_delay_ms,
             quarantine_remaining_ms: d.quarantine_remaining_ms,
+            keys: d.keys,
             keys_max: d.keys_max,
             message: if d.message.is_empty() {
                 status.message().to_owned()

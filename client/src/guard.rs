@@ -72,6 +72,9 @@ pub enum LossReason {
         /// The last renewal error, if a renewal failed (rather than still being in flight).
         last_error: Option<String>,
     },
+    /// A renewal was refused for another reason than the token (e.g. the guard's client
+    /// acts as another session than the lease's): it can never succeed, so the guard stops.
+    Refused(Box<crate::error::Refusal>),
 }
 
 impl std::fmt::Display for LossReason {
@@ -90,6 +93,7 @@ impl std::fmt::Display for LossReason {
             LossReason::DeadlinePassed { last_error: None } => {
                 write!(f, "safe deadline passed before a renewal was answered")
             }
+            LossReason::Refused(refusal) => write!(f, "a renewal was refused: {refusal}"),
         }
     }
 }
@@ -377,9 +381,7 @@ async fn keep_alive(
             // A refusal is final (another session's token cannot become ours): the lease is
             // not this guard's to keep.
             Err(Error::Refused(refusal)) => {
-                lose(LossReason::Taken {
-                    current: refusal.lease.clone(),
-                });
+                lose(LossReason::Refused(refusal));
                 return;
             }
             Err(error) => {

@@ -102,6 +102,9 @@ fn decode_raft(bytes: &[u8]) {
     let _ = decode::<openraft::raft::AppendEntriesRequest<TypeConfig>>(bytes);
     let _ = decode::<openraft::raft::VoteRequest<u64>>(bytes);
     let _ = decode::<openraft::raft::InstallSnapshotRequest<TypeConfig>>(bytes);
+    let _ = crate::store::format3::append_entries(bytes);
+    let _ = crate::store::format3::unguard(bytes)
+        .map(decode::<openraft::raft::AppendEntriesRequest<TypeConfig>>);
 }
 
 /// The `requests` target: a lease table that inputs' valid requests are applied to, in turn.

@@ -184,7 +184,14 @@ impl Peer {
         let mut request = tonic::Request::new(RaftRequest {
             target_node_id: self.target,
             cluster_name: self.cluster_name.clone(),
-            payload: encode(rpc),
+            payload: match method {
+                Method::Vote => encode(rpc),
+                // Entries and snapshots hold format-4 data: guarded, so that a format-3
+                // node refuses them rather than misreads them.
+                Method::AppendEntries | Method::InstallSnapshot => {
+                    crate::store::format3::guard(encode(rpc))
+                }
+            },
             sender_node_id: self.node_id,
             sender_incarnation: self.incarnation,
             peer_incarnations: self.peers.known(),

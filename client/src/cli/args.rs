@@ -198,8 +198,9 @@ Exits 3 when the key is held (after the timeout, with --wait).")]
     #[command(after_help = "Examples:
   baton --client-id agent-7 renew tasks/evidence-42 --token 1234
 
-The renewal must come from the claimant's client id (--client-id or $BATON_CLIENT_ID).
-Exits 3 when the token is no longer current.")]
+The renewal must come from the claimant's client id (--client-id or $BATON_CLIENT_ID): from
+another, the right token is refused naming both, exit 3. Exits 3 when the token is no longer
+current.")]
     Renew {
         key: String,
         /// The fencing token the claim returned.
@@ -211,7 +212,9 @@ Exits 3 when the token is no longer current.")]
   baton release tasks/evidence-42 --token 1234
   baton release tasks/evidence-42 --token 1234 --status done   # last word, same entry
 
-Exits 3 when the token is no longer current (nothing is released).")]
+Like every write with a token, it must come from the claimant's client id (--client-id or
+$BATON_CLIENT_ID). Exits 3 when the token is no longer current or the client id is another's
+(nothing is released).")]
     Release {
         key: String,
         /// The fencing token the claim returned.
@@ -276,8 +279,10 @@ the assignment only says who a dispatcher wanted.")]
   baton update tasks/evidence-42 --token 11 --status in_progress --summary \"root cause found\"
   baton update tasks/evidence-42 --token 11 --set pr=482 --set rows_left=4 --unset tmp
 
-Only the current token may write: a stale token, or a record frozen by a pending handoff,
-is refused with the holder's name and token, exit 3 (stand down).")]
+Only the current token, from the holder's client id (--client-id or $BATON_CLIENT_ID), may
+write: a stale token, another client id, or a record frozen by a pending handoff is refused
+with the holder's name, client id and token, exit 3 (stand down). The history records who
+wrote: client id, holder name, and the principal when auth is on.")]
     Update {
         key: String,
         /// The fencing token you hold the key with.

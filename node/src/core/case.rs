@@ -222,6 +222,19 @@ pub enum Attribution {
     RecordedBeforeFormat4,
 }
 
+impl Attribution {
+    /// How an event data format 3 recorded is marked, by its kind: the leader's own events
+    /// (expired, lapsed) credit no one in any format; every other one is marked as recorded
+    /// before format 4. The same whether a format-3 node applied the command and the event
+    /// is read from its state, or a format-4 node applies the format-3 command from the log.
+    pub fn of_format_3(kind: EventKind) -> Attribution {
+        match kind {
+            EventKind::Expired | EventKind::Lapsed => Attribution::Requester,
+            _ => Attribution::RecordedBeforeFormat4,
+        }
+    }
+}
+
 /// One history event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {

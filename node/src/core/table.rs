@@ -253,8 +253,16 @@ impl LeaseTable {
                 _ => self.apply_op(index, cmd, changes),
             },
         };
+        // A format-3 command answers as format 3 did (see `Refusal::format_3_outcome`).
+        let outcome = match outcome {
+            Outcome::Refused { refusal } if cmd.is_format_3() => refusal.format_3_outcome(),
+            outcome => outcome,
+        };
         if let Some(id) = &cmd.request_id {
-            self.remember(index, id, cmd.op.fingerprint(), &outcome);
+            // A format-3 command's answer keeps no revision, as format 3 kept none: the same
+            // answer whether a format-3 node applied it or this one replays it.
+            let decided = if cmd.is_format_3() { 0 } else { index };
+            self.remember(index, id, cmd.op.fingerprint(), &outcome, decided);
         }
         #[cfg(debug_assertions)]
         self.check_invariants(index, cmd);
@@ -291,7 +299,14 @@ impl LeaseTable {
         None
     }
 
-    fn remember(&mut self, index: u64, id: &RequestId, op_fingerprint: u64, outcome: &Outcome) {
+    fn remember(
+        &mut self,
+        index: u64,
+        id: &RequestId,
+        op_fingerprint: u64,
+        outcome: &Outcome,
+        decided: u64,
+    ) {
         if !self.sessions.contains_key(&id.client_id) && self.sessions.len() >= DEDUP_CLIENTS_MAX {
             // Forget the client idle for the longest. Deterministic: ordered by revision.
             if let Some((_, idle)) = self.by_activity.pop_first() {
@@ -311,7 +326,7 @@ impl LeaseTable {
                 seq: id.seq,
                 op_fingerprint,
                 outcome: outcome.clone(),
-                revision: index,
+                revision: decided,
             },
         );
         if session.answers.len() > DEDUP_ANSWERS_PER_CLIENT_MAX {

@@ -837,6 +837,20 @@ impl BatonServer {
             };
             match served {
                 Ok(resp) => Ok(Response::new(resp)),
+                // A node of data format 3 forwards with its own protobuf types, which drop
+                // the session a format-4 client sent (a rolling upgrade with a new leader
+                // elected early). Not the client's fault: it retries, and may reach the
+                // leader directly.
+                Err(Refusal::Status(s))
+                    if forwarded
+                        && s.code() == tonic::Code::InvalidArgument
+                        && s.message().starts_with(convert::SESSION_MISSING) =>
+                {
+                    Err(Status::unavailable(
+                        "a node that predates data format 4 forwarded this write without its \
+                         session; retry (the forwarding node names this leader)",
+                    ))
+                }
                 Err(Refusal::Status(s)) => Err(s),
                 Err(Refusal::NotLeader { leader: Some(addr) }) if !forwarded => {
                     let client = self.ctx.leader_client(&addr)?;

@@ -27,6 +27,9 @@ pub struct Origin {
     pub session: String,
 }
 
+/// How the refusal of a write without a session begins (`origin`).
+pub const SESSION_MISSING: &str = "request_id.session is missing";
+
 /// Every mutating request must carry a request id: without one a retry could apply twice
 /// (a repeated revoke would free whoever claimed in between). And the session it acts as:
 /// a claim, accept or decline may leave it empty, its holder's client id is its session.
@@ -52,10 +55,10 @@ pub fn origin(id: Option<pb::RequestId>, op: &Op) -> Result<Option<Origin>, Stat
             )))
         }
         ("", None) => {
-            return Err(Status::invalid_argument(
-                "request_id.session is missing: a write names the client id it acts as (this \
-                 client predates baton data format 4; upgrade it)",
-            ))
+            return Err(Status::invalid_argument(format!(
+                "{SESSION_MISSING}: a write names the client id it acts as (this client \
+                 predates baton data format 4; upgrade it)"
+            )))
         }
         (session, _) => session.to_owned(),
     };

@@ -92,6 +92,13 @@ impl RaftServer {
     }
 }
 
+/// The message behind a format-4 payload's guard.
+fn guarded(payload: &[u8]) -> Result<&[u8], Status> {
+    crate::store::format3::unguard(payload).ok_or_else(|| {
+        Status::invalid_argument("bad raft message: a format-4 payload without its guard")
+    })
+}
+
 fn bad_message(e: bincode::Error) -> Status {
     Status::invalid_argument(format!("bad raft message: {e}"))
 }
@@ -103,11 +110,12 @@ impl RaftService for RaftServer {
         req: Request<RaftRequest>,
     ) -> Result<Response<RaftReply>, Status> {
         // A peer still on data format 3 (a rolling upgrade, followers first) sends its
-        // entries in that format; they are read and upgraded here. (A format-3 node cannot
-        // read format-4 entries: it catches up once it runs this version.)
+        // entries in that format; they are read and upgraded here. (A format-3 node refuses
+        // format-4 entries, see `format3::FORMAT_4_GUARD`: it catches up once it runs this
+        // version.)
         let req = self.checked(req)?;
         let rpc = match req.data_format {
-            f if f >= 4 => decode(&req.payload),
+            f if f >= 4 => decode(guarded(&req.payload)?),
             _ => crate::store::format3::append_entries(&req.payload),
         }
         .map_err(bad_message)?;
@@ -123,7 +131,14 @@ impl RaftService for RaftServer {
         &self,
         req: Request<RaftRequest>,
     ) -> Result<Response<RaftReply>, Status> {
-        let rpc = self.open(req)?;
+        // A format-3 peer's snapshot is read as it is (`SmState::decode` reads format 3); a
+        // format-4 one comes guarded.
+        let req = self.checked(req)?;
+        let payload = match req.data_format {
+            f if f >= 4 => guarded(&req.payload)?,
+            _ => &req.payload[..],
+        };
+        let rpc = decode(payload).map_err(bad_message)?;
         self.reply(self.raft.install_snapshot(rpc).await)
     }
 }

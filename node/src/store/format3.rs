@@ -114,11 +114,7 @@ pub(super) struct SmStateV2 {
 
 impl EventV3 {
     fn upgrade(self) -> Event {
-        let attribution = match self.actor {
-            Some(_) => Attribution::RecordedBeforeFormat4,
-            // The leader's own events credit no one, in every format.
-            None => Attribution::Requester,
-        };
+        let attribution = Attribution::of_format_3(self.kind);
         Event {
             revision: self.revision,
             kind: self.kind,
@@ -179,14 +175,16 @@ impl SmStateV3 {
 }
 
 impl SmStateV2 {
+    /// Format 2 is format 3 without a policy.
     pub(super) fn upgrade(self) -> SmState {
-        SmState {
-            table: self.table.upgrade(),
+        SmStateV3 {
+            table: self.table,
             revision: self.revision,
             last_applied: self.last_applied,
             membership: self.membership,
             access: AccessState::default(),
         }
+        .upgrade()
     }
 }
 
@@ -251,6 +249,28 @@ struct AppendEntriesV3 {
     leader_commit: Option<LogId>,
 }
 
+/// What a format-4 node puts before an append-entries or install-snapshot message (the
+/// `RaftRequest` then says `data_format` 4). A format-3 node ignores that field and reads the
+/// message as it always did, beginning with a vote: these bytes are a vote whose `committed`
+/// flag is 0xFF, which bincode refuses. So a format-3 node refuses format-4 entries and
+/// snapshots (and falls behind until it is upgraded) instead of misreading them: it would
+/// read a format-4 command without its sender, and the sender's bytes as the leader's commit
+/// index.
+pub const FORMAT_4_GUARD: [u8; 17] = [0xFF; 17];
+
+/// `payload` behind [`FORMAT_4_GUARD`].
+pub fn guard(payload: Vec<u8>) -> Vec<u8> {
+    let mut guarded = Vec::with_capacity(FORMAT_4_GUARD.len() + payload.len());
+    guarded.extend_from_slice(&FORMAT_4_GUARD);
+    guarded.extend(payload);
+    guarded
+}
+
+/// The message behind [`FORMAT_4_GUARD`]; `None` if it is not there.
+pub fn unguard(bytes: &[u8]) -> Option<&[u8]> {
+    bytes.strip_prefix(&FORMAT_4_GUARD[..])
+}
+
 /// Decodes a format-3 peer's append-entries message as today's.
 pub fn append_entries(
     bytes: &[u8],
@@ -262,4 +282,73 @@ pub fn append_entries(
         entries: old.entries.into_iter().map(EntryV3::upgrade).collect(),
         leader_commit: old.leader_commit,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::Sender;
+
+    /// A format-4 append-entries message: one entry of one command with a sender.
+    fn format_4_append() -> openraft::raft::AppendEntriesRequest<crate::raft_types::TypeConfig> {
+        use openraft::testing::log_id;
+        let cmd = LogCommand {
+            request_id: Some(RequestId {
+                client_id: "retries".into(),
+                seq: 1,
+            }),
+            leader_unix_ms: 1,
+            op: Op::Renew {
+                key: "tasks/k".into(),
+                token: 1,
+            },
+            sender: Some(Sender {
+                client_id: "bob-proc".into(),
+                principal: None,
+            }),
+        };
+        openraft::raft::AppendEntriesRequest {
+            vote: Vote::new_committed(3, 1),
+            prev_log_id: Some(log_id(3, 1, 8)),
+            entries: vec![Entry {
+                log_id: log_id(3, 1, 9),
+                payload: openraft::EntryPayload::Normal(Proposal::one(cmd)),
+            }],
+            leader_commit: Some(log_id(3, 1, 8)),
+        }
+    }
+
+    #[test]
+    fn a_format_3_node_refuses_guarded_format_4_messages_instead_of_misreading_them() {
+        let req = format_4_append();
+        let bytes = super::super::encode(&req);
+        // The danger: format 3's decoder (bincode's default, trailing bytes allowed) reads the
+        // format-4 message without complaint, the command without its sender, and the
+        // sender's bytes as the leader's commit index.
+        let misread: AppendEntriesV3 = bincode::deserialize(&bytes).unwrap();
+        assert_ne!(misread.leader_commit, req.leader_commit);
+        // Guarded, it refuses it (the guard is a vote whose flag is no bool) ...
+        let guarded = guard(bytes.clone());
+        assert!(bincode::deserialize::<AppendEntriesV3>(&guarded).is_err());
+        let snapshot = openraft::raft::InstallSnapshotRequest::<crate::raft_types::TypeConfig> {
+            vote: Vote::new_committed(3, 1),
+            meta: Default::default(),
+            offset: 0,
+            data: vec![1, 2, 3],
+            done: true,
+        };
+        let guarded_snapshot = guard(super::super::encode(&snapshot));
+        assert!(bincode::deserialize::<
+            openraft::raft::InstallSnapshotRequest<crate::raft_types::TypeConfig>,
+        >(&guarded_snapshot)
+        .is_err());
+        // ... and a format-4 node reads it whole.
+        let read: openraft::raft::AppendEntriesRequest<crate::raft_types::TypeConfig> =
+            super::super::decode(unguard(&guarded).unwrap()).unwrap();
+        assert_eq!(super::super::encode(&read), bytes);
+        assert!(
+            unguard(&bytes).is_none(),
+            "an unguarded message is told apart"
+        );
+    }
 }

@@ -377,32 +377,44 @@ const ENTRY_FORMAT_3: &[u8] = include_bytes!("fixtures/entry-format3.bin");
 #[test]
 fn format_2_and_3_states_decode_with_their_events_kept_and_marked() {
     let state = SmState::decode(STATE_FORMAT_3).unwrap();
-    assert_eq!(state.revision, 5);
-    let case = state.table.case("tasks/k").unwrap();
-    let events: Vec<_> = case
-        .history
-        .events
-        .iter()
-        .map(|e| {
-            (
-                e.kind.as_str(),
-                e.actor
-                    .as_ref()
-                    .map(|a| (a.name.as_str(), a.client_id.as_str(), a.principal.clone())),
-                e.attribution,
-            )
-        })
-        .collect();
+    assert_eq!(state.revision, 7);
+    let events = |key: &str| -> Vec<_> {
+        state
+            .table
+            .case(key)
+            .unwrap()
+            .history
+            .events
+            .iter()
+            .map(|e| {
+                (
+                    e.kind.as_str(),
+                    e.actor
+                        .as_ref()
+                        .map(|a| (a.name.clone(), a.client_id.clone(), a.principal.clone())),
+                    e.attribution,
+                )
+            })
+            .collect()
+    };
     let old = crate::core::Attribution::RecordedBeforeFormat4;
-    let now = crate::core::Attribution::Requester;
+    let bob = || Some(("bob".to_owned(), "bob-proc".to_owned(), None));
     assert_eq!(
-        events,
+        events("tasks/k"),
         vec![
-            ("claimed", Some(("bob", "bob-proc", None)), old),
+            ("claimed", bob(), old),
             // Alice's write, credited to bob as format 3 did: kept, and marked so.
-            ("updated", Some(("bob", "bob-proc", None)), old),
-            ("assigned", None, now),
-            ("revoked", None, now),
+            ("updated", bob(), old),
+            ("assigned", None, old),
+            ("revoked", None, old),
+        ]
+    );
+    // The leader's own events credit no one, in any format.
+    assert_eq!(
+        events("tasks/j"),
+        vec![
+            ("claimed", bob(), old),
+            ("expired", None, crate::core::Attribution::Requester),
         ]
     );
     // The remembered text refusal still answers a retry.
@@ -423,6 +435,92 @@ fn format_2_and_3_states_decode_with_their_events_kept_and_marked() {
     assert!(SmState::decode(&new[..new.len() - 1]).is_err());
     assert!(SmState::decode(&STATE_FORMAT_3[..STATE_FORMAT_3.len() / 2]).is_err());
     assert!(SmState::decode(&STATE_FORMAT_2[..STATE_FORMAT_2.len() - 1]).is_err());
+}
+
+#[test]
+fn format_3_commands_replayed_by_this_version_give_the_state_format_3_nodes_had() {
+    // The commands the format-3 fixture state was made from (see fixtures/README.md), as
+    // they stand in a format-3 log: no sender. A node of this version that replays them must
+    // reach the state a format-3 node reached and a format-4 node decodes from its snapshot:
+    // every node agrees, whichever version applied an entry.
+    use crate::core::{Holder, LogCommand, Op, RecordPatch, RequestId};
+    let cmd = |client: &str, seq: u64, op: Op| LogCommand {
+        request_id: Some(RequestId {
+            client_id: client.into(),
+            seq,
+        }),
+        leader_unix_ms: 1_700_000_000_000 + seq,
+        op,
+        sender: None,
+    };
+    let bob = Holder {
+        name: "bob".into(),
+        client_id: "bob-proc".into(),
+    };
+    let update = |token: u64, status: &str| Op::Update {
+        key: "tasks/k".into(),
+        token,
+        patch: RecordPatch {
+            status: Some(status.into()),
+            ..Default::default()
+        },
+    };
+    let commands = [
+        cmd(
+            "proc-bob",
+            1,
+            Op::Claim {
+                key: "tasks/k".into(),
+                holder: bob.clone(),
+                ttl_ms: 60_000,
+            },
+        ),
+        cmd("proc-alice", 1, update(1, "done")),
+        cmd("proc-alice", 2, update(99, "x")),
+        cmd(
+            "proc-disp",
+            1,
+            Op::Assign {
+                key: "tasks/k".into(),
+                to: "carol".into(),
+                by: "disp".into(),
+                reason: "r".into(),
+            },
+        ),
+        cmd(
+            "proc-ops",
+            1,
+            Op::Revoke {
+                key: "tasks/k".into(),
+                reason: "ops".into(),
+            },
+        ),
+        cmd(
+            "proc-bob",
+            2,
+            Op::Claim {
+                key: "tasks/j".into(),
+                holder: bob,
+                ttl_ms: 60_000,
+            },
+        ),
+        LogCommand {
+            request_id: None,
+            leader_unix_ms: 1_700_000_000_010,
+            op: Op::Expire {
+                key: "tasks/j".into(),
+                token: 6,
+                basis: 6,
+            },
+            sender: None,
+        },
+    ];
+    let mut replayed = crate::core::LeaseTable::default();
+    for (i, c) in commands.iter().enumerate() {
+        replayed.apply(i as u64 + 1, c);
+    }
+    let decoded = SmState::decode(STATE_FORMAT_3).unwrap().table;
+    assert_eq!(replayed, decoded);
 }
 
 #[test]
