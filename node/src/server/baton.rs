@@ -177,7 +177,6 @@ impl Ctx {
         Ok(client)
     }
 
-    /// Proposes an operation and waits for the outcome of its apply.
     /// Proposes an operation sent by `origin` (its request id and session) as `principal`,
     /// and waits for the outcome of its apply.
     async fn propose(
