@@ -78,6 +78,11 @@ pub const PROPOSAL_BYTES_MAX: usize = 256 * 1024;
 /// 3,400 with 2 and 3,470 with 1 (baton-compare, one run each); 2 keeps one entry replicating
 /// while the next is appended.
 pub const PROPOSALS_IN_FLIGHT_MAX: usize = 2;
+/// Commands waiting for the leader's next entry, at most; past it a write is refused with
+/// RESOURCE_EXHAUSTED (retry with backoff) rather than queued without bound. Room for many
+/// full entries, so batching never starves.
+pub const PROPOSALS_QUEUED_MAX: usize = 4_096;
+const _: () = assert!(PROPOSALS_QUEUED_MAX >= PROPOSAL_COMMANDS_MAX * PROPOSALS_IN_FLIGHT_MAX);
 /// Log entries per replication message: at the largest entry size, one message stays under
 /// `RAFT_MESSAGE_BYTES_MAX`.
 pub const RAFT_ENTRIES_PER_MESSAGE_MAX: u64 =

@@ -25,7 +25,7 @@ use tonic::{Request, Response, Status};
 use super::convert::{self, TtlBounds};
 use super::proposer::{ProposeError, Proposer};
 use crate::core::access::Policy;
-use crate::core::limits::{BOARD_LEASES_MAX, REQUEST_BYTES_MAX};
+use crate::core::limits::{BOARD_LEASES_MAX, PROPOSALS_QUEUED_MAX, REQUEST_BYTES_MAX};
 use crate::core::validate;
 use crate::core::{LogCommand, Op, Outcome, Sender};
 use crate::expiry::wall_clock_unix_ms;
@@ -224,6 +224,14 @@ impl Ctx {
                 Err(status) => Err(status.into()),
             },
             Ok(Err(ProposeError::NotLeader(leader))) => Err(Refusal::NotLeader { leader }),
+            Ok(Err(ProposeError::Busy)) => {
+                self.metrics.requests_limited.inc();
+                Err(Status::resource_exhausted(format!(
+                    "the leader has {PROPOSALS_QUEUED_MAX} writes waiting for the log \
+                     (PROPOSALS_QUEUED_MAX); nothing was applied: retry with backoff"
+                ))
+                .into())
+            }
             Ok(Err(ProposeError::Failed(e))) => {
                 Err(Status::unavailable(format!("write failed: {e}")).into())
             }

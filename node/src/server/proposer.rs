@@ -9,6 +9,10 @@
 //!
 //! Semantics are unchanged: the commands of an entry are applied in order, each at its own
 //! revision, exactly as if they had been proposed one after another.
+//!
+//! The queue of waiting commands is bounded (`PROPOSALS_QUEUED_MAX`): past it a write is
+//! refused at once (`ProposeError::Busy`, RESOURCE_EXHAUSTED) instead of waiting in memory
+//! without bound behind a slow disk or quorum.
 
 use std::sync::Arc;
 
@@ -16,7 +20,9 @@ use openraft::error::{ClientWriteError, RaftError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::admin::Metrics;
-use crate::core::limits::{PROPOSALS_IN_FLIGHT_MAX, PROPOSAL_BYTES_MAX, PROPOSAL_COMMANDS_MAX};
+use crate::core::limits::{
+    PROPOSALS_IN_FLIGHT_MAX, PROPOSALS_QUEUED_MAX, PROPOSAL_BYTES_MAX, PROPOSAL_COMMANDS_MAX,
+};
 
 /// How long a deposed node waits, after applying past a write's possible index, for openraft's
 /// own answer to it before calling the outcome unknown.
@@ -36,6 +42,8 @@ pub enum ProposeError {
     NotLeader(Option<String>),
     /// Raft could not commit it (shutting down, storage error, ...).
     Failed(String),
+    /// `PROPOSALS_QUEUED_MAX` commands are already waiting: refused, nothing proposed.
+    Busy,
 }
 
 struct Pending {
@@ -47,27 +55,40 @@ struct Pending {
 /// Handle to the batching task. Cheap to clone; the task ends when every handle is dropped.
 #[derive(Clone)]
 pub struct Proposer {
-    tx: mpsc::UnboundedSender<Pending>,
+    tx: mpsc::Sender<Pending>,
 }
 
 impl Proposer {
     /// Starts the batching task on the current tokio runtime.
     pub fn start(raft: Raft, metrics: Arc<Metrics>) -> Proposer {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(PROPOSALS_QUEUED_MAX);
         tokio::spawn(run(raft, rx, metrics));
         Proposer { tx }
     }
 
     /// Proposes `cmd` and waits until it is applied (or failed).
     pub async fn propose(&self, cmd: LogCommand) -> Result<Applied, ProposeError> {
-        let bytes = bincode::serialized_size(&cmd).unwrap_or(u64::MAX) as usize;
-        let (reply, answer) = oneshot::channel();
-        let stopped = || ProposeError::Failed("the node is shutting down".into());
-        self.tx
-            .send(Pending { cmd, bytes, reply })
-            .map_err(|_| stopped())?;
+        let answer = self.enqueue(cmd)?;
         answer.await.map_err(|_| stopped())?
     }
+
+    /// Queues `cmd` for the next entry, or refuses it when the queue is full.
+    fn enqueue(
+        &self,
+        cmd: LogCommand,
+    ) -> Result<oneshot::Receiver<Result<Applied, ProposeError>>, ProposeError> {
+        let bytes = bincode::serialized_size(&cmd).unwrap_or(u64::MAX) as usize;
+        let (reply, answer) = oneshot::channel();
+        match self.tx.try_send(Pending { cmd, bytes, reply }) {
+            Ok(()) => Ok(answer),
+            Err(mpsc::error::TrySendError::Full(_)) => Err(ProposeError::Busy),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(stopped()),
+        }
+    }
+}
+
+fn stopped() -> ProposeError {
+    ProposeError::Failed("the node is shutting down".into())
 }
 
 /// Items with a size in bytes.
@@ -100,7 +121,7 @@ fn fill_batch<T: HasBytes>(first: T, mut next: impl FnMut() -> Option<T>) -> (Ve
     (batch, None)
 }
 
-async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Pending>, metrics: Arc<Metrics>) {
+async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, metrics: Arc<Metrics>) {
     let slots = Arc::new(Semaphore::new(PROPOSALS_IN_FLIGHT_MAX));
     let mut carried: Option<Pending> = None;
     loop {
@@ -248,6 +269,41 @@ mod tests {
         fn bytes(&self) -> usize {
             *self
         }
+    }
+
+    #[test]
+    fn past_the_queue_limit_a_write_is_refused_at_once_and_nothing_is_queued() {
+        // A proposer whose batching task takes nothing (a leader stuck on its disk).
+        let (tx, mut rx) = mpsc::channel(PROPOSALS_QUEUED_MAX);
+        let proposer = Proposer { tx };
+        let cmd = |seq: u64| LogCommand {
+            request_id: Some(crate::core::RequestId {
+                client_id: "c".into(),
+                seq,
+            }),
+            leader_unix_ms: 0,
+            op: crate::core::Op::Renew {
+                key: "k".into(),
+                token: 1,
+            },
+            sender: None,
+        };
+        let mut answers = Vec::new();
+        for seq in 1..=PROPOSALS_QUEUED_MAX as u64 {
+            answers.push(proposer.enqueue(cmd(seq)).expect("room in the queue"));
+        }
+        assert_eq!(
+            proposer.enqueue(cmd(0)).err(),
+            Some(ProposeError::Busy),
+            "the one past PROPOSALS_QUEUED_MAX"
+        );
+        // Exactly the queued ones wait; once one is taken, there is room again.
+        let mut queued = 0;
+        while rx.try_recv().is_ok() {
+            queued += 1;
+        }
+        assert_eq!(queued, PROPOSALS_QUEUED_MAX);
+        assert!(proposer.enqueue(cmd(1)).is_ok());
     }
 
     fn fill(first: usize, rest: &[usize]) -> (Vec<usize>, Option<usize>, usize) {
