@@ -36,7 +36,7 @@ pub use case::{
     Record, RecordPatch, VolatileFact,
 };
 pub use refusal::Refusal;
-pub use table::{Changes, ClientSession, LeaseTable};
+pub use table::{Changes, ClientSession, Effect, LeaseTable, Timer};
 pub use types::{
     Actor, Applied, FencingToken, Holder, Lease, LogCommand, Op, Outcome, Proposal, RequestId,
     Sender,

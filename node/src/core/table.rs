@@ -4,7 +4,7 @@
 //! does no I/O, so every node that applies the same log reaches the same table. The sled
 //! adapter (`store::state_machine`) persists what `apply` reports as changed.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -48,12 +48,46 @@ pub struct Answer {
     pub revision: u64,
 }
 
-/// What an apply changed that the node acts on besides the table: the history events it
-/// added, which the watch window publishes.
+/// A countdown a node runs on its own monotonic clock, from its own apply of an entry: when
+/// it runs out on the leader, the leader proposes the entry that ends what it counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timer {
+    /// A lease's TTL; its end is an `Expire`.
+    Lease,
+    /// A pending offer's TTL; its end is a `Lapse`.
+    Offer,
+    /// A quarantine's delay; its end is an `EndQuarantine`.
+    Quarantine,
+}
+
+/// What an apply asks of the node besides the table: the core decides, the adapter
+/// (`store::state_machine`) carries it out. Each `Step` fills these in as it changes the
+/// table, so no one re-derives them by reading the table again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Start (or restart) `key`'s countdown of this kind now, for `ms`; it names `token` and
+    /// `basis`, which the entry that ends it must name (a lease's token and grant or renewal;
+    /// an offer's giver token and revision; a quarantine's revision, twice).
+    Start {
+        timer: Timer,
+        key: Arc<str>,
+        token: u64,
+        basis: u64,
+        ms: u64,
+    },
+    /// Stop `key`'s countdown of this kind: what it counted has ended.
+    Stop { timer: Timer, key: Arc<str> },
+}
+
+/// What applies added besides the table, in order: the history events (what watchers are
+/// told) and the countdown effects. Empty for a retry answered from memory: it changes
+/// nothing.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Changes {
-    /// History events added, as (key, revision).
-    pub events_added: BTreeSet<(String, u64)>,
+    /// History events appended, with their keys, in revision order.
+    pub events: Vec<(Arc<str>, Event)>,
+    /// Countdowns to start and stop, in the order the steps asked.
+    pub effects: Vec<Effect>,
 }
 
 /// All leases and de-duplication sessions.
@@ -464,8 +498,30 @@ impl Step<'_> {
             .and_then(|c| c.offer.as_deref())
     }
 
+    /// Stores a lease granted or renewed by this entry: its countdown starts now.
     fn set_lease(&mut self, lease: Lease) {
+        debug_assert_eq!(
+            lease.basis, self.index,
+            "a lease set by this entry counts from it"
+        );
+        self.start(Timer::Lease, lease.token, lease.basis, lease.ttl_ms);
         self.table.leases.insert(lease.key.clone(), Box::new(lease));
+    }
+
+    fn start(&mut self, timer: Timer, token: u64, basis: u64, ms: u64) {
+        let key = self.table.shared_key(self.key);
+        self.changes.effects.push(Effect::Start {
+            timer,
+            key,
+            token,
+            basis,
+            ms,
+        });
+    }
+
+    fn stop(&mut self, timer: Timer) {
+        let key = self.table.shared_key(self.key);
+        self.changes.effects.push(Effect::Stop { timer, key });
     }
 
     /// A new lease for `holder` whose token is this entry's index: a claim of a free key or
@@ -486,7 +542,11 @@ impl Step<'_> {
     }
 
     fn take_lease(&mut self) -> Option<Lease> {
-        self.table.leases.remove(self.key).map(|l| *l)
+        let lease = self.table.leases.remove(self.key).map(|l| *l);
+        if lease.is_some() {
+            self.stop(Timer::Lease);
+        }
+        lease
     }
 
     fn case_mut(&mut self) -> &mut CaseFile {
@@ -560,10 +620,9 @@ impl Step<'_> {
             unix_ms: self.now_unix_ms,
             detail,
         };
+        let key = self.table.shared_key(self.key);
+        self.changes.events.push((key, event.clone()));
         self.case_mut().history.push(event);
-        self.changes
-            .events_added
-            .insert((self.key.to_string(), self.index));
     }
 
     /// Ends a pending offer, keeping its note on the record; says how it ended for people.
@@ -571,6 +630,7 @@ impl Step<'_> {
         let case = self.case_mut();
         let offer = *case.offer.take()?;
         case.last_note = Some(Box::new(offer.note.clone()));
+        self.stop(Timer::Offer);
         Some(offer)
     }
 
@@ -728,6 +788,7 @@ impl Step<'_> {
                         revision: index,
                         delay_ms,
                     }));
+                    self.start(Timer::Quarantine, index, index, delay_ms);
                     format!("quarantined for {} s", delay_ms / 1000)
                 } else {
                     String::new()
@@ -855,6 +916,7 @@ impl Step<'_> {
             revision: self.index,
         };
         self.case_mut().offer = Some(Box::new(offer.clone()));
+        self.start(Timer::Offer, offer.from_token, offer.revision, offer_ttl_ms);
         let detail = format!("to {to}, lapses after {} s", offer_ttl_ms / 1000);
         let actor = self.actor(&lease.holder.name, Some(&lease.holder));
         self.event(EventKind::Offered, actor, lease.token, detail);
@@ -952,6 +1014,7 @@ impl Step<'_> {
             return Outcome::QuarantineEndIgnored;
         }
         self.case_mut().quarantine = None;
+        self.stop(Timer::Quarantine);
         Outcome::QuarantineEnded
     }
 

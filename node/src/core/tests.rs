@@ -471,36 +471,130 @@ fn board_lists_a_prefix_in_pages() {
     assert_eq!(t.board("", "", 10).0.len(), 4);
 }
 
+/// The events and effects of applying `cmd` at `index`.
+fn changes_of(t: &mut LeaseTable, index: u64, cmd: &LogCommand) -> Changes {
+    let mut changes = Changes::default();
+    t.apply_tracked(index, cmd, &mut changes, &mut Default::default());
+    changes
+}
+
+fn start(timer: Timer, key: &str, token: u64, basis: u64, ms: u64) -> Effect {
+    Effect::Start {
+        timer,
+        key: key.into(),
+        token,
+        basis,
+        ms,
+    }
+}
+
+fn stop(timer: Timer, key: &str) -> Effect {
+    Effect::Stop {
+        timer,
+        key: key.into(),
+    }
+}
+
 #[test]
 fn changes_name_exactly_the_events_added() {
     let mut t = LeaseTable::default();
-    let mut changes = Changes::default();
     let op = Op::Claim {
         key: "k".into(),
         holder: holder("a", "ca"),
         ttl_ms: 5_000,
     };
-    t.apply_tracked(
-        1,
-        &cmd_from("ca", 1, op),
-        &mut changes,
-        &mut Default::default(),
-    );
+    let changes = changes_of(&mut t, 1, &cmd_from("ca", 1, op));
+    let events: Vec<(&str, u64, EventKind)> = changes
+        .events
+        .iter()
+        .map(|(k, e)| (&**k, e.revision, e.kind))
+        .collect();
+    assert_eq!(events, [("k", 1, EventKind::Claimed)]);
+    let changes = changes_of(&mut t, 2, &claim("k", &holder("b", "cb"), 5_000));
     assert_eq!(
-        changes.events_added.iter().collect::<Vec<_>>(),
-        [&("k".to_string(), 1)]
+        changes,
+        Changes::default(),
+        "a refusal records no event, starts nothing"
     );
-    let mut changes = Changes::default();
-    t.apply_tracked(
-        2,
-        &claim("k", &holder("b", "cb"), 5_000),
-        &mut changes,
-        &mut Default::default(),
+}
+
+#[test]
+fn each_step_asks_for_exactly_the_countdowns_it_starts_and_stops() {
+    let mut t = LeaseTable::default();
+    let a = holder("a", "ca");
+    // A grant starts the lease's countdown from this entry; a renewal restarts it.
+    let c = changes_of(&mut t, 1, &claim("k", &a, 5_000));
+    assert_eq!(c.effects, [start(Timer::Lease, "k", 1, 1, 5_000)]);
+    let c = changes_of(&mut t, 2, &renew("k", 1));
+    assert_eq!(c.effects, [start(Timer::Lease, "k", 1, 2, 5_000)]);
+    // An offer starts its lapse; accepting it stops that and starts the taker's lease.
+    let offer = Op::Offer {
+        key: "k".into(),
+        token: 1,
+        to: "b".into(),
+        note: HandoffNote::default(),
+        offer_ttl_ms: 9_000,
+    };
+    let c = changes_of(&mut t, 3, &cmd(offer));
+    assert_eq!(c.effects, [start(Timer::Offer, "k", 1, 3, 9_000)]);
+    let accept = Op::Accept {
+        key: "k".into(),
+        holder: holder("b", "cb"),
+        ttl_ms: 6_000,
+    };
+    let c = changes_of(&mut t, 4, &cmd(accept));
+    assert_eq!(
+        c.effects,
+        [
+            start(Timer::Lease, "k", 4, 4, 6_000),
+            stop(Timer::Offer, "k")
+        ]
     );
-    assert!(
-        changes.events_added.is_empty(),
-        "a refusal records no event"
+    // An expiry under a quarantine rule stops the lease and starts the quarantine; its end
+    // stops that.
+    let rule = Op::SetQuarantine {
+        prefix: "k".into(),
+        delay_ms: 3_000,
+    };
+    assert_eq!(changes_of(&mut t, 5, &cmd(rule)).effects, []);
+    let c = changes_of(&mut t, 6, &expire("k", 4, 4));
+    assert_eq!(
+        c.effects,
+        [
+            start(Timer::Quarantine, "k", 6, 6, 3_000),
+            stop(Timer::Lease, "k")
+        ]
     );
+    let end = Op::EndQuarantine {
+        key: "k".into(),
+        revision: 6,
+    };
+    assert_eq!(
+        changes_of(&mut t, 7, &cmd(end)).effects,
+        [stop(Timer::Quarantine, "k")]
+    );
+    // A release stops the lease; an expiry that lost its race changes nothing.
+    let g = granted(t.apply(8, &claim("j", &a, 5_000)));
+    let c = changes_of(&mut t, 9, &release("j", g.token));
+    assert_eq!(c.effects, [stop(Timer::Lease, "j")]);
+    assert_eq!(
+        changes_of(&mut t, 10, &expire("j", g.token, 8)),
+        Changes::default()
+    );
+}
+
+#[test]
+fn a_retry_answered_from_memory_changes_nothing_and_starts_no_countdown() {
+    let mut t = LeaseTable::default();
+    let op = Op::Claim {
+        key: "k".into(),
+        holder: holder("a", "ca"),
+        ttl_ms: 5_000,
+    };
+    let first = changes_of(&mut t, 1, &cmd_from("ca", 1, op.clone()));
+    assert_eq!(first.effects.len(), 1);
+    let retry = changes_of(&mut t, 2, &cmd_from("ca", 1, op));
+    assert_eq!(retry, Changes::default());
 }
 
 #[test]

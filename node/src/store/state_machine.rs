@@ -12,7 +12,10 @@
 //! the log's own (measured with `strace`, see README "Performance"). Applying in memory keeps
 //! the state machine pure and the I/O at the log.
 //!
-//! Countdowns for lease expiry are started here, at this node's apply instant (see `expiry`).
+//! The core says what else an apply does (`core::Changes`): the events it appended, which
+//! the watch window publishes, and the countdowns (lease expiry, offer lapse, quarantine end)
+//! it starts and stops, which run from this node's own apply instant (see `expiry`). This
+//! adapter only carries them out.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -24,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use super::{encode, write_durably};
 use crate::admin::Metrics;
 use crate::core::access::AccessState;
-use crate::core::{Applied, Changes, LeaseTable, LogCommand, Op, Outcome};
+use crate::core::{Applied, Changes, Effect, LeaseTable, LogCommand, Op, Outcome, Timer};
 use crate::expiry::Countdowns;
 use crate::raft_types::{
     Entry, LogId, Snapshot, SnapshotData, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
@@ -223,43 +226,35 @@ impl StateMachine {
                 "access policy changed"
             );
         }
-        // Countdowns follow the table, not the outcome: a de-duplicated retry answers an old
-        // grant but must not restart the current lease's countdown. A lease whose basis is
-        // this revision was granted or renewed by this command, so its countdown starts now,
-        // at this node's own apply instant.
-        let key = cmd.op.key();
-        match state.table.lease(key) {
-            Some(l) if l.basis == revision => {
-                self.shared
-                    .countdowns
-                    .start(l.key.clone(), l.token, l.basis, l.ttl_ms)
-            }
-            Some(_) => {}
-            None => self.shared.countdowns.stop(key),
-        }
-        // Offers likewise: their lapse counts from this node's apply of the offer.
-        match state.table.case(key).and_then(|c| c.offer.as_ref()) {
-            Some(o) if o.revision == revision => {
-                let offers = &self.shared.offer_countdowns;
-                offers.start(key, o.from_token, o.revision, o.offer_ttl_ms)
-            }
-            Some(_) => {}
-            None => self.shared.offer_countdowns.stop(key),
-        }
-        // And quarantines: their end counts from this node's apply of the expiry.
-        match state.table.case(key).and_then(|c| c.quarantine.as_ref()) {
-            Some(q) if q.revision == revision => self
-                .shared
-                .quarantine_countdowns
-                .start(key, q.revision, q.revision, q.delay_ms),
-            Some(_) => {}
-            None => self.shared.quarantine_countdowns.stop(key),
+        // The countdowns the command started or stopped (none for a retry answered from
+        // memory: it changed nothing), each starting now, at this node's own apply instant.
+        for effect in changes.effects.drain(..) {
+            self.carry_out(effect);
         }
         // A retry answered from memory carries the revision its first attempt was decided
         // at, as its first answer did.
         Applied {
             outcome,
             revision: decided,
+        }
+    }
+
+    /// Starts or stops one countdown, as the core asked.
+    fn carry_out(&self, effect: Effect) {
+        let countdowns = |timer| match timer {
+            Timer::Lease => &self.shared.countdowns,
+            Timer::Offer => &self.shared.offer_countdowns,
+            Timer::Quarantine => &self.shared.quarantine_countdowns,
+        };
+        match effect {
+            Effect::Start {
+                timer,
+                key,
+                token,
+                basis,
+                ms,
+            } => countdowns(timer).start(key, token, basis, ms),
+            Effect::Stop { timer, key } => countdowns(timer).stop(&key),
         }
     }
 
@@ -320,22 +315,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             answers.push(applied);
         }
         // Watchers see an event once it is applied (its entry is committed, so on disk on a
-        // quorum).
-        let mut events: Vec<(String, crate::core::Event)> = changes
-            .events_added
-            .iter()
-            .filter_map(|(key, revision)| {
-                let case = state.table.case(key)?;
-                let event = case
-                    .history
-                    .events
-                    .iter()
-                    .rev()
-                    .find(|e| e.revision == *revision)?;
-                Some((key.clone(), event.clone()))
-            })
+        // quorum). The core listed them in revision order.
+        let events: Vec<(String, crate::core::Event)> = changes
+            .events
+            .into_iter()
+            .map(|(key, event)| (key.to_string(), event))
             .collect();
-        events.sort_by_key(|(_, e)| e.revision);
         for (_, event) in &events {
             self.shared.metrics.event(event.kind.as_str());
         }
