@@ -66,8 +66,8 @@ pub const BENCH_KEY_PREFIX_DEFAULT: &str = "bench/";
 /// [`BENCH_KEYS_MAX`] keys.
 pub const BENCH_KEY_DIGITS: usize = 6;
 const _: () = assert!(BENCH_KEYS_MAX <= 10usize.pow(BENCH_KEY_DIGITS as u32));
-/// Longest key the cluster accepts (`node/src/core/limits.rs`).
-pub const KEY_BYTES_MAX: usize = 512;
+/// Longest key the cluster accepts.
+pub use baton_proto::limits::KEY_BYTES_MAX;
 /// Longest key prefix: the prefix and the key number must fit in a key.
 pub const BENCH_KEY_PREFIX_BYTES_MAX: usize = KEY_BYTES_MAX - BENCH_KEY_DIGITS;
 

@@ -11,7 +11,7 @@ use crate::error::Error;
 pub const DEFAULT_ENDPOINT: &str = "127.0.0.1:7001";
 
 /// Longest client id the server accepts (`RequestId.client_id` is 1..=64 bytes).
-pub const CLIENT_ID_BYTES_MAX: usize = 64;
+pub use baton_proto::limits::CLIENT_ID_BYTES_MAX;
 
 /// Random bytes in a generated client id; printed as twice as many hex characters.
 const CLIENT_ID_RANDOM_BYTES: usize = 16;
@@ -58,7 +58,7 @@ pub struct ClientConfig {
 }
 
 /// Longest bearer token a client sends (the nodes' limit too).
-pub const TOKEN_BYTES_MAX: usize = 512;
+pub use baton_proto::limits::TOKEN_BYTES_MAX;
 
 /// A bearer token. Its `Debug` never shows it.
 #[derive(Clone, PartialEq, Eq)]

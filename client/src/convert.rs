@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use baton_proto::v1 as pb;
 
-use crate::error::Error;
+use crate::error::{Error, Refusal, RefusalReason};
 use crate::handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
 use crate::history::{Event, History};
 use crate::record::{Record, RecordPatch, RecordView};
@@ -395,6 +395,60 @@ pub(crate) fn access_view(answer: pb::AccessResponse) -> AccessView {
     }
 }
 
+/// The error for a status the retry loop does not retry, typed from its code and details.
+pub(crate) fn error(status: &tonic::Status) -> Error {
+    match status.code() {
+        tonic::Code::InvalidArgument => Error::InvalidArgument(status.message().to_owned()),
+        tonic::Code::FailedPrecondition => Error::Refused(Box::new(refusal(status))),
+        tonic::Code::OutOfRange => {
+            match <pb::Compacted as prost::Message>::decode(status.details()) {
+                Ok(c) if c.requested > 0 => Error::Compacted {
+                    requested: c.requested,
+                    first_available: c.first_available,
+                },
+                // A node that sends no details: read its message.
+                _ => Error::compacted(status.message()),
+            }
+        }
+        tonic::Code::Unauthenticated => Error::Unauthenticated(status.message().to_owned()),
+        tonic::Code::PermissionDenied => Error::PermissionDenied(status.message().to_owned()),
+        code => Error::Other {
+            code,
+            message: status.message().to_owned(),
+        },
+    }
+}
+
+/// Reads a refusal's facts from a `FAILED_PRECONDITION` status: its details, or, from a node
+/// that sent none, only its message (reason `Other("")`).
+pub(crate) fn refusal(status: &tonic::Status) -> Refusal {
+    let details = <pb::Refusal as prost::Message>::decode(status.details()).ok();
+    let Some(d) = details.filter(|d| !d.reason.is_empty()) else {
+        return Refusal::other(status.message());
+    };
+    Refusal {
+        reason: RefusalReason::from_wire(&d.reason),
+        key: d.key,
+        lease: d.lease.and_then(|l| lease(l).ok()),
+        assignment: d.assignment.map(assignment),
+        token: d.token,
+        client_id: d.client_id,
+        offer_to: d.offer_to,
+        offer_revision: d.offer_revision,
+        name: d.name,
+        quarantine_revision: d.quarantine_revision,
+        quarantine_delay_ms: d.quarantine_delay_ms,
+        quarantine_remaining_ms: d.quarantine_remaining_ms,
+        keys: d.keys,
+        keys_max: d.keys_max,
+        message: if d.message.is_empty() {
+            status.message().to_owned()
+        } else {
+            d.message
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -704,5 +758,106 @@ mod tests {
         assert_eq!(status.leader_id, None);
         assert_eq!(status.leader_addr, None);
         assert_eq!(status.endpoint, "a:1");
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+    use tonic::Code;
+
+    #[test]
+    fn invalid_argument_keeps_the_servers_message_verbatim() {
+        let err = error(&tonic::Status::invalid_argument(
+            "key must be 1 to 512 bytes, got 0",
+        ));
+        assert_eq!(
+            err,
+            Error::InvalidArgument("key must be 1 to 512 bytes, got 0".into())
+        );
+        assert_eq!(err.to_string(), "key must be 1 to 512 bytes, got 0");
+    }
+
+    #[test]
+    fn failed_precondition_is_a_refusal_naming_the_holder() {
+        let err = error(&tonic::Status::failed_precondition(
+            "stale token 5 for tasks/x: held by codex@b with token 9",
+        ));
+        assert_eq!(
+            err,
+            Error::Refused(Box::new(Refusal::other(
+                "stale token 5 for tasks/x: held by codex@b with token 9"
+            )))
+        );
+        assert_eq!(
+            err.to_string(),
+            "refused: stale token 5 for tasks/x: held by codex@b with token 9"
+        );
+    }
+
+    #[test]
+    fn other_codes_keep_code_and_message() {
+        let err = error(&tonic::Status::internal("bug"));
+        assert_eq!(
+            err,
+            Error::Other {
+                code: Code::Internal,
+                message: "bug".into()
+            }
+        );
+    }
+
+    #[test]
+    fn out_of_range_is_compacted_with_the_numbers_of_its_details() {
+        let details = pb::Compacted {
+            requested: 4,
+            first_available: 90,
+        };
+        let status = tonic::Status::with_details(
+            Code::OutOfRange,
+            "compacted: anything",
+            prost::Message::encode_to_vec(&details).into(),
+        );
+        assert_eq!(
+            error(&status),
+            Error::Compacted {
+                requested: 4,
+                first_available: 90
+            }
+        );
+    }
+
+    #[test]
+    fn out_of_range_is_compacted_with_the_numbers_of_the_message() {
+        let err = error(&tonic::Status::out_of_range(
+            "compacted: revision 3 is older than this node's watch window, which starts at \
+             1207; re-read the board and watch from its revision",
+        ));
+        assert_eq!(
+            err,
+            Error::Compacted {
+                requested: 3,
+                first_available: 1207
+            }
+        );
+        assert!(
+            err.to_string().starts_with("compacted: revision 3 "),
+            "{err}"
+        );
+        // A message this client cannot read is still a compaction.
+        assert_eq!(
+            error(&tonic::Status::out_of_range("compacted")),
+            Error::Compacted {
+                requested: 0,
+                first_available: 0
+            }
+        );
+        assert_eq!(
+            Error::compacted("compacted: revision x; starts at 9"),
+            Error::Compacted {
+                requested: 0,
+                first_available: 9
+            }
+        );
     }
 }

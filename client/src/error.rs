@@ -8,7 +8,6 @@
 //! pending offer, ...) read from the status details, never parsed from text. Any other
 //! [`Error`] means the request did not get an answer.
 
-use baton_proto::v1 as pb;
 use serde::Serialize;
 use tonic::Code;
 
@@ -42,7 +41,7 @@ pub enum RefusalReason {
 }
 
 impl RefusalReason {
-    fn from_wire(reason: &str) -> RefusalReason {
+    pub(crate) fn from_wire(reason: &str) -> RefusalReason {
         match reason {
             "stale_token" => RefusalReason::StaleToken,
             "wrong_session" => RefusalReason::WrongSession,
@@ -135,36 +134,6 @@ impl Refusal {
             message: message.to_owned(),
         }
     }
-
-    /// Reads the facts from a `FAILED_PRECONDITION` status: its details, or, from a node
-    /// that sent none, only its message (reason `Other("")`).
-    fn from_status(status: &tonic::Status) -> Refusal {
-        let details = <pb::Refusal as prost::Message>::decode(status.details()).ok();
-        let Some(d) = details.filter(|d| !d.reason.is_empty()) else {
-            return Refusal::other(status.message());
-        };
-        Refusal {
-            reason: RefusalReason::from_wire(&d.reason),
-            key: d.key,
-            lease: d.lease.and_then(|l| crate::convert::lease(l).ok()),
-            assignment: d.assignment.map(crate::convert::assignment),
-            token: d.token,
-            client_id: d.client_id,
-            offer_to: d.offer_to,
-            offer_revision: d.offer_revision,
-            name: d.name,
-            quarantine_revision: d.quarantine_revision,
-            quarantine_delay_ms: d.quarantine_delay_ms,
-            quarantine_remaining_ms: d.quarantine_remaining_ms,
-            keys: d.keys,
-            keys_max: d.keys_max,
-            message: if d.message.is_empty() {
-                status.message().to_owned()
-            } else {
-                d.message
-            },
-        }
-    }
 }
 
 impl std::fmt::Display for Refusal {
@@ -247,32 +216,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// The error for a status the retry loop does not retry.
-    pub(crate) fn from_status(status: &tonic::Status) -> Error {
-        match status.code() {
-            Code::InvalidArgument => Error::InvalidArgument(status.message().to_owned()),
-            Code::FailedPrecondition => Error::Refused(Box::new(Refusal::from_status(status))),
-            Code::OutOfRange => {
-                match <pb::Compacted as prost::Message>::decode(status.details()) {
-                    Ok(c) if c.requested > 0 => Error::Compacted {
-                        requested: c.requested,
-                        first_available: c.first_available,
-                    },
-                    // A node that sends no details: read its message.
-                    _ => Error::compacted(status.message()),
-                }
-            }
-            Code::Unauthenticated => Error::Unauthenticated(status.message().to_owned()),
-            Code::PermissionDenied => Error::PermissionDenied(status.message().to_owned()),
-            code => Error::Other {
-                code,
-                message: status.message().to_owned(),
-            },
-        }
-    }
-}
-
-impl Error {
     /// [`Error::Compacted`] with the numbers read from the node's message, "compacted:
     /// revision R is older than this node's watch window, which starts at F; ..."; `0`s for
     /// a number it does not find.
@@ -294,105 +237,5 @@ impl Error {
             requested: number_after("revision "),
             first_available: number_after("starts at "),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn invalid_argument_keeps_the_servers_message_verbatim() {
-        let err = Error::from_status(&tonic::Status::invalid_argument(
-            "key must be 1 to 512 bytes, got 0",
-        ));
-        assert_eq!(
-            err,
-            Error::InvalidArgument("key must be 1 to 512 bytes, got 0".into())
-        );
-        assert_eq!(err.to_string(), "key must be 1 to 512 bytes, got 0");
-    }
-
-    #[test]
-    fn failed_precondition_is_a_refusal_naming_the_holder() {
-        let err = Error::from_status(&tonic::Status::failed_precondition(
-            "stale token 5 for tasks/x: held by codex@b with token 9",
-        ));
-        assert_eq!(
-            err,
-            Error::Refused(Box::new(Refusal::other(
-                "stale token 5 for tasks/x: held by codex@b with token 9"
-            )))
-        );
-        assert_eq!(
-            err.to_string(),
-            "refused: stale token 5 for tasks/x: held by codex@b with token 9"
-        );
-    }
-
-    #[test]
-    fn other_codes_keep_code_and_message() {
-        let err = Error::from_status(&tonic::Status::internal("bug"));
-        assert_eq!(
-            err,
-            Error::Other {
-                code: Code::Internal,
-                message: "bug".into()
-            }
-        );
-    }
-
-    #[test]
-    fn out_of_range_is_compacted_with_the_numbers_of_its_details() {
-        let details = pb::Compacted {
-            requested: 4,
-            first_available: 90,
-        };
-        let status = tonic::Status::with_details(
-            Code::OutOfRange,
-            "compacted: anything",
-            prost::Message::encode_to_vec(&details).into(),
-        );
-        assert_eq!(
-            Error::from_status(&status),
-            Error::Compacted {
-                requested: 4,
-                first_available: 90
-            }
-        );
-    }
-
-    #[test]
-    fn out_of_range_is_compacted_with_the_numbers_of_the_message() {
-        let err = Error::from_status(&tonic::Status::out_of_range(
-            "compacted: revision 3 is older than this node's watch window, which starts at \
-             1207; re-read the board and watch from its revision",
-        ));
-        assert_eq!(
-            err,
-            Error::Compacted {
-                requested: 3,
-                first_available: 1207
-            }
-        );
-        assert!(
-            err.to_string().starts_with("compacted: revision 3 "),
-            "{err}"
-        );
-        // A message this client cannot read is still a compaction.
-        assert_eq!(
-            Error::from_status(&tonic::Status::out_of_range("compacted")),
-            Error::Compacted {
-                requested: 0,
-                first_available: 0
-            }
-        );
-        assert_eq!(
-            Error::compacted("compacted: revision x; starts at 9"),
-            Error::Compacted {
-                requested: 0,
-                first_available: 9
-            }
-        );
     }
 }

@@ -17,7 +17,7 @@ use crate::types::{AssignmentInfo, LeaseInfo};
 pub const WELL_KNOWN_STATUSES: [&str; 5] = ["open", "in_progress", "blocked", "verified", "done"];
 
 /// Longest status word the cluster accepts.
-pub const STATUS_BYTES_MAX: usize = 32;
+pub use baton_proto::limits::STATUS_BYTES_MAX;
 
 /// A key's case file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

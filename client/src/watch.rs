@@ -272,7 +272,7 @@ impl Watcher {
                     return self.refused_as_compacted(endpoint, &status);
                 }
                 match classify(&status) {
-                    Disposition::Fail => Next::End(Error::from_status(&status)),
+                    Disposition::Fail => Next::End(crate::convert::error(&status)),
                     Disposition::Retry { transport } => {
                         let failure = describe_failure(&endpoint, &status, timeout);
                         self.failed(&endpoint, failure, transport);
@@ -337,7 +337,7 @@ impl Watcher {
                 return self.refused_as_compacted(endpoint, &status);
             }
             Some(status) if status.code() == Code::InvalidArgument => {
-                return Next::End(Error::from_status(&status));
+                return Next::End(crate::convert::error(&status));
             }
             // Anything else after the node accepted the watch is the stream breaking: the
             // node died or restarted, or the connection dropped.

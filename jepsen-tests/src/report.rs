@@ -11,10 +11,10 @@
 //! 6. completions per second (ok / fail / info, stacked), faults shaded behind.
 //!
 //! Every string from the run (keys, messages, fault details, the rerun command) is escaped
-//! before it goes into the page. Large runs are bounded: at most [`MAX_KEYS`] keys in the
-//! timeline (keys with violations first), at most [`MAX_SCATTER`] latency points (all the
+//! before it goes into the page. Large runs are bounded: at most [`KEYS_DRAWN_MAX`] keys in the
+//! timeline (keys with violations first), at most [`SCATTER_POINTS_MAX`] latency points (all the
 //! slowest 1 % plus an even subsample of the rest), and per-element tooltips only up to
-//! [`MAX_TITLED`] markers; the page says whenever it left something out.
+//! [`TITLED_POINTS_MAX`] markers; the page says whenever it left something out.
 //!
 //! ## Ownership bars
 //!
@@ -44,15 +44,15 @@ use crate::history::{Call, Violation};
 use crate::history::{CheckResult, History, Kind, Line, Nanos, Op, Reply, RunMeta, Verdict};
 
 /// Keys drawn in the timeline at most (keys with violations first).
-pub const MAX_KEYS: usize = 60;
+pub const KEYS_DRAWN_MAX: usize = 60;
 /// Latency points drawn at most.
-pub const MAX_SCATTER: usize = 5000;
+pub const SCATTER_POINTS_MAX: usize = 5000;
 /// Timeline markers that get their own tooltip at most (the rest are drawn without one).
-pub const MAX_TITLED: usize = 3000;
+pub const TITLED_POINTS_MAX: usize = 3000;
 /// Violations listed per checker at most.
-pub const MAX_VIOLATIONS_LISTED: usize = 200;
+pub const VIOLATIONS_LISTED_MAX: usize = 200;
 /// Faults listed in the header table at most.
-const MAX_FAULTS_LISTED: usize = 100;
+const FAULTS_LISTED_MAX: usize = 100;
 
 /// Width of every SVG (user units; the page scales it to the window).
 const W: f64 = 1200.0;
@@ -64,7 +64,7 @@ const PW: f64 = W - LEFT - RIGHT;
 /// Height of one key row in the timeline.
 const ROW_H: f64 = 30.0;
 /// Fault sub-lanes at most above the timeline (overlaps beyond share the last one).
-const MAX_FAULT_LANES: usize = 8;
+const FAULT_LANES_MAX: usize = 8;
 
 /// Writes the report for a run to `path`.
 pub fn write_html(
@@ -747,7 +747,7 @@ fn faults_table(out: &mut String, ctx: &Ctx) {
         return;
     }
     out.push_str("<table>\n<tr><th>fault</th><th>detail</th><th>start (s)</th><th>end (s)</th><th>length (s)</th></tr>\n");
-    for (fault, detail, start, end) in ctx.faults.iter().take(MAX_FAULTS_LISTED) {
+    for (fault, detail, start, end) in ctx.faults.iter().take(FAULTS_LISTED_MAX) {
         let _ = writeln!(
             out,
             "<tr><td><span class=\"sw\" style=\"display:inline-block;width:10px;height:10px;margin-right:5px;background:{}\"></span>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
@@ -760,11 +760,11 @@ fn faults_table(out: &mut String, ctx: &Ctx) {
         );
     }
     out.push_str("</table>\n");
-    if ctx.faults.len() > MAX_FAULTS_LISTED {
+    if ctx.faults.len() > FAULTS_LISTED_MAX {
         let _ = writeln!(
             out,
             "<p class=\"note\">… and {} more fault intervals (all are shaded in the plots).</p>",
-            ctx.faults.len() - MAX_FAULTS_LISTED
+            ctx.faults.len() - FAULTS_LISTED_MAX
         );
     }
 }
@@ -806,7 +806,7 @@ fn checkers(out: &mut String, ctx: &Ctx) {
             verdict_badge(r.verdict)
         );
         out.push_str("<table>\n<tr><th>key</th><th>time (s)</th><th>message</th></tr>\n");
-        for v in r.violations.iter().take(MAX_VIOLATIONS_LISTED) {
+        for v in r.violations.iter().take(VIOLATIONS_LISTED_MAX) {
             let _ = writeln!(
                 out,
                 "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td>{}</td></tr>",
@@ -816,11 +816,11 @@ fn checkers(out: &mut String, ctx: &Ctx) {
             );
         }
         out.push_str("</table>\n");
-        if r.violations.len() > MAX_VIOLATIONS_LISTED {
+        if r.violations.len() > VIOLATIONS_LISTED_MAX {
             let _ = writeln!(
                 out,
                 "<p class=\"note\">… and {} more violations from this checker (not listed).</p>",
-                r.violations.len() - MAX_VIOLATIONS_LISTED
+                r.violations.len() - VIOLATIONS_LISTED_MAX
             );
         }
     }
@@ -953,7 +953,7 @@ fn timeline(out: &mut String, ctx: &Ctx) {
             viol_keys.insert(k.clone());
         }
     }
-    let (keys, omitted) = select_keys(&all_keys, &viol_keys, MAX_KEYS);
+    let (keys, omitted) = select_keys(&all_keys, &viol_keys, KEYS_DRAWN_MAX);
     if omitted > 0 {
         let _ = writeln!(
             out,
@@ -985,7 +985,7 @@ fn timeline(out: &mut String, ctx: &Ctx) {
 
     // Fault lane on top: each fault in a sub-lane, labelled if it fits.
     let intervals: Vec<(Nanos, Nanos)> = ctx.faults.iter().map(|f| (f.2, f.3)).collect();
-    let (lanes, n_lanes) = assign_lanes(&intervals, MAX_FAULT_LANES);
+    let (lanes, n_lanes) = assign_lanes(&intervals, FAULT_LANES_MAX);
     let lane_top = 6.0;
     let lane_h = 16.0;
     let axis_y = lane_top + n_lanes as f64 * lane_h + 14.0;
@@ -1062,7 +1062,7 @@ fn timeline(out: &mut String, ctx: &Ctx) {
             rows_top + 19.0
         );
     }
-    let mut budget = Budget(MAX_TITLED);
+    let mut budget = Budget(TITLED_POINTS_MAX);
     let mut untitled = 0usize;
     for (i, key) in keys.iter().enumerate() {
         let y = rows_top + i as f64 * ROW_H;
@@ -1283,7 +1283,7 @@ fn timeline(out: &mut String, ctx: &Ctx) {
     if untitled > 0 {
         let _ = writeln!(
             out,
-            "<p class=\"note\">{untitled} markers are drawn without a tooltip (the first {MAX_TITLED} have one).</p>"
+            "<p class=\"note\">{untitled} markers are drawn without a tooltip (the first {TITLED_POINTS_MAX} have one).</p>"
         );
     }
 }
@@ -1310,13 +1310,13 @@ fn latency(out: &mut String, ctx: &Ctx) {
     let mut note = format!(
         "Op latency (completion − invocation) against invocation time; {total} completed operations"
     );
-    if total > MAX_SCATTER {
+    if total > SCATTER_POINTS_MAX {
         // Keep every point at or above the 99th percentile, and an even stride of the rest.
         let mut lat: Vec<f64> = points.iter().map(|p| p.3).collect();
         lat.sort_by(f64::total_cmp);
         let p99 = lat[(lat.len() * 99 / 100).min(lat.len() - 1)];
         let (slow, rest): (Vec<_>, Vec<_>) = points.into_iter().partition(|p| p.3 >= p99);
-        let room = MAX_SCATTER.saturating_sub(slow.len()).max(1);
+        let room = SCATTER_POINTS_MAX.saturating_sub(slow.len()).max(1);
         let stride = rest.len().div_ceil(room).max(1);
         let slow_n = slow.len();
         points = slow;

@@ -21,7 +21,7 @@ use crate::workload::{self, Ctx, Recorder, Slot};
 /// `inv + ttl × (1 − DRIFT_MARGIN)`.
 pub const DRIFT_MARGIN: f64 = 0.05;
 /// Election timeout the nodes run with (max); recovery limits are counted from it.
-pub const ELECTION_MAX_MS: u64 = 1000;
+pub const ELECTION_MS_MAX: u64 = 1000;
 /// How long the cluster may take to agree on a leader after healing.
 pub const RECOVERY_LIMIT: Duration = Duration::from_secs(30);
 
@@ -257,8 +257,8 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         binary: opts.node_bin.clone(),
         heartbeat_ms: 100,
         election_min_ms: 500,
-        election_max_ms: ELECTION_MAX_MS,
-        ttl_ms_min: 2 * ELECTION_MAX_MS,
+        election_max_ms: ELECTION_MS_MAX,
+        ttl_ms_min: 2 * ELECTION_MS_MAX,
         snapshot_logs: 500,
     };
     // Wall clocks minutes apart (libfaketime; monotonic clocks untouched): offsets between
@@ -382,7 +382,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
 
     // Final reads and recovery claims.
     let keys = ctx.keys.lock().expect("keys lock").clone();
-    let claim_limit = Duration::from_millis(2 * (ELECTION_MAX_MS + opts.ttl.as_millis() as u64))
+    let claim_limit = Duration::from_millis(2 * (ELECTION_MS_MAX + opts.ttl.as_millis() as u64))
         + Duration::from_secs(10);
     let finals = keys
         .iter()

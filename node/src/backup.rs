@@ -30,8 +30,8 @@ use serde::{Deserialize, Serialize};
 use crate::raft_types::{LogId, NodeId, SnapshotMeta, StoredMembership};
 use crate::store::{encode, SmState, DATA_FORMAT, DATA_FORMAT_OLDEST};
 
-/// The first line of every backup file.
-pub const BACKUP_MAGIC: &[u8] = b"BATON-BACKUP 1\n";
+/// The first line of every backup file (shared with the client, in `baton_proto`).
+pub use baton_proto::limits::BACKUP_MAGIC;
 /// Bytes per streamed chunk of a backup.
 pub const BACKUP_CHUNK_BYTES: usize = 1024 * 1024;
 /// The longest header line a backup may have.

@@ -13,15 +13,23 @@
 //! - `limits`  connection, watch and write-rate limits per client;
 //! - `tls`     TLS on the gRPC port, and `baton-node certs`;
 //! - `tokens`  bearer tokens (a file of hashes, reloaded on SIGHUP), and `baton-node token`;
-//! - `admin`   the HTTP admin port (health, readiness, Prometheus metrics).
+//! - `admin`   the HTTP admin port (health, readiness, Prometheus metrics);
+//! - `metrics` the Prometheus registry everything records into (a leaf);
+//! - `durable` files written whole or not at all (a leaf).
 //!
-//! Data path of a claim: `server::baton` validates the request and proposes a
-//! `core::LogCommand` to `server::proposer` (a follower forwards it to the leader), which
-//! batches concurrent commands into one `core::Proposal` per `Raft::client_write`;
-//! openraft appends it to the sled log (fsync'd) and replicates it; once committed,
+//! Data path of a claim: `server::baton` takes the request (`server::auth` checks who asks),
+//! `server::convert` validates it into a `core::Op` from its `Origin` (request id and
+//! session), and a follower forwards it to the leader; `server::proposer` batches
+//! concurrent commands into one `core::Proposal` per `Raft::client_write`; openraft appends
+//! it to the sled log (fsync'd) and replicates it; once committed,
 //! `store::StateMachine::apply` runs `core::LeaseTable::apply` for each command with the
-//! next revision (the fencing token of a grant) and starts the lease's countdown in
-//! `expiry::Countdowns`; the handler turns the `core::Outcome` into the gRPC answer.
+//! next revision (the fencing token of a grant), carries out the `core::Effect`s it reports
+//! (the lease's countdown in `expiry::Countdowns`) and publishes its events to `watch`; the
+//! handler turns the `core::Outcome` (a `core::Refusal` through
+//! `server::convert::refusal_status`) into the gRPC answer.
+//!
+//! Imports run one way (core <- store <- server <- node): `tests/layout.rs` checks that no
+//! source file is in an import cycle.
 
 pub mod admin;
 pub mod backup;
@@ -31,10 +39,12 @@ pub mod clock;
 pub mod config;
 pub mod core;
 pub mod dev;
+pub mod durable;
 pub mod expiry;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod limits;
+pub mod metrics;
 pub mod network;
 pub mod node;
 pub mod peers;

@@ -88,7 +88,7 @@ impl<IO: Connected> Connected for Limited<IO> {
 pub fn limit_connections<S, IO, E>(
     incoming: S,
     max: usize,
-    metrics: Arc<crate::admin::Metrics>,
+    metrics: Arc<crate::metrics::Metrics>,
 ) -> impl futures::Stream<Item = Result<Limited<IO>, E>>
 where
     S: futures::Stream<Item = Result<IO, E>>,

@@ -38,7 +38,7 @@ pub struct Network {
     /// Channels to peers, over TLS when on (made again after a SIGHUP reload).
     channels: Channels,
     /// Where TLS failures toward peers are counted and reported (`/readyz`).
-    metrics: Arc<crate::admin::Metrics>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Network {
@@ -48,7 +48,7 @@ impl Network {
         incarnation: u64,
         peers: Arc<PeerBook>,
         tls: Arc<crate::tls::Outbound>,
-        metrics: Arc<crate::admin::Metrics>,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> Network {
         Network {
             cluster_name,
@@ -114,7 +114,7 @@ pub struct Peer {
     peers: Arc<PeerBook>,
     channels: Channels,
     addr: String,
-    metrics: Arc<crate::admin::Metrics>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// A failed status with its causes, outermost first: a TLS failure's reason (an unknown

@@ -11,10 +11,10 @@ use openraft::error::InitializeError;
 use openraft::BasicNode;
 use tokio::net::TcpListener;
 
-use crate::admin::Metrics;
 use crate::config::ValidConfig;
 use crate::core::limits::{RAFT_MESSAGE_BYTES_MAX, REQUEST_BYTES_MAX};
 use crate::expiry::{self, Countdowns};
+use crate::metrics::Metrics;
 use crate::network::Network;
 use crate::peers::PeerBook;
 use crate::raft_types::Raft;

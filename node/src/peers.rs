@@ -112,7 +112,7 @@ impl PeerBook {
 
     fn save(&self, known: &BTreeMap<NodeId, u64>) {
         let bytes = serde_json::to_vec_pretty(known).expect("the book serializes");
-        if let Err(e) = crate::store::write_durably(&self.path, &bytes) {
+        if let Err(e) = crate::durable::write_durably(&self.path, &bytes) {
             // The book in memory still guards this run; a restart starts it afresh.
             tracing::error!(error = %e, path = %self.path.display(), "cannot save the peer book");
         }

@@ -27,6 +27,17 @@ use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
+/// The common-name prefix of node certificates (`baton-node certs` names node N's
+/// `baton node N`): who is a node is a certificate's identity, so it is told here.
+pub const NODE_CN_PREFIX: &str = "baton node ";
+
+/// The common name of a DER certificate.
+pub fn common_name(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let cn = cert.subject().iter_common_name().next()?;
+    cn.as_str().ok().map(str::to_owned)
+}
+
 /// How long a client may take over the TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections whose handshake is still under way, waiting for the server to take them.
@@ -409,12 +420,12 @@ where
         .1
         .peer_certificates()
         .and_then(|c| c.first())
-        .and_then(|c| crate::server::auth::common_name(c))
+        .and_then(|c| common_name(c))
         .map(Arc::from);
     let node = (peer_link || configs.one_ca)
         && common_name
             .as_deref()
-            .is_some_and(|cn| cn.starts_with(crate::server::auth::NODE_CN_PREFIX));
+            .is_some_and(|cn| cn.starts_with(NODE_CN_PREFIX));
     Ok(Conn {
         tls,
         info: ConnInfo {
@@ -535,7 +546,7 @@ pub fn generate(
     };
     let err = |e: rcgen::Error| e.to_string();
     // A client certificate named like a node's would be a node's: never bound by permissions.
-    let node_prefix = crate::server::auth::NODE_CN_PREFIX.trim_end();
+    let node_prefix = NODE_CN_PREFIX.trim_end();
     if let Some(c) = clients.iter().find(|c| c.starts_with(node_prefix)) {
         return Err(format!(
             "client name {c:?}: names starting {node_prefix:?} are for node certificates"

@@ -20,8 +20,9 @@ use std::sync::{Arc, RwLock};
 pub const TOKEN_PREFIX: &str = "baton_";
 /// Random bytes in a token made by `baton-node token` (hex-encoded after the prefix).
 pub const TOKEN_RANDOM_BYTES: usize = 32;
-/// Longest `authorization` value a node hashes; longer ones are refused unread.
-pub const TOKEN_BYTES_MAX: usize = 512;
+/// Longest `authorization` value a node hashes; longer ones are refused unread (a wire
+/// limit, in `baton_proto::limits`).
+pub use baton_proto::limits::TOKEN_BYTES_MAX;
 /// Most lines a tokens file may hold.
 pub const TOKENS_MAX: usize = 100_000;
 /// Longest principal name (as a holder name may be).
@@ -101,7 +102,7 @@ pub fn check_principal(name: &str) -> Result<(), String> {
     }
     // Names with a meaning of their own: a node (never bound by permissions), and what a
     // policy's `who` uses for anyone, the unauthenticated and groups.
-    let reserved = [crate::server::auth::NODE_CN_PREFIX.trim_end(), "group:"];
+    let reserved = [crate::tls::NODE_CN_PREFIX.trim_end(), "group:"];
     if name == "*" || name == "anonymous" || reserved.iter().any(|r| name.starts_with(r)) {
         return Err(format!(
             "principal {name:?} is reserved (\"*\", \"anonymous\", \"group:...\", \

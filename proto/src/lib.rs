@@ -6,6 +6,8 @@
 
 #![allow(clippy::all, missing_docs)]
 
+pub mod limits;
+
 /// Version 1 of the wire API.
 pub mod v1 {
     tonic::include_proto!("baton.v1");

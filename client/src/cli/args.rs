@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Longest holder name the cluster accepts; a default built from the environment is cut to
 /// fit rather than refused, since the user did not type it.
-pub const HOLDER_NAME_BYTES_MAX: usize = 128;
+pub use baton_proto::limits::HOLDER_NAME_BYTES_MAX;
 
 /// baton: claim, renew and release ownership tokens on a baton cluster.
 ///

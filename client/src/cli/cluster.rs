@@ -16,7 +16,7 @@ use baton_client::{Client, Membership, SnapshotTaken};
 pub const CLUSTER_CHANGE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(120);
 
 /// The first line of every backup file (the node writes the format; see `baton_node::backup`).
-pub const BACKUP_MAGIC: &[u8] = b"BATON-BACKUP 1\n";
+pub use baton_proto::limits::BACKUP_MAGIC;
 
 pub async fn run(
     client: &Client,

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::args::{default_holder, HandoffCommand, OfferArgs, OutputFormat};
 use super::exit::Verdict;
+use super::note::note_text;
 use super::output::{grant_pairs, in_human, safe_deadline_in_ms, shell_word, Rendered};
 use super::records::refused;
 use super::table;
@@ -232,71 +233,6 @@ fn answer_json<'a>(outcome: &'static str, key: &'a str, revision: u64) -> Answer
         key,
         revision,
     }
-}
-
-/// A handoff note for people, every line starting with `indent`. Empty text fields show as
-/// `-` (nothing blocked is worth saying); the volatile facts are marked as claims.
-pub fn note_text(note: &HandoffNote, indent: &str) -> String {
-    if note.is_empty() {
-        return format!("{indent}(the giver left no note)\n");
-    }
-    let text = |value: &str| {
-        if value.trim().is_empty() {
-            "-".to_owned()
-        } else {
-            value.to_owned()
-        }
-    };
-    let files = |files: &[String]| {
-        if files.is_empty() {
-            "-".to_owned()
-        } else {
-            files.join("\n")
-        }
-    };
-    let mut pairs = vec![
-        ("commit", text(&note.commit)),
-        ("branch", text(&note.branch)),
-        ("done", text(&note.done)),
-        ("remaining", text(&note.remaining)),
-        ("blocked", text(&note.blocked)),
-        ("rebuild", text(&note.rebuild)),
-        ("first step", text(&note.first_step)),
-        ("changed files", files(&note.changed_files)),
-    ];
-    if !note.dirty_files.is_empty() {
-        pairs.push(("dirty files", files(&note.dirty_files)));
-    }
-    let mut out = table::render_pairs_multiline(&pairs, indent);
-    if !note.dirty_files.is_empty() {
-        out.push_str(&format!(
-            "{indent}(the dirty files were uncommitted in the giver's checkout: find out whose \
-             they are before tidying anything)\n"
-        ));
-    }
-    if !note.volatile_facts.is_empty() {
-        out.push_str(&format!(
-            "{indent}volatile facts (needs verification: claimed when the note was written):\n"
-        ));
-        let rows: Vec<Vec<String>> = note
-            .volatile_facts
-            .iter()
-            .map(|fact| {
-                vec![
-                    format!("{indent}  {}", fact.name),
-                    format!("claimed {}", text(&fact.claimed_value)),
-                    format!("check: {}", fact.check_command),
-                ]
-            })
-            .collect();
-        let table = table::render(&["", "", ""], &rows);
-        // The header row of an unlabeled table is blank: skip it.
-        for line in table.lines().skip(1) {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
 }
 
 /// What `--verify` found, for people.

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::args::OutputFormat;
 use super::exit::Verdict;
-use super::handoff::note_text;
+use super::note::note_text;
 use super::output::{assignment_line, in_human, utc, Rendered};
 use super::table;
 

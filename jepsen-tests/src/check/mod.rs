@@ -53,7 +53,7 @@ pub(crate) fn ok_grants<'a>(ops: impl Iterator<Item = &'a Op>) -> Vec<(Nanos, u6
 pub const CANARY_WORKLOAD: &str = "unfenced-canary";
 
 /// Violations kept per checker (the rest are counted in the summary only).
-const MAX_VIOLATIONS: usize = 200;
+const VIOLATIONS_MAX: usize = 200;
 
 /// Runs every baton checker on the history: linearizability, tokens, intervals, fencing and
 /// lists, in that order, on every baton operation, the canary workload's claims and releases
@@ -406,7 +406,7 @@ pub(crate) fn describe(o: &Op) -> String {
     )
 }
 
-/// Violations found by one checker: the first [`MAX_VIOLATIONS`] kept, all counted by kind.
+/// Violations found by one checker: the first [`VIOLATIONS_MAX`] kept, all counted by kind.
 #[derive(Debug, Default)]
 pub(crate) struct Found {
     list: Vec<Violation>,
@@ -416,7 +416,7 @@ pub(crate) struct Found {
 impl Found {
     pub(crate) fn add(&mut self, kind: &'static str, key: &str, t: Option<Nanos>, message: String) {
         *self.kinds.entry(kind).or_default() += 1;
-        if self.list.len() < MAX_VIOLATIONS {
+        if self.list.len() < VIOLATIONS_MAX {
             self.list.push(Violation {
                 key: Some(key.to_string()),
                 t_ns: t,

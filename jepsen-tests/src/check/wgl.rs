@@ -119,7 +119,7 @@ fn step_set<M: Model>(
 /// Most configurations the memo cache keeps (about 100 bytes each). Past it the search goes
 /// on without remembering new ones: still sound, only slower, and memory stays bounded even
 /// with a long budget.
-const MAX_CACHE: usize = 4_000_000;
+const CACHE_ENTRIES_MAX: usize = 4_000_000;
 
 /// No entry (end of the linked list).
 const NIL: usize = usize::MAX;
@@ -217,7 +217,7 @@ pub fn check<M: Model>(model: &M, ops: &[Operation<M::Op>], budget: Duration) ->
             if !new.is_empty() {
                 linearized.set(op);
                 let seen = (linearized.clone(), new.clone());
-                let fresh = if cache.len() < MAX_CACHE {
+                let fresh = if cache.len() < CACHE_ENTRIES_MAX {
                     cache.insert(seen)
                 } else {
                     !cache.contains(&seen)

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
+use super::ids::{Actor, FencingToken, Holder};
 use super::limits::HISTORY_EVENTS_MAX;
-use super::types::{Actor, FencingToken, Holder};
 
 /// Who a dispatcher wanted on a key. Routing metadata: it reserves nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,19 +3,16 @@
 //! Units come last in each name. The gRPC edge and the pure core both check them; the core's
 //! checks are what make a bad command deterministic to refuse on every node.
 
-/// A key is 1..=512 bytes of UTF-8 without control characters.
-pub const KEY_BYTES_MAX: usize = 512;
-/// A holder name is 1..=128 bytes without control characters.
-pub const HOLDER_NAME_BYTES_MAX: usize = 128;
-/// A client id (random, per process) is 1..=64 bytes of printable ASCII.
-pub const CLIENT_ID_BYTES_MAX: usize = 64;
+/// The wire limits clients check too (key, holder name, client id, status word): one home,
+/// in `baton_proto::limits`.
+pub use baton_proto::limits::{
+    CLIENT_ID_BYTES_MAX, HOLDER_NAME_BYTES_MAX, KEY_BYTES_MAX, STATUS_BYTES_MAX,
+};
 /// The reason given with an operator's revoke: 1..=1024 bytes.
 pub const REASON_BYTES_MAX: usize = 1024;
 /// A board prefix is at most a key long.
 pub const PREFIX_BYTES_MAX: usize = KEY_BYTES_MAX;
 
-/// A record's status word: 1..=32 bytes of `a-z`, `0-9`, `_`, `-`.
-pub const STATUS_BYTES_MAX: usize = 32;
 /// A record's summary.
 pub const SUMMARY_BYTES_MAX: usize = 4 * 1024;
 /// Fields per record.

@@ -1,6 +1,9 @@
 //! The lease core: pure, deterministic, no I/O, no clock, no tokio.
 //!
 //! Layout:
+//! - `ids`      who and what commands name: holders, sessions, request ids, tokens (a leaf);
+//! - `lease`    a live lease;
+//! - `case`     a key's case file: record, offer, note, history;
 //! - `access`   permissions: the policy, its checks, its replicated state and audit trail;
 //! - `limits`   every named limit;
 //! - `refusal`  why a request was refused, with its facts;
@@ -8,14 +11,18 @@
 //! - `validate` input rules shared with the gRPC edge;
 //! - `table`    `LeaseTable::apply(index, command) -> Outcome`.
 //!
-//! Data path: a gRPC handler validates a request and hands a `LogCommand` to the proposer,
-//! which batches concurrent commands into one `Proposal` per Raft log entry; once the entry
-//! commits, every node's state machine calls `LeaseTable::apply` for each command with the
-//! next revision (which becomes the fencing token of a grant) and the leader returns the
-//! `Outcome` to the client.
+//! Data path: a gRPC handler validates a request and hands a `LogCommand` (with its
+//! `Sender`: session and principal) to the proposer, which batches concurrent commands into
+//! one `Proposal` per Raft log entry; once the entry commits, every node's state machine
+//! calls `LeaseTable::apply` for each command with the next revision (which becomes the
+//! fencing token of a grant). Each `Step` changes the table and reports, in `Changes`, the
+//! events it appended and the countdowns it starts or stops (`Effect`); the adapter carries
+//! those out, and the leader returns the `Outcome` (or `Refusal`) to the client.
 
 pub mod access;
 pub mod case;
+pub mod ids;
+pub mod lease;
 pub mod limits;
 pub mod refusal;
 pub mod table;

@@ -9,7 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{FencingToken, Lease};
+use super::ids::FencingToken;
+use super::lease::Lease;
 
 /// Why a request was refused, with the facts a caller needs to act on it. Nothing changed.
 /// Leases are boxed: a refusal travels in every `Outcome`, which stays small.
@@ -104,37 +105,6 @@ impl Refusal {
             Refusal::WrongSession { lease, .. } => Some(lease),
             _ => None,
         }
-    }
-}
-
-impl Refusal {
-    /// The outcome data format 3 answered in this refusal's place, word for word: a format-3
-    /// command applied from the log must leave the same remembered answer on a format-4
-    /// node as on the format-3 nodes that applied it (a retry gets it back). Format 3 had
-    /// text refusals, named no client id, and called the key limit bad input.
-    pub fn format_3_outcome(&self) -> super::types::Outcome {
-        use super::types::Outcome;
-        let message = match self {
-            Refusal::StaleToken {
-                key,
-                token,
-                current: Some(l),
-            } => format!(
-                "token {token} is not current for {key}: held by {} with token {}",
-                l.holder.name, l.token
-            ),
-            Refusal::KeyLimit { key, keys, .. } => {
-                return Outcome::Invalid {
-                    message: format!(
-                        "the cluster holds {keys} keys, its limit: {key} cannot be added \
-                         (reuse or revoke keys you no longer need)"
-                    ),
-                }
-            }
-            // The rest read as format 3 wrote them (a wrong session never arises there).
-            other => other.to_string(),
-        };
-        Outcome::RefusedText { message }
     }
 }
 

@@ -276,7 +276,7 @@ impl LeaseTable {
                 return (earlier, if decided == 0 { index } else { decided });
             }
         }
-        let outcome = match validate::op(&cmd.op).and_then(|()| holder_is_sender(cmd)) {
+        let outcome = match cmd.op.validate().and_then(|()| holder_is_sender(cmd)) {
             Err(e) => Outcome::Invalid { message: e.0 },
             Ok(()) => match &cmd.op {
                 // The policy is not the table's; retries of it are de-duplicated here all

@@ -7,62 +7,13 @@
 use serde::{Deserialize, Serialize};
 
 use super::case::{Assignment, HandoffNote, Offer, Record, RecordPatch};
-
-/// A fencing token: the revision of the write that granted a lease.
-pub type FencingToken = u64;
-
-/// Who holds, or wants, a key.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Holder {
-    /// Human-readable claimant name, e.g. `claude@host-a`.
-    pub name: String,
-    /// Random per-process id: two processes with the same name are different holders.
-    pub client_id: String,
-}
-
-/// Who really sent a command, as its history event records it: the holder name it acted as,
-/// its client id (the session), and, with auth on, the authenticated principal. Client ids
-/// are public, so with auth off the client id identifies an honest client and binds nothing
-/// more; with auth on, the principal is what the node verified.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Actor {
-    /// The holder name the request acted as: the claimant's, the lease holder's for a write
-    /// with its token, the dispatcher's (`by`) for an assignment; empty for operator calls
-    /// (revoke), which act as no holder.
-    pub name: String,
-    /// The requester's client id: its request id's, the session it acted from.
-    pub client_id: String,
-    /// The principal the node authenticated (certificate common name or bearer token's
-    /// name); `None` with auth off or for an anonymous request.
-    pub principal: Option<String>,
-}
-
-/// A live lease on one key. A key without a `Lease` is free.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Lease {
-    /// Shared with the table's maps: one allocation per key.
-    pub key: std::sync::Arc<str>,
-    pub holder: Holder,
-    /// Revision of the granting entry; stays the same across renewals.
-    pub token: FencingToken,
-    /// Revision of the grant or of the latest renewal: the instant each node counts the TTL
-    /// from is its own apply of this entry, and an `Expire` must name it to take effect.
-    pub basis: u64,
-    /// Renewals since the grant (the history records them as a count, not one by one).
-    pub renewals: u64,
-    pub ttl_ms: u64,
-    /// Leader's wall clock at the grant; for people only, decides nothing.
-    pub since_unix_ms: u64,
-    /// Leader's wall clock at the latest renewal; for people only.
-    pub renewed_unix_ms: u64,
-}
-
-/// Makes a mutating request exactly-once across retries.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct RequestId {
-    pub client_id: String,
-    pub seq: u64,
-}
+pub use super::ids::{Actor, FencingToken, Holder, RequestId, Sender};
+pub use super::lease::Lease;
+use super::limits::{
+    HOLDER_NAME_BYTES_MAX, QUARANTINE_MS_MAX, REASON_BYTES_MAX, TTL_MS_FLOOR, TTL_MS_MAX,
+};
+use super::refusal::Refusal;
+use super::validate::{self, InvalidInput};
 
 /// One Raft log entry's payload: the commands the leader batched into it, applied in order,
 /// each at its own revision. Batching is what lets one log append and one fsync carry many
@@ -101,18 +52,6 @@ pub struct LogCommand {
     /// format's rules (no session binding; see `Sender`) so that every node, whatever its
     /// version, reaches the same state from the same log.
     pub sender: Option<Sender>,
-}
-
-/// Who sent a client command, as the node that took the request established it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Sender {
-    /// The session the request acts as: the client id leases are bound to (a claim's holder
-    /// client id). Not the request id's client id, which only names a retry slot (a process
-    /// gets a fresh one, while its session may span processes: `BATON_CLIENT_ID`).
-    pub client_id: String,
-    /// The principal the node authenticated; `None` with auth off or for an anonymous
-    /// request. What it may do was checked at the edge; the core records it.
-    pub principal: Option<String>,
 }
 
 impl LogCommand {
@@ -361,6 +300,106 @@ impl Op {
     }
 }
 
+impl Op {
+    /// Validates the operation against the core's absolute limits (the edge checks its
+    /// node's own, inside them, first).
+    pub fn validate(&self) -> Result<(), InvalidInput> {
+        let op = self;
+        if let Op::SetAccess { policy, by } = op {
+            validate::check_text("who set the policy", by, HOLDER_NAME_BYTES_MAX)?;
+            return match policy {
+                Some(p) => p.check().map_err(InvalidInput),
+                None => Ok(()),
+            };
+        }
+        validate::key(op.key())?;
+        match op {
+            Op::Claim {
+                holder: h,
+                ttl_ms: t,
+                ..
+            } => {
+                validate::holder(h)?;
+                validate::ttl_ms(*t, TTL_MS_FLOOR, TTL_MS_MAX)
+            }
+            Op::Renew { token: t, .. } => validate::token(*t),
+            Op::Expire {
+                token: t, basis, ..
+            } => {
+                validate::token(*t)?;
+                if basis < t {
+                    return validate::invalid(format!("expire basis {basis} is before token {t}"));
+                }
+                Ok(())
+            }
+            Op::Revoke { reason: r, .. } => validate::reason(r),
+            Op::Release {
+                token: t,
+                final_status,
+                ..
+            } => {
+                validate::token(*t)?;
+                match final_status {
+                    Some(s) => validate::status(s),
+                    None => Ok(()),
+                }
+            }
+            Op::Update {
+                token: t, patch: p, ..
+            } => {
+                validate::token(*t)?;
+                validate::patch(p)
+            }
+            Op::Assign {
+                to, by, reason: r, ..
+            } => {
+                validate::holder_name("assignee", to)?;
+                validate::holder_name("assigned by", by)?;
+                if r.len() > REASON_BYTES_MAX {
+                    return validate::invalid(format!(
+                        "reason is {} bytes: the limit is {REASON_BYTES_MAX} bytes",
+                        r.len()
+                    ));
+                }
+                Ok(())
+            }
+            Op::Offer {
+                token: t,
+                to,
+                note: n,
+                offer_ttl_ms: ttl,
+                ..
+            } => {
+                validate::token(*t)?;
+                validate::holder_name("offer addressee", to)?;
+                validate::note(n)?;
+                validate::offer_ttl_ms(*ttl)
+            }
+            Op::Accept {
+                holder: h,
+                ttl_ms: t,
+                ..
+            } => {
+                validate::holder(h)?;
+                validate::ttl_ms(*t, TTL_MS_FLOOR, TTL_MS_MAX)
+            }
+            Op::Decline { holder: h, .. } => validate::holder(h),
+            Op::Cancel { token: t, .. } => validate::token(*t),
+            Op::Lapse { offer_revision, .. } => validate::token(*offer_revision),
+            Op::SetQuarantine { delay_ms, .. } => {
+                if *delay_ms > QUARANTINE_MS_MAX {
+                    return validate::invalid(format!(
+                    "quarantine delay {delay_ms} ms is above the maximum {QUARANTINE_MS_MAX} ms"
+                ));
+                }
+                Ok(())
+            }
+            Op::EndQuarantine { revision, .. } => validate::token(*revision),
+            Op::SetAccess { .. } => Ok(()),
+        }
+    }
+}
+
 /// What applying one entry answered. Refusals are outcomes, not errors: they are part of
 /// normal operation and must be de-duplicated like grants.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -451,4 +490,34 @@ pub enum Outcome {
     Refused {
         refusal: super::refusal::Refusal,
     },
+}
+
+impl Refusal {
+    /// The outcome data format 3 answered in this refusal's place, word for word: a format-3
+    /// command applied from the log must leave the same remembered answer on a format-4
+    /// node as on the format-3 nodes that applied it (a retry gets it back). Format 3 had
+    /// text refusals, named no client id, and called the key limit bad input.
+    pub fn format_3_outcome(&self) -> Outcome {
+        let message = match self {
+            Refusal::StaleToken {
+                key,
+                token,
+                current: Some(l),
+            } => format!(
+                "token {token} is not current for {key}: held by {} with token {}",
+                l.holder.name, l.token
+            ),
+            Refusal::KeyLimit { key, keys, .. } => {
+                return Outcome::Invalid {
+                    message: format!(
+                        "the cluster holds {keys} keys, its limit: {key} cannot be added \
+                         (reuse or revoke keys you no longer need)"
+                    ),
+                }
+            }
+            // The rest read as format 3 wrote them (a wrong session never arises there).
+            other => other.to_string(),
+        };
+        Outcome::RefusedText { message }
+    }
 }

@@ -4,15 +4,15 @@
 //! fix the request without reading the code.
 
 use super::case::{HandoffNote, RecordPatch};
+use super::ids::{Holder, RequestId};
 use super::limits::*;
-use super::types::{Holder, Op, RequestId};
 
 /// A request that breaks a rule. Maps to gRPC `INVALID_ARGUMENT`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct InvalidInput(pub String);
 
-fn invalid(message: String) -> Result<(), InvalidInput> {
+pub(crate) fn invalid(message: String) -> Result<(), InvalidInput> {
     Err(InvalidInput(message))
 }
 
@@ -196,100 +196,4 @@ pub fn offer_ttl_ms(ttl: u64) -> Result<(), InvalidInput> {
 /// A holder name given on its own (assignment target, offer addressee).
 pub fn holder_name(field: &str, name: &str) -> Result<(), InvalidInput> {
     check_text(field, name, HOLDER_NAME_BYTES_MAX)
-}
-
-/// Validates an operation against the core's absolute limits.
-pub fn op(op: &Op) -> Result<(), InvalidInput> {
-    if let Op::SetAccess { policy, by } = op {
-        check_text("who set the policy", by, HOLDER_NAME_BYTES_MAX)?;
-        return match policy {
-            Some(p) => p.check().map_err(InvalidInput),
-            None => Ok(()),
-        };
-    }
-    key(op.key())?;
-    match op {
-        Op::Claim {
-            holder: h,
-            ttl_ms: t,
-            ..
-        } => {
-            holder(h)?;
-            ttl_ms(*t, TTL_MS_FLOOR, TTL_MS_MAX)
-        }
-        Op::Renew { token: t, .. } => token(*t),
-        Op::Expire {
-            token: t, basis, ..
-        } => {
-            token(*t)?;
-            if basis < t {
-                return invalid(format!("expire basis {basis} is before token {t}"));
-            }
-            Ok(())
-        }
-        Op::Revoke { reason: r, .. } => reason(r),
-        Op::Release {
-            token: t,
-            final_status,
-            ..
-        } => {
-            token(*t)?;
-            match final_status {
-                Some(s) => status(s),
-                None => Ok(()),
-            }
-        }
-        Op::Update {
-            token: t, patch: p, ..
-        } => {
-            token(*t)?;
-            patch(p)
-        }
-        Op::Assign {
-            to, by, reason: r, ..
-        } => {
-            holder_name("assignee", to)?;
-            holder_name("assigned by", by)?;
-            if r.len() > REASON_BYTES_MAX {
-                return invalid(format!(
-                    "reason is {} bytes: the limit is {REASON_BYTES_MAX} bytes",
-                    r.len()
-                ));
-            }
-            Ok(())
-        }
-        Op::Offer {
-            token: t,
-            to,
-            note: n,
-            offer_ttl_ms: ttl,
-            ..
-        } => {
-            token(*t)?;
-            holder_name("offer addressee", to)?;
-            note(n)?;
-            offer_ttl_ms(*ttl)
-        }
-        Op::Accept {
-            holder: h,
-            ttl_ms: t,
-            ..
-        } => {
-            holder(h)?;
-            ttl_ms(*t, TTL_MS_FLOOR, TTL_MS_MAX)
-        }
-        Op::Decline { holder: h, .. } => holder(h),
-        Op::Cancel { token: t, .. } => token(*t),
-        Op::Lapse { offer_revision, .. } => token(*offer_revision),
-        Op::SetQuarantine { delay_ms, .. } => {
-            if *delay_ms > QUARANTINE_MS_MAX {
-                return invalid(format!(
-                    "quarantine delay {delay_ms} ms is above the maximum {QUARANTINE_MS_MAX} ms"
-                ));
-            }
-            Ok(())
-        }
-        Op::EndQuarantine { revision, .. } => token(*revision),
-        Op::SetAccess { .. } => Ok(()),
-    }
 }

@@ -15,8 +15,7 @@ use tonic::{Request, Status};
 use crate::core::access::{self, Permission};
 use crate::store::StateMachine;
 
-/// The common-name prefix of node certificates.
-pub const NODE_CN_PREFIX: &str = "baton node ";
+pub use crate::tls::{common_name, NODE_CN_PREFIX};
 /// The header a node forwards a client's principal in.
 pub const PRINCIPAL_METADATA_KEY: &str = "x-baton-principal-bin";
 
@@ -246,13 +245,6 @@ pub fn authorize_call(
     sm: &StateMachine,
 ) -> Result<(), Status> {
     authorize(auth, principal, Acting::Other, (permission, target), sm)
-}
-
-/// The common name of a DER certificate.
-pub fn common_name(der: &[u8]) -> Option<String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let cn = cert.subject().iter_common_name().next()?;
-    cn.as_str().ok().map(str::to_owned)
 }
 
 /// The metadata key of a bearer token: `authorization: Bearer TOKEN`.

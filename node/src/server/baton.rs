@@ -10,17 +10,16 @@
 //! leader. `stale` reads are served from the local state machine by any node.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use baton_proto::v1 as pb;
 use baton_proto::v1::baton_client::BatonClient;
-use baton_proto::{FORWARDED_METADATA_KEY, LEADER_METADATA_KEY};
+use baton_proto::LEADER_METADATA_KEY;
 use openraft::error::{CheckIsLeaderError, RaftError};
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
-use tonic::{Request, Response, Status};
+use tonic::Status;
 
 use super::convert::{self, TtlBounds};
 use super::proposer::{ProposeError, Proposer};
@@ -32,7 +31,6 @@ use crate::expiry::wall_clock_unix_ms;
 use crate::limits::{WatchCounts, WriteRate};
 use crate::raft_types::Raft;
 use crate::store::{SmState, StateMachine};
-use crate::watch::WATCH_BATCH_EVENTS_MAX;
 
 /// How long a forwarded request may take at the leader.
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(15);
@@ -40,7 +38,7 @@ pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(15);
 pub const READ_RETRY_BACKOFF: Duration = Duration::from_millis(20);
 
 /// Why this node did not answer a request itself.
-enum Refusal {
+pub(super) enum Refusal {
     /// Only the leader can do this; `leader` is its address if known.
     NotLeader {
         leader: Option<String>,
@@ -77,7 +75,7 @@ pub struct Ctx {
     pub write_timeout: Duration,
     /// Batches writes into log entries.
     proposer: Proposer,
-    metrics: Arc<crate::admin::Metrics>,
+    pub(super) metrics: Arc<crate::metrics::Metrics>,
     /// One lazily connected client per leader address, for forwarding, with the TLS
     /// generation it was made with.
     leaders: Mutex<HashMap<String, (u64, BatonClient<Channel>)>>,
@@ -86,8 +84,8 @@ pub struct Ctx {
     /// Who is asking, and whether they must say (`super::auth`).
     pub auth: super::auth::Auth,
     /// Open watch streams by client address, and their limit per address.
-    watches: Arc<WatchCounts>,
-    watches_per_address_max: usize,
+    pub(super) watches: Arc<WatchCounts>,
+    pub(super) watches_per_address_max: usize,
     /// Writes per second per client id.
     write_rate: WriteRate,
     /// Writes per second per principal (auth on).
@@ -110,7 +108,7 @@ impl Ctx {
         sm: StateMachine,
         ttl: TtlBounds,
         write_timeout: Duration,
-        metrics: Arc<crate::admin::Metrics>,
+        metrics: Arc<crate::metrics::Metrics>,
         tls: Arc<crate::tls::Outbound>,
         rules: ClientRules,
     ) -> Ctx {
@@ -132,7 +130,11 @@ impl Ctx {
     }
 
     /// The refusal of a write by a principal past its `principal_writes_per_second`.
-    fn principal_limited(&self, principal: Option<&str>, writes: bool) -> Option<Status> {
+    pub(super) fn principal_limited(
+        &self,
+        principal: Option<&str>,
+        writes: bool,
+    ) -> Option<Status> {
         let p = principal.filter(|_| writes)?;
         if self.principal_rate.allow(p, Instant::now()) {
             return None;
@@ -145,14 +147,14 @@ impl Ctx {
     }
 
     /// Whether this node is the leader (as its Raft metrics say).
-    fn leads(&self) -> bool {
+    pub(super) fn leads(&self) -> bool {
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
         m.current_leader == Some(m.id)
     }
 
     /// The leader's address, if another node leads.
-    fn leader_elsewhere(&self) -> Option<String> {
+    pub(super) fn leader_elsewhere(&self) -> Option<String> {
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
         let leader = m.current_leader.filter(|l| *l != m.id)?;
@@ -160,7 +162,7 @@ impl Ctx {
         Some(node.addr.clone())
     }
 
-    fn leader_client(&self, addr: &str) -> Result<BatonClient<Channel>, Status> {
+    pub(super) fn leader_client(&self, addr: &str) -> Result<BatonClient<Channel>, Status> {
         let mut leaders = self.leaders.lock().expect("leader cache lock");
         if let Some((made, c)) = leaders.get(addr) {
             if *made == self.tls.generation() {
@@ -243,7 +245,7 @@ impl Ctx {
     /// there already. The leader knows (after a linearizable read, every revision it has not
     /// applied is in the future); a follower may only be behind, so it waits a moment for its
     /// copy, then says so (UNAVAILABLE: retry, here or elsewhere).
-    async fn future_watch(&self, from: u64) -> Result<(), Status> {
+    pub(super) async fn future_watch(&self, from: u64) -> Result<(), Status> {
         let hub = self.sm.watch_hub();
         let latest = || hub.latest();
         if self.linearize().await.is_ok() {
@@ -326,7 +328,7 @@ impl Ctx {
         convert::lease(lease, self.sm.countdowns())
     }
 
-    async fn claim(
+    pub(super) async fn claim(
         &self,
         req: pb::ClaimRequest,
         who: Option<String>,
@@ -371,7 +373,7 @@ impl Ctx {
         }
     }
 
-    async fn renew(
+    pub(super) async fn renew(
         &self,
         req: pb::RenewRequest,
         who: Option<String>,
@@ -398,7 +400,7 @@ impl Ctx {
         })
     }
 
-    async fn release(
+    pub(super) async fn release(
         &self,
         req: pb::ReleaseRequest,
         who: Option<String>,
@@ -425,7 +427,7 @@ impl Ctx {
         })
     }
 
-    async fn revoke(
+    pub(super) async fn revoke(
         &self,
         req: pb::RevokeRequest,
         who: Option<String>,
@@ -446,7 +448,7 @@ impl Ctx {
         }
     }
 
-    async fn update(
+    pub(super) async fn update(
         &self,
         req: pb::UpdateRequest,
         who: Option<String>,
@@ -461,7 +463,7 @@ impl Ctx {
         }
     }
 
-    async fn assign(
+    pub(super) async fn assign(
         &self,
         req: pb::AssignRequest,
         who: Option<String>,
@@ -476,7 +478,7 @@ impl Ctx {
         }
     }
 
-    async fn offer(
+    pub(super) async fn offer(
         &self,
         req: pb::OfferRequest,
         who: Option<String>,
@@ -492,7 +494,7 @@ impl Ctx {
         }
     }
 
-    async fn accept(
+    pub(super) async fn accept(
         &self,
         req: pb::AcceptRequest,
         who: Option<String>,
@@ -512,7 +514,7 @@ impl Ctx {
         }
     }
 
-    async fn decline(
+    pub(super) async fn decline(
         &self,
         req: pb::DeclineRequest,
         who: Option<String>,
@@ -524,7 +526,7 @@ impl Ctx {
         }
     }
 
-    async fn cancel(
+    pub(super) async fn cancel(
         &self,
         req: pb::CancelRequest,
         who: Option<String>,
@@ -536,7 +538,7 @@ impl Ctx {
         }
     }
 
-    async fn set_quarantine(
+    pub(super) async fn set_quarantine(
         &self,
         req: pb::SetQuarantineRequest,
         who: Option<String>,
@@ -554,7 +556,7 @@ impl Ctx {
         }
     }
 
-    async fn set_access(
+    pub(super) async fn set_access(
         &self,
         req: pb::SetAccessRequest,
         who: Option<String>,
@@ -586,7 +588,7 @@ impl Ctx {
             .clone()
             .unwrap_or_else(|| crate::core::access::ANONYMOUS.to_owned());
         let op = Op::SetAccess { policy, by };
-        validate::op(&op).map_err(convert::invalid)?;
+        op.validate().map_err(convert::invalid)?;
         let id = convert::origin(req.request_id, &op)?;
         match self.propose(id, op, who).await? {
             (Outcome::AccessSet { version }, revision) => {
@@ -598,7 +600,10 @@ impl Ctx {
         }
     }
 
-    async fn get_access(&self, req: pb::GetAccessRequest) -> Result<pb::AccessResponse, Refusal> {
+    pub(super) async fn get_access(
+        &self,
+        req: pb::GetAccessRequest,
+    ) -> Result<pb::AccessResponse, Refusal> {
         if !req.stale {
             self.linearize().await?;
         }
@@ -631,7 +636,7 @@ impl Ctx {
         })
     }
 
-    async fn get_record(
+    pub(super) async fn get_record(
         &self,
         req: pb::GetRecordRequest,
     ) -> Result<pb::GetRecordResponse, Refusal> {
@@ -654,7 +659,10 @@ impl Ctx {
         })
     }
 
-    async fn history(&self, req: pb::HistoryRequest) -> Result<pb::HistoryResponse, Refusal> {
+    pub(super) async fn history(
+        &self,
+        req: pb::HistoryRequest,
+    ) -> Result<pb::HistoryResponse, Refusal> {
         validate::key(&req.key).map_err(convert::invalid)?;
         if !req.stale {
             self.linearize().await?;
@@ -679,7 +687,7 @@ impl Ctx {
         }))
     }
 
-    async fn probe(&self, req: pb::ProbeRequest) -> Result<pb::ProbeResponse, Refusal> {
+    pub(super) async fn probe(&self, req: pb::ProbeRequest) -> Result<pb::ProbeResponse, Refusal> {
         validate::key(&req.key).map_err(convert::invalid)?;
         if !req.stale {
             self.linearize().await?;
@@ -693,7 +701,7 @@ impl Ctx {
         })
     }
 
-    async fn board(&self, req: pb::BoardRequest) -> Result<pb::BoardResponse, Refusal> {
+    pub(super) async fn board(&self, req: pb::BoardRequest) -> Result<pb::BoardResponse, Refusal> {
         validate::prefix(&req.prefix).map_err(convert::invalid)?;
         validate::prefix_named("start_after", &req.start_after).map_err(convert::invalid)?;
         let limit = match req.limit as usize {
@@ -729,7 +737,7 @@ impl Ctx {
         })
     }
 
-    async fn check_token(
+    pub(super) async fn check_token(
         &self,
         req: pb::CheckTokenRequest,
     ) -> Result<pb::CheckTokenResponse, Refusal> {
@@ -762,13 +770,6 @@ fn unexpected(outcome: Outcome) -> Refusal {
     Status::internal(format!("unexpected outcome {outcome:?}")).into()
 }
 
-fn with_leader<T>(mut r: Response<T>, leader: &str) -> Response<T> {
-    if let Ok(v) = MetadataValue::try_from(leader) {
-        r.metadata_mut().insert(LEADER_METADATA_KEY, v);
-    }
-    r
-}
-
 pub(crate) fn unavailable(leader: Option<&str>, why: &str) -> Status {
     let mut status = Status::unavailable(match leader {
         Some(l) => format!("{why}; the leader is {l}"),
@@ -780,523 +781,10 @@ pub(crate) fn unavailable(leader: Option<&str>, why: &str) -> Status {
     status
 }
 
-/// The gRPC service.
+/// The gRPC service: the trait's methods in `service`, forwarding in `forward`, watch
+/// streams in `watch_stream`.
 pub struct BatonServer {
     pub ctx: Arc<Ctx>,
-}
-
-impl BatonServer {
-    /// Serves `req` here, or forwards it once to the leader (see the module doc).
-    async fn serve<Req, Resp, LF, RF>(
-        &self,
-        method: &'static str,
-        req: Request<Req>,
-        local: impl FnOnce(Arc<Ctx>, Req, Option<String>) -> LF,
-        remote: impl FnOnce(BatonClient<Channel>, Request<Req>) -> RF,
-    ) -> Result<Response<Resp>, Status>
-    where
-        Req: Clone + super::auth::Acts,
-        LF: Future<Output = Result<Resp, Refusal>>,
-        RF: Future<Output = Result<Response<Resp>, Status>>,
-    {
-        let answer = async {
-            let principal = self.ctx.auth.principal(&req)?;
-            let forwarded = req.metadata().contains_key(FORWARDED_METADATA_KEY);
-            let bearer = req
-                .metadata()
-                .get(super::auth::AUTHORIZATION_METADATA_KEY)
-                .cloned();
-            let msg = req.into_inner();
-            let (acting, needs) = (msg.acting(), msg.needs());
-            let allowed = super::auth::authorize(
-                &self.ctx.auth,
-                principal.as_deref(),
-                acting,
-                needs,
-                &self.ctx.sm,
-            );
-            let served = match allowed {
-                Ok(()) => match self
-                    .ctx
-                    .principal_limited(principal.as_deref(), msg.writes())
-                {
-                    Some(limited) => Err(Refusal::Status(limited)),
-                    None => local(self.ctx.clone(), msg.clone(), principal.clone()).await,
-                },
-                // This node's copy of the policy may be behind the leader's (a grant just
-                // made): the leader, whose copy is the latest, decides. (What this node
-                // allows and forwards, the leader checks again with its own copy.)
-                Err(denied) => match self.ctx.leader_elsewhere() {
-                    Some(leader) if !forwarded => Err(Refusal::NotLeader {
-                        leader: Some(leader),
-                    }),
-                    // No leader to confirm it with (an election): a refusal from a copy
-                    // that may be behind is not final; the client retries.
-                    None if !forwarded && !self.ctx.leads() => Err(Refusal::Status(unavailable(
-                        None,
-                        &format!(
-                            "cannot confirm a refusal ({}) without a leader",
-                            denied.message()
-                        ),
-                    ))),
-                    _ => Err(Refusal::Status(denied)),
-                },
-            };
-            match served {
-                Ok(resp) => Ok(Response::new(resp)),
-                // A node of data format 3 forwards with its own protobuf types, which drop
-                // the session a format-4 client sent (a rolling upgrade with a new leader
-                // elected early). Not the client's fault: it retries, and may reach the
-                // leader directly.
-                Err(Refusal::Status(s))
-                    if forwarded
-                        && s.code() == tonic::Code::InvalidArgument
-                        && s.message().starts_with(convert::SESSION_MISSING) =>
-                {
-                    Err(Status::unavailable(
-                        "a node that predates data format 4 forwarded this write without its \
-                         session; retry (the forwarding node names this leader)",
-                    ))
-                }
-                Err(Refusal::Status(s)) => Err(s),
-                Err(Refusal::NotLeader { leader: Some(addr) }) if !forwarded => {
-                    let client = self.ctx.leader_client(&addr)?;
-                    let mut fwd = Request::new(msg);
-                    fwd.metadata_mut()
-                        .insert(FORWARDED_METADATA_KEY, MetadataValue::from_static("1"));
-                    // The leader learns who is asking from this node's certificate and the
-                    // principal it names (empty: anonymous), or, without TLS, from the
-                    // client's own token again.
-                    // Binary, so any name survives; always sent with auth on, since a forwarded
-                    // request without it counts as anonymous, never as this node.
-                    if self.ctx.auth.on() {
-                        let p = principal.as_deref().unwrap_or("").as_bytes();
-                        fwd.metadata_mut().insert_bin(
-                            super::auth::PRINCIPAL_METADATA_KEY,
-                            tonic::metadata::BinaryMetadataValue::from_bytes(p),
-                        );
-                    }
-                    if let Some(bearer) = bearer {
-                        fwd.metadata_mut()
-                            .insert(super::auth::AUTHORIZATION_METADATA_KEY, bearer);
-                    }
-                    fwd.set_timeout(FORWARD_TIMEOUT);
-                    match remote(client, fwd).await {
-                        Ok(resp) => Ok(with_leader(Response::new(resp.into_inner()), &addr)),
-                        Err(s) if forward_failed(&s) => Err(unavailable(
-                            Some(&addr),
-                            &format!(
-                                "forwarding to the leader failed ({:?}: {}); retry with the \
-                                 same request id",
-                                s.code(),
-                                s.message()
-                            ),
-                        )),
-                        Err(s) => Err(s),
-                    }
-                }
-                Err(Refusal::NotLeader { leader }) => Err(unavailable(
-                    leader.as_deref(),
-                    "this node is not the leader",
-                )),
-            }
-        }
-        .await;
-        let code = match &answer {
-            Ok(_) => tonic::Code::Ok,
-            Err(s) => s.code(),
-        };
-        self.ctx.metrics.grpc_request(method, code);
-        answer
-    }
-}
-
-/// Whether a forwarded request failed on the way rather than being answered by the leader:
-/// the leader said UNAVAILABLE, or the transport gave up (refused, reset, timed out,
-/// cancelled with the connection). Those become this node's UNAVAILABLE, which the client
-/// retries; a leader's real answer (INVALID_ARGUMENT, ...) passes through unchanged.
-fn forward_failed(s: &Status) -> bool {
-    use tonic::Code;
-    std::error::Error::source(s).is_some()
-        || matches!(
-            s.code(),
-            Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded
-        )
-}
-
-/// Counts one open watch stream in the metrics while it lives.
-struct WatchOpen(Arc<crate::admin::Metrics>);
-
-impl WatchOpen {
-    fn new(metrics: Arc<crate::admin::Metrics>) -> WatchOpen {
-        metrics.watch_streams.inc();
-        WatchOpen(metrics)
-    }
-}
-
-impl Drop for WatchOpen {
-    fn drop(&mut self) {
-        self.0.watch_streams.dec();
-    }
-}
-
-/// Events a watch stream buffers toward a slow client before it waits.
-pub const WATCH_STREAM_BUFFER: usize = 1_024;
-
-type EventStream =
-    std::pin::Pin<Box<dyn futures::Stream<Item = Result<pb::Event, Status>> + Send + 'static>>;
-
-impl BatonServer {
-    /// Serves a watch from this node's own window (see `crate::watch`).
-    async fn watch_stream(
-        &self,
-        req: pb::WatchRequest,
-        from_addr: Option<std::net::IpAddr>,
-        still_allowed: super::auth::WatchGrant,
-    ) -> Result<EventStream, Status> {
-        validate::prefix(&req.prefix).map_err(convert::invalid)?;
-        let slot = match from_addr {
-            None => None,
-            Some(addr) => {
-                let max = self.ctx.watches_per_address_max;
-                match self.ctx.watches.open(addr, max) {
-                    Some(slot) => Some(slot),
-                    None => {
-                        self.ctx.metrics.requests_limited.inc();
-                        return Err(Status::resource_exhausted(format!(
-                            "{addr} has {max} watch streams open already \
-                             (watches_per_address_max); close one, or watch a wider prefix"
-                        )));
-                    }
-                }
-            }
-        };
-        let hub = self.ctx.sm.watch_hub().clone();
-        let mut from = match req.from_revision {
-            0 => hub.latest() + 1,
-            r => r,
-        };
-        if from > hub.latest() + 1 {
-            self.ctx.future_watch(from).await?;
-        }
-        // Refuse a compacted start at once, as an error rather than mid-stream.
-        hub.read_from(&req.prefix, from, 0)
-            .map_err(|c| c.status())?;
-        let (tx, rx) = tokio::sync::mpsc::channel(WATCH_STREAM_BUFFER);
-        let prefix = req.prefix;
-        let open = WatchOpen::new(self.ctx.metrics.clone());
-        let sm = self.ctx.sm.clone();
-        tokio::spawn(async move {
-            let _open = (open, slot);
-            let mut grew = hub.subscribe();
-            let progress_every =
-                std::time::Duration::from_millis(baton_proto::WATCH_PROGRESS_INTERVAL_MS);
-            // The revision the watcher knows it is up to date with, and when it learned so.
-            let mut told = from.saturating_sub(1);
-            let mut told_at = Instant::now();
-            loop {
-                grew.borrow_and_update();
-                // A revoked token or a policy that took the grant away ends the stream.
-                if let Err(ended) = still_allowed.check(&prefix, &sm) {
-                    let _ = tx.send(Err(ended)).await;
-                    return;
-                }
-                let (events, next) = match hub.read_from(&prefix, from, WATCH_BATCH_EVENTS_MAX) {
-                    Ok(read) => read,
-                    Err(c) => {
-                        // The window moved past this watcher (a slow reader, or a snapshot
-                        // install): tell it, rather than skip events.
-                        let _ = tx.send(Err(c.status())).await;
-                        return;
-                    }
-                };
-                let more = next > from;
-                from = next;
-                for (key, event) in &events {
-                    if tx.send(Ok(convert::pb_event(key, event))).await.is_err() {
-                        return;
-                    }
-                    told = event.revision;
-                    told_at = Instant::now();
-                }
-                if more {
-                    continue;
-                }
-                // Caught up. If only other prefixes' events went by, say how far we are, now
-                // and then, so a quiet watcher's resume point does not fall out of the window.
-                if from - 1 > told && told_at.elapsed() >= progress_every {
-                    let marker = pb::Event {
-                        revision: from - 1,
-                        kind: baton_proto::WATCH_PROGRESS_KIND.into(),
-                        ..pb::Event::default()
-                    };
-                    if tx.send(Ok(marker)).await.is_err() {
-                        return;
-                    }
-                    told = from - 1;
-                    told_at = Instant::now();
-                }
-                tokio::select! {
-                    changed = grew.changed() => if changed.is_err() { return },
-                    _ = tx.closed() => return,
-                    // Wake up to send a pending progress marker.
-                    _ = tokio::time::sleep(progress_every), if from - 1 > told => {}
-                }
-            }
-        });
-        Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
-    }
-}
-
-#[tonic::async_trait]
-impl pb::baton_server::Baton for BatonServer {
-    type WatchStream = EventStream;
-
-    async fn watch(
-        &self,
-        req: Request<pb::WatchRequest>,
-    ) -> Result<Response<Self::WatchStream>, Status> {
-        let grant = super::auth::WatchGrant::of(&self.ctx.auth, &req)?;
-        grant.check(&req.get_ref().prefix, &self.ctx.sm)?;
-        let from_addr = crate::tls::remote_addr(&req).map(|a| a.ip());
-        self.watch_stream(req.into_inner(), from_addr, grant)
-            .await
-            .map(Response::new)
-    }
-
-    async fn claim(
-        &self,
-        req: Request<pb::ClaimRequest>,
-    ) -> Result<Response<pb::ClaimResponse>, Status> {
-        self.serve(
-            "claim",
-            req,
-            |ctx, m, who| async move { ctx.claim(m, who).await },
-            |mut c, r| async move { c.claim(r).await },
-        )
-        .await
-    }
-
-    async fn renew(
-        &self,
-        req: Request<pb::RenewRequest>,
-    ) -> Result<Response<pb::RenewResponse>, Status> {
-        self.serve(
-            "renew",
-            req,
-            |ctx, m, who| async move { ctx.renew(m, who).await },
-            |mut c, r| async move { c.renew(r).await },
-        )
-        .await
-    }
-
-    async fn release(
-        &self,
-        req: Request<pb::ReleaseRequest>,
-    ) -> Result<Response<pb::ReleaseResponse>, Status> {
-        self.serve(
-            "release",
-            req,
-            |ctx, m, who| async move { ctx.release(m, who).await },
-            |mut c, r| async move { c.release(r).await },
-        )
-        .await
-    }
-
-    async fn probe(
-        &self,
-        req: Request<pb::ProbeRequest>,
-    ) -> Result<Response<pb::ProbeResponse>, Status> {
-        self.serve(
-            "probe",
-            req,
-            |ctx, m, _who| async move { ctx.probe(m).await },
-            |mut c, r| async move { c.probe(r).await },
-        )
-        .await
-    }
-
-    async fn board(
-        &self,
-        req: Request<pb::BoardRequest>,
-    ) -> Result<Response<pb::BoardResponse>, Status> {
-        self.serve(
-            "board",
-            req,
-            |ctx, m, _who| async move { ctx.board(m).await },
-            |mut c, r| async move { c.board(r).await },
-        )
-        .await
-    }
-
-    async fn check_token(
-        &self,
-        req: Request<pb::CheckTokenRequest>,
-    ) -> Result<Response<pb::CheckTokenResponse>, Status> {
-        self.serve(
-            "check_token",
-            req,
-            |ctx, m, _who| async move { ctx.check_token(m).await },
-            |mut c, r| async move { c.check_token(r).await },
-        )
-        .await
-    }
-
-    async fn revoke(
-        &self,
-        req: Request<pb::RevokeRequest>,
-    ) -> Result<Response<pb::RevokeResponse>, Status> {
-        self.serve(
-            "revoke",
-            req,
-            |ctx, m, who| async move { ctx.revoke(m, who).await },
-            |mut c, r| async move { c.revoke(r).await },
-        )
-        .await
-    }
-
-    async fn update(
-        &self,
-        req: Request<pb::UpdateRequest>,
-    ) -> Result<Response<pb::UpdateResponse>, Status> {
-        self.serve(
-            "update",
-            req,
-            |ctx, m, who| async move { ctx.update(m, who).await },
-            |mut c, r| async move { c.update(r).await },
-        )
-        .await
-    }
-
-    async fn assign(
-        &self,
-        req: Request<pb::AssignRequest>,
-    ) -> Result<Response<pb::AssignResponse>, Status> {
-        self.serve(
-            "assign",
-            req,
-            |ctx, m, who| async move { ctx.assign(m, who).await },
-            |mut c, r| async move { c.assign(r).await },
-        )
-        .await
-    }
-
-    async fn get_record(
-        &self,
-        req: Request<pb::GetRecordRequest>,
-    ) -> Result<Response<pb::GetRecordResponse>, Status> {
-        self.serve(
-            "get_record",
-            req,
-            |ctx, m, _who| async move { ctx.get_record(m).await },
-            |mut c, r| async move { c.get_record(r).await },
-        )
-        .await
-    }
-
-    async fn history(
-        &self,
-        req: Request<pb::HistoryRequest>,
-    ) -> Result<Response<pb::HistoryResponse>, Status> {
-        self.serve(
-            "history",
-            req,
-            |ctx, m, _who| async move { ctx.history(m).await },
-            |mut c, r| async move { c.history(r).await },
-        )
-        .await
-    }
-
-    async fn offer(
-        &self,
-        req: Request<pb::OfferRequest>,
-    ) -> Result<Response<pb::OfferResponse>, Status> {
-        self.serve(
-            "offer",
-            req,
-            |ctx, m, who| async move { ctx.offer(m, who).await },
-            |mut c, r| async move { c.offer(r).await },
-        )
-        .await
-    }
-
-    async fn accept(
-        &self,
-        req: Request<pb::AcceptRequest>,
-    ) -> Result<Response<pb::AcceptResponse>, Status> {
-        self.serve(
-            "accept",
-            req,
-            |ctx, m, who| async move { ctx.accept(m, who).await },
-            |mut c, r| async move { c.accept(r).await },
-        )
-        .await
-    }
-
-    async fn decline(
-        &self,
-        req: Request<pb::DeclineRequest>,
-    ) -> Result<Response<pb::DeclineResponse>, Status> {
-        self.serve(
-            "decline",
-            req,
-            |ctx, m, who| async move { ctx.decline(m, who).await },
-            |mut c, r| async move { c.decline(r).await },
-        )
-        .await
-    }
-
-    async fn cancel(
-        &self,
-        req: Request<pb::CancelRequest>,
-    ) -> Result<Response<pb::CancelResponse>, Status> {
-        self.serve(
-            "cancel",
-            req,
-            |ctx, m, who| async move { ctx.cancel(m, who).await },
-            |mut c, r| async move { c.cancel(r).await },
-        )
-        .await
-    }
-
-    async fn set_access(
-        &self,
-        req: Request<pb::SetAccessRequest>,
-    ) -> Result<Response<pb::AccessResponse>, Status> {
-        self.serve(
-            "set_access",
-            req,
-            |ctx, m, who| async move { ctx.set_access(m, who).await },
-            |mut c, r| async move { c.set_access(r).await },
-        )
-        .await
-    }
-
-    async fn get_access(
-        &self,
-        req: Request<pb::GetAccessRequest>,
-    ) -> Result<Response<pb::AccessResponse>, Status> {
-        self.serve(
-            "get_access",
-            req,
-            |ctx, m, _who| async move { ctx.get_access(m).await },
-            |mut c, r| async move { c.get_access(r).await },
-        )
-        .await
-    }
-
-    async fn set_quarantine(
-        &self,
-        req: Request<pb::SetQuarantineRequest>,
-    ) -> Result<Response<pb::SetQuarantineResponse>, Status> {
-        self.serve(
-            "set_quarantine",
-            req,
-            |ctx, m, who| async move { ctx.set_quarantine(m, who).await },
-            |mut c, r| async move { c.set_quarantine(r).await },
-        )
-        .await
-    }
 }
 
 #[cfg(test)]

@@ -201,7 +201,7 @@ pub fn assign(req: pb::AssignRequest) -> Result<(Option<Origin>, Op), Status> {
         by: req.by,
         reason: req.reason,
     };
-    validate::op(&op).map_err(invalid)?;
+    op.validate().map_err(invalid)?;
     Ok((origin(req.request_id, &op)?, op))
 }
 
@@ -236,7 +236,7 @@ pub fn offer(req: pb::OfferRequest) -> Result<(Option<Origin>, Op), Status> {
         note: note(req.note.unwrap_or_default()),
         offer_ttl_ms: req.offer_ttl_ms,
     };
-    validate::op(&op).map_err(invalid)?;
+    op.validate().map_err(invalid)?;
     Ok((origin(req.request_id, &op)?, op))
 }
 
@@ -266,7 +266,7 @@ pub fn cancel(req: pb::CancelRequest) -> Result<(Option<Origin>, Op), Status> {
         key: req.key,
         token: req.token,
     };
-    validate::op(&op).map_err(invalid)?;
+    op.validate().map_err(invalid)?;
     Ok((origin(req.request_id, &op)?, op))
 }
 
@@ -367,7 +367,7 @@ pub fn set_quarantine(req: pb::SetQuarantineRequest) -> Result<(Option<Origin>, 
         prefix: req.prefix,
         delay_ms: req.delay_ms,
     };
-    validate::op(&op).map_err(invalid)?;
+    op.validate().map_err(invalid)?;
     Ok((origin(req.request_id, &op)?, op))
 }
 

@@ -6,9 +6,12 @@ pub mod auth;
 pub mod baton;
 pub mod cluster;
 pub mod convert;
+mod forward;
 pub mod proposer;
 pub mod raft;
+mod service;
 pub mod transport;
+mod watch_stream;
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -19,10 +19,10 @@ use std::sync::Arc;
 use openraft::error::{ClientWriteError, RaftError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use crate::admin::Metrics;
 use crate::core::limits::{
     PROPOSALS_IN_FLIGHT_MAX, PROPOSALS_QUEUED_MAX, PROPOSAL_BYTES_MAX, PROPOSAL_COMMANDS_MAX,
 };
+use crate::metrics::Metrics;
 
 /// How long a deposed node waits, after applying past a write's possible index, for openraft's
 /// own answer to it before calling the outcome unknown.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use openraft::storage::LogFlushed;
 
-use crate::admin::Metrics;
+use crate::metrics::Metrics;
 
 use crate::raft_types::TypeConfig;
 

@@ -13,6 +13,8 @@
 // call; boxing it in our helpers would only add conversions at each trait boundary.
 #![allow(clippy::result_large_err)]
 
+pub use crate::durable::write_durably;
+
 mod flush;
 pub mod format3;
 mod log_store;
@@ -25,8 +27,8 @@ use serde::{Deserialize, Serialize};
 pub use log_store::LogStore;
 pub use state_machine::{SmState, StateMachine};
 
-use crate::admin::Metrics;
 use crate::expiry::Countdowns;
+use crate::metrics::Metrics;
 use crate::raft_types::NodeId;
 use std::sync::Arc;
 
@@ -298,21 +300,6 @@ fn check_identity(dir: &Path, node_id: NodeId, cluster_name: &str) -> Result<u32
         }
         Err(e) => Err(io(e)),
     }
-}
-
-/// Writes `bytes` to `path` so that after a crash the file is either absent/old or complete:
-/// write a temp file, fsync it, rename it into place, fsync the directory.
-pub(crate) fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Encoding of everything baton stores or sends between nodes.

@@ -25,10 +25,10 @@ use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
 use serde::{Deserialize, Serialize};
 
 use super::{encode, write_durably};
-use crate::admin::Metrics;
 use crate::core::access::AccessState;
 use crate::core::{Applied, Changes, Effect, LeaseTable, LogCommand, Op, Outcome, Timer};
 use crate::expiry::Countdowns;
+use crate::metrics::Metrics;
 use crate::raft_types::{
     Entry, LogId, Snapshot, SnapshotData, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };

@@ -1,0 +1,160 @@
+//! Serving a request here or forwarding it once to the leader (see `super::baton`'s module
+//! doc): who is asking, what they may do, and the forward with its principal.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use baton_proto::v1::baton_client::BatonClient;
+use baton_proto::{FORWARDED_METADATA_KEY, LEADER_METADATA_KEY};
+use tonic::metadata::MetadataValue;
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status};
+
+use super::baton::{unavailable, BatonServer, Ctx, Refusal, FORWARD_TIMEOUT};
+use super::convert;
+
+impl BatonServer {
+    /// Serves `req` here, or forwards it once to the leader (see the module doc).
+    pub(super) async fn serve<Req, Resp, LF, RF>(
+        &self,
+        method: &'static str,
+        req: Request<Req>,
+        local: impl FnOnce(Arc<Ctx>, Req, Option<String>) -> LF,
+        remote: impl FnOnce(BatonClient<Channel>, Request<Req>) -> RF,
+    ) -> Result<Response<Resp>, Status>
+    where
+        Req: Clone + super::auth::Acts,
+        LF: Future<Output = Result<Resp, Refusal>>,
+        RF: Future<Output = Result<Response<Resp>, Status>>,
+    {
+        let answer = async {
+            let principal = self.ctx.auth.principal(&req)?;
+            let forwarded = req.metadata().contains_key(FORWARDED_METADATA_KEY);
+            let bearer = req
+                .metadata()
+                .get(super::auth::AUTHORIZATION_METADATA_KEY)
+                .cloned();
+            let msg = req.into_inner();
+            let (acting, needs) = (msg.acting(), msg.needs());
+            let allowed = super::auth::authorize(
+                &self.ctx.auth,
+                principal.as_deref(),
+                acting,
+                needs,
+                &self.ctx.sm,
+            );
+            let served = match allowed {
+                Ok(()) => match self
+                    .ctx
+                    .principal_limited(principal.as_deref(), msg.writes())
+                {
+                    Some(limited) => Err(Refusal::Status(limited)),
+                    None => local(self.ctx.clone(), msg.clone(), principal.clone()).await,
+                },
+                // This node's copy of the policy may be behind the leader's (a grant just
+                // made): the leader, whose copy is the latest, decides. (What this node
+                // allows and forwards, the leader checks again with its own copy.)
+                Err(denied) => match self.ctx.leader_elsewhere() {
+                    Some(leader) if !forwarded => Err(Refusal::NotLeader {
+                        leader: Some(leader),
+                    }),
+                    // No leader to confirm it with (an election): a refusal from a copy
+                    // that may be behind is not final; the client retries.
+                    None if !forwarded && !self.ctx.leads() => Err(Refusal::Status(unavailable(
+                        None,
+                        &format!(
+                            "cannot confirm a refusal ({}) without a leader",
+                            denied.message()
+                        ),
+                    ))),
+                    _ => Err(Refusal::Status(denied)),
+                },
+            };
+            match served {
+                Ok(resp) => Ok(Response::new(resp)),
+                // A node of data format 3 forwards with its own protobuf types, which drop
+                // the session a format-4 client sent (a rolling upgrade with a new leader
+                // elected early). Not the client's fault: it retries, and may reach the
+                // leader directly.
+                Err(Refusal::Status(s))
+                    if forwarded
+                        && s.code() == tonic::Code::InvalidArgument
+                        && s.message().starts_with(convert::SESSION_MISSING) =>
+                {
+                    Err(Status::unavailable(
+                        "a node that predates data format 4 forwarded this write without its \
+                         session; retry (the forwarding node names this leader)",
+                    ))
+                }
+                Err(Refusal::Status(s)) => Err(s),
+                Err(Refusal::NotLeader { leader: Some(addr) }) if !forwarded => {
+                    let client = self.ctx.leader_client(&addr)?;
+                    let mut fwd = Request::new(msg);
+                    fwd.metadata_mut()
+                        .insert(FORWARDED_METADATA_KEY, MetadataValue::from_static("1"));
+                    // The leader learns who is asking from this node's certificate and the
+                    // principal it names (empty: anonymous), or, without TLS, from the
+                    // client's own token again.
+                    // Binary, so any name survives; always sent with auth on, since a forwarded
+                    // request without it counts as anonymous, never as this node.
+                    if self.ctx.auth.on() {
+                        let p = principal.as_deref().unwrap_or("").as_bytes();
+                        fwd.metadata_mut().insert_bin(
+                            super::auth::PRINCIPAL_METADATA_KEY,
+                            tonic::metadata::BinaryMetadataValue::from_bytes(p),
+                        );
+                    }
+                    if let Some(bearer) = bearer {
+                        fwd.metadata_mut()
+                            .insert(super::auth::AUTHORIZATION_METADATA_KEY, bearer);
+                    }
+                    fwd.set_timeout(FORWARD_TIMEOUT);
+                    match remote(client, fwd).await {
+                        Ok(resp) => Ok(with_leader(Response::new(resp.into_inner()), &addr)),
+                        Err(s) if forward_failed(&s) => Err(unavailable(
+                            Some(&addr),
+                            &format!(
+                                "forwarding to the leader failed ({:?}: {}); retry with the \
+                                 same request id",
+                                s.code(),
+                                s.message()
+                            ),
+                        )),
+                        Err(s) => Err(s),
+                    }
+                }
+                Err(Refusal::NotLeader { leader }) => Err(unavailable(
+                    leader.as_deref(),
+                    "this node is not the leader",
+                )),
+            }
+        }
+        .await;
+        let code = match &answer {
+            Ok(_) => tonic::Code::Ok,
+            Err(s) => s.code(),
+        };
+        self.ctx.metrics.grpc_request(method, code);
+        answer
+    }
+}
+
+/// Whether a forwarded request failed on the way rather than being answered by the leader:
+/// the leader said UNAVAILABLE, or the transport gave up (refused, reset, timed out,
+/// cancelled with the connection). Those become this node's UNAVAILABLE, which the client
+/// retries; a leader's real answer (INVALID_ARGUMENT, ...) passes through unchanged.
+fn forward_failed(s: &Status) -> bool {
+    use tonic::Code;
+    std::error::Error::source(s).is_some()
+        || matches!(
+            s.code(),
+            Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded
+        )
+}
+
+fn with_leader<T>(mut r: Response<T>, leader: &str) -> Response<T> {
+    if let Ok(v) = MetadataValue::try_from(leader) {
+        r.metadata_mut().insert(LEADER_METADATA_KEY, v);
+    }
+    r
+}

@@ -1,0 +1,19 @@
+//! The wire limits: what a node accepts in a request, which clients check too (to refuse
+//! early, or cut a default to fit). One home for both sides; the node's own limits live in
+//! `baton_node::core::limits`, which re-exports these.
+
+/// A key is 1..=512 bytes of UTF-8 without control characters.
+pub const KEY_BYTES_MAX: usize = 512;
+/// A holder name is 1..=128 bytes without control characters.
+pub const HOLDER_NAME_BYTES_MAX: usize = 128;
+/// A client id (a session, or a retry slot) is 1..=64 bytes of printable ASCII.
+pub const CLIENT_ID_BYTES_MAX: usize = 64;
+/// A record's status word: 1..=32 bytes of `a-z`, `0-9`, `_`, `-`.
+pub const STATUS_BYTES_MAX: usize = 32;
+/// Longest `authorization` value (a bearer token) a node hashes; longer ones are refused
+/// unread, and a client does not send one.
+pub const TOKEN_BYTES_MAX: usize = 512;
+
+/// The first line of every backup file (`baton cluster backup` writes what a node streams;
+/// `baton-node restore` reads it).
+pub const BACKUP_MAGIC: &[u8] = b"BATON-BACKUP 1\n";
