@@ -4,9 +4,17 @@
 
 use std::path::Path;
 
-use anyhow::Context;
-
 use crate::HandoffNote;
+
+/// Why a note file's text is not a note. Says which format it was read as and what is wrong
+/// (serde's words: the line and the field).
+#[derive(Debug, thiserror::Error)]
+pub enum NoteError {
+    #[error("the note file is not a valid JSON note: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the note file is not a valid TOML note: {0}")]
+    Toml(#[from] toml::de::Error),
+}
 
 /// The format of a note file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,11 +37,9 @@ impl NoteFormat {
 
 /// Parses a note file's text. Unknown fields are refused, so a misspelt field is reported
 /// instead of silently left out of the handoff.
-pub fn parse_note(text: &str, format: NoteFormat) -> anyhow::Result<HandoffNote> {
-    match format {
-        NoteFormat::Json => {
-            serde_json::from_str(text).context("the note file is not a valid JSON note")
-        }
-        NoteFormat::Toml => toml::from_str(text).context("the note file is not a valid TOML note"),
-    }
+pub fn parse_note(text: &str, format: NoteFormat) -> Result<HandoffNote, NoteError> {
+    Ok(match format {
+        NoteFormat::Json => serde_json::from_str(text)?,
+        NoteFormat::Toml => toml::from_str(text)?,
+    })
 }

@@ -20,6 +20,19 @@ use crate::store::StateMachine;
 /// The most of an admin answer `get` reads.
 pub const ADMIN_ANSWER_BYTES_MAX: u64 = 1 << 20;
 
+/// Why `http_get` got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("{doing}: {source}")]
+    Io {
+        doing: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{from} answered no HTTP status line: {head:?}")]
+    NoStatus { from: String, head: String },
+}
+
 /// One answer of the admin port.
 #[derive(Debug)]
 pub struct AdminAnswer {
@@ -30,8 +43,7 @@ pub struct AdminAnswer {
 /// GETs `path` from a node's admin port at `addr` (host:port; an unspecified IP such as
 /// 0.0.0.0, as a node is told to listen on, means this host). HTTP/1.0 with
 /// `Connection: close`: one request, read to the end. For `baton-node health`.
-pub async fn http_get(addr: &str, path: &str) -> anyhow::Result<AdminAnswer> {
-    use anyhow::Context;
+pub async fn http_get(addr: &str, path: &str) -> Result<AdminAnswer, AdminError> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let target = match addr.parse::<std::net::SocketAddr>() {
         Ok(a) if a.ip().is_unspecified() => {
@@ -39,24 +51,34 @@ pub async fn http_get(addr: &str, path: &str) -> anyhow::Result<AdminAnswer> {
         }
         _ => addr.to_owned(),
     };
+    let io = |doing: &str| {
+        let doing = format!("{doing} {target}{path}");
+        move |source| AdminError::Io { doing, source }
+    };
     let mut stream = tokio::net::TcpStream::connect(&target)
         .await
-        .with_context(|| format!("connecting to the admin port {target}"))?;
+        .map_err(io("connecting to the admin port for"))?;
     let request = format!("GET {path} HTTP/1.0\r\nHost: {target}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await?;
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(io("sending the request"))?;
     let mut raw = Vec::new();
     stream
         .take(ADMIN_ANSWER_BYTES_MAX)
         .read_to_end(&mut raw)
         .await
-        .with_context(|| format!("reading the answer of {target}{path}"))?;
+        .map_err(io("reading the answer of"))?;
     let text = String::from_utf8_lossy(&raw);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse::<u16>().ok())
-        .with_context(|| format!("{target}{path} answered no HTTP status line: {head:?}"))?;
+        .ok_or_else(|| AdminError::NoStatus {
+            from: format!("{target}{path}"),
+            head: head.to_string(),
+        })?;
     Ok(AdminAnswer {
         status,
         body: body.to_owned(),
