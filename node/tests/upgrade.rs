@@ -86,6 +86,14 @@ impl Node {
     }
 }
 
+impl Drop for Node {
+    /// A test that fails half-way still stops its node (by PID); after `stop`, a no-op.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn identity_format(dir: &Path) -> u64 {
     let id: Value = serde_json::from_slice(&std::fs::read(dir.join("baton.id")).unwrap()).unwrap();
     id["format"].as_u64().unwrap()
