@@ -82,7 +82,8 @@ impl Channels {
             }
         }
         let (generation, tls) = self.tls.current();
-        let ch = crate::tls::channel(addr, tls.as_ref(), std::time::Duration::from_secs(1))?;
+        let ch = crate::tls::channel(addr, tls.as_ref(), std::time::Duration::from_secs(1))
+            .map_err(|e| e.to_string())?;
         cache.insert(addr.to_string(), (generation, ch.clone()));
         Ok(ch)
     }

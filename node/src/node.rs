@@ -35,9 +35,9 @@ pub enum NodeError {
     #[error("{0}")]
     Join(String),
     #[error("TLS: {0}")]
-    Tls(String),
+    Tls(#[from] crate::tls::TlsError),
     #[error("auth: {0}")]
-    Auth(String),
+    Auth(#[from] crate::tokens::TokensError),
 }
 
 /// How long a node started with `--join` keeps asking to be added before it gives up.
@@ -132,7 +132,7 @@ pub async fn run(
             let tokens = crate::tokens::Tokens::load(file.clone()).map_err(NodeError::Auth)?;
             tokens
                 .reload_on_sighup()
-                .map_err(|e| NodeError::Auth(format!("SIGHUP handler: {e}")))?;
+                .map_err(|e| NodeError::Auth(format!("SIGHUP handler: {e}").into()))?;
             Some(tokens)
         }
     };
@@ -249,7 +249,7 @@ pub async fn run(
             let (reload, config) = tokio::sync::watch::channel(config);
             if let Some(files) = cfg.tls.clone() {
                 crate::tls::reload_on_sighup(files, reload, outbound)
-                    .map_err(|e| NodeError::Tls(format!("SIGHUP handler: {e}")))?;
+                    .map_err(|e| NodeError::Tls(format!("SIGHUP handler: {e}").into()))?;
             }
             let incoming = crate::tls::accept(incoming, config);
             router.serve_with_incoming_shutdown(incoming, stop).await

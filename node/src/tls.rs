@@ -27,6 +27,17 @@ use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
+/// Why TLS settings cannot be used: which file, and what is wrong with it (rustls' words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TlsError(pub String);
+
+impl From<String> for TlsError {
+    fn from(message: String) -> TlsError {
+        TlsError(message)
+    }
+}
+
 /// The common-name prefix of node certificates (`baton-node certs` names node N's
 /// `baton node N`): who is a node is a certificate's identity, so it is told here.
 pub const NODE_CN_PREFIX: &str = "baton node ";
@@ -162,7 +173,7 @@ impl TlsFiles {
     /// The server configurations, client and peer. Each CA file is read once, so whether
     /// the two are one is decided on the certificates the verifiers were built from (the
     /// same set, in any order or PEM layout).
-    pub fn server_configs(&self) -> Result<ServerConfigs, String> {
+    pub fn server_configs(&self) -> Result<ServerConfigs, TlsError> {
         let peer = self.peer_files();
         let client_ca = certs(&self.ca)?;
         let peer_ca = if peer.ca == self.ca {
@@ -189,7 +200,7 @@ impl TlsFiles {
 
     /// How this node reaches another (Raft, forwarding, joining): it trusts the peer CA,
     /// shows its peer certificate, and offers [`PEER_ALPN`].
-    pub fn outbound_config(&self) -> Result<Arc<rustls::ClientConfig>, String> {
+    pub fn outbound_config(&self) -> Result<Arc<rustls::ClientConfig>, TlsError> {
         let peer = self.peer_files();
         let mut config = rustls::ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
@@ -289,7 +300,7 @@ pub fn channel(
     addr: &str,
     tls: Option<&Arc<rustls::ClientConfig>>,
     connect_timeout: Duration,
-) -> Result<tonic::transport::Channel, String> {
+) -> Result<tonic::transport::Channel, TlsError> {
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .map_err(|e| format!("bad node address {addr:?}: {e}"))?
         .tcp_nodelay(true)
@@ -539,7 +550,7 @@ pub fn generate(
     nodes: &[(u64, Vec<String>)],
     clients: &[String],
     peer_ca: bool,
-) -> Result<Vec<PathBuf>, String> {
+) -> Result<Vec<PathBuf>, TlsError> {
     use rcgen::{
         BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
         KeyPair, KeyUsagePurpose,
@@ -550,7 +561,8 @@ pub fn generate(
     if let Some(c) = clients.iter().find(|c| c.starts_with(node_prefix)) {
         return Err(format!(
             "client name {c:?}: names starting {node_prefix:?} are for node certificates"
-        ));
+        )
+        .into());
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut written = Vec::new();
@@ -685,12 +697,17 @@ mod tests {
             ..files.clone()
         };
         let e = mismatched.server_configs().err().unwrap();
-        assert!(e.contains("do not go together"), "{e}");
+        assert!(e.0.contains("do not go together"), "{e}");
         let missing = TlsFiles {
             ca: dir.path().join("nope.pem"),
             ..files
         };
-        assert!(missing.server_configs().err().unwrap().contains("nope.pem"));
+        assert!(missing
+            .server_configs()
+            .err()
+            .unwrap()
+            .0
+            .contains("nope.pem"));
     }
 
     #[test]
@@ -750,7 +767,7 @@ mod tests {
         };
         let e = crossed.server_configs().err().unwrap();
         assert!(
-            e.contains("peer-1.pem") && e.contains("do not go together"),
+            e.0.contains("peer-1.pem") && e.0.contains("do not go together"),
             "{e}"
         );
     }

@@ -23,6 +23,18 @@ pub const TOKEN_RANDOM_BYTES: usize = 32;
 /// Longest `authorization` value a node hashes; longer ones are refused unread (a wire
 /// limit, in `baton_proto::limits`).
 pub use baton_proto::limits::TOKEN_BYTES_MAX;
+
+/// Why a tokens file, or a principal's name, cannot be used: which file or line, and what is
+/// wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TokensError(pub String);
+
+impl From<String> for TokensError {
+    fn from(message: String) -> TokensError {
+        TokensError(message)
+    }
+}
 /// Most lines a tokens file may hold.
 pub const TOKENS_MAX: usize = 100_000;
 /// Longest principal name (as a holder name may be).
@@ -39,7 +51,7 @@ pub struct TokenBook {
 
 impl TokenBook {
     /// Parses a tokens file's text. Errors name the line.
-    pub fn parse(text: &str) -> Result<TokenBook, String> {
+    pub fn parse(text: &str) -> Result<TokenBook, TokensError> {
         let mut by_hash = HashMap::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -50,27 +62,27 @@ impl TokenBook {
             let mut parts = line.split_whitespace();
             let (Some(principal), Some(hash), None) = (parts.next(), parts.next(), parts.next())
             else {
-                return Err(at("expected `PRINCIPAL sha256:HEX`"));
+                return Err(at("expected `PRINCIPAL sha256:HEX`").into());
             };
-            check_principal(principal).map_err(|e| at(&e))?;
+            check_principal(principal).map_err(|e| at(&e.0))?;
             let hash = hash
                 .strip_prefix("sha256:")
                 .and_then(parse_hex)
                 .ok_or_else(|| at("the hash must be `sha256:` and 64 hex digits"))?;
             if by_hash.insert(hash, principal.to_owned()).is_some() {
-                return Err(at("this hash is listed twice"));
+                return Err(at("this hash is listed twice").into());
             }
             if by_hash.len() > TOKENS_MAX {
-                return Err(at(&format!("more than {TOKENS_MAX} tokens (TOKENS_MAX)")));
+                return Err(at(&format!("more than {TOKENS_MAX} tokens (TOKENS_MAX)")).into());
             }
         }
         Ok(TokenBook { by_hash })
     }
 
     /// Reads and parses a tokens file.
-    pub fn load(path: &Path) -> Result<TokenBook, String> {
+    pub fn load(path: &Path) -> Result<TokenBook, TokensError> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        TokenBook::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        TokenBook::parse(&text).map_err(|e| TokensError(format!("{}: {e}", path.display())))
     }
 
     /// The principal a token stands for, if it is listed.
@@ -88,17 +100,16 @@ impl TokenBook {
 }
 
 /// A principal name: what a holder name may be, and no spaces (the file is space-separated).
-pub fn check_principal(name: &str) -> Result<(), String> {
+pub fn check_principal(name: &str) -> Result<(), TokensError> {
     if name.is_empty() || name.len() > PRINCIPAL_BYTES_MAX {
         return Err(format!(
             "a principal is 1 to {PRINCIPAL_BYTES_MAX} bytes, got {}",
             name.len()
-        ));
+        )
+        .into());
     }
     if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!(
-            "principal {name:?} has a space or control character"
-        ));
+        return Err(format!("principal {name:?} has a space or control character").into());
     }
     // Names with a meaning of their own: a node (never bound by permissions), and what a
     // policy's `who` uses for anyone, the unauthenticated and groups.
@@ -107,7 +118,8 @@ pub fn check_principal(name: &str) -> Result<(), String> {
         return Err(format!(
             "principal {name:?} is reserved (\"*\", \"anonymous\", \"group:...\", \
              \"baton node ...\")"
-        ));
+        )
+        .into());
     }
     Ok(())
 }
@@ -148,7 +160,7 @@ pub fn line(principal: &str, token: &str) -> String {
 
 /// Makes a token for `principal`, appends its line to `file` (created readable by its owner
 /// only) and returns the token.
-pub fn add(file: &Path, principal: &str) -> Result<String, String> {
+pub fn add(file: &Path, principal: &str) -> Result<String, TokensError> {
     check_principal(principal)?;
     let token = new_token();
     let mut options = std::fs::OpenOptions::new();
@@ -173,7 +185,7 @@ pub struct Tokens {
 
 impl Tokens {
     /// Loads `file`; a node does not start on a file that does not load.
-    pub fn load(file: PathBuf) -> Result<Tokens, String> {
+    pub fn load(file: PathBuf) -> Result<Tokens, TokensError> {
         let book = TokenBook::load(&file)?;
         Ok(Tokens {
             file,
@@ -190,7 +202,7 @@ impl Tokens {
     }
 
     /// Reads the file again; on an error the tokens in use stay.
-    pub fn reload(&self) -> Result<usize, String> {
+    pub fn reload(&self) -> Result<usize, TokensError> {
         let book = TokenBook::load(&self.file)?;
         let n = book.len();
         *self.book.write().expect("tokens lock") = book;
@@ -271,7 +283,7 @@ mod tests {
             ),
         ] {
             let err = TokenBook::parse(&text).unwrap_err();
-            assert!(err.contains(want), "{text:?}: {err}");
+            assert!(err.0.contains(want), "{text:?}: {err}");
         }
     }
 
@@ -293,7 +305,7 @@ mod tests {
         assert!(add(&file, "has space").is_err());
         for reserved in ["*", "anonymous", "group:ops"] {
             let e = add(&file, reserved).unwrap_err();
-            assert!(e.contains("reserved"), "{reserved}: {e}");
+            assert!(e.0.contains("reserved"), "{reserved}: {e}");
         }
         // A node's name has a space: no token can ever stand for a node.
         assert!(add(&file, "baton node 1").is_err());
@@ -305,7 +317,7 @@ mod tests {
         assert_eq!(tokens.principal(&b).as_deref(), Some("agent-b"));
         // A broken file keeps the book in use.
         std::fs::write(&file, "nonsense\n").unwrap();
-        assert!(tokens.reload().unwrap_err().contains("line 1"));
+        assert!(tokens.reload().unwrap_err().0.contains("line 1"));
         assert_eq!(tokens.principal(&b).as_deref(), Some("agent-b"));
     }
 }

@@ -97,14 +97,15 @@ pub struct Rule {
 
 impl Policy {
     /// Parses and checks a policy's TOML text.
-    pub fn parse(text: &str) -> Result<Policy, String> {
+    pub fn parse(text: &str) -> Result<Policy, PolicyError> {
         if text.len() > POLICY_BYTES_MAX {
             return Err(format!(
                 "the policy is {} bytes, at most {POLICY_BYTES_MAX} (POLICY_BYTES_MAX)",
                 text.len()
-            ));
+            )
+            .into());
         }
-        let policy: Policy = toml::from_str(text).map_err(|e| e.to_string())?;
+        let policy: Policy = toml::from_str(text).map_err(|e| PolicyError(e.to_string()))?;
         policy.check()?;
         Ok(policy)
     }
@@ -115,12 +116,13 @@ impl Policy {
     }
 
     /// Checks names, prefixes, group references and limits.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), PolicyError> {
         if self.rules.len() > RULES_MAX {
             return Err(format!(
                 "{} rules, at most {RULES_MAX} (RULES_MAX)",
                 self.rules.len()
-            ));
+            )
+            .into());
         }
         let entries = self.groups.values().map(Vec::len).sum::<usize>()
             + self.names.values().map(Vec::len).sum::<usize>()
@@ -132,7 +134,8 @@ impl Policy {
         if entries > POLICY_ENTRIES_MAX {
             return Err(format!(
                 "{entries} entries, at most {POLICY_ENTRIES_MAX} (POLICY_ENTRIES_MAX)"
-            ));
+            )
+            .into());
         }
         for (group, members) in &self.groups {
             name(group).map_err(|e| format!("group {group:?}: {e}"))?;
@@ -143,14 +146,12 @@ impl Policy {
         for (n, rule) in self.rules.iter().enumerate() {
             let at = |e: String| format!("rule {}: {e}", n + 1);
             if rule.who.is_empty() || rule.prefixes.is_empty() || rule.can.is_empty() {
-                return Err(at(
-                    "who, prefixes and can must each name at least one".into()
-                ));
+                return Err(at("who, prefixes and can must each name at least one".into()).into());
             }
             for who in &rule.who {
                 match who.strip_prefix(GROUP_PREFIX) {
                     Some(group) if !self.groups.contains_key(group) => {
-                        return Err(at(format!("{who:?}: no such group in [groups]")));
+                        return Err(at(format!("{who:?}: no such group in [groups]")).into());
                     }
                     Some(_) => {}
                     None if who == ANYONE || who == ANONYMOUS => {}
@@ -172,7 +173,7 @@ impl Policy {
 
     /// Parses a policy to be set (`baton access set`, `--access-policy`): [`Policy::parse`],
     /// and [`Policy::leaves_an_admin`].
-    pub fn parse_to_set(text: &str) -> Result<Policy, String> {
+    pub fn parse_to_set(text: &str) -> Result<Policy, PolicyError> {
         let policy = Policy::parse(text)?;
         policy.leaves_an_admin()?;
         Ok(policy)
@@ -181,7 +182,7 @@ impl Policy {
     /// Refuses a policy that leaves no one `admin` on every key (prefix `""`): no one could
     /// change it again but a node (as etcd will not let root lose its role). Checked where a
     /// policy is set (`baton access set`, `--access-policy`), not when a set one is applied.
-    pub fn leaves_an_admin(&self) -> Result<(), String> {
+    pub fn leaves_an_admin(&self) -> Result<(), PolicyError> {
         // Anonymous clients are served only with --allow-anonymous: they are no one to count.
         let somebody = |who: &String| match who.strip_prefix(GROUP_PREFIX) {
             Some(group) => self.groups.get(group).is_some_and(|m| !m.is_empty()),
@@ -195,12 +196,12 @@ impl Policy {
         if admin {
             Ok(())
         } else {
-            Err(
+            Err(PolicyError(
                 "it leaves no one admin on every key (a rule with can = [\"admin\"] and \
                  prefixes = [\"\"] for a principal, \"*\" or a group with members): no one \
                  could change it again"
                     .into(),
-            )
+            ))
         }
     }
 
@@ -325,6 +326,68 @@ impl AccessState {
     }
 }
 
+/// Why a principal may not do something: a refusal with its facts. `Display` is the line
+/// for people (PERMISSION_DENIED's message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denied {
+    /// No rule gives `principal` (`None`: anonymous) `permission` on `target`.
+    NoPermission {
+        principal: Option<String>,
+        permission: Permission,
+        target: String,
+        /// The permissions version the refusal was decided under.
+        version: u64,
+    },
+    /// With no policy set, anonymous clients may not administer the cluster.
+    AnonymousAdmin { target: String },
+    /// `principal` may not act as holder `holder`.
+    NotYourName { principal: String, holder: String },
+}
+
+impl std::fmt::Display for Denied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Denied::NoPermission {
+                principal,
+                permission,
+                target,
+                version,
+            } => write!(
+                f,
+                "{} has no `{}` permission on {target:?} (permissions version {version}; an \
+                 admin changes them with `baton access set`)",
+                principal
+                    .as_ref()
+                    .map_or_else(|| "an anonymous client".to_owned(), |p| format!("{p:?}")),
+                permission.name(),
+            ),
+            Denied::AnonymousAdmin { target } => write!(
+                f,
+                "an anonymous client has no `admin` permission on {target:?}: with no policy \
+                 set, anonymous clients may do everything but administer the cluster"
+            ),
+            Denied::NotYourName { principal, holder } => write!(
+                f,
+                "you are {principal:?}: you cannot act as holder {holder:?} (a policy's \
+                 [names] can allow it)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Denied {}
+
+/// Why a policy text is not a policy: where, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PolicyError(pub String);
+
+impl From<String> for PolicyError {
+    fn from(message: String) -> PolicyError {
+        PolicyError(message)
+    }
+}
+
 /// Refuses `principal` (`None`: anonymous) `permission` on `target` under `policy`; with no
 /// policy, allows everything. `version` is quoted in the refusal.
 pub fn check(
@@ -333,26 +396,29 @@ pub fn check(
     principal: Option<&str>,
     permission: Permission,
     target: &str,
-) -> Result<(), String> {
+) -> Result<(), Denied> {
     match policy {
-        Some(policy) if !policy.allows(principal, permission, target) => Err(format!(
-            "{} has no `{}` permission on {target:?} (permissions version {version}; an \
-             admin changes them with `baton access set`)",
-            principal.map_or_else(|| "an anonymous client".to_owned(), |p| format!("{p:?}")),
-            permission.name(),
-        )),
+        Some(policy) if !policy.allows(principal, permission, target) => {
+            Err(Denied::NoPermission {
+                principal: principal.map(str::to_owned),
+                permission,
+                target: target.to_owned(),
+                version,
+            })
+        }
         // No policy: everything, but not the cluster's administration to the anonymous.
-        None if principal.is_none() && permission == Permission::Admin => Err(format!(
-            "an anonymous client has no `admin` permission on {target:?}: with no policy set, \
-             anonymous clients may do everything but administer the cluster"
-        )),
+        None if principal.is_none() && permission == Permission::Admin => {
+            Err(Denied::AnonymousAdmin {
+                target: target.to_owned(),
+            })
+        }
         _ => Ok(()),
     }
 }
 
 /// Refuses `principal` acting as holder `holder` unless it is its own name or one `policy`
 /// lets it use.
-pub fn check_name(policy: Option<&Policy>, principal: &str, holder: &str) -> Result<(), String> {
+pub fn check_name(policy: Option<&Policy>, principal: &str, holder: &str) -> Result<(), Denied> {
     let allowed = match policy {
         Some(policy) => policy.may_use_name(principal, holder),
         None => holder == principal,
@@ -360,10 +426,10 @@ pub fn check_name(policy: Option<&Policy>, principal: &str, holder: &str) -> Res
     if allowed {
         Ok(())
     } else {
-        Err(format!(
-            "you are {principal:?}: you cannot act as holder {holder:?} (a policy's [names] \
-             can allow it)"
-        ))
+        Err(Denied::NotYourName {
+            principal: principal.to_owned(),
+            holder: holder.to_owned(),
+        })
     }
 }
 
@@ -457,11 +523,12 @@ mod tests {
             ("nonsense", "expected"),
         ] {
             let err = Policy::parse(text).unwrap_err();
-            assert!(err.contains(want), "{text:?}: {err}");
+            assert!(err.0.contains(want), "{text:?}: {err}");
         }
         let big = "#".repeat(POLICY_BYTES_MAX + 1);
         assert!(Policy::parse(&big)
             .unwrap_err()
+            .0
             .contains("POLICY_BYTES_MAX"));
         // Parsed, but not to be set: no one would be admin.
         for text in [
@@ -471,12 +538,12 @@ mod tests {
             "[[rule]]\nwho = [\"anonymous\"]\nprefixes = [\"\"]\ncan = [\"admin\"]",
         ] {
             let e = Policy::parse(text).unwrap().leaves_an_admin().unwrap_err();
-            assert!(e.contains("leaves no one admin"), "{text:?}: {e}");
+            assert!(e.0.contains("leaves no one admin"), "{text:?}: {e}");
         }
         assert!(Policy::parse(POLICY).unwrap().leaves_an_admin().is_ok());
         let many =
             "[[rule]]\nwho = [\"x\"]\nprefixes = [\"\"]\ncan = [\"read\"]\n".repeat(RULES_MAX + 1);
-        assert!(Policy::parse(&many).unwrap_err().contains("RULES_MAX"));
+        assert!(Policy::parse(&many).unwrap_err().0.contains("RULES_MAX"));
     }
 
     #[test]
@@ -510,13 +577,24 @@ mod tests {
             "billing/x",
         )
         .unwrap_err();
+        // The refusal carries its facts; its line for people says them.
+        assert_eq!(
+            e,
+            Denied::NoPermission {
+                principal: Some("agent-b".into()),
+                permission: Permission::Read,
+                target: "billing/x".into(),
+                version: 1
+            }
+        );
+        let line = e.to_string();
         assert!(
-            e.contains("\"agent-b\" has no `read` permission on \"billing/x\"")
-                && e.contains("version 1"),
+            line.contains("\"agent-b\" has no `read` permission on \"billing/x\"")
+                && line.contains("version 1"),
             "{e}"
         );
         let e = check(s.in_force(None), 1, None, Permission::Claim, "tasks/x").unwrap_err();
-        assert!(e.contains("anonymous"), "{e}");
+        assert!(e.to_string().contains("anonymous"), "{e}");
         assert!(check_name(s.in_force(None), "agent-b", "agent-b/worker-1").is_ok());
         // A clear is a change: the bootstrap policy no longer applies.
         assert_eq!(s.set(11, 2_000, "baton node 1", None), 2);

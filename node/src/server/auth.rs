@@ -150,14 +150,13 @@ pub fn authorize(
     sm.read(|s| {
         let policy = s.access.in_force(auth.bootstrap.as_deref());
         access::check(policy, s.access.version, principal, permission, target)
-            .map_err(Status::permission_denied)?;
+            .map_err(|denied| Status::permission_denied(denied.to_string()))?;
         let Some(principal) = principal else {
             return Ok(());
         };
         match acting {
-            Acting::Holder(name) => {
-                access::check_name(policy, principal, name).map_err(Status::permission_denied)
-            }
+            Acting::Holder(name) => access::check_name(policy, principal, name)
+                .map_err(|denied| Status::permission_denied(denied.to_string())),
             Acting::Token(key, token) => {
                 // A token names one grant, so one holder: the current lease's, if it has
                 // it. A token that is not current changes nothing anyway (the write answers
