@@ -48,21 +48,15 @@ impl LogStore {
     /// is kept: blank and membership entries are the same in both formats, and a rewrite
     /// that completed before a crash is not redone.
     pub(super) fn upgrade_from_format_3(&self) -> Result<(), String> {
-        use bincode::Options;
-        let strict = || {
-            bincode::DefaultOptions::new()
-                .with_fixint_encoding()
-                .reject_trailing_bytes()
-        };
+        use super::decode_whole;
         let mut batch = sled::Batch::default();
         let mut rewritten = 0u64;
         for item in self.log.iter() {
             let (key, bytes) = item.map_err(|e| e.to_string())?;
-            if strict().deserialize::<Entry>(&bytes).is_ok() {
+            if decode_whole::<Entry>(&bytes).is_ok() {
                 continue;
             }
-            let old: super::format3::EntryV3 = strict()
-                .deserialize(&bytes)
+            let old: super::format3::EntryV3 = decode_whole(&bytes)
                 .map_err(|e| format!("log entry {key:?} is neither format 3 nor 4: {e}"))?;
             batch.insert(key, encode(&old.upgrade()));
             rewritten += 1;

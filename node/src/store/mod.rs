@@ -311,5 +311,15 @@ pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, bincode
     bincode::deserialize(bytes)
 }
 
+/// `decode`, refusing trailing bytes: for telling data formats apart, where a value of one
+/// format must not pass for a prefix of another's.
+pub fn decode_whole<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, bincode::Error> {
+    use bincode::Options;
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .reject_trailing_bytes()
+        .deserialize(bytes)
+}
+
 #[cfg(test)]
 mod tests;

@@ -63,17 +63,12 @@ impl SmState {
     /// format is tried whole, trailing bytes refused: an older state fails to decode as a
     /// newer format, and a damaged state is an error, not an older format's misreading.
     pub fn decode(bytes: &[u8]) -> Result<SmState, bincode::Error> {
-        use bincode::Options;
-        let strict = || {
-            bincode::DefaultOptions::new()
-                .with_fixint_encoding()
-                .reject_trailing_bytes()
-        };
-        strict().deserialize::<SmState>(bytes).or_else(|current| {
-            if let Ok(v3) = strict().deserialize::<super::format3::SmStateV3>(bytes) {
+        use super::decode_whole;
+        decode_whole::<SmState>(bytes).or_else(|current| {
+            if let Ok(v3) = decode_whole::<super::format3::SmStateV3>(bytes) {
                 return Ok(v3.upgrade());
             }
-            match strict().deserialize::<super::format3::SmStateV2>(bytes) {
+            match decode_whole::<super::format3::SmStateV2>(bytes) {
                 Ok(v2) => Ok(v2.upgrade()),
                 Err(_) => Err(current),
             }

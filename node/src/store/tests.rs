@@ -526,23 +526,17 @@ fn format_3_commands_replayed_by_this_version_give_the_state_format_3_nodes_had(
 #[test]
 fn a_format_3_log_entry_is_rewritten_as_commands_without_a_sender() {
     use crate::core::LogCommand;
-    use bincode::Options;
     use openraft::testing::log_id;
     use openraft::{Entry, EntryPayload};
-    let strict = bincode::DefaultOptions::new()
-        .with_fixint_encoding()
-        .reject_trailing_bytes();
     // Not readable as today's format (so the upgrade cannot mistake it) ...
-    assert!(strict
-        .deserialize::<Entry<TypeConfig>>(ENTRY_FORMAT_3)
-        .is_err());
+    assert!(decode_whole::<Entry<TypeConfig>>(ENTRY_FORMAT_3).is_err());
     // ... and rewritten whole by the upgrade at open.
     let dir = tempfile::tempdir().unwrap();
     let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
     drop(sm);
     log.write_raw_for_tests(7, ENTRY_FORMAT_3);
     log.upgrade_from_format_3().unwrap();
-    let entry: Entry<TypeConfig> = strict.deserialize(&log.read_raw_for_tests(7)).unwrap();
+    let entry: Entry<TypeConfig> = decode_whole(&log.read_raw_for_tests(7)).unwrap();
     let EntryPayload::Normal(proposal) = entry.payload else {
         panic!("a normal entry");
     };
@@ -558,9 +552,7 @@ fn a_format_3_log_entry_is_rewritten_as_commands_without_a_sender() {
     // Running the upgrade again changes nothing (a rewrite that completed before a crash).
     log.upgrade_from_format_3().unwrap();
     assert_eq!(
-        strict
-            .deserialize::<Entry<TypeConfig>>(&log.read_raw_for_tests(7))
-            .unwrap(),
+        decode_whole::<Entry<TypeConfig>>(&log.read_raw_for_tests(7)).unwrap(),
         Entry {
             log_id: log_id(1, 1, 7),
             payload: EntryPayload::Normal(proposal),
