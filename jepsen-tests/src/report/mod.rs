@@ -37,8 +37,8 @@
 //! ## Files
 //!
 //! This module holds the page, its shared context and the small sections (header, counts,
-//! faults, checkers, legend); [`bars`] computes the ownership bars, [`timeline`] draws them,
-//! [`charts`] draws latency and throughput, and [`svg`] holds what they all draw with.
+//! faults, checkers, legend); `bars` computes the ownership bars, `timeline` draws them,
+//! `charts` draws latency and throughput, and `svg` holds what they all draw with.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
