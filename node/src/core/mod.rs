@@ -9,7 +9,8 @@
 //! - `refusal`  why a request was refused, with its facts;
 //! - `types`    log commands (`LogCommand`, `Op`) and their `Outcome`s;
 //! - `validate` input rules shared with the gRPC edge;
-//! - `table`    `LeaseTable::apply(index, command) -> Outcome`.
+//! - `table`    `LeaseTable::apply(index, command) -> Outcome`: de-duplication, invariants;
+//!   `table/step.rs` holds one `Step` per operation, where the rules live.
 //!
 //! Data path: a gRPC handler validates a request and hands a `LogCommand` (with its
 //! `Sender`: session and principal) to the proposer, which batches concurrent commands into
