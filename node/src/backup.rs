@@ -23,7 +23,7 @@
 //! never shorter for having been restored, only possibly longer by the downtime.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -148,6 +148,35 @@ pub struct Restored {
     pub revision: u64,
 }
 
+/// Why `restore` seeded nothing: the backup could not be read, the member list does not
+/// hold the node, or the data dir could not be seeded.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    #[error("reading the backup {file}: {source}")]
+    Read {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("backup {file}: {source}")]
+    Backup {
+        file: PathBuf,
+        #[source]
+        source: BackupError,
+    },
+    #[error("node ids start at 1")]
+    NodeZero,
+    #[error("node {node_id} is not in --initial-cluster {members:?}")]
+    NotAMember {
+        node_id: NodeId,
+        members: BTreeMap<NodeId, String>,
+    },
+    #[error("--revision-gap {revision_gap} takes the revision {revision} past 2^64")]
+    RevisionOverflow { revision: u64, revision_gap: u64 },
+    #[error(transparent)]
+    Seed(#[from] crate::store::OpenError),
+}
+
 /// Seeds `data_dir` (empty or absent) as node `node_id` of a new cluster named
 /// `cluster_name` (the backup's, if `None`) whose voters are `members`, from the backup at
 /// `file`, with the revision raised by `revision_gap` (the same on every node).
@@ -158,22 +187,33 @@ pub fn restore(
     cluster_name: Option<&str>,
     members: &BTreeMap<NodeId, String>,
     revision_gap: u64,
-) -> anyhow::Result<Restored> {
-    use anyhow::Context;
-    let bytes =
-        std::fs::read(file).with_context(|| format!("reading the backup {}", file.display()))?;
-    let (header, mut state) =
-        read_backup(&bytes).with_context(|| format!("backup {}", file.display()))?;
-    anyhow::ensure!(node_id > 0, "node ids start at 1");
-    anyhow::ensure!(
-        members.contains_key(&node_id),
-        "node {node_id} is not in --initial-cluster {members:?}"
-    );
+) -> Result<Restored, RestoreError> {
+    let bytes = std::fs::read(file).map_err(|source| RestoreError::Read {
+        file: file.to_path_buf(),
+        source,
+    })?;
+    let (header, mut state) = read_backup(&bytes).map_err(|source| RestoreError::Backup {
+        file: file.to_path_buf(),
+        source,
+    })?;
+    if node_id == 0 {
+        return Err(RestoreError::NodeZero);
+    }
+    if !members.contains_key(&node_id) {
+        return Err(RestoreError::NotAMember {
+            node_id,
+            members: members.clone(),
+        });
+    }
     let cluster_name = cluster_name.unwrap_or(&header.cluster_name).to_owned();
-    state.revision = state
-        .revision
-        .checked_add(revision_gap)
-        .context("--revision-gap takes the revision past 2^64")?;
+    state.revision =
+        state
+            .revision
+            .checked_add(revision_gap)
+            .ok_or(RestoreError::RevisionOverflow {
+                revision: state.revision,
+                revision_gap,
+            })?;
     // Term 0: every term the new cluster elects is above the restored position.
     let index = state.last_applied.map_or(0, |l| l.index).max(1);
     let log_id = LogId::new(openraft::CommittedLeaderId::new(0, 0), index);

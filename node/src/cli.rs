@@ -381,9 +381,25 @@ fn announce_dev(cluster: &crate::dev::DevCluster) {
 #[tokio::main]
 pub async fn main() {
     if let Err(e) = run().await {
-        eprintln!("baton-node: error: {e:#}");
+        eprintln!("baton-node: error: {}", chain(&e));
         std::process::exit(1);
     }
+}
+
+/// An error and its causes, joined by ": ", each said once: baton's error types name their
+/// source in their own message as well as through `source()`, so a cause already said is
+/// not repeated.
+fn chain(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let said = cause.to_string();
+        if text.is_empty() {
+            text = said;
+        } else if !text.contains(&said) {
+            text = format!("{text}: {said}");
+        }
+    }
+    text
 }
 
 async fn run() -> anyhow::Result<()> {
@@ -495,4 +511,27 @@ async fn run() -> anyhow::Result<()> {
         .with_context(|| format!("binding {}", cfg.listen))?;
     crate::node::run(cfg, listener, shutdown_signal()).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_chain_says_each_cause_once() {
+        let missing = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        // A typed error that names its source in its message: the source is not repeated.
+        let typed = crate::backup::RestoreError::Read {
+            file: "/b".into(),
+            source: missing(),
+        };
+        let error = anyhow::Error::new(typed).context("restoring node 1");
+        assert_eq!(
+            chain(&error),
+            "restoring node 1: reading the backup /b: no such file"
+        );
+        // A context over a plain cause: both are said.
+        let error = anyhow::Error::new(missing()).context("binding 127.0.0.1:1");
+        assert_eq!(chain(&error), "binding 127.0.0.1:1: no such file");
+    }
 }
