@@ -88,18 +88,27 @@ pub async fn http_get(addr: &str, path: &str) -> Result<AdminAnswer, AdminError>
 /// Entries a node's apply may trail its own log and still answer `/readyz` with 200.
 pub const READY_APPLY_LAG_MAX: u64 = 1_000;
 
+/// Why a node should not receive traffic (`/readyz` answers 503 with this).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    #[error("no known leader")]
+    NoLeader,
+    #[error("applied index {applied} is more than {READY_APPLY_LAG_MAX} behind the log ({last})")]
+    ApplyLag { applied: u64, last: u64 },
+    #[error("this node reaches no majority of the voters over TLS")]
+    CutOff,
+}
+
 /// Whether this node should receive traffic, and if not, why.
-pub fn readiness(raft: &Raft) -> Result<(), String> {
+pub fn readiness(raft: &Raft) -> Result<(), NotReady> {
     let rm = raft.metrics().borrow().clone();
     if rm.current_leader.is_none() {
-        return Err("no known leader".into());
+        return Err(NotReady::NoLeader);
     }
     let last = rm.last_log_index.unwrap_or(0);
     let applied = rm.last_applied.map(|l| l.index).unwrap_or(0);
     if last.saturating_sub(applied) > READY_APPLY_LAG_MAX {
-        return Err(format!(
-            "applied index {applied} is more than {READY_APPLY_LAG_MAX} behind the log ({last})"
-        ));
+        return Err(NotReady::ApplyLag { applied, last });
     }
     Ok(())
 }
@@ -136,7 +145,7 @@ async fn readyz(State(a): State<Admin>) -> impl IntoResponse {
         voters.len() - unreachable <= voters.len() / 2
     };
     let ready = match readiness(&a.raft) {
-        Ok(()) if cut_off => Err("this node reaches no majority of the voters over TLS".into()),
+        Ok(()) if cut_off => Err(NotReady::CutOff),
         other => other,
     };
     match ready {

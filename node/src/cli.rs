@@ -458,15 +458,14 @@ async fn run() -> anyhow::Result<()> {
                 .context(format!("--node {node:?}: the id must be a number from 1"))?;
             parsed.push((id, hosts.split(',').map(str::to_owned).collect()));
         }
-        let written =
-            crate::tls::generate(dir, &parsed, clients, *peer_ca).map_err(anyhow::Error::msg)?;
+        let written = crate::tls::generate(dir, &parsed, clients, *peer_ca)?;
         for path in written {
             println!("{}", path.display());
         }
         return Ok(());
     }
     if let Some(Command::Token { principal, file }) = &args.command {
-        let token = crate::tokens::add(file, principal).map_err(anyhow::Error::msg)?;
+        let token = crate::tokens::add(file, principal)?;
         println!("{token}");
         eprintln!(
             "added {principal:?} to {}: send SIGHUP to nodes that read it; the token above is \

@@ -73,7 +73,7 @@ struct Channels {
 }
 
 impl Channels {
-    fn get(&self, addr: &str) -> Result<Channel, String> {
+    fn get(&self, addr: &str) -> Result<Channel, crate::tls::TlsError> {
         let generation = self.tls.generation();
         let mut cache = self.cache.lock().expect("channel cache lock");
         if let Some((made, ch)) = cache.get(addr) {
@@ -82,8 +82,7 @@ impl Channels {
             }
         }
         let (generation, tls) = self.tls.current();
-        let ch = crate::tls::channel(addr, tls.as_ref(), std::time::Duration::from_secs(1))
-            .map_err(|e| e.to_string())?;
+        let ch = crate::tls::channel(addr, tls.as_ref(), std::time::Duration::from_secs(1))?;
         cache.insert(addr.to_string(), (generation, ch.clone()));
         Ok(ch)
     }
@@ -152,9 +151,19 @@ fn tls_failure(status: &tonic::Status, chain: &str) -> bool {
         .any(|word| chain.contains(word))
 }
 
+/// Why a peer could not be reached: openraft is told the peer is unreachable and backs off.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct TransportError(String);
+enum TransportError {
+    /// No channel could be made to its address (a bad address, or the TLS settings).
+    #[error("no channel to the peer: {0}")]
+    Channel(#[from] crate::tls::TlsError),
+    /// The RPC failed: the status and its causes, as one line.
+    #[error("{chain}")]
+    Rpc { chain: String },
+    /// It answered, from a data dir that was replaced since.
+    #[error(transparent)]
+    Replaced(#[from] crate::peers::Replaced),
+}
 
 /// Which RPC of the `Raft` service to call.
 enum Method {
@@ -180,7 +189,10 @@ impl Peer {
             Ok(ch) => RaftClient::new(ch)
                 .max_decoding_message_size(RAFT_MESSAGE_BYTES_MAX)
                 .max_encoding_message_size(RAFT_MESSAGE_BYTES_MAX),
-            Err(e) => return Err(RPCError::Unreachable(Unreachable::new(&TransportError(e)))),
+            Err(e) => {
+                let e = TransportError::from(e);
+                return Err(RPCError::Unreachable(Unreachable::new(&e)));
+            }
         };
         let mut request = tonic::Request::new(RaftRequest {
             target_node_id: self.target,
@@ -219,7 +231,7 @@ impl Peer {
                         );
                     }
                 }
-                let e = TransportError(chain);
+                let e = TransportError::Rpc { chain };
                 // Down, slow, or not the node we meant (a wrong address in the membership):
                 // back off before retrying rather than hammer it.
                 return Err(RPCError::Unreachable(Unreachable::new(&e)));
@@ -229,9 +241,8 @@ impl Peer {
         // An answer from a replaced data dir must not count: as if the node were down.
         if let Err(replaced) = self.peers.check(self.target, reply.responder_incarnation) {
             tracing::warn!(error = %replaced, "ignoring a peer's answer");
-            return Err(RPCError::Unreachable(Unreachable::new(&TransportError(
-                replaced.to_string(),
-            ))));
+            let e = TransportError::from(replaced);
+            return Err(RPCError::Unreachable(Unreachable::new(&e)));
         }
         let result: Result<Resp, RaftError<NodeId, E>> =
             decode(&reply.payload).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;

@@ -27,17 +27,45 @@ pub enum NodeError {
     #[error(transparent)]
     Open(#[from] OpenError),
     #[error("raft failed to start or stopped: {0}")]
-    Raft(String),
+    Raft(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
-    #[error("{0}")]
-    Admin(String),
-    #[error("{0}")]
-    Join(String),
+    #[error("cannot listen on admin address {addr}: {source}")]
+    Admin {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Join(#[from] JoinError),
     #[error("TLS: {0}")]
     Tls(#[from] crate::tls::TlsError),
     #[error("auth: {0}")]
     Auth(#[from] crate::tokens::TokensError),
+    #[error("cannot install the SIGHUP handler (reloads of TLS and tokens): {0}")]
+    Sighup(#[source] std::io::Error),
+}
+
+/// Why a node started with `--join` was not added.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    #[error("join address {target:?}: {source}")]
+    Address {
+        target: String,
+        #[source]
+        source: crate::tls::TlsError,
+    },
+    #[error("the cluster refused to add node {node_id} at {addr}: {message}")]
+    Refused {
+        node_id: crate::raft_types::NodeId,
+        addr: String,
+        message: String,
+    },
+    #[error("no leader added node {node_id} within {JOIN_TIMEOUT:?}; last answer: {last}")]
+    TimedOut {
+        node_id: crate::raft_types::NodeId,
+        last: String,
+    },
 }
 
 /// How long a node started with `--join` keeps asking to be added before it gives up.
@@ -91,7 +119,7 @@ pub async fn run(
         sm.clone(),
     )
     .await
-    .map_err(|e| NodeError::Raft(e.to_string()))?;
+    .map_err(|e| NodeError::Raft(e.into()))?;
 
     let must_join = bootstrap(&raft, &cfg).await?;
     tokio::spawn(forget_removed_peers(raft.clone(), peers.clone()));
@@ -109,12 +137,9 @@ pub async fn run(
     let admin_task = match cfg.admin_listen {
         None => None,
         Some(addr) => {
-            let listener = TcpListener::bind(addr).await.map_err(|e| {
-                NodeError::Admin(format!("cannot listen on admin address {addr}: {e}"))
-            })?;
-            let bound = listener
-                .local_addr()
-                .map_err(|e| NodeError::Admin(e.to_string()))?;
+            let listen = |source| NodeError::Admin { addr, source };
+            let listener = TcpListener::bind(addr).await.map_err(listen)?;
+            let bound = listener.local_addr().map_err(listen)?;
             tracing::info!(node_id = cfg.node_id, admin = %bound, "admin listening on {bound}");
             Some(tokio::spawn(crate::admin::serve(
                 listener,
@@ -130,9 +155,7 @@ pub async fn run(
         None => None,
         Some(file) => {
             let tokens = crate::tokens::Tokens::load(file.clone()).map_err(NodeError::Auth)?;
-            tokens
-                .reload_on_sighup()
-                .map_err(|e| NodeError::Auth(format!("SIGHUP handler: {e}").into()))?;
+            tokens.reload_on_sighup().map_err(NodeError::Sighup)?;
             Some(tokens)
         }
     };
@@ -248,8 +271,7 @@ pub async fn run(
         Some(config) => {
             let (reload, config) = tokio::sync::watch::channel(config);
             if let Some(files) = cfg.tls.clone() {
-                crate::tls::reload_on_sighup(files, reload, outbound)
-                    .map_err(|e| NodeError::Tls(format!("SIGHUP handler: {e}").into()))?;
+                crate::tls::reload_on_sighup(files, reload, outbound).map_err(NodeError::Sighup)?;
             }
             let incoming = crate::tls::accept(incoming, config);
             router.serve_with_incoming_shutdown(incoming, stop).await
@@ -267,7 +289,7 @@ pub async fn run(
     if let Some(e) = join_error {
         return Err(e);
     }
-    stopped.map_err(|e| NodeError::Raft(e.to_string()))
+    stopped.map_err(|e| NodeError::Raft(e.into()))
 }
 
 /// Keeps the peer book to the members: a node removed from the cluster is forgotten, so it
@@ -318,7 +340,10 @@ async fn join(
             tls.current().1.as_ref(),
             std::time::Duration::from_secs(1),
         )
-        .map_err(|e| NodeError::Join(format!("join address {target:?}: {e}")))?;
+        .map_err(|source| JoinError::Address {
+            target: target.clone(),
+            source,
+        })?;
         let mut request = tonic::Request::new(AddMemberRequest {
             node_id,
             addr: advertise.clone(),
@@ -353,16 +378,16 @@ async fn join(
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             }
             Err(s) => {
-                return Err(NodeError::Join(format!(
-                    "the cluster refused to add node {node_id} at {advertise}: {}",
-                    s.message()
-                )))
+                return Err(JoinError::Refused {
+                    node_id,
+                    addr: advertise,
+                    message: s.message().to_owned(),
+                }
+                .into())
             }
         }
     }
-    Err(NodeError::Join(format!(
-        "no leader added node {node_id} within {JOIN_TIMEOUT:?}; last answer: {last}"
-    )))
+    Err(JoinError::TimedOut { node_id, last }.into())
 }
 
 /// Initializes a new cluster with the configured initial members. Every initial member
@@ -375,7 +400,7 @@ async fn bootstrap(raft: &Raft, cfg: &ValidConfig) -> Result<bool, NodeError> {
     if raft
         .is_initialized()
         .await
-        .map_err(|e| NodeError::Raft(e.to_string()))?
+        .map_err(|e| NodeError::Raft(e.into()))?
     {
         tracing::info!(
             node_id = cfg.node_id,
@@ -405,6 +430,6 @@ async fn bootstrap(raft: &Raft, cfg: &ValidConfig) -> Result<bool, NodeError> {
             Ok(false)
         }
         Err(openraft::error::RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(false),
-        Err(e) => Err(NodeError::Raft(e.to_string())),
+        Err(e) => Err(NodeError::Raft(e.into())),
     }
 }

@@ -28,14 +28,53 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 /// Why TLS settings cannot be used: which file, and what is wrong with it (rustls' words).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct TlsError(pub String);
-
-impl From<String> for TlsError {
-    fn from(message: String) -> TlsError {
-        TlsError(message)
-    }
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("reading {}: {source}", file.display())]
+    Read {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `what` is "certificate file" or "private key".
+    #[error("{}: not a PEM {what}: {source}", file.display())]
+    Pem {
+        file: PathBuf,
+        what: &'static str,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("{}: no certificate in it", file.display())]
+    NoCertificate { file: PathBuf },
+    #[error("{}: unusable CA certificate: {source}", file.display())]
+    Ca {
+        file: PathBuf,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("client certificate verifier: {0}")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+    /// The crypto provider offers none of the protocol versions asked for.
+    #[error("{0}")]
+    Versions(#[source] rustls::Error),
+    #[error("{}: certificate and key do not go together: {source}", cert.display())]
+    Pair {
+        cert: PathBuf,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("bad node address {addr:?}: {detail}")]
+    Address { addr: String, detail: String },
+    #[error("client name {name:?}: names starting {:?} are for node certificates", NODE_CN_PREFIX.trim_end())]
+    NodeName { name: String },
+    #[error("{}: {source}", file.display())]
+    Write {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("generating a certificate: {0}")]
+    Generate(#[from] rcgen::Error),
 }
 
 /// The common-name prefix of node certificates (`baton-node certs` names node N's
@@ -80,35 +119,48 @@ pub struct PeerFiles {
     pub ca: PathBuf,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        file: path.to_path_buf(),
+        source,
+    })
 }
 
-fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs: Vec<_> = CertificateDer::pem_slice_iter(&read(path)?)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: not a PEM certificate file: {e}", path.display()))?;
+        .map_err(|source| TlsError::Pem {
+            file: path.to_path_buf(),
+            what: "certificate file",
+            source,
+        })?;
     if certs.is_empty() {
-        return Err(format!("{}: no certificate in it", path.display()));
+        return Err(TlsError::NoCertificate {
+            file: path.to_path_buf(),
+        });
     }
     Ok(certs)
 }
 
-fn key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_slice(&read(path)?)
-        .map_err(|e| format!("{}: not a PEM private key: {e}", path.display()))
+fn key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_slice(&read(path)?).map_err(|source| TlsError::Pem {
+        file: path.to_path_buf(),
+        what: "private key",
+        source,
+    })
 }
 
 /// A CA file's certificates, read once, as a root store.
 fn roots(
     ca: &Path,
     certs: &[CertificateDer<'static>],
-) -> Result<Arc<rustls::RootCertStore>, String> {
+) -> Result<Arc<rustls::RootCertStore>, TlsError> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in certs {
-        roots
-            .add(cert.clone())
-            .map_err(|e| format!("{}: unusable CA certificate: {e}", ca.display()))?;
+        roots.add(cert.clone()).map_err(|source| TlsError::Ca {
+            file: ca.to_path_buf(),
+            source,
+        })?;
     }
     Ok(Arc::new(roots))
 }
@@ -124,7 +176,7 @@ fn server_config(
     key_file: &Path,
     (ca, ca_certs): (&Path, &[CertificateDer<'static>]),
     require_client_cert: bool,
-) -> Result<Arc<rustls::ServerConfig>, String> {
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
         roots(ca, ca_certs)?,
         provider(),
@@ -134,18 +186,15 @@ fn server_config(
     } else {
         verifier.allow_unauthenticated()
     }
-    .build()
-    .map_err(|e| format!("client certificate verifier: {e}"))?;
+    .build()?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(TlsError::Versions)?
         .with_client_cert_verifier(verifier)
         .with_single_cert(certs(cert)?, key(key_file)?)
-        .map_err(|e| {
-            format!(
-                "{}: certificate and key do not go together: {e}",
-                cert.display()
-            )
+        .map_err(|source| TlsError::Pair {
+            cert: cert.to_path_buf(),
+            source,
         })?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(Arc::new(config))
@@ -204,14 +253,12 @@ impl TlsFiles {
         let peer = self.peer_files();
         let mut config = rustls::ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
+            .map_err(TlsError::Versions)?
             .with_root_certificates(roots(&peer.ca, &certs(&peer.ca)?)?)
             .with_client_auth_cert(certs(&peer.cert)?, key(&peer.key)?)
-            .map_err(|e| {
-                format!(
-                    "{}: certificate and key do not go together: {e}",
-                    peer.cert.display()
-                )
+            .map_err(|source| TlsError::Pair {
+                cert: peer.cert.clone(),
+                source,
             })?;
         config.alpn_protocols = vec![PEER_ALPN.to_vec(), b"h2".to_vec()];
         Ok(Arc::new(config))
@@ -302,7 +349,10 @@ pub fn channel(
     connect_timeout: Duration,
 ) -> Result<tonic::transport::Channel, TlsError> {
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|e| format!("bad node address {addr:?}: {e}"))?
+        .map_err(|e| TlsError::Address {
+            addr: addr.to_owned(),
+            detail: e.to_string(),
+        })?
         .tcp_nodelay(true)
         .connect_timeout(connect_timeout);
     Ok(match tls {
@@ -310,8 +360,11 @@ pub fn channel(
         Some(config) => {
             // The name the peer's certificate must carry: a bad one is a bad address now,
             // not an unreachable peer at every connect.
-            let name = ServerName::try_from(host_of(addr).to_string())
-                .map_err(|e| format!("bad node address {addr:?}: {e}"))?;
+            let name =
+                ServerName::try_from(host_of(addr).to_string()).map_err(|e| TlsError::Address {
+                    addr: addr.to_owned(),
+                    detail: e.to_string(),
+                })?;
             endpoint.connect_with_connector_lazy(PeerConnector {
                 config: config.clone(),
                 addr: addr.to_string(),
@@ -555,33 +608,35 @@ pub fn generate(
         BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
         KeyPair, KeyUsagePurpose,
     };
-    let err = |e: rcgen::Error| e.to_string();
     // A client certificate named like a node's would be a node's: never bound by permissions.
     let node_prefix = NODE_CN_PREFIX.trim_end();
     if let Some(c) = clients.iter().find(|c| c.starts_with(node_prefix)) {
-        return Err(format!(
-            "client name {c:?}: names starting {node_prefix:?} are for node certificates"
-        )
-        .into());
+        return Err(TlsError::NodeName { name: c.clone() });
     }
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|source| TlsError::Write {
+        file: dir.to_path_buf(),
+        source,
+    })?;
     let mut written = Vec::new();
     // A private key (`*-key.pem`, the CAs' too) is readable by its owner only, from the
     // moment it exists; a certificate is public.
-    let mut write = |name: String, text: String| -> Result<(), String> {
+    let mut write = |name: String, text: String| -> Result<(), TlsError> {
         let path = dir.join(&name);
         let private = name.ends_with("-key.pem");
-        write_file(&path, &text, private).map_err(|e| format!("{}: {e}", path.display()))?;
+        write_file(&path, &text, private).map_err(|source| TlsError::Write {
+            file: path.clone(),
+            source,
+        })?;
         written.push(path);
         Ok(())
     };
-    let mut new_ca = |file: &str, cn: &str| -> Result<(Certificate, KeyPair), String> {
-        let key = KeyPair::generate().map_err(err)?;
-        let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+    let mut new_ca = |file: &str, cn: &str| -> Result<(Certificate, KeyPair), TlsError> {
+        let key = KeyPair::generate()?;
+        let mut ca = CertificateParams::new(Vec::<String>::new())?;
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca.distinguished_name.push(DnType::CommonName, cn);
         ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let cert = ca.self_signed(&key).map_err(err)?;
+        let cert = ca.self_signed(&key)?;
         write(format!("{file}.pem"), cert.pem())?;
         write(format!("{file}-key.pem"), key.serialize_pem())?;
         Ok((cert, key))
@@ -596,12 +651,12 @@ pub fn generate(
                  cn: String,
                  names: Vec<String>,
                  usages|
-     -> Result<(String, String), String> {
-        let key = KeyPair::generate().map_err(err)?;
-        let mut p = CertificateParams::new(names).map_err(err)?;
+     -> Result<(String, String), TlsError> {
+        let key = KeyPair::generate()?;
+        let mut p = CertificateParams::new(names)?;
         p.distinguished_name.push(DnType::CommonName, cn);
         p.extended_key_usages = usages;
-        let cert = p.signed_by(&key, ca_cert, ca_key).map_err(err)?;
+        let cert = p.signed_by(&key, ca_cert, ca_key)?;
         Ok((cert.pem(), key.serialize_pem()))
     };
     let mut files = Vec::new();
@@ -697,17 +752,15 @@ mod tests {
             ..files.clone()
         };
         let e = mismatched.server_configs().err().unwrap();
-        assert!(e.0.contains("do not go together"), "{e}");
+        assert!(e.to_string().contains("do not go together"), "{e}");
+        assert!(matches!(&e, TlsError::Pair { cert, .. } if cert.ends_with("node-1.pem")));
         let missing = TlsFiles {
             ca: dir.path().join("nope.pem"),
             ..files
         };
-        assert!(missing
-            .server_configs()
-            .err()
-            .unwrap()
-            .0
-            .contains("nope.pem"));
+        let e = missing.server_configs().err().unwrap();
+        assert!(e.to_string().contains("nope.pem"));
+        assert!(matches!(&e, TlsError::Read { file, .. } if file.ends_with("nope.pem")));
     }
 
     #[test]
@@ -767,7 +820,7 @@ mod tests {
         };
         let e = crossed.server_configs().err().unwrap();
         assert!(
-            e.0.contains("peer-1.pem") && e.0.contains("do not go together"),
+            e.to_string().contains("peer-1.pem") && e.to_string().contains("do not go together"),
             "{e}"
         );
     }

@@ -26,14 +26,62 @@ pub use baton_proto::limits::TOKEN_BYTES_MAX;
 
 /// Why a tokens file, or a principal's name, cannot be used: which file or line, and what is
 /// wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct TokensError(pub String);
+#[derive(Debug, thiserror::Error)]
+pub enum TokensError {
+    /// The file cannot be read or written.
+    #[error("{}: {source}", file.display())]
+    Io {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file was read, but a line of it is wrong.
+    #[error("{}: {source}", file.display())]
+    InFile {
+        file: PathBuf,
+        #[source]
+        source: LineError,
+    },
+    #[error(transparent)]
+    Line(#[from] LineError),
+    #[error(transparent)]
+    Principal(#[from] PrincipalError),
+}
 
-impl From<String> for TokensError {
-    fn from(message: String) -> TokensError {
-        TokensError(message)
-    }
+/// A tokens file's line that is wrong: which (from 1), and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {problem}")]
+pub struct LineError {
+    pub line: usize,
+    pub problem: LineProblem,
+}
+
+/// What is wrong with a tokens file's line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineProblem {
+    #[error("expected `PRINCIPAL sha256:HEX`")]
+    Shape,
+    #[error(transparent)]
+    Principal(#[from] PrincipalError),
+    #[error("the hash must be `sha256:` and 64 hex digits")]
+    Hash,
+    #[error("this hash is listed twice")]
+    Repeated,
+    #[error("more than {TOKENS_MAX} tokens (TOKENS_MAX)")]
+    TooMany,
+}
+
+/// Why a name cannot be a principal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrincipalError {
+    #[error("a principal is 1 to {PRINCIPAL_BYTES_MAX} bytes, got {bytes}")]
+    Length { bytes: usize },
+    #[error("principal {name:?} has a space or control character")]
+    Space { name: String },
+    #[error(
+        "principal {name:?} is reserved (\"*\", \"anonymous\", \"group:...\", \"baton node ...\")"
+    )]
+    Reserved { name: String },
 }
 /// Most lines a tokens file may hold.
 pub const TOKENS_MAX: usize = 100_000;
@@ -51,29 +99,32 @@ pub struct TokenBook {
 
 impl TokenBook {
     /// Parses a tokens file's text. Errors name the line.
-    pub fn parse(text: &str) -> Result<TokenBook, TokensError> {
+    pub fn parse(text: &str) -> Result<TokenBook, LineError> {
         let mut by_hash = HashMap::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let at = |what: &str| format!("line {}: {what}", n + 1);
+            let at = |problem: LineProblem| LineError {
+                line: n + 1,
+                problem,
+            };
             let mut parts = line.split_whitespace();
             let (Some(principal), Some(hash), None) = (parts.next(), parts.next(), parts.next())
             else {
-                return Err(at("expected `PRINCIPAL sha256:HEX`").into());
+                return Err(at(LineProblem::Shape));
             };
-            check_principal(principal).map_err(|e| at(&e.0))?;
+            check_principal(principal).map_err(|e| at(e.into()))?;
             let hash = hash
                 .strip_prefix("sha256:")
                 .and_then(parse_hex)
-                .ok_or_else(|| at("the hash must be `sha256:` and 64 hex digits"))?;
+                .ok_or_else(|| at(LineProblem::Hash))?;
             if by_hash.insert(hash, principal.to_owned()).is_some() {
-                return Err(at("this hash is listed twice").into());
+                return Err(at(LineProblem::Repeated));
             }
             if by_hash.len() > TOKENS_MAX {
-                return Err(at(&format!("more than {TOKENS_MAX} tokens (TOKENS_MAX)")).into());
+                return Err(at(LineProblem::TooMany));
             }
         }
         Ok(TokenBook { by_hash })
@@ -81,8 +132,14 @@ impl TokenBook {
 
     /// Reads and parses a tokens file.
     pub fn load(path: &Path) -> Result<TokenBook, TokensError> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        TokenBook::parse(&text).map_err(|e| TokensError(format!("{}: {e}", path.display())))
+        let text = std::fs::read_to_string(path).map_err(|source| TokensError::Io {
+            file: path.to_path_buf(),
+            source,
+        })?;
+        TokenBook::parse(&text).map_err(|source| TokensError::InFile {
+            file: path.to_path_buf(),
+            source,
+        })
     }
 
     /// The principal a token stands for, if it is listed.
@@ -100,26 +157,22 @@ impl TokenBook {
 }
 
 /// A principal name: what a holder name may be, and no spaces (the file is space-separated).
-pub fn check_principal(name: &str) -> Result<(), TokensError> {
+pub fn check_principal(name: &str) -> Result<(), PrincipalError> {
     if name.is_empty() || name.len() > PRINCIPAL_BYTES_MAX {
-        return Err(format!(
-            "a principal is 1 to {PRINCIPAL_BYTES_MAX} bytes, got {}",
-            name.len()
-        )
-        .into());
+        return Err(PrincipalError::Length { bytes: name.len() });
     }
     if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("principal {name:?} has a space or control character").into());
+        return Err(PrincipalError::Space {
+            name: name.to_owned(),
+        });
     }
     // Names with a meaning of their own: a node (never bound by permissions), and what a
     // policy's `who` uses for anyone, the unauthenticated and groups.
     let reserved = [crate::tls::NODE_CN_PREFIX.trim_end(), "group:"];
     if name == "*" || name == "anonymous" || reserved.iter().any(|r| name.starts_with(r)) {
-        return Err(format!(
-            "principal {name:?} is reserved (\"*\", \"anonymous\", \"group:...\", \
-             \"baton node ...\")"
-        )
-        .into());
+        return Err(PrincipalError::Reserved {
+            name: name.to_owned(),
+        });
     }
     Ok(())
 }
@@ -167,12 +220,14 @@ pub fn add(file: &Path, principal: &str) -> Result<String, TokensError> {
     options.create(true).append(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options
-        .open(file)
-        .map_err(|e| format!("{}: {e}", file.display()))?;
+    let io = |source| TokensError::Io {
+        file: file.to_path_buf(),
+        source,
+    };
+    let mut f = options.open(file).map_err(io)?;
     writeln!(f, "{}", line(principal, &token))
         .and_then(|()| f.sync_all())
-        .map_err(|e| format!("{}: {e}", file.display()))?;
+        .map_err(io)?;
     Ok(token)
 }
 
@@ -283,7 +338,7 @@ mod tests {
             ),
         ] {
             let err = TokenBook::parse(&text).unwrap_err();
-            assert!(err.0.contains(want), "{text:?}: {err}");
+            assert!(err.to_string().contains(want), "{text:?}: {err}");
         }
     }
 
@@ -305,19 +360,31 @@ mod tests {
         assert!(add(&file, "has space").is_err());
         for reserved in ["*", "anonymous", "group:ops"] {
             let e = add(&file, reserved).unwrap_err();
-            assert!(e.0.contains("reserved"), "{reserved}: {e}");
+            assert!(e.to_string().contains("reserved"), "{reserved}: {e}");
+            assert!(
+                matches!(&e, TokensError::Principal(PrincipalError::Reserved { name }) if name == reserved),
+                "{e:?}"
+            );
         }
         // A node's name has a space: no token can ever stand for a node.
         assert!(add(&file, "baton node 1").is_err());
 
         // Revoke a: rewrite the file without its line; a reload drops it.
         std::fs::write(&file, format!("{}\n", line("agent-b", &b))).unwrap();
-        assert_eq!(tokens.reload(), Ok(1));
+        assert_eq!(tokens.reload().unwrap(), 1);
         assert_eq!(tokens.principal(&a), None);
         assert_eq!(tokens.principal(&b).as_deref(), Some("agent-b"));
         // A broken file keeps the book in use.
         std::fs::write(&file, "nonsense\n").unwrap();
-        assert!(tokens.reload().unwrap_err().0.contains("line 1"));
+        let e = tokens.reload().unwrap_err();
+        assert!(e.to_string().contains("line 1"));
+        assert!(
+            matches!(
+                &e,
+                TokensError::InFile { file: f, source: LineError { line: 1, problem: LineProblem::Shape } } if *f == file
+            ),
+            "{e:?}"
+        );
         assert_eq!(tokens.principal(&b).as_deref(), Some("agent-b"));
     }
 }

@@ -99,13 +99,9 @@ impl Policy {
     /// Parses and checks a policy's TOML text.
     pub fn parse(text: &str) -> Result<Policy, PolicyError> {
         if text.len() > POLICY_BYTES_MAX {
-            return Err(format!(
-                "the policy is {} bytes, at most {POLICY_BYTES_MAX} (POLICY_BYTES_MAX)",
-                text.len()
-            )
-            .into());
+            return Err(PolicyError::TooLong { bytes: text.len() });
         }
-        let policy: Policy = toml::from_str(text).map_err(|e| PolicyError(e.to_string()))?;
+        let policy: Policy = toml::from_str(text).map_err(|e| PolicyError::Toml(e.to_string()))?;
         policy.check()?;
         Ok(policy)
     }
@@ -118,11 +114,9 @@ impl Policy {
     /// Checks names, prefixes, group references and limits.
     pub fn check(&self) -> Result<(), PolicyError> {
         if self.rules.len() > RULES_MAX {
-            return Err(format!(
-                "{} rules, at most {RULES_MAX} (RULES_MAX)",
-                self.rules.len()
-            )
-            .into());
+            return Err(PolicyError::TooManyRules {
+                rules: self.rules.len(),
+            });
         }
         let entries = self.groups.values().map(Vec::len).sum::<usize>()
             + self.names.values().map(Vec::len).sum::<usize>()
@@ -132,40 +126,42 @@ impl Policy {
                 .map(|r| r.who.len() + r.prefixes.len() + r.can.len())
                 .sum::<usize>();
         if entries > POLICY_ENTRIES_MAX {
-            return Err(format!(
-                "{entries} entries, at most {POLICY_ENTRIES_MAX} (POLICY_ENTRIES_MAX)"
-            )
-            .into());
+            return Err(PolicyError::TooManyEntries { entries });
         }
+        let invalid =
+            |place: String| move |problem: String| PolicyError::Invalid { place, problem };
         for (group, members) in &self.groups {
-            name(group).map_err(|e| format!("group {group:?}: {e}"))?;
+            let at = || invalid(format!("group {group:?}"));
+            name(group).map_err(at())?;
             for m in members {
-                principal(m).map_err(|e| format!("group {group:?}: {e}"))?;
+                principal(m).map_err(at())?;
             }
         }
         for (n, rule) in self.rules.iter().enumerate() {
-            let at = |e: String| format!("rule {}: {e}", n + 1);
+            let at = || invalid(format!("rule {}", n + 1));
             if rule.who.is_empty() || rule.prefixes.is_empty() || rule.can.is_empty() {
-                return Err(at("who, prefixes and can must each name at least one".into()).into());
+                return Err(at()(
+                    "who, prefixes and can must each name at least one".into(),
+                ));
             }
             for who in &rule.who {
                 match who.strip_prefix(GROUP_PREFIX) {
                     Some(group) if !self.groups.contains_key(group) => {
-                        return Err(at(format!("{who:?}: no such group in [groups]")).into());
+                        return Err(at()(format!("{who:?}: no such group in [groups]")));
                     }
                     Some(_) => {}
                     None if who == ANYONE || who == ANONYMOUS => {}
-                    None => principal(who).map_err(at)?,
+                    None => principal(who).map_err(at())?,
                 }
             }
             for prefix in &rule.prefixes {
-                validate::prefix(prefix).map_err(|e| at(e.0))?;
+                validate::prefix(prefix).map_err(|e| at()(e.0))?;
             }
         }
         for (p, names) in &self.names {
-            principal(p).map_err(|e| format!("names: {e}"))?;
+            principal(p).map_err(invalid("names".into()))?;
             for holder in names {
-                name(holder).map_err(|e| format!("names of {p:?}: {e}"))?;
+                name(holder).map_err(invalid(format!("names of {p:?}")))?;
             }
         }
         Ok(())
@@ -196,12 +192,7 @@ impl Policy {
         if admin {
             Ok(())
         } else {
-            Err(PolicyError(
-                "it leaves no one admin on every key (a rule with can = [\"admin\"] and \
-                 prefixes = [\"\"] for a principal, \"*\" or a group with members): no one \
-                 could change it again"
-                    .into(),
-            ))
+            Err(PolicyError::NoAdmin)
         }
     }
 
@@ -379,13 +370,25 @@ impl std::error::Error for Denied {}
 
 /// Why a policy text is not a policy: where, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct PolicyError(pub String);
-
-impl From<String> for PolicyError {
-    fn from(message: String) -> PolicyError {
-        PolicyError(message)
-    }
+pub enum PolicyError {
+    #[error("the policy is {bytes} bytes, at most {POLICY_BYTES_MAX} (POLICY_BYTES_MAX)")]
+    TooLong { bytes: usize },
+    /// Not TOML of a policy's shape (the TOML parser's words, with line and column).
+    #[error("{0}")]
+    Toml(String),
+    #[error("{rules} rules, at most {RULES_MAX} (RULES_MAX)")]
+    TooManyRules { rules: usize },
+    #[error("{entries} entries, at most {POLICY_ENTRIES_MAX} (POLICY_ENTRIES_MAX)")]
+    TooManyEntries { entries: usize },
+    /// A name, principal, group reference or prefix that is not allowed: where (`rule 2`,
+    /// `group "ops"`, `names`, `names of "ci"`) and what is wrong.
+    #[error("{place}: {problem}")]
+    Invalid { place: String, problem: String },
+    #[error(
+        "it leaves no one admin on every key (a rule with can = [\"admin\"] and prefixes = \
+         [\"\"] for a principal, \"*\" or a group with members): no one could change it again"
+    )]
+    NoAdmin,
 }
 
 /// Refuses `principal` (`None`: anonymous) `permission` on `target` under `policy`; with no
@@ -523,13 +526,17 @@ mod tests {
             ("nonsense", "expected"),
         ] {
             let err = Policy::parse(text).unwrap_err();
-            assert!(err.0.contains(want), "{text:?}: {err}");
+            assert!(err.to_string().contains(want), "{text:?}: {err}");
         }
         let big = "#".repeat(POLICY_BYTES_MAX + 1);
-        assert!(Policy::parse(&big)
-            .unwrap_err()
-            .0
-            .contains("POLICY_BYTES_MAX"));
+        let err = Policy::parse(&big).unwrap_err();
+        assert!(err.to_string().contains("POLICY_BYTES_MAX"));
+        assert_eq!(
+            err,
+            PolicyError::TooLong {
+                bytes: POLICY_BYTES_MAX + 1
+            }
+        );
         // Parsed, but not to be set: no one would be admin.
         for text in [
             "[[rule]]\nwho = [\"x\"]\nprefixes = [\"\"]\ncan = [\"read\", \"claim\"]",
@@ -538,12 +545,28 @@ mod tests {
             "[[rule]]\nwho = [\"anonymous\"]\nprefixes = [\"\"]\ncan = [\"admin\"]",
         ] {
             let e = Policy::parse(text).unwrap().leaves_an_admin().unwrap_err();
-            assert!(e.0.contains("leaves no one admin"), "{text:?}: {e}");
+            assert!(e.to_string().contains("leaves no one admin"), "{text:?}: {e}");
+            assert_eq!(e, PolicyError::NoAdmin);
         }
         assert!(Policy::parse(POLICY).unwrap().leaves_an_admin().is_ok());
         let many =
             "[[rule]]\nwho = [\"x\"]\nprefixes = [\"\"]\ncan = [\"read\"]\n".repeat(RULES_MAX + 1);
-        assert!(Policy::parse(&many).unwrap_err().0.contains("RULES_MAX"));
+        let err = Policy::parse(&many).unwrap_err();
+        assert!(err.to_string().contains("RULES_MAX"));
+        assert_eq!(
+            err,
+            PolicyError::TooManyRules {
+                rules: RULES_MAX + 1
+            }
+        );
+        // Where a bad entry is, as a fact of its own.
+        assert_eq!(
+            Policy::parse("[[rule]]\nwho = [\"group:ops\"]\nprefixes = [\"\"]\ncan = [\"read\"]"),
+            Err(PolicyError::Invalid {
+                place: "rule 1".into(),
+                problem: "\"group:ops\": no such group in [groups]".into()
+            })
+        );
     }
 
     #[test]

@@ -308,7 +308,7 @@ impl Op {
         if let Op::SetAccess { policy, by } = op {
             validate::check_text("who set the policy", by, HOLDER_NAME_BYTES_MAX)?;
             return match policy {
-                Some(p) => p.check().map_err(|e| InvalidInput(e.0)),
+                Some(p) => p.check().map_err(|e| InvalidInput(e.to_string())),
                 None => Ok(()),
             };
         }
