@@ -13,12 +13,10 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
+use crate::limits::{ADMIN_ANSWER_BYTES_MAX, READY_APPLY_LAG_MAX};
 use crate::metrics::{Metrics, TableCounts};
 use crate::raft_types::Raft;
 use crate::store::StateMachine;
-
-/// The most of an admin answer `get` reads.
-pub const ADMIN_ANSWER_BYTES_MAX: u64 = 1 << 20;
 
 /// Why `http_get` got no answer.
 #[derive(Debug, thiserror::Error)]
@@ -84,9 +82,6 @@ pub async fn http_get(addr: &str, path: &str) -> Result<AdminAnswer, AdminError>
         body: body.to_owned(),
     })
 }
-
-/// Entries a node's apply may trail its own log and still answer `/readyz` with 200.
-pub const READY_APPLY_LAG_MAX: u64 = 1_000;
 
 /// Why a node should not receive traffic (`/readyz` answers 503 with this).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

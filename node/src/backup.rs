@@ -30,12 +30,9 @@ use serde::{Deserialize, Serialize};
 use crate::raft_types::{LogId, NodeId, SnapshotMeta, StoredMembership};
 use crate::store::{encode, SmState, DATA_FORMAT, DATA_FORMAT_OLDEST};
 
+use crate::limits::BACKUP_HEADER_BYTES_MAX;
 /// The first line of every backup file (shared with the client, in `baton_proto`).
 pub use baton_proto::limits::BACKUP_MAGIC;
-/// Bytes per streamed chunk of a backup.
-pub const BACKUP_CHUNK_BYTES: usize = 1024 * 1024;
-/// The longest header line a backup may have.
-pub const BACKUP_HEADER_BYTES_MAX: usize = 64 * 1024;
 /// How far a restore raises the revision by default. The lost cluster may have issued
 /// revisions (fencing tokens) after the backup; the restored one must never issue one of
 /// them again to another holder, so it starts this far above the backup's: more writes than

@@ -11,6 +11,7 @@
 use std::path::PathBuf;
 
 use crate::config::NodeConfig;
+use crate::limits::HEALTH_CHECK_TIMEOUT;
 use anyhow::Context;
 use clap::Parser;
 
@@ -250,9 +251,6 @@ enum Command {
         ready: bool,
     },
 }
-
-/// How long `baton-node health` waits for the admin port's answer.
-pub const HEALTH_CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl Args {
     fn into_config(self) -> anyhow::Result<NodeConfig> {

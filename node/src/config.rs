@@ -106,7 +106,7 @@ impl Default for NodeConfig {
             snapshot_logs: 5_000,
             write_timeout_ms: 10_000,
             log_format: "text".into(),
-            watch_window_events: crate::store::WATCH_WINDOW_EVENTS_DEFAULT,
+            watch_window_events: crate::limits::WATCH_WINDOW_EVENTS_DEFAULT,
             admin_listen: None,
             join: None,
             connections_max: crate::limits::CONNECTIONS_MAX_DEFAULT,
@@ -260,12 +260,12 @@ impl NodeConfig {
             ));
         }
         if self.watch_window_events == 0
-            || self.watch_window_events > crate::watch::WATCH_WINDOW_EVENTS_MAX
+            || self.watch_window_events > crate::limits::WATCH_WINDOW_EVENTS_MAX
         {
             return bad(format!(
                 "watch_window_events ({}) must be 1 to {}",
                 self.watch_window_events,
-                crate::watch::WATCH_WINDOW_EVENTS_MAX
+                crate::limits::WATCH_WINDOW_EVENTS_MAX
             ));
         }
         if self.snapshot_logs == 0 {

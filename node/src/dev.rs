@@ -8,10 +8,8 @@ use std::path::PathBuf;
 use tokio::net::TcpListener;
 
 use crate::config::NodeConfig;
+use crate::limits::DEV_NODES_MAX;
 use crate::node::{self, NodeError};
-
-/// Largest dev cluster: more voters only slow a laptop down.
-pub const DEV_NODES_MAX: u64 = 7;
 
 /// What `dev` needs to know.
 #[derive(Debug, Clone)]

@@ -20,10 +20,8 @@ use openraft::ServerState;
 
 use crate::clock::Clock;
 use crate::core::{FencingToken, Lease, LogCommand, Op, Proposal};
+use crate::limits::EXPIRE_IN_FLIGHT_MAX;
 use crate::raft_types::Raft;
-
-/// `Expire` proposals the leader has in flight at most; the rest wait for the next tick.
-pub const EXPIRE_IN_FLIGHT_MAX: usize = 256;
 
 /// One lease's countdown on this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,8 @@
 //! - `node`    wiring: open storage, start Raft, serve, shut down;
 //! - `backup`  backup files and seeding a new cluster from one;
 //! - `peers`   the guard against a wiped node rejoining under its old id;
-//! - `limits`  connection, watch and write-rate limits per client;
+//! - `limits`  the node's own limits (queues, timeouts, sizes), named in one place (a leaf);
+//! - `admission` connection, watch and write-rate limits per client;
 //! - `tls`     TLS on the gRPC port, and `baton-node certs`;
 //! - `tokens`  bearer tokens (a file of hashes, reloaded on SIGHUP), and `baton-node token`;
 //! - `admin`   the HTTP admin port (health, readiness, Prometheus metrics);
@@ -32,6 +33,7 @@
 //! source file is in an import cycle.
 
 pub mod admin;
+pub mod admission;
 pub mod backup;
 pub mod chaos;
 pub mod cli;

@@ -1,229 +1,138 @@
-//! Limits that keep one client from taking a node down (issue 8, hostile input): open
-//! connections, watch streams per client address, and writes per second per client id.
-//! Each is a setting with a default here; each refusal says which limit and what to do.
+//! The node's own limits, named in one place: sizes, counts, queue bounds and timeouts of
+//! the edges around the core. The core's limits (what a command may hold) are in
+//! `core::limits`; the wire limits clients check too are in `baton_proto::limits`.
+//!
+//! Units come last in each name: `_MAX` bounds a count or size, `_BYTES` a size, `_DEFAULT`
+//! a setting's default (its flag may change it), and a `Duration` names what it times.
 
-use std::collections::HashMap;
-use std::net::IpAddr;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tonic::transport::server::Connected;
+// ---------------------------------------------------------------------------------------
+// Connections and write rates (settings; `admission` enforces them).
 
 /// Connections a node accepts at once (clients and peers); more are closed as they come.
 pub const CONNECTIONS_MAX_DEFAULT: usize = 4_096;
+
 /// Watch streams open at once from one client address.
 pub const WATCHES_PER_ADDRESS_MAX_DEFAULT: usize = 256;
+
 /// HTTP/2 streams (requests and watches) one connection may have open at once; a client's
 /// further requests wait for one to end (the peer is told in the HTTP/2 settings).
 pub const STREAMS_PER_CONNECTION_MAX_DEFAULT: u32 = 1_024;
+
 /// Writes per second one client id may make (a burst of as many); 0: no limit.
 pub const CLIENT_WRITES_PER_SECOND_DEFAULT: u32 = 10_000;
+
 /// Writes per second one principal (with auth on) may make over all its client ids, in
 /// bursts of as many; 0: no limit. Above what a cluster of two-core nodes writes at all, so
 /// it only stops a runaway principal on bigger machines unless set lower.
 pub const PRINCIPAL_WRITES_PER_SECOND_DEFAULT: u32 = 50_000;
+
 /// Client ids whose write rate a node tracks; beyond, idle ones are forgotten first.
 pub const RATE_LIMITED_CLIENTS_MAX: usize = 100_000;
 
-/// A connection counted against the node's limit while it is open.
-pub struct Limited<IO> {
-    io: IO,
-    _permit: OwnedSemaphorePermit,
-}
+// ---------------------------------------------------------------------------------------
+// Requests and forwarding.
 
-impl<IO: AsyncRead + Unpin> AsyncRead for Limited<IO> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
+/// How long a forwarded request may take at the leader.
+pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(15);
 
-impl<IO: AsyncWrite + Unpin> AsyncWrite for Limited<IO> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
+/// Pause between attempts to confirm leadership when a quorum round fell short.
+pub const READ_RETRY_BACKOFF: Duration = Duration::from_millis(20);
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
+/// How long a deposed node waits, after applying past a write's possible index, for openraft's
+/// own answer to it before calling the outcome unknown.
+pub const UNANSWERED_WRITE_GRACE: Duration = Duration::from_millis(200);
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
+// ---------------------------------------------------------------------------------------
+// Watches.
 
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
+/// Events a watch stream buffers toward a slow client before it waits.
+pub const WATCH_STREAM_BUFFER: usize = 1_024;
 
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-}
+/// Events a watch answer sends per round before looking again.
+pub const WATCH_BATCH_EVENTS_MAX: usize = 256;
 
-impl<IO: Connected> Connected for Limited<IO> {
-    type ConnectInfo = IO::ConnectInfo;
+/// The largest window a node may be configured to keep.
+pub const WATCH_WINDOW_EVENTS_MAX: usize = 1_000_000;
 
-    fn connect_info(&self) -> Self::ConnectInfo {
-        self.io.connect_info()
-    }
-}
+/// The watch window of a node that is not told otherwise.
+pub const WATCH_WINDOW_EVENTS_DEFAULT: usize = 100_000;
 
-/// Passes on at most `max` open connections of `incoming`; one more is closed at once (its
-/// client sees the connection reset and retries elsewhere or later).
-pub fn limit_connections<S, IO, E>(
-    incoming: S,
-    max: usize,
-    metrics: Arc<crate::metrics::Metrics>,
-) -> impl futures::Stream<Item = Result<Limited<IO>, E>>
-where
-    S: futures::Stream<Item = Result<IO, E>>,
-{
-    use futures::StreamExt;
-    let slots = Arc::new(Semaphore::new(max));
-    incoming.filter_map(move |conn| {
-        let result = match conn {
-            Err(e) => Some(Err(e)),
-            Ok(io) => match slots.clone().try_acquire_owned() {
-                Ok(permit) => Some(Ok(Limited {
-                    io,
-                    _permit: permit,
-                })),
-                Err(_) => {
-                    metrics.connections_refused.inc();
-                    tracing::warn!(max, "connection limit reached: closing a new connection");
-                    None
-                }
-            },
-        };
-        std::future::ready(result)
-    })
-}
+// ---------------------------------------------------------------------------------------
+// Expiry.
 
-/// Open watch streams by client address.
-#[derive(Default)]
-pub struct WatchCounts {
-    open: Mutex<HashMap<IpAddr, usize>>,
-}
+/// `Expire` proposals the leader has in flight at most; the rest wait for the next tick.
+pub const EXPIRE_IN_FLIGHT_MAX: usize = 256;
 
-/// One open watch stream, counted until dropped.
-pub struct WatchSlot {
-    counts: Arc<WatchCounts>,
-    addr: IpAddr,
-}
+// ---------------------------------------------------------------------------------------
+// Storage.
 
-impl WatchCounts {
-    /// Counts a new watch from `addr`, unless it has `max` open already.
-    pub fn open(self: &Arc<Self>, addr: IpAddr, max: usize) -> Option<WatchSlot> {
-        let mut open = self.open.lock().expect("watch counts lock");
-        let n = open.entry(addr).or_insert(0);
-        if *n >= max {
-            return None;
-        }
-        *n += 1;
-        Some(WatchSlot {
-            counts: self.clone(),
-            addr,
-        })
-    }
-}
+/// sled's page cache. It holds only the Raft log (the state machine is in memory), of which
+/// the recent entries are what is read back (by followers' replication); sled's default of
+/// 1 GiB would keep every entry written since start resident.
+pub const SLED_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
-impl Drop for WatchSlot {
-    fn drop(&mut self) {
-        let mut open = self.counts.open.lock().expect("watch counts lock");
-        if let Some(n) = open.get_mut(&self.addr) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.addr);
-            }
-        }
-    }
-}
+// ---------------------------------------------------------------------------------------
+// Membership, joining, backups.
 
-/// A token bucket per client id: `per_second` writes a second, bursts of as many.
-pub struct WriteRate {
-    per_second: u32,
-    buckets: Mutex<HashMap<String, (f64, Instant)>>,
-}
+/// How long `AddMember` waits for a new learner to catch up before answering
+/// DEADLINE_EXCEEDED (it stays a learner; the same call again resumes).
+pub const MEMBER_CATCH_UP_TIMEOUT: Duration = Duration::from_secs(60);
 
-impl WriteRate {
-    pub fn new(per_second: u32) -> WriteRate {
-        WriteRate {
-            per_second,
-            buckets: Mutex::default(),
-        }
-    }
+/// How far behind the leader's log a learner may be when it is made a voter.
+pub const MEMBER_CATCH_UP_LAG_MAX: u64 = 100;
 
-    /// Takes one write from `client_id`'s bucket; false when it is empty.
-    pub fn allow(&self, client_id: &str, now: Instant) -> bool {
-        if self.per_second == 0 {
-            return true;
-        }
-        let rate = f64::from(self.per_second);
-        let mut buckets = self.buckets.lock().expect("write rate lock");
-        if buckets.len() >= RATE_LIMITED_CLIENTS_MAX && !buckets.contains_key(client_id) {
-            // A full bucket is the same as none: forget those idle for a second or more.
-            buckets.retain(|_, (_, at)| now.duration_since(*at).as_secs_f64() < 1.0);
-        }
-        let (tokens, at) = buckets.entry(client_id.to_owned()).or_insert((rate, now));
-        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * rate).min(rate);
-        *at = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
+/// How long a membership change may take to commit.
+pub const MEMBERSHIP_CHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
+/// How long `Snapshot` waits for the snapshot to reach the disk.
+pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(120);
 
-    #[test]
-    fn a_client_gets_its_burst_then_its_rate_and_others_are_not_affected() {
-        let rate = WriteRate::new(10);
-        let t0 = Instant::now();
-        let allowed = (0..25).filter(|_| rate.allow("a", t0)).count();
-        assert_eq!(allowed, 10, "a burst of one second's worth");
-        assert!(rate.allow("b", t0), "another client has its own bucket");
-        assert!(!rate.allow("a", t0 + Duration::from_millis(50)));
-        assert!(
-            rate.allow("a", t0 + Duration::from_millis(150)),
-            "refills at the rate"
-        );
-        assert!(WriteRate::new(0).allow("a", t0), "0: no limit");
-    }
+/// How many times `Backup` retries a leadership check that fell short of a quorum.
+pub const BACKUP_LINEARIZE_TRIES: u32 = 20;
 
-    #[test]
-    fn watches_are_counted_per_address_until_dropped() {
-        let counts = Arc::new(WatchCounts::default());
-        let a: IpAddr = "10.0.0.1".parse().unwrap();
-        let b: IpAddr = "10.0.0.2".parse().unwrap();
-        let one = counts.open(a, 2).unwrap();
-        let _two = counts.open(a, 2).unwrap();
-        assert!(counts.open(a, 2).is_none(), "the third from one address");
-        assert!(
-            counts.open(b, 2).is_some(),
-            "another address has its own count"
-        );
-        drop(one);
-        assert!(counts.open(a, 2).is_some(), "a closed watch frees its slot");
-    }
-}
+/// The longest node address `AddMember` takes.
+pub const MEMBER_ADDR_BYTES_MAX: usize = 255;
+
+/// How long a node started with `--join` keeps asking to be added before it gives up.
+pub const JOIN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Bytes per streamed chunk of a backup.
+pub const BACKUP_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// The longest header line a backup may have.
+pub const BACKUP_HEADER_BYTES_MAX: usize = 64 * 1024;
+
+// ---------------------------------------------------------------------------------------
+// Auth and TLS.
+
+/// Most lines a tokens file may hold.
+pub const TOKENS_MAX: usize = 100_000;
+
+/// Longest principal name (as a holder name may be).
+pub const PRINCIPAL_BYTES_MAX: usize = crate::core::limits::HOLDER_NAME_BYTES_MAX;
+
+/// How long a client may take over the TLS handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections whose handshake is still under way, waiting for the server to take them.
+pub const TLS_PENDING_CONNECTIONS_MAX: usize = 1_024;
+
+// ---------------------------------------------------------------------------------------
+// The admin port.
+
+/// The most of an admin answer `get` reads.
+pub const ADMIN_ANSWER_BYTES_MAX: u64 = 1 << 20;
+
+/// Entries a node's apply may trail its own log and still answer `/readyz` with 200.
+pub const READY_APPLY_LAG_MAX: u64 = 1_000;
+
+/// How long `baton-node health` waits for the admin port's answer.
+pub const HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(3);
+
+// ---------------------------------------------------------------------------------------
+// Dev clusters.
+
+/// Largest dev cluster: more voters only slow a laptop down.
+pub const DEV_NODES_MAX: u64 = 7;

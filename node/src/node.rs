@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use crate::config::ValidConfig;
 use crate::core::limits::{RAFT_MESSAGE_BYTES_MAX, REQUEST_BYTES_MAX};
 use crate::expiry::{self, Countdowns};
+use crate::limits::JOIN_TIMEOUT;
 use crate::metrics::Metrics;
 use crate::network::Network;
 use crate::peers::PeerBook;
@@ -67,9 +68,6 @@ pub enum JoinError {
         last: String,
     },
 }
-
-/// How long a node started with `--join` keeps asking to be added before it gives up.
-pub const JOIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Runs a node on `listener` until `shutdown` resolves.
 pub async fn run(
@@ -231,7 +229,7 @@ pub async fn run(
     // Nagle off on every accepted connection. `Server::tcp_nodelay` only reaches sockets that
     // tonic accepts itself, not an incoming stream handed to it; with Nagle on, a reply sent
     // as two writes waited for the peer's delayed ACK (~40 ms) before its second half left.
-    let incoming = crate::limits::limit_connections(
+    let incoming = crate::admission::limit_connections(
         tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
         cfg.connections_max,
         metrics,
@@ -349,7 +347,7 @@ async fn join(
             addr: advertise.clone(),
             incarnation,
         });
-        request.set_timeout(crate::server::cluster::MEMBER_CATCH_UP_TIMEOUT * 2);
+        request.set_timeout(crate::limits::MEMBER_CATCH_UP_TIMEOUT * 2);
         match ClusterClient::new(channel).add_member(request).await {
             Ok(_) => {
                 tracing::info!(node_id, "joined the cluster as a voter");

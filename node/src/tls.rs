@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::limits::{TLS_HANDSHAKE_TIMEOUT, TLS_PENDING_CONNECTIONS_MAX};
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -88,10 +89,6 @@ pub fn common_name(der: &[u8]) -> Option<String> {
     cn.as_str().ok().map(str::to_owned)
 }
 
-/// How long a client may take over the TLS handshake.
-pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections whose handshake is still under way, waiting for the server to take them.
-pub const TLS_PENDING_CONNECTIONS_MAX: usize = 1_024;
 /// The ALPN protocol a node offers (before `h2`) when it dials another node: the port then
 /// answers with the peer settings.
 pub const PEER_ALPN: &[u8] = b"baton-peer";

@@ -11,6 +11,7 @@
 //! gets and looks the hash up. Deleting a line and sending the node SIGHUP revokes the token
 //! without a restart (a file that does not load is logged and the tokens in use stay).
 
+use crate::limits::{PRINCIPAL_BYTES_MAX, TOKENS_MAX};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -83,10 +84,6 @@ pub enum PrincipalError {
     )]
     Reserved { name: String },
 }
-/// Most lines a tokens file may hold.
-pub const TOKENS_MAX: usize = 100_000;
-/// Longest principal name (as a holder name may be).
-pub const PRINCIPAL_BYTES_MAX: usize = crate::core::limits::HOLDER_NAME_BYTES_MAX;
 
 /// SHA-256 of a token.
 pub type TokenHash = [u8; 32];

@@ -11,11 +11,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use crate::core::{Event, LeaseTable};
-
-/// Events a watch answer sends per round before looking again.
-pub const WATCH_BATCH_EVENTS_MAX: usize = 256;
-/// The largest window a node may be configured to keep.
-pub const WATCH_WINDOW_EVENTS_MAX: usize = 1_000_000;
+use crate::limits::WATCH_WINDOW_EVENTS_MAX;
 
 /// A revision older than the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

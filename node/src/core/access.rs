@@ -32,18 +32,10 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
+use super::limits::{AUDIT_ENTRIES_MAX, POLICY_BYTES_MAX, POLICY_ENTRIES_MAX, RULES_MAX};
 use super::validate;
 
-/// Longest policy text a node takes (under a request's size limit, so that a larger one gets
-/// this limit's message rather than the transport's).
-pub const POLICY_BYTES_MAX: usize = 128 * 1024;
 const _: () = assert!(POLICY_BYTES_MAX < super::limits::REQUEST_BYTES_MAX);
-/// Most rules in a policy.
-pub const RULES_MAX: usize = 1_000;
-/// Most entries over all `who`, `prefixes`, group member and name lists together.
-pub const POLICY_ENTRIES_MAX: usize = 20_000;
-/// Policy changes the cluster remembers (the audit trail); older ones are dropped.
-pub const AUDIT_ENTRIES_MAX: usize = 1_000;
 /// The `who` entry every authenticated principal matches.
 pub const ANYONE: &str = "*";
 /// The `who` entry unauthenticated requests match (`--allow-anonymous`).

@@ -96,3 +96,15 @@ const _: () = assert!(RECORD_BYTES_MAX + NOTE_BYTES_MAX < REQUEST_BYTES_MAX);
 const _: () = assert!(OFFER_TTL_MS_MIN < OFFER_TTL_MS_MAX && OFFER_TTL_MS_MAX <= TTL_MS_MAX);
 const _: () =
     assert!(BOARD_LEASES_MAX * (KEY_BYTES_MAX + HOLDER_NAME_BYTES_MAX + 256) < 4 * 1024 * 1024);
+
+// Access policies (`core::access`).
+
+/// Longest policy text a node takes (under a request's size limit, so that a larger one gets
+/// this limit's message rather than the transport's).
+pub const POLICY_BYTES_MAX: usize = 128 * 1024;
+/// Most rules in a policy.
+pub const RULES_MAX: usize = 1_000;
+/// Most entries over all `who`, `prefixes`, group member and name lists together.
+pub const POLICY_ENTRIES_MAX: usize = 20_000;
+/// Policy changes the cluster remembers (the audit trail); older ones are dropped.
+pub const AUDIT_ENTRIES_MAX: usize = 1_000;

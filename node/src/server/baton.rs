@@ -23,19 +23,15 @@ use tonic::Status;
 
 use super::convert::{self, TtlBounds};
 use super::proposer::{ProposeError, Proposer};
+use crate::admission::{WatchCounts, WriteRate};
 use crate::core::access::Policy;
 use crate::core::limits::{BOARD_LEASES_MAX, PROPOSALS_QUEUED_MAX, REQUEST_BYTES_MAX};
 use crate::core::validate;
 use crate::core::{LogCommand, Op, Outcome, Sender};
 use crate::expiry::wall_clock_unix_ms;
-use crate::limits::{WatchCounts, WriteRate};
+use crate::limits::READ_RETRY_BACKOFF;
 use crate::raft_types::Raft;
 use crate::store::{SmState, StateMachine};
-
-/// How long a forwarded request may take at the leader.
-pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(15);
-/// Pause between attempts to confirm leadership when a quorum round fell short.
-pub const READ_RETRY_BACKOFF: Duration = Duration::from_millis(20);
 
 /// Why this node did not answer a request itself.
 pub(super) enum Refusal {

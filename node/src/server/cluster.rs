@@ -14,24 +14,15 @@ use openraft::error::{ChangeMembershipError, CheckIsLeaderError, ClientWriteErro
 use openraft::{BasicNode, ChangeMembers, ServerState};
 use tonic::{Request, Response, Status};
 
-use crate::backup::{encode_backup, BACKUP_CHUNK_BYTES};
+use crate::backup::encode_backup;
+use crate::limits::BACKUP_CHUNK_BYTES;
+use crate::limits::{
+    BACKUP_LINEARIZE_TRIES, MEMBERSHIP_CHANGE_TIMEOUT, MEMBER_ADDR_BYTES_MAX,
+    MEMBER_CATCH_UP_LAG_MAX, MEMBER_CATCH_UP_TIMEOUT, SNAPSHOT_WAIT,
+};
 use crate::raft_types::{NodeId, Raft};
 use crate::server::baton::unavailable;
 use crate::store::StateMachine;
-
-/// How long `AddMember` waits for a new learner to catch up before answering
-/// DEADLINE_EXCEEDED (it stays a learner; the same call again resumes).
-pub const MEMBER_CATCH_UP_TIMEOUT: Duration = Duration::from_secs(60);
-/// How far behind the leader's log a learner may be when it is made a voter.
-pub const MEMBER_CATCH_UP_LAG_MAX: u64 = 100;
-/// How long a membership change may take to commit.
-pub const MEMBERSHIP_CHANGE_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long `Snapshot` waits for the snapshot to reach the disk.
-pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(120);
-/// How many times `Backup` retries a leadership check that fell short of a quorum.
-pub const BACKUP_LINEARIZE_TRIES: u32 = 20;
-/// The longest node address `AddMember` takes.
-pub const MEMBER_ADDR_BYTES_MAX: usize = 255;
 
 pub struct ClusterServer {
     pub raft: Raft,

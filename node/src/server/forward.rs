@@ -10,8 +10,9 @@ use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
-use super::baton::{unavailable, BatonServer, Ctx, Refusal, FORWARD_TIMEOUT};
+use super::baton::{unavailable, BatonServer, Ctx, Refusal};
 use super::convert;
+use crate::limits::FORWARD_TIMEOUT;
 
 impl BatonServer {
     /// Serves `req` here, or forwards it once to the leader (see the module doc).

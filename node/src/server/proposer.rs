@@ -24,10 +24,8 @@ use crate::core::limits::{
 };
 use crate::metrics::Metrics;
 
-/// How long a deposed node waits, after applying past a write's possible index, for openraft's
-/// own answer to it before calling the outcome unknown.
-pub const UNANSWERED_WRITE_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 use crate::core::{Applied, LogCommand, Proposal};
+use crate::limits::UNANSWERED_WRITE_GRACE;
 use crate::raft_types::{Node, NodeId, Raft, TypeConfig};
 
 type WriteResult = Result<

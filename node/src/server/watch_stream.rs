@@ -11,7 +11,7 @@ use tonic::Status;
 use super::baton::BatonServer;
 use super::convert;
 use crate::core::validate;
-use crate::watch::WATCH_BATCH_EVENTS_MAX;
+use crate::limits::{WATCH_BATCH_EVENTS_MAX, WATCH_STREAM_BUFFER};
 
 /// Counts one open watch stream in the metrics while it lives.
 struct WatchOpen(Arc<crate::metrics::Metrics>);
@@ -28,9 +28,6 @@ impl Drop for WatchOpen {
         self.0.watch_streams.dec();
     }
 }
-
-/// Events a watch stream buffers toward a slow client before it waits.
-pub const WATCH_STREAM_BUFFER: usize = 1_024;
 
 pub(super) type EventStream =
     std::pin::Pin<Box<dyn futures::Stream<Item = Result<pb::Event, Status>> + Send + 'static>>;

@@ -14,6 +14,7 @@
 #![allow(clippy::result_large_err)]
 
 pub use crate::durable::write_durably;
+use crate::limits::{SLED_CACHE_BYTES, WATCH_WINDOW_EVENTS_DEFAULT};
 
 mod flush;
 pub mod format3;
@@ -130,14 +131,6 @@ pub fn open(
         Arc::default(),
     )
 }
-
-/// sled's page cache. It holds only the Raft log (the state machine is in memory), of which
-/// the recent entries are what is read back (by followers' replication); sled's default of
-/// 1 GiB would keep every entry written since start resident.
-pub const SLED_CACHE_BYTES: u64 = 64 * 1024 * 1024;
-
-/// The watch window of a node that is not told otherwise.
-pub const WATCH_WINDOW_EVENTS_DEFAULT: usize = 100_000;
 
 /// `open`, keeping `watch_window` recent events for watches and recording flush and apply
 /// times in `metrics`.
