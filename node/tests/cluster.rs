@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use baton_client::{
     ClaimOutcome, Client, ClientConfig, Error, ReadMode, ReleaseOutcome, RenewOutcome,
 };
-use common::{serial, Cluster};
+use common::{admin_addr, http_get, serial, Cluster};
 
 const TTL: Duration = Duration::from_secs(30);
 
@@ -970,7 +970,11 @@ async fn concurrent_writes_share_log_entries_and_each_still_gets_its_own_token()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deposed_leader_whose_pending_writes_a_snapshot_covered_keeps_taking_writes() {
     let _serial = serial().await;
-    let (cluster, proxies) = Cluster::start_behind_proxies(3, &["--snapshot-logs", "20"]).await;
+    let (cluster, proxies) = Cluster::start_behind_proxies(
+        3,
+        &["--snapshot-logs", "20", "--admin-listen", "127.0.0.1:0"],
+    )
+    .await;
     let old = cluster.leader(Duration::from_secs(10)).await;
     let others: Vec<u64> = cluster
         .running()
@@ -1020,6 +1024,30 @@ async fn a_deposed_leader_whose_pending_writes_a_snapshot_covered_keeps_taking_w
                 .await
                 .unwrap(),
         );
+    }
+    // Wait until the others' snapshots cover far past the old leader's log (they purge all
+    // but the last 20 entries behind each): it can only catch up from a snapshot. Building
+    // one is asynchronous, so on a loaded machine this takes a moment.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for id in &others {
+        let admin = admin_addr(&cluster, *id).await;
+        loop {
+            let (_, metrics) = http_get(&admin, "/metrics").await;
+            let covered = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("baton_raft_snapshot_index "))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            if covered >= 60 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {id}'s snapshot covers only {covered}\n{}",
+                cluster.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
     proxies[&old].set_cut(false);
     cluster.signal(old, "CONT");

@@ -28,12 +28,25 @@ pub fn node_bin() -> PathBuf {
 }
 
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    // Not `bind(0)`: that gives a port of the kernel's ephemeral range (32768-60999 on
+    // Linux), which any outgoing connection of a parallel test may take between this check
+    // and the node's own bind; a node that cannot bind never joins, and a start flaked on a
+    // loaded machine. Ports below that range are only ever taken by a bind, and this process
+    // never hands one out twice.
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap();
+    loop {
+        let port = rand::Rng::gen_range(&mut rand::thread_rng(), FREE_PORTS);
+        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
+            return port;
+        }
+    }
 }
+
+/// Where [`free_port`] picks from: below Linux's ephemeral range.
+pub const FREE_PORTS: std::ops::Range<u16> = 20_000..32_000;
 
 /// How a test file's node is started and its `baton` runs are made.
 #[derive(Clone, Debug, Default)]
