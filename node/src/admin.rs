@@ -15,7 +15,8 @@ use axum::Router;
 
 use crate::limits::{ADMIN_ANSWER_BYTES_MAX, READY_APPLY_LAG_MAX};
 use crate::metrics::{Metrics, TableCounts};
-use crate::raft_types::Raft;
+use crate::peers::PeerBook;
+use crate::raft_types::{NodeId, Raft};
 use crate::store::StateMachine;
 
 /// Why `http_get` got no answer.
@@ -86,6 +87,21 @@ pub async fn http_get(addr: &str, path: &str) -> Result<AdminAnswer, AdminError>
 /// Why a node should not receive traffic (`/readyz` answers 503 with this).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotReady {
+    #[error(
+        "node {node_id} is not in the cluster's membership (removed?): it serves no one; stop \
+         it, or add it again (baton cluster add {node_id} ADDR)"
+    )]
+    NotAMember { node_id: NodeId },
+    #[error(
+        "the cluster knows node {node_id} by another data dir (incarnation {known:016x}; this \
+         one is {mine:016x}): this node lost its data, and its peers refuse it; remove it \
+         (baton cluster remove {node_id}) and let it join again (baton-node --join)"
+    )]
+    Replaced {
+        node_id: NodeId,
+        known: u64,
+        mine: u64,
+    },
     #[error("no known leader")]
     NoLeader,
     #[error("applied index {applied} is more than {READY_APPLY_LAG_MAX} behind the log ({last})")]
@@ -94,9 +110,25 @@ pub enum NotReady {
     CutOff,
 }
 
-/// Whether this node should receive traffic, and if not, why.
-pub fn readiness(raft: &Raft) -> Result<(), NotReady> {
+/// Whether this node should receive traffic, and if not, why: it must be a voter or learner
+/// of the membership it knows, known by the cluster as the data dir it runs on (`peers`,
+/// `incarnation`), follow a leader, and have applied its log to within
+/// [`READY_APPLY_LAG_MAX`].
+pub fn readiness(raft: &Raft, peers: &PeerBook, incarnation: u64) -> Result<(), NotReady> {
     let rm = raft.metrics().borrow().clone();
+    let membership = rm.membership_config.membership();
+    let member = membership.voter_ids().any(|id| id == rm.id)
+        || membership.learner_ids().any(|id| id == rm.id);
+    if !member {
+        return Err(NotReady::NotAMember { node_id: rm.id });
+    }
+    if let Some(known) = peers.known_as(incarnation) {
+        return Err(NotReady::Replaced {
+            node_id: rm.id,
+            known,
+            mine: incarnation,
+        });
+    }
     if rm.current_leader.is_none() {
         return Err(NotReady::NoLeader);
     }
@@ -113,6 +145,18 @@ struct Admin {
     raft: Raft,
     sm: StateMachine,
     metrics: Arc<Metrics>,
+    peers: Arc<PeerBook>,
+    /// This node's data dir incarnation (`crate::peers`).
+    incarnation: u64,
+}
+
+/// What the admin port serves from: the node's Raft, state, metrics and peer book.
+pub struct AdminState {
+    pub raft: Raft,
+    pub sm: StateMachine,
+    pub metrics: Arc<Metrics>,
+    pub peers: Arc<PeerBook>,
+    pub incarnation: u64,
 }
 
 async fn healthz() -> &'static str {
@@ -139,7 +183,7 @@ async fn readyz(State(a): State<Admin>) -> impl IntoResponse {
             .count();
         voters.len() - unreachable <= voters.len() / 2
     };
-    let ready = match readiness(&a.raft) {
+    let ready = match readiness(&a.raft, &a.peers, a.incarnation) {
         Ok(()) if cut_off => Err(NotReady::CutOff),
         other => other,
     };
@@ -171,16 +215,27 @@ async fn metrics_text(State(a): State<Admin>) -> impl IntoResponse {
 /// Serves the admin endpoints on `listener` until `stop` changes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    raft: Raft,
-    sm: StateMachine,
-    metrics: Arc<Metrics>,
+    state: AdminState,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<()> {
+    let AdminState {
+        raft,
+        sm,
+        metrics,
+        peers,
+        incarnation,
+    } = state;
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
-        .with_state(Admin { raft, sm, metrics });
+        .with_state(Admin {
+            raft,
+            sm,
+            metrics,
+            peers,
+            incarnation,
+        });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             let _ = stop.changed().await;

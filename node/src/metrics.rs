@@ -349,7 +349,18 @@ impl Metrics {
         };
         gauge(&self.term, rm.current_term);
         gauge(&self.leader_id, rm.current_leader.unwrap_or(0));
-        gauge(&self.is_leader, u64::from(rm.current_leader == Some(rm.id)));
+        // Not `current_leader == self`: a leader that removed itself from the membership
+        // still names itself (and openraft 0.9 may keep its state a while), but it leads no
+        // one. A leader is a voter of the membership it knows.
+        let voter = rm
+            .membership_config
+            .membership()
+            .voter_ids()
+            .any(|id| id == rm.id);
+        gauge(
+            &self.is_leader,
+            u64::from(rm.state == openraft::ServerState::Leader && voter),
+        );
         let last = rm.last_log_index.unwrap_or(0);
         gauge(&self.last_log_index, last);
         gauge(

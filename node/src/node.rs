@@ -141,9 +141,13 @@ pub async fn run(
             tracing::info!(node_id = cfg.node_id, admin = %bound, "admin listening on {bound}");
             Some(tokio::spawn(crate::admin::serve(
                 listener,
-                raft.clone(),
-                sm.clone(),
-                metrics.clone(),
+                crate::admin::AdminState {
+                    raft: raft.clone(),
+                    sm: sm.clone(),
+                    metrics: metrics.clone(),
+                    peers: peers.clone(),
+                    incarnation,
+                },
                 stop_rx.clone(),
             )))
         }

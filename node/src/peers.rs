@@ -26,6 +26,9 @@ const PEERS_FILE: &str = "peers.json";
 pub struct PeerBook {
     path: PathBuf,
     known: Mutex<BTreeMap<NodeId, u64>>,
+    /// The incarnation the last peer that wrote to this node knows it by (0: none). Another
+    /// than this node's own means the cluster knows it by a data dir it lost.
+    known_as: std::sync::atomic::AtomicU64,
 }
 
 /// A peer came back with another data dir than the one it was first seen with.
@@ -53,6 +56,7 @@ impl PeerBook {
         Ok(PeerBook {
             path,
             known: Mutex::new(known),
+            known_as: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -85,8 +89,12 @@ impl PeerBook {
     }
 
     /// Adopts the incarnations a peer knows for nodes this one has no record of (never
-    /// overwriting one it has, nor recording one for itself, `me`).
+    /// overwriting one it has, nor recording one for itself, `me`), and notes the one it
+    /// knows `me` by (see [`PeerBook::known_as`]).
     pub fn learn(&self, me: NodeId, told: &std::collections::HashMap<NodeId, u64>) {
+        let as_me = told.get(&me).copied().unwrap_or(0);
+        self.known_as
+            .store(as_me, std::sync::atomic::Ordering::Relaxed);
         let mut known = self.known.lock().expect("peer book lock");
         let mut changed = false;
         for (id, incarnation) in told {
@@ -97,6 +105,18 @@ impl PeerBook {
         }
         if changed {
             self.save(&known);
+        }
+    }
+
+    /// The incarnation the peer that last wrote to this node knows it by, if that is not
+    /// `mine`: this node lost the data dir the cluster knows it by (it was wiped and
+    /// restarted under its old id), so its peers refuse it. `None` when it is known as itself
+    /// or not known at all (a new joiner, or a removed node forgotten).
+    pub fn known_as(&self, mine: u64) -> Option<u64> {
+        match self.known_as.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => None,
+            known if known == mine => None,
+            known => Some(known),
         }
     }
 
@@ -156,5 +176,21 @@ mod tests {
         book.retain(&BTreeSet::from([1, 3]));
         assert!(book.check(2, 0xbb).is_ok());
         assert!(book.check(2, 0xaa).is_err());
+    }
+
+    #[test]
+    fn a_node_learns_when_the_cluster_knows_it_by_a_data_dir_it_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let book = PeerBook::open(dir.path()).unwrap();
+        let mine = 0x77;
+        assert_eq!(book.known_as(mine), None, "nothing told yet");
+        book.learn(1, &std::collections::HashMap::from([(1, 0x70), (2, 0x22)]));
+        assert_eq!(book.known_as(mine), Some(0x70), "known by a lost data dir");
+        book.learn(1, &std::collections::HashMap::from([(1, mine)]));
+        assert_eq!(book.known_as(mine), None, "known as itself");
+        book.learn(1, &std::collections::HashMap::from([(1, 0x70)]));
+        // Removed, the leader forgets it: it is no longer known by the old one.
+        book.learn(1, &std::collections::HashMap::from([(2, 0x22)]));
+        assert_eq!(book.known_as(mine), None);
     }
 }

@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use baton_client::{ClaimOutcome, ReadMode};
-use common::{free_port, node_bin, serial, text, Cluster, NodeProc};
+use common::{admin_addr, free_port, http_get, node_bin, serial, text, Cluster, NodeProc};
 
 const TTL: Duration = Duration::from_secs(60);
 
@@ -83,6 +83,32 @@ fn start_joining(cluster: &mut Cluster, id: u64, through: &[String]) {
     cluster.start_node_joining(id, through);
 }
 
+/// Waits until node `id`'s `/readyz` answers `code` with a body containing `says`.
+async fn wait_for_readyz(cluster: &Cluster, id: u64, code: u16, says: &str) {
+    let admin = admin_addr(cluster, id).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (got, body) = http_get(&admin, "/readyz").await;
+        if got == code && body.contains(says) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {id}'s /readyz answers {got} {body:?}, not {code} with {says:?}\n{}",
+            cluster.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The value of the unlabelled metric `name` on node `id`.
+async fn metric(cluster: &Cluster, id: u64, name: &str) -> Option<f64> {
+    let (_, text) = http_get(&admin_addr(cluster, id).await, "/metrics").await;
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 async fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !check() {
@@ -94,7 +120,7 @@ async fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_join_leave_and_the_cluster_refuses_what_would_harm_it() {
     let _serial = serial().await;
-    let mut cluster = Cluster::start(3).await;
+    let mut cluster = Cluster::start_with(3, &["--admin-listen", "127.0.0.1:0"]).await;
     let endpoints = cluster.endpoints();
     let client = cluster.client().await;
     for i in 0..20 {
@@ -199,6 +225,15 @@ async fn members_join_leave_and_the_cluster_refuses_what_would_harm_it() {
     }
     let g = client.claim("m/while-wiped", "during", TTL).await.unwrap();
     assert!(matches!(g, ClaimOutcome::Granted(_)), "{g:?}");
+    // Its readiness tells the truth: not ready, and why and what to do (a load balancer or
+    // a PodDisruptionBudget must not count it).
+    wait_for_readyz(
+        &cluster,
+        3,
+        503,
+        "the cluster knows node 3 by another data dir",
+    )
+    .await;
     let leader = cluster.client_of(1).await.cluster_status().await.unwrap();
     assert!(matches!(leader.leader_id, Some(1) | Some(2)), "{leader:?}");
     cluster.kill(3);
@@ -251,6 +286,47 @@ async fn members_join_leave_and_the_cluster_refuses_what_would_harm_it() {
         assert!(
             Instant::now() < deadline,
             "the replaced node 3 has not caught up"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    wait_for_readyz(&cluster, 3, 200, "ready").await;
+
+    // The leader removed: it stops being ready and stops counting as leader at once, though
+    // it still runs and still names itself the leader it was; one other node leads.
+    let old = cluster.leader(Duration::from_secs(10)).await;
+    let rest: Vec<String> = [1, 2, 3]
+        .iter()
+        .filter(|id| **id != old)
+        .map(|id| cluster.nodes[id].addr.clone())
+        .collect();
+    baton_json(&rest, &["cluster", "remove", &old.to_string()]);
+    wait_for_readyz(
+        &cluster,
+        old,
+        503,
+        &format!("node {old} is not in the cluster's membership"),
+    )
+    .await;
+    assert_eq!(
+        metric(&cluster, old, "baton_raft_is_leader").await,
+        Some(0.0)
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut leading = Vec::new();
+        for id in [1, 2, 3].into_iter().filter(|id| *id != old) {
+            if metric(&cluster, id, "baton_raft_is_leader").await == Some(1.0) {
+                leading.push(id);
+            }
+        }
+        if leading.len() == 1 {
+            wait_for_readyz(&cluster, leading[0], 200, "ready").await;
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the remaining nodes report leaders {leading:?}\n{}",
+            cluster.logs()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

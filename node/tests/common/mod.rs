@@ -174,7 +174,14 @@ impl Cluster {
     /// Starts node `id` with `--join` through `through` instead of `--initial-cluster`.
     pub fn start_node_joining(&mut self, id: u64, through: &[String]) {
         let addr = self.nodes[&id].addr.clone();
-        let how = ["--advertise", &addr, "--join", &through.join(",")].map(str::to_owned);
+        let mut how = ["--advertise", &addr, "--join", &through.join(",")]
+            .map(str::to_owned)
+            .to_vec();
+        how.extend(
+            self.extra_args
+                .iter()
+                .map(|a| a.replace("{id}", &id.to_string())),
+        );
         self.spawn(id, &how);
     }
 
