@@ -11,6 +11,8 @@
 //! - `cluster`  the node processes (kill -9, SIGSTOP, restart, chaos control files);
 //! - `workload` the workers and the history recorder;
 //! - `nemesis`  faults and their schedule;
+//! - `powerfs`  a FUSE filesystem that forgets unsynced writes on a power cut (not yet used
+//!   by a nemesis);
 //! - `run`      one scenario end to end; `suite` the CI and long suites.
 
 pub mod check;
@@ -18,6 +20,7 @@ pub mod cluster;
 pub mod history;
 pub mod nemesis;
 pub mod net;
+pub mod powerfs;
 pub mod report;
 pub mod run;
 pub mod suite;

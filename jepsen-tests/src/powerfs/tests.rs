@@ -1,0 +1,245 @@
+//! The power-cut filesystem on its own: the journal on a plain directory (what survives a
+//! cut of each kind), then one real FUSE mount written through the kernel.
+
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use super::journal::{Journal, Loss, SECTOR_BYTES};
+use super::PowerFs;
+
+fn read(root: &Path, rel: &str) -> Option<Vec<u8>> {
+    std::fs::read(root.join(rel)).ok()
+}
+
+fn open_rw(root: &Path, rel: &str) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(root.join(rel))
+        .unwrap()
+}
+
+#[test]
+fn synced_data_survives_a_cut_and_unsynced_data_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut j = Journal::new(root).unwrap();
+    let f = open_rw(root, "log");
+    j.write(7, &f, 0, b"durable-").unwrap();
+    j.synced(7);
+    j.write(7, &f, 8, b"lost").unwrap();
+    j.write(7, &f, 0, b"DURABLE-").unwrap();
+    assert_eq!(
+        read(root, "log").unwrap(),
+        b"DURABLE-lost",
+        "reads see everything"
+    );
+    assert!(j.unsynced_bytes() >= 8);
+    let lost = j.cut(Loss::All, |id| (id == 7).then(|| "log".into()));
+    assert_eq!(read(root, "log").unwrap(), b"durable-");
+    assert_eq!((lost.writes, lost.bytes, lost.failed), (2, 12, 0));
+    assert_eq!(j.unsynced_bytes(), 0);
+}
+
+#[test]
+fn a_truncate_is_undone_with_what_it_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut j = Journal::new(root).unwrap();
+    let f = open_rw(root, "f");
+    j.write(1, &f, 0, b"0123456789").unwrap();
+    j.synced(1);
+    j.truncate(1, &f, 4).unwrap();
+    j.truncate(1, &f, 20).unwrap();
+    assert_eq!(read(root, "f").unwrap().len(), 20);
+    j.cut(Loss::All, |_| Some("f".into()));
+    assert_eq!(read(root, "f").unwrap(), b"0123456789");
+}
+
+#[test]
+fn a_new_name_needs_its_directory_synced() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut j = Journal::new(root).unwrap();
+    std::fs::create_dir(root.join("d")).unwrap();
+    j.created(Path::new("d"));
+    j.dir_synced(Path::new(""));
+    // A file created, its data and its directory synced: it stays, with its data.
+    let g = open_rw(root, "d/kept");
+    j.created(Path::new("d/kept"));
+    j.write(3, &g, 0, b"kept").unwrap();
+    j.synced(3);
+    j.dir_synced(Path::new("d"));
+    // Another created after that directory fsync, its data synced but not the directory:
+    // the name is lost, and the data with it.
+    let f = open_rw(root, "d/unsynced-name");
+    j.created(Path::new("d/unsynced-name"));
+    j.write(2, &f, 0, b"data").unwrap();
+    j.synced(2);
+    // Syncing another directory does not help it.
+    j.dir_synced(Path::new(""));
+    j.cut(Loss::All, |id| match id {
+        2 => Some("d/unsynced-name".into()),
+        3 => Some("d/kept".into()),
+        _ => None,
+    });
+    assert_eq!(read(root, "d/unsynced-name"), None);
+    assert_eq!(read(root, "d/kept").unwrap(), b"kept");
+}
+
+#[test]
+fn a_rename_without_a_directory_fsync_is_undone_and_what_it_replaced_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut j = Journal::new(root).unwrap();
+    for (name, text) in [("current", "old state"), ("next.tmp", "new state")] {
+        std::fs::write(root.join(name), text).unwrap();
+        j.created(Path::new(name));
+    }
+    j.dir_synced(Path::new(""));
+    // The write-then-rename pattern without the final directory fsync.
+    j.rename(Path::new("next.tmp"), Path::new("current"))
+        .unwrap();
+    assert_eq!(read(root, "current").unwrap(), b"new state");
+    let lost = j.cut(Loss::All, |_| None);
+    assert_eq!(lost.names, 1);
+    assert_eq!(read(root, "current").unwrap(), b"old state");
+    assert_eq!(read(root, "next.tmp").unwrap(), b"new state");
+    // With the directory fsync, the rename holds and the replaced file is gone for good.
+    j.rename(Path::new("next.tmp"), Path::new("current"))
+        .unwrap();
+    j.dir_synced(Path::new(""));
+    j.cut(Loss::All, |_| None);
+    assert_eq!(read(root, "current").unwrap(), b"new state");
+    assert_eq!(read(root, "next.tmp"), None);
+    let graves = std::fs::read_dir(root.join(super::journal::GRAVEYARD))
+        .unwrap()
+        .count();
+    assert_eq!(graves, 0, "a durable change leaves no grave");
+}
+
+#[test]
+fn an_unlink_without_a_directory_fsync_is_undone() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut j = Journal::new(root).unwrap();
+    std::fs::write(root.join("seg"), "segment").unwrap();
+    j.created(Path::new("seg"));
+    j.dir_synced(Path::new(""));
+    j.remove(Path::new("seg")).unwrap();
+    assert_eq!(read(root, "seg"), None);
+    j.cut(Loss::All, |_| None);
+    assert_eq!(read(root, "seg").unwrap(), b"segment");
+}
+
+#[test]
+fn a_prefix_cut_keeps_an_earlier_part_of_the_unsynced_writes_never_a_later_one() {
+    for seed in 1..40u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut j = Journal::new(root).unwrap();
+        let f = open_rw(root, "wal");
+        for i in 0..8u8 {
+            j.write(1, &f, u64::from(i) * 4, &[b'a' + i; 4]).unwrap();
+        }
+        j.cut(Loss::Prefix { seed }, |_| Some("wal".into()));
+        let left = read(root, "wal").unwrap();
+        assert_eq!(left.len() % 4, 0, "seed {seed}: whole writes only");
+        let expected: Vec<u8> = (0..(left.len() / 4) as u8)
+            .flat_map(|i| [b'a' + i; 4])
+            .collect();
+        assert_eq!(left, expected, "seed {seed}: a prefix of the writes");
+    }
+}
+
+#[test]
+fn a_torn_write_keeps_whole_sectors_of_the_first_lost_write_at_most() {
+    let block: Vec<u8> = (0..4 * SECTOR_BYTES).map(|i| (i % 251) as u8 + 1).collect();
+    let mut torn_seen = false;
+    for seed in 1..60u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut j = Journal::new(root).unwrap();
+        let f = open_rw(root, "db");
+        j.write(1, &f, 0, &block).unwrap();
+        j.cut(Loss::Torn { seed }, |_| Some("db".into()));
+        let left = read(root, "db").unwrap();
+        assert_eq!(
+            left.len() as u64 % SECTOR_BYTES,
+            0,
+            "seed {seed}: {}",
+            left.len()
+        );
+        assert_eq!(left[..], block[..left.len()], "seed {seed}");
+        torn_seen |= !left.is_empty() && left.len() < block.len();
+    }
+    assert!(torn_seen, "some seed tears the write");
+}
+
+#[test]
+fn the_journal_refuses_writes_past_its_limit() {
+    // The limit is named and enforced; checked on its arithmetic rather than by writing
+    // half a gigabyte.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut j = Journal::new(root).unwrap();
+    let f = open_rw(root, "big");
+    f.set_len(super::UNSYNCED_BYTES_MAX as u64 + 1).unwrap();
+    let err = j.truncate(1, &f, 0).unwrap_err();
+    assert!(matches!(err, super::JournalError::Full), "{err}");
+    assert_eq!(j.unsynced_bytes(), 0);
+}
+
+/// A real mount, written through the kernel as a node would: what fsync covered survives a
+/// cut, the rest does not, and the mount comes back on what is left.
+#[test]
+fn through_a_real_mount_a_cut_keeps_exactly_what_was_synced() {
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "/dev/fuse is missing: the power-loss tests need FUSE (apt-get install -y fuse3)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let backing = dir.path().join("backing");
+    let mnt = dir.path().join("mnt");
+    let fs = PowerFs::mount(&backing, &mnt).unwrap();
+    std::fs::create_dir(mnt.join("data")).unwrap();
+    std::fs::File::open(&mnt).unwrap().sync_all().unwrap();
+    let mut log = std::fs::File::create(mnt.join("data/log")).unwrap();
+    log.write_all(b"acknowledged;").unwrap();
+    log.sync_data().unwrap();
+    std::fs::File::open(mnt.join("data"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    log.write_all_at(b"never synced", 13).unwrap();
+    std::fs::write(mnt.join("data/new-file"), b"no fsync at all").unwrap();
+    assert_eq!(
+        std::fs::read(mnt.join("data/log")).unwrap(),
+        b"acknowledged;never synced"
+    );
+    assert!(fs.unsynced_bytes() < 64);
+    drop(log);
+    let lost = fs.cut(Loss::All);
+    assert!(lost.writes >= 2 && lost.names >= 1, "{lost:?}");
+    assert_eq!(read(&backing, "data/log").unwrap(), b"acknowledged;");
+    assert_eq!(read(&backing, "data/new-file"), None);
+    // Mounted again, the node would find exactly that.
+    let fs = PowerFs::mount(&backing, &mnt).unwrap();
+    assert_eq!(
+        std::fs::read(mnt.join("data/log")).unwrap(),
+        b"acknowledged;"
+    );
+    let names: Vec<_> = std::fs::read_dir(&mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        names,
+        vec![std::ffi::OsString::from("data")],
+        "the graveyard is hidden"
+    );
+    drop(fs);
+}
