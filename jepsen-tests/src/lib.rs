@@ -11,8 +11,8 @@
 //! - `cluster`  the node processes (kill -9, SIGSTOP, restart, chaos control files);
 //! - `workload` the workers and the history recorder;
 //! - `nemesis`  faults and their schedule;
-//! - `powerfs`  a FUSE filesystem that forgets unsynced writes on a power cut (not yet used
-//!   by a nemesis);
+//! - `powerfs`  a FUSE filesystem that forgets unsynced writes on a power cut (used by
+//!   `tests/power_cut.rs`; not yet by a nemesis of the suite);
 //! - `run`      one scenario end to end; `suite` the CI and long suites.
 
 pub mod check;

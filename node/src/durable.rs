@@ -17,3 +17,28 @@ pub fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)?;
     std::fs::File::open(dir)?.sync_all()
 }
+
+/// Makes the names in each of `dirs` durable: a new, renamed or removed name is durable only
+/// after an fsync of its directory (POSIX; ext4 and XFS happen to commit them with the next
+/// fsync of anything, other filesystems need not). A directory that does not exist is
+/// skipped.
+pub fn sync_dirs(dirs: &[&Path]) -> std::io::Result<()> {
+    for dir in dirs {
+        match std::fs::File::open(dir) {
+            Ok(d) => d.sync_all()?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Makes the data of the file at `path` durable (`fsync`); a file that does not exist is
+/// skipped.
+pub fn sync_file(path: &Path) -> std::io::Result<()> {
+    match std::fs::File::open(path) {
+        Ok(f) => f.sync_all(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}

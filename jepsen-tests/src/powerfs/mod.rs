@@ -102,7 +102,13 @@ impl State {
         self.forget_under(to);
         for (old, ino) in moved {
             self.inodes.remove(&old);
-            let new = to.join(old.strip_prefix(from).expect("under from"));
+            // Not `to.join("")`: that is `to/`, which names no file.
+            let rest = old.strip_prefix(from).expect("under from");
+            let new = if rest.as_os_str().is_empty() {
+                to.to_path_buf()
+            } else {
+                to.join(rest)
+            };
             self.paths.insert(ino, new.clone());
             self.inodes.insert(new, ino);
         }

@@ -221,6 +221,11 @@ fn through_a_real_mount_a_cut_keeps_exactly_what_was_synced() {
         b"acknowledged;never synced"
     );
     assert!(fs.unsynced_bytes() < 64);
+    // Write-then-rename through the mount: the new name reads back, the old is gone.
+    std::fs::write(mnt.join("data/state.tmp"), b"state").unwrap();
+    std::fs::rename(mnt.join("data/state.tmp"), mnt.join("data/state")).unwrap();
+    assert_eq!(std::fs::read(mnt.join("data/state")).unwrap(), b"state");
+    assert!(!mnt.join("data/state.tmp").exists());
     drop(log);
     let lost = fs.cut(Loss::All);
     assert!(lost.writes >= 2 && lost.names >= 1, "{lost:?}");

@@ -182,6 +182,24 @@ pub fn open_with(
             dir: dir.to_path_buf(),
             detail,
         })?;
+    // What sled 0.34 writes at its first open and never syncs, made durable before anything
+    // is acknowledged (found by the power-cut test; jepsen-tests/BUGS.md, P1 and P2):
+    // - its `conf` file: a power cut that tore it (its checksum lost, its settings kept)
+    //   left a store sled refuses to open ("Read corrupted data"), so the node would not start;
+    // - the names of a new data dir (the dir itself, sled's directory and files, the
+    //   snapshots directory), durable only once their directories are synced: a cut before
+    //   anything else synced them lost the whole data dir, every acknowledged write with it.
+    // Done at every open (a few fsyncs), so a dir made by an earlier version is covered too.
+    let sled_dir = dir.join("sled");
+    crate::durable::sync_file(&sled_dir.join("conf")).map_err(io)?;
+    crate::durable::sync_dirs(&[
+        &sled_dir.join("blobs"),
+        &sled_dir,
+        &dir.join("snapshots"),
+        dir,
+        dir.parent().unwrap_or(Path::new(".")),
+    ])
+    .map_err(io)?;
     Ok((log, sm))
 }
 
