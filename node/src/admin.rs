@@ -87,6 +87,8 @@ pub async fn http_get(addr: &str, path: &str) -> Result<AdminAnswer, AdminError>
 /// Why a node should not receive traffic (`/readyz` answers 503 with this).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotReady {
+    #[error("no membership yet: a joining node waits for the leader to add it")]
+    NoMembership,
     #[error(
         "node {node_id} is not in the cluster's membership (removed?): it serves no one; stop \
          it, or add it again (baton cluster add {node_id} ADDR)"
@@ -117,6 +119,9 @@ pub enum NotReady {
 pub fn readiness(raft: &Raft, peers: &PeerBook, incarnation: u64) -> Result<(), NotReady> {
     let rm = raft.metrics().borrow().clone();
     let membership = rm.membership_config.membership();
+    if membership.nodes().next().is_none() {
+        return Err(NotReady::NoMembership);
+    }
     let member = membership.voter_ids().any(|id| id == rm.id)
         || membership.learner_ids().any(|id| id == rm.id);
     if !member {

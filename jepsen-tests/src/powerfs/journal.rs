@@ -53,6 +53,8 @@ struct DataUndo {
     old_len: u64,
     /// The change's own length (for tearing).
     len: u64,
+    /// A write may be torn; a truncate is taken back whole or not at all.
+    tearable: bool,
 }
 
 /// A name change, to take it back.
@@ -75,6 +77,25 @@ struct NameChange {
     undo: NameUndo,
     /// The directories (relative paths) that must still be synced for it to be durable.
     pending: BTreeSet<PathBuf>,
+}
+
+impl NameChange {
+    /// The directory `from` is now `to`: its paths under `from` move with it.
+    fn rebase(&mut self, from: &Path, to: &Path) {
+        let moved = |p: &Path| match p.strip_prefix(from) {
+            Ok(rest) if rest.as_os_str().is_empty() => to.to_path_buf(),
+            Ok(rest) => to.join(rest),
+            Err(_) => p.to_path_buf(),
+        };
+        self.pending = self.pending.iter().map(|p| moved(p)).collect();
+        match &mut self.undo {
+            NameUndo::Created { path } | NameUndo::Removed { path, .. } => *path = moved(path),
+            NameUndo::Renamed { from: f, to: t, .. } => {
+                *f = moved(f);
+                *t = moved(t);
+            }
+        }
+    }
 }
 
 /// What a cut took back, for the run's record.
@@ -111,6 +132,8 @@ pub enum JournalError {
 impl Journal {
     /// A journal over `root`, which it prepares (the graveyard).
     pub fn new(root: &Path) -> std::io::Result<Journal> {
+        // Graves left by a clean unmount (changes never cut back) are gone for good.
+        remove_any(&root.join(GRAVEYARD))?;
         std::fs::create_dir_all(root.join(GRAVEYARD))?;
         Ok(Journal {
             root: root.to_path_buf(),
@@ -134,7 +157,7 @@ impl Journal {
         offset: u64,
         bytes: &[u8],
     ) -> Result<(), JournalError> {
-        self.remember(id, file, offset, bytes.len() as u64)?;
+        self.remember(id, file, offset, bytes.len() as u64, true)?;
         file.write_all_at(bytes, offset)?;
         Ok(())
     }
@@ -143,13 +166,14 @@ impl Journal {
     pub fn truncate(&mut self, id: u64, file: &File, len: u64) -> Result<(), JournalError> {
         let old_len = file.metadata()?.len();
         if len < old_len {
-            self.remember(id, file, len, old_len - len)?;
+            self.remember(id, file, len, old_len - len, false)?;
         } else {
             self.data.entry(id).or_default().push(DataUndo {
                 offset: old_len,
                 old: Vec::new(),
                 old_len,
                 len: 0,
+                tearable: false,
             });
         }
         file.set_len(len)?;
@@ -162,6 +186,7 @@ impl Journal {
         file: &File,
         offset: u64,
         len: u64,
+        tearable: bool,
     ) -> Result<(), JournalError> {
         let old_len = file.metadata()?.len();
         let end = (offset + len).min(old_len);
@@ -178,6 +203,7 @@ impl Journal {
             old,
             old_len,
             len,
+            tearable,
         });
         Ok(())
     }
@@ -236,9 +262,23 @@ impl Journal {
         Ok(grave)
     }
 
-    /// Renames `from` to `to` (replacing what `to` was, kept in the graveyard).
-    pub fn rename(&mut self, from: &Path, to: &Path) -> std::io::Result<()> {
+    /// Renames `from` to `to` (replacing what `to` was, kept in the graveyard, whose place it
+    /// returns: an open file's writes still go there). As rename(2): a directory replaces
+    /// only an empty directory, a file only a file.
+    pub fn rename(&mut self, from: &Path, to: &Path) -> std::io::Result<Option<PathBuf>> {
+        let errno = std::io::Error::from_raw_os_error;
+        let source = self.root.join(from).symlink_metadata()?;
         let target = self.root.join(to);
+        if let Ok(existing) = target.symlink_metadata() {
+            match (source.is_dir(), existing.is_dir()) {
+                (true, true) if std::fs::read_dir(&target)?.next().is_some() => {
+                    return Err(errno(libc::ENOTEMPTY));
+                }
+                (true, false) => return Err(errno(libc::ENOTDIR)),
+                (false, true) => return Err(errno(libc::EISDIR)),
+                _ => {}
+            }
+        }
         let replaced = if target.symlink_metadata().is_ok() {
             let grave = self.new_grave();
             std::fs::rename(&target, self.root.join(&grave))?;
@@ -252,15 +292,21 @@ impl Journal {
             }
             return Err(e);
         }
+        // Changes still pending under a renamed directory now live under its new name.
+        if source.is_dir() {
+            for change in &mut self.names {
+                change.rebase(from, to);
+            }
+        }
         self.names.push(NameChange {
             pending: parents([from, to]),
             undo: NameUndo::Renamed {
                 from: from.to_path_buf(),
                 to: to.to_path_buf(),
-                replaced,
+                replaced: replaced.clone(),
             },
         });
-        Ok(())
+        Ok(replaced)
     }
 
     fn new_grave(&mut self) -> PathBuf {
@@ -305,15 +351,20 @@ impl Journal {
                 }
             };
             for (i, u) in undo.iter().enumerate().skip(keep).rev() {
-                // The first write lost may be torn: a sector-aligned prefix of it survives.
-                let survives = if torn && i == keep && u.len > 0 {
-                    let boundary = (u.offset / SECTOR_BYTES + 1) * SECTOR_BYTES;
-                    let sectors = (u.offset + u.len).saturating_sub(boundary) / SECTOR_BYTES;
-                    let cut_at =
-                        boundary + rng.as_mut().map_or(0, |r| r.below(sectors + 1)) * SECTOR_BYTES;
-                    cut_at.min(u.offset + u.len) - u.offset
-                } else {
-                    0
+                // The first write lost may be torn: it survives up to a sector boundary strictly
+                // inside it (a write within one sector is atomic: lost whole).
+                let survives = match (torn && i == keep && u.tearable, rng.as_mut()) {
+                    (true, Some(r)) => {
+                        let first = (u.offset / SECTOR_BYTES + 1) * SECTOR_BYTES;
+                        let end = u.offset + u.len;
+                        if first < end {
+                            let inside = (end - 1 - first) / SECTOR_BYTES + 1;
+                            first + r.below(inside) * SECTOR_BYTES - u.offset
+                        } else {
+                            0
+                        }
+                    }
+                    _ => 0,
                 };
                 if let Err(e) = undo_data(&file, u, survives) {
                     tracing::warn!(path = %path.display(), error = %e, "power cut: cannot undo a write");

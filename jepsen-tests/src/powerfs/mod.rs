@@ -314,7 +314,11 @@ impl Filesystem for Fs {
         let answer = (|| {
             let from = child(&s.path(parent)?, name);
             let to = child(&s.path(newparent)?, newname);
-            s.journal.rename(&from, &to).map_err(io_errno)?;
+            let replaced = s.journal.rename(&from, &to).map_err(io_errno)?;
+            // What `to` was now waits in its grave, where a cut still undoes its writes.
+            if let Some(grave) = replaced {
+                s.renamed(&to, &grave);
+            }
             s.renamed(&from, &to);
             Ok(())
         })();

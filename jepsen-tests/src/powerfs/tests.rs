@@ -226,11 +226,28 @@ fn through_a_real_mount_a_cut_keeps_exactly_what_was_synced() {
     std::fs::rename(mnt.join("data/state.tmp"), mnt.join("data/state")).unwrap();
     assert_eq!(std::fs::read(mnt.join("data/state")).unwrap(), b"state");
     assert!(!mnt.join("data/state.tmp").exists());
+    std::fs::File::open(mnt.join("data"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    // A file written without fsync, then replaced by a rename (no directory fsync): the cut
+    // brings the old file back, and without its unsynced writes.
+    let mut state = std::fs::OpenOptions::new()
+        .append(true)
+        .open(mnt.join("data/state"))
+        .unwrap();
+    state.sync_all().unwrap();
+    state.write_all(b" and more").unwrap();
+    std::fs::write(mnt.join("data/state.tmp"), b"replacement").unwrap();
+    std::fs::rename(mnt.join("data/state.tmp"), mnt.join("data/state")).unwrap();
+    drop(state);
     drop(log);
     let lost = fs.cut(Loss::All);
     assert!(lost.writes >= 2 && lost.names >= 1, "{lost:?}");
     assert_eq!(read(&backing, "data/log").unwrap(), b"acknowledged;");
-    assert_eq!(read(&backing, "data/new-file"), None);
+    // Its name was made durable by the later fsync of its directory, its data never was.
+    assert_eq!(read(&backing, "data/new-file").unwrap(), b"");
+    assert_eq!(read(&backing, "data/state").unwrap(), b"state");
     // Mounted again, the node would find exactly that.
     let fs = PowerFs::mount(&backing, &mnt).unwrap();
     assert_eq!(
@@ -247,4 +264,77 @@ fn through_a_real_mount_a_cut_keeps_exactly_what_was_synced() {
         "the graveyard is hidden"
     );
     drop(fs);
+}
+
+#[test]
+fn a_truncate_is_never_torn_and_a_write_tears_only_inside_it() {
+    for seed in 1..60u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut j = Journal::new(root).unwrap();
+        let f = open_rw(root, "f");
+        let block = vec![7u8; 3 * SECTOR_BYTES as usize];
+        j.write(1, &f, 0, &block).unwrap();
+        j.synced(1);
+        j.truncate(1, &f, 100).unwrap();
+        j.cut(Loss::Torn { seed }, |_| Some("f".into()));
+        let left = read(root, "f").unwrap();
+        // Either the truncate held or it was taken back whole: never zeros in its place.
+        assert!(
+            left.len() == 100 || left == block,
+            "seed {seed}: {} bytes",
+            left.len()
+        );
+        // A write within one sector is atomic.
+        let g = open_rw(root, "g");
+        j.write(2, &g, 10, b"0123456789").unwrap();
+        j.cut(Loss::Torn { seed }, |_| Some("g".into()));
+        let left = read(root, "g").unwrap();
+        assert!(left.is_empty() || left.len() == 20, "seed {seed}: {left:?}");
+    }
+}
+
+#[test]
+fn changes_under_a_renamed_directory_follow_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut j = Journal::new(root).unwrap();
+    std::fs::create_dir(root.join("d")).unwrap();
+    j.created(Path::new("d"));
+    j.dir_synced(Path::new(""));
+    std::fs::write(root.join("d/f"), "f").unwrap();
+    j.created(Path::new("d/f"));
+    j.rename(Path::new("d"), Path::new("e")).unwrap();
+    // Syncing the directory under its new name makes the file's name durable.
+    j.dir_synced(Path::new("e"));
+    j.cut(Loss::All, |_| None);
+    // The rename itself was not made durable (the root was not synced since): d is back,
+    // with f in it.
+    assert_eq!(read(root, "d/f").unwrap(), b"f");
+}
+
+#[test]
+fn a_rename_refuses_what_rename_2_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut j = Journal::new(root).unwrap();
+    std::fs::create_dir_all(root.join("full/x")).unwrap();
+    std::fs::create_dir(root.join("empty")).unwrap();
+    std::fs::write(root.join("file"), "f").unwrap();
+    let code = |e: std::io::Error| e.raw_os_error();
+    assert_eq!(
+        j.rename(Path::new("empty"), Path::new("full"))
+            .map_err(code),
+        Err(Some(libc::ENOTEMPTY))
+    );
+    assert_eq!(
+        j.rename(Path::new("empty"), Path::new("file"))
+            .map_err(code),
+        Err(Some(libc::ENOTDIR))
+    );
+    assert_eq!(
+        j.rename(Path::new("file"), Path::new("full")).map_err(code),
+        Err(Some(libc::EISDIR))
+    );
+    assert!(root.join("full/x").is_dir() && root.join("file").is_file());
 }

@@ -197,7 +197,10 @@ pub fn open_with(
         &sled_dir,
         &dir.join("snapshots"),
         dir,
-        dir.parent().unwrap_or(Path::new(".")),
+        // A relative data dir's parent is "" (the working directory).
+        dir.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new(".")),
     ])
     .map_err(io)?;
     Ok((log, sm))
