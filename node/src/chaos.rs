@@ -8,6 +8,8 @@
 //! - `raft_delay_ms=40` and `raft_jitter_ms=30`: every outgoing Raft RPC of this node waits
 //!   `delay + uniform(0, jitter)` before it is sent (tc netem is not available on the test
 //!   machines, so delay is injected at the transport instead).
+//! - `skip_fsync=1`: the log flusher acknowledges appends after sled's flush without the
+//!   `fdatasync` that makes them durable: the bug the power-cut test must catch (its canary).
 //!
 //! Without the feature, or without the variable, [`lease_clock`] is the plain monotonic
 //! clock and [`raft_delay`] does nothing. Rate skew reaches the countdowns only: openraft's
@@ -27,6 +29,16 @@ pub fn lease_clock() -> Arc<dyn Clock> {
         return Arc::new(imp::SkewedClock::new(knobs));
     }
     Arc::new(MonotonicClock)
+}
+
+/// Whether the log flusher skips its `fdatasync` (the power-cut canary); never without the
+/// feature and the control file.
+pub fn skip_fsync() -> bool {
+    #[cfg(feature = "chaos")]
+    if let Some(knobs) = imp::knobs() {
+        return knobs.skip_fsync();
+    }
+    false
 }
 
 /// Waits before an outgoing Raft RPC, as the control file says (no wait without it).
@@ -55,9 +67,14 @@ mod imp {
         delay_ms: AtomicU64,
         jitter_ms: AtomicU64,
         seed: AtomicU64,
+        skip_fsync: AtomicU64,
     }
 
     impl Knobs {
+        pub fn skip_fsync(&self) -> bool {
+            self.skip_fsync.load(Ordering::Relaxed) != 0
+        }
+
         pub fn rate(&self) -> f64 {
             f64::from_bits(self.rate_bits.load(Ordering::Relaxed))
         }
@@ -81,7 +98,7 @@ mod imp {
 
         fn load(&self, text: &str) {
             let mut rate: f64 = 1.0;
-            let (mut delay, mut jitter) = (0, 0);
+            let (mut delay, mut jitter, mut skip_fsync) = (0, 0, 0);
             for line in text.lines() {
                 let Some((k, v)) = line.split_once('=') else {
                     continue;
@@ -90,6 +107,7 @@ mod imp {
                     "clock_rate" => rate = v.trim().parse().unwrap_or(1.0),
                     "raft_delay_ms" => delay = v.trim().parse().unwrap_or(0),
                     "raft_jitter_ms" => jitter = v.trim().parse().unwrap_or(0),
+                    "skip_fsync" => skip_fsync = v.trim().parse().unwrap_or(0),
                     _ => {}
                 }
             }
@@ -99,6 +117,7 @@ mod imp {
             self.rate_bits.store(f64::to_bits(rate), Ordering::Relaxed);
             self.delay_ms.store(delay, Ordering::Relaxed);
             self.jitter_ms.store(jitter, Ordering::Relaxed);
+            self.skip_fsync.store(skip_fsync, Ordering::Relaxed);
         }
     }
 
@@ -114,6 +133,7 @@ mod imp {
                 delay_ms: AtomicU64::new(0),
                 jitter_ms: AtomicU64::new(0),
                 seed: AtomicU64::new(u64::from(std::process::id()) * 0x9E37_79B9),
+                skip_fsync: AtomicU64::new(0),
             }));
             if let Ok(text) = std::fs::read_to_string(&path) {
                 knobs.load(&text);
@@ -178,10 +198,15 @@ mod imp {
                 delay_ms: AtomicU64::new(0),
                 jitter_ms: AtomicU64::new(0),
                 seed: AtomicU64::new(7),
+                skip_fsync: AtomicU64::new(0),
             };
             k.load("clock_rate=1.5\nraft_delay_ms=40\nraft_jitter_ms=0\n");
             assert_eq!(k.rate(), 1.5);
             assert_eq!(k.raft_delay(), Duration::from_millis(40));
+            assert!(!k.skip_fsync());
+            k.load("skip_fsync=1");
+            assert!(k.skip_fsync());
+            assert_eq!(k.rate(), 1.0, "a knob not given is back to its default");
             k.load("clock_rate=-3\nnoise\n");
             assert_eq!(k.rate(), 1.0);
             assert_eq!(k.raft_delay(), Duration::ZERO);
@@ -199,6 +224,7 @@ mod imp {
                 delay_ms: AtomicU64::new(0),
                 jitter_ms: AtomicU64::new(0),
                 seed: AtomicU64::new(7),
+                skip_fsync: AtomicU64::new(0),
             }));
             let clock = SkewedClock::new(k);
             let (r0, v0) = (Instant::now(), clock.now());
