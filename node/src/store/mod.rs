@@ -233,6 +233,7 @@ pub fn seed(
     let snapshots = dir.join("snapshots");
     let mut bytes = encode(meta);
     bytes.extend(encode(state));
+    state_machine::seal(&mut bytes);
     let written = std::fs::create_dir_all(&snapshots)
         .and_then(|()| write_durably(&state_machine::snapshot_path(&snapshots), &bytes));
     if let Err(e) = written {

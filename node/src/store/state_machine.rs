@@ -41,6 +41,38 @@ pub(super) fn snapshot_path(snapshot_dir: &Path) -> PathBuf {
     snapshot_dir.join(SNAPSHOT_FILE)
 }
 
+/// What ends a snapshot file written by this version: these bytes, then the CRC-32 (little
+/// endian) of everything before them. A file without it was written before checksums (it is
+/// read as it is; a damaged one of those fails to decode at best). On the wire a snapshot
+/// goes without it, as before, so older peers read it.
+pub(super) const SNAPSHOT_SEAL: &[u8; 8] = b"BTNSEAL1";
+
+/// Appends the seal to a snapshot file's bytes.
+pub(super) fn seal(bytes: &mut Vec<u8>) {
+    let crc = crc32fast::hash(bytes);
+    bytes.extend_from_slice(SNAPSHOT_SEAL);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+}
+
+/// A snapshot file's bytes without its seal, checked: a damaged file (a flipped bit, a torn
+/// block) is refused, never served or sent to a peer.
+pub(super) fn unseal(bytes: &[u8]) -> Result<&[u8], String> {
+    let trailer = SNAPSHOT_SEAL.len() + 4;
+    if bytes.len() < trailer || &bytes[bytes.len() - trailer..bytes.len() - 4] != SNAPSHOT_SEAL {
+        return Ok(bytes);
+    }
+    let (body, crc) = bytes.split_at(bytes.len() - 4);
+    let body = &body[..body.len() - SNAPSHOT_SEAL.len()];
+    let want = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
+    let got = crc32fast::hash(body);
+    if want != got {
+        return Err(format!(
+            "the snapshot file is damaged: checksum {got:08x}, its seal says {want:08x}"
+        ));
+    }
+    Ok(body)
+}
+
 /// The state machine's state: the lease table plus what openraft needs to know about it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SmState {
@@ -148,8 +180,9 @@ impl StateMachine {
     fn read_snapshot_file(&self) -> Result<Option<SnapshotFile>, String> {
         match std::fs::read(self.shared.snapshot_dir.join(SNAPSHOT_FILE)) {
             Ok(bytes) => {
-                // The meta, then the state (see `write_snapshot_file`).
-                let mut cursor = std::io::Cursor::new(&bytes[..]);
+                // The meta, then the state, then the seal (see `write_snapshot_file`).
+                let bytes = unseal(&bytes)?;
+                let mut cursor = std::io::Cursor::new(bytes);
                 let meta: SnapshotMeta = bincode::deserialize_from(&mut cursor).map_err(io_err)?;
                 let rest = &bytes[cursor.position() as usize..];
                 let mut state = SmState::decode(rest).map_err(io_err)?;
@@ -267,6 +300,7 @@ impl StateMachine {
         }
         let mut bytes = encode(meta);
         bytes.extend_from_slice(state_bytes);
+        seal(&mut bytes);
         let path = self.shared.snapshot_dir.join(SNAPSHOT_FILE);
         tokio::task::spawn_blocking(move || write_durably(&path, &bytes))
             .await
@@ -391,8 +425,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(read_err(&e).into()),
         };
-        // The file is the meta followed by the state: hand the state's bytes on as they are.
-        let mut reader = std::io::Cursor::new(bytes.as_slice());
+        // The file is the meta, the state and the seal: hand the state's bytes on as they are,
+        // once the seal says they are what was written.
+        let bytes = unseal(&bytes).map_err(|e| read_err(&e))?;
+        let mut reader = std::io::Cursor::new(bytes);
         let meta: SnapshotMeta =
             bincode::deserialize_from(&mut reader).map_err(|e| read_err(&e))?;
         let state_bytes = bytes[reader.position() as usize..].to_vec();

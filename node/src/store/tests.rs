@@ -70,6 +70,55 @@ fn foreign_and_corrupt_data_dirs_are_refused() {
     assert!(matches!(err, OpenError::CorruptIdentity { .. }), "{err}");
 }
 
+/// One damaged node (FAST '17: redundancy is not fault tolerance): a snapshot file with a
+/// flipped bit is refused with a clear error, never served or sent to a peer; one written
+/// before snapshots were sealed is still read.
+#[test]
+fn a_damaged_snapshot_file_is_refused_and_an_unsealed_old_one_is_read() {
+    use openraft::testing::log_id;
+    let meta = crate::raft_types::SnapshotMeta {
+        last_log_id: Some(log_id(1, 1, 41)),
+        last_membership: Default::default(),
+        snapshot_id: "t".into(),
+    };
+    let state = SmState {
+        revision: 0x0102_0304,
+        ..SmState::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path(), 1, "t", &meta, &state).unwrap();
+    let file = state_machine::snapshot_path(&dir.path().join("snapshots"));
+    let sealed = std::fs::read(&file).unwrap();
+    {
+        let (_log, sm) = reopen(dir.path());
+        assert_eq!(sm.read(|s| s.revision), 0x0102_0304);
+    }
+    // One bit of the revision flipped: it would still decode, to another revision.
+    let at = sealed
+        .windows(4)
+        .position(|w| w == 0x0102_0304u32.to_le_bytes())
+        .expect("the revision is in the file");
+    let mut damaged = sealed.clone();
+    damaged[at] ^= 0x01;
+    std::fs::write(&file, &damaged).unwrap();
+    let err = loop {
+        match open(dir.path(), 1, "t", countdowns()) {
+            Err(OpenError::Sled { .. }) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            other => break other.err().expect("a damaged snapshot is refused"),
+        }
+    };
+    assert!(
+        matches!(&err, OpenError::CorruptState { detail, .. } if detail.contains("checksum")),
+        "{err}"
+    );
+    assert!(err.to_string().contains("wipe the dir and rejoin"), "{err}");
+    // A file from before the seal (no trailer) is read as it is.
+    let unsealed = &sealed[..sealed.len() - state_machine::SNAPSHOT_SEAL.len() - 4];
+    std::fs::write(&file, unsealed).unwrap();
+    let (_log, sm) = reopen(dir.path());
+    assert_eq!(sm.read(|s| s.revision), 0x0102_0304);
+}
+
 #[tokio::test]
 async fn a_deduplicated_retry_does_not_restart_the_current_leases_countdown() {
     use crate::core::{Holder, LogCommand, Op, RequestId};
