@@ -222,14 +222,7 @@ impl Journal {
         for mut change in std::mem::take(&mut self.names) {
             change.pending.remove(dir);
             if change.pending.is_empty() {
-                let grave = match &change.undo {
-                    NameUndo::Removed { grave, .. } => Some(grave.clone()),
-                    NameUndo::Renamed { replaced, .. } => replaced.clone(),
-                    NameUndo::Created { .. } => None,
-                };
-                if let Some(grave) = grave {
-                    let _ = remove_any(&self.root.join(grave));
-                }
+                self.bury(&change);
             } else {
                 kept.push(change);
             }
@@ -404,16 +397,21 @@ impl Journal {
         }
         // What survived of the kept changes is durable now: empty their graves.
         for change in changes.iter().take(keep) {
-            let grave = match &change.undo {
-                NameUndo::Removed { grave, .. } => Some(grave),
-                NameUndo::Renamed { replaced, .. } => replaced.as_ref(),
-                NameUndo::Created { .. } => None,
-            };
-            if let Some(grave) = grave {
-                let _ = remove_any(&self.root.join(grave));
-            }
+            self.bury(change);
         }
         lost
+    }
+
+    /// A name change is durable: what it removed or replaced is gone for good.
+    fn bury(&self, change: &NameChange) {
+        let grave = match &change.undo {
+            NameUndo::Removed { grave, .. } => Some(grave),
+            NameUndo::Renamed { replaced, .. } => replaced.as_ref(),
+            NameUndo::Created { .. } => None,
+        };
+        if let Some(grave) = grave {
+            let _ = remove_any(&self.root.join(grave));
+        }
     }
 }
 

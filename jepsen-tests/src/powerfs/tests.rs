@@ -8,6 +8,13 @@ use std::path::Path;
 use super::journal::{Journal, Loss, SECTOR_BYTES};
 use super::PowerFs;
 
+/// A journal over a fresh temporary directory.
+fn journal() -> (tempfile::TempDir, Journal) {
+    let dir = tempfile::tempdir().unwrap();
+    let j = Journal::new(dir.path()).unwrap();
+    (dir, j)
+}
+
 fn read(root: &Path, rel: &str) -> Option<Vec<u8>> {
     std::fs::read(root.join(rel)).ok()
 }
@@ -24,9 +31,8 @@ fn open_rw(root: &Path, rel: &str) -> std::fs::File {
 
 #[test]
 fn synced_data_survives_a_cut_and_unsynced_data_is_gone() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, mut j) = journal();
     let root = dir.path();
-    let mut j = Journal::new(root).unwrap();
     let f = open_rw(root, "log");
     j.write(7, &f, 0, b"durable-").unwrap();
     j.synced(7);
@@ -46,9 +52,8 @@ fn synced_data_survives_a_cut_and_unsynced_data_is_gone() {
 
 #[test]
 fn a_truncate_is_undone_with_what_it_cut_off() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, mut j) = journal();
     let root = dir.path();
-    let mut j = Journal::new(root).unwrap();
     let f = open_rw(root, "f");
     j.write(1, &f, 0, b"0123456789").unwrap();
     j.synced(1);
@@ -61,9 +66,8 @@ fn a_truncate_is_undone_with_what_it_cut_off() {
 
 #[test]
 fn a_new_name_needs_its_directory_synced() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, mut j) = journal();
     let root = dir.path();
-    let mut j = Journal::new(root).unwrap();
     std::fs::create_dir(root.join("d")).unwrap();
     j.created(Path::new("d"));
     j.dir_synced(Path::new(""));
@@ -92,9 +96,8 @@ fn a_new_name_needs_its_directory_synced() {
 
 #[test]
 fn a_rename_without_a_directory_fsync_is_undone_and_what_it_replaced_comes_back() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, mut j) = journal();
     let root = dir.path();
-    let mut j = Journal::new(root).unwrap();
     for (name, text) in [("current", "old state"), ("next.tmp", "new state")] {
         std::fs::write(root.join(name), text).unwrap();
         j.created(Path::new(name));
@@ -123,9 +126,8 @@ fn a_rename_without_a_directory_fsync_is_undone_and_what_it_replaced_comes_back(
 
 #[test]
 fn an_unlink_without_a_directory_fsync_is_undone() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, mut j) = journal();
     let root = dir.path();
-    let mut j = Journal::new(root).unwrap();
     std::fs::write(root.join("seg"), "segment").unwrap();
     j.created(Path::new("seg"));
     j.dir_synced(Path::new(""));
@@ -138,9 +140,8 @@ fn an_unlink_without_a_directory_fsync_is_undone() {
 #[test]
 fn a_prefix_cut_keeps_an_earlier_part_of_the_unsynced_writes_never_a_later_one() {
     for seed in 1..40u64 {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, mut j) = journal();
         let root = dir.path();
-        let mut j = Journal::new(root).unwrap();
         let f = open_rw(root, "wal");
         for i in 0..8u8 {
             j.write(1, &f, u64::from(i) * 4, &[b'a' + i; 4]).unwrap();
@@ -160,9 +161,8 @@ fn a_torn_write_keeps_whole_sectors_of_the_first_lost_write_at_most() {
     let block: Vec<u8> = (0..4 * SECTOR_BYTES).map(|i| (i % 251) as u8 + 1).collect();
     let mut torn_seen = false;
     for seed in 1..60u64 {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, mut j) = journal();
         let root = dir.path();
-        let mut j = Journal::new(root).unwrap();
         let f = open_rw(root, "db");
         j.write(1, &f, 0, &block).unwrap();
         j.cut(Loss::Torn { seed }, |_| Some("db".into()));
@@ -183,9 +183,8 @@ fn a_torn_write_keeps_whole_sectors_of_the_first_lost_write_at_most() {
 fn the_journal_refuses_writes_past_its_limit() {
     // The limit is named and enforced; checked on its arithmetic rather than by writing
     // half a gigabyte.
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, mut j) = journal();
     let root = dir.path();
-    let mut j = Journal::new(root).unwrap();
     let f = open_rw(root, "big");
     f.set_len(super::UNSYNCED_BYTES_MAX as u64 + 1).unwrap();
     let err = j.truncate(1, &f, 0).unwrap_err();
@@ -269,9 +268,8 @@ fn through_a_real_mount_a_cut_keeps_exactly_what_was_synced() {
 #[test]
 fn a_truncate_is_never_torn_and_a_write_tears_only_inside_it() {
     for seed in 1..60u64 {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, mut j) = journal();
         let root = dir.path();
-        let mut j = Journal::new(root).unwrap();
         let f = open_rw(root, "f");
         let block = vec![7u8; 3 * SECTOR_BYTES as usize];
         j.write(1, &f, 0, &block).unwrap();
@@ -296,9 +294,8 @@ fn a_truncate_is_never_torn_and_a_write_tears_only_inside_it() {
 
 #[test]
 fn changes_under_a_renamed_directory_follow_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, mut j) = journal();
     let root = dir.path();
-    let mut j = Journal::new(root).unwrap();
     std::fs::create_dir(root.join("d")).unwrap();
     j.created(Path::new("d"));
     j.dir_synced(Path::new(""));
@@ -315,9 +312,8 @@ fn changes_under_a_renamed_directory_follow_it() {
 
 #[test]
 fn a_rename_refuses_what_rename_2_refuses() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, mut j) = journal();
     let root = dir.path();
-    let mut j = Journal::new(root).unwrap();
     std::fs::create_dir_all(root.join("full/x")).unwrap();
     std::fs::create_dir(root.join("empty")).unwrap();
     std::fs::write(root.join("file"), "f").unwrap();
