@@ -1,6 +1,13 @@
 //! The baton nodes under test: one `baton-node-chaos` process per test host, each in its own
 //! network namespace with its own data dir, log file and chaos control file. Processes are
 //! stopped by PID; `Drop` kills whatever is still running (and resumes paused ones first).
+//!
+//! With [`NodeSettings::power`], each node's data dir sits on its own power-cut filesystem
+//! ([`crate::powerfs`]), mounted by this process: [`Cluster::power_cut`] kills the node and
+//! takes back what it had not synced; the next [`Cluster::launch`] mounts it again on what is
+//! left. Nodes enter their network namespace with `nsenter --net` only (not `ip netns exec`,
+//! which also makes a mount namespace holding a copy of every mount, the other nodes'
+//! power-cut filesystems included, that would outlive their cuts).
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -12,6 +19,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use crate::net::Net;
+use crate::powerfs::{Loss, Lost, PowerFs};
 
 /// The port every node listens on (each has its own address).
 pub const NODE_PORT: u16 = 7001;
@@ -41,6 +49,11 @@ pub struct NodeSettings {
     pub ttl_ms_min: u64,
     /// Snapshot every this many log entries (small, so that snapshots happen in a run).
     pub snapshot_logs: u64,
+    /// Data dirs on power-cut filesystems (needs `/dev/fuse`).
+    pub power: bool,
+    /// The `skip_fsync` chaos knob on every node: acknowledges before its fsync (a canary
+    /// that the power-cut checks must catch).
+    pub skip_fsync: bool,
 }
 
 /// One node.
@@ -48,6 +61,8 @@ pub struct NodeProc {
     pub id: u64,
     pub addr: String,
     pub data_dir: PathBuf,
+    /// Where the power-cut filesystem keeps `data_dir`'s durable state (with `power`).
+    pub disk: PathBuf,
     pub log: PathBuf,
     pub chaos_file: PathBuf,
     child: Option<Child>,
@@ -60,6 +75,11 @@ pub struct NodeProc {
     pub rate: f64,
     /// Raft delay and jitter now, ms.
     pub delay_ms: (u64, u64),
+    /// The mounted power-cut filesystem under `data_dir` (with `power`, while it is up).
+    fs: Option<PowerFs>,
+    /// How the last run of the process ended when it ended by itself (not by a signal of
+    /// the harness), with the end of its log: a node that refused to start.
+    pub exited: Option<String>,
 }
 
 /// The cluster.
@@ -101,7 +121,12 @@ impl Cluster {
             nodes.push(NodeProc {
                 id,
                 addr: addr.clone(),
-                data_dir: node_dir.join("data"),
+                data_dir: if settings.power {
+                    node_dir.join("mnt").join("data")
+                } else {
+                    node_dir.join("data")
+                },
+                disk: node_dir.join("disk"),
                 log: dir.join(format!("n{id}.log")),
                 chaos_file,
                 child: None,
@@ -110,6 +135,8 @@ impl Cluster {
                 base_rate: 1.0,
                 rate: 1.0,
                 delay_ms: (0, 0),
+                fs: None,
+                exited: None,
             });
         }
         let mut cluster = Cluster {
@@ -119,6 +146,7 @@ impl Cluster {
             ns: net.hosts.iter().map(|h| h.ns.clone()).collect(),
         };
         for id in 1..=n as u64 {
+            cluster.write_chaos(id);
             cluster.launch(id)?;
         }
         Ok(cluster)
@@ -140,19 +168,25 @@ impl Cluster {
         self.nodes.iter().map(|n| n.addr.clone()).collect()
     }
 
-    /// Starts node `id`'s process (again, after a kill), on its data dir.
+    /// Starts node `id`'s process (again, after a kill or a power cut), on its data dir;
+    /// with `power`, mounts its power-cut filesystem first if a cut took it away.
     pub fn launch(&mut self, id: u64) -> anyhow::Result<()> {
         let s = self.settings.clone();
         let initial = self.initial.clone();
         let ns = self.ns[(id - 1) as usize].clone();
         let node = self.node_mut(id);
+        if s.power && node.fs.is_none() {
+            let mnt = node.data_dir.parent().expect("data dir under the mount");
+            node.fs = Some(PowerFs::mount(&node.disk, mnt)?);
+        }
         let log = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&node.log)
             .with_context(|| format!("opening {}", node.log.display()))?;
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &ns])
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net=/run/netns/{ns}"))
+            .arg("--")
             .arg(&s.binary)
             .args(["--node-id", &id.to_string()])
             .args(["--listen", &node.addr, "--advertise", &node.addr])
@@ -191,15 +225,37 @@ impl Cluster {
     /// Whether node `id`'s process is running (possibly paused).
     pub fn is_up(&mut self, id: u64) -> bool {
         let node = self.node_mut(id);
-        let up = match node.child.as_mut() {
-            Some(c) => matches!(c.try_wait(), Ok(None)),
-            None => false,
+        let (up, status) = match node.child.as_mut() {
+            Some(c) => match c.try_wait() {
+                Ok(None) => (true, None),
+                Ok(Some(status)) => (false, Some(status.to_string())),
+                Err(e) => (false, Some(e.to_string())),
+            },
+            None => (false, None),
         };
         if !up {
             // Reaped: forget the PID, so no signal can reach a process that reused it.
             node.child = None;
         }
+        if let Some(status) = status {
+            // It ended by itself (the harness's kills reap at once and leave no child).
+            let tail = log_tail(&node.log, LOG_TAIL_LINES);
+            node.exited = Some(format!(
+                "node {id} exited ({status}); its log ends:\n{tail}"
+            ));
+        }
         up
+    }
+
+    /// Cuts node `id`'s power: SIGKILL, then its filesystem takes back what was not
+    /// durable as `loss` says. [`Cluster::launch`] starts it again on what is left.
+    /// Without `power`, it is a plain kill and nothing is lost.
+    pub fn power_cut(&mut self, id: u64, loss: Loss) -> Lost {
+        self.kill9(id);
+        match self.node_mut(id).fs.take() {
+            Some(fs) => fs.cut(loss),
+            None => Lost::default(),
+        }
     }
 
     /// SIGKILL, and reap.
@@ -264,8 +320,11 @@ impl Cluster {
     fn write_chaos(&self, id: u64) {
         let node = self.node(id);
         let text = format!(
-            "clock_rate={}\nraft_delay_ms={}\nraft_jitter_ms={}\n",
-            node.rate, node.delay_ms.0, node.delay_ms.1
+            "clock_rate={}\nraft_delay_ms={}\nraft_jitter_ms={}\nskip_fsync={}\n",
+            node.rate,
+            node.delay_ms.0,
+            node.delay_ms.1,
+            u8::from(self.settings.skip_fsync)
         );
         // Write-then-rename so the node never reads half a file.
         let tmp = node.chaos_file.with_extension("tmp");
@@ -333,6 +392,16 @@ impl Cluster {
         }
         out
     }
+}
+
+/// Lines of a node's log shown when it exited by itself.
+pub const LOG_TAIL_LINES: usize = 12;
+
+/// The last `lines` lines of the file at `path` (empty if it cannot be read).
+fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 impl Drop for Cluster {

@@ -12,6 +12,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::cluster::Cluster;
 use crate::net::Net;
+use crate::powerfs::{Loss, Lost};
 use crate::workload::Recorder;
 
 /// The documented drift bound the scenarios stay within when skew is "within bound": node
@@ -48,6 +49,15 @@ pub enum Fault {
     PauseLeader,
     /// Every node's lease clock at a random rate within [`SKEW_WITHIN`].
     SkewWithin,
+    /// Power cuts (data dirs on power-cut filesystems): the node is killed and loses what it
+    /// had not synced (all of it, a random prefix per file, or that with a torn write, at
+    /// random), and is started again on what is left when the fault heals.
+    PowerOne,
+    PowerLeader,
+    /// A random minority of the nodes at once.
+    PowerMinority,
+    /// Every node at once: a rack losing power.
+    PowerAll,
 }
 
 impl Fault {
@@ -67,6 +77,10 @@ impl Fault {
             Fault::PauseOne => "pause-one",
             Fault::PauseLeader => "pause-leader",
             Fault::SkewWithin => "skew",
+            Fault::PowerOne => "power-one",
+            Fault::PowerLeader => "power-leader",
+            Fault::PowerMinority => "power-minority",
+            Fault::PowerAll => "power-all",
         }
     }
 }
@@ -78,6 +92,19 @@ pub struct Bed {
     pub net: Net,
     pub rec: Arc<Recorder>,
     pub ttl: Duration,
+    /// What every power cut took back, for the run's record.
+    pub cuts: Mutex<Vec<Cut>>,
+    /// Every power cut takes back all that was not synced (the power canary: no chance that
+    /// what it must lose survives as a kept prefix).
+    pub lose_all: bool,
+}
+
+/// One node's power cut.
+#[derive(Debug, Clone)]
+pub struct Cut {
+    pub node: u64,
+    pub loss: Loss,
+    pub lost: Lost,
 }
 
 impl Bed {
@@ -154,9 +181,11 @@ async fn start(bed: &Bed, fault: Fault, rng: &mut StdRng) -> anyhow::Result<(Und
     let ids = bed.ids();
     let n = ids.len();
     let leader = match fault {
-        Fault::IsolateLeader | Fault::OneWayLeader | Fault::KillLeader | Fault::PauseLeader => {
-            bed.leader().await
-        }
+        Fault::IsolateLeader
+        | Fault::OneWayLeader
+        | Fault::KillLeader
+        | Fault::PauseLeader
+        | Fault::PowerLeader => bed.leader().await,
         _ => None,
     };
     let random = |rng: &mut StdRng| ids[rng.gen_range(0..n)];
@@ -281,6 +310,49 @@ async fn start(bed: &Bed, fault: Fault, rng: &mut StdRng) -> anyhow::Result<(Und
                 rates.push(format!("n{id}={rate:.3}"));
             }
             (Undo::Rate(ids.clone()), rates.join(" "), SKEW_WITHIN)
+        }
+        Fault::PowerOne | Fault::PowerLeader | Fault::PowerMinority | Fault::PowerAll => {
+            let mut victims = match fault {
+                Fault::PowerAll => ids.clone(),
+                Fault::PowerLeader => vec![leader.unwrap_or_else(|| random(rng))],
+                Fault::PowerMinority => {
+                    let mut shuffled = ids.clone();
+                    shuffled.shuffle(rng);
+                    shuffled.truncate((n - 1) / 2);
+                    shuffled
+                }
+                _ => vec![random(rng)],
+            };
+            victims.sort_unstable();
+            let seed = rng.gen();
+            let loss = match rng.gen_range(0..3) {
+                _ if bed.lose_all => Loss::All,
+                0 => Loss::All,
+                1 => Loss::Prefix { seed },
+                _ => Loss::Torn { seed },
+            };
+            let mut parts = Vec::new();
+            for v in &victims {
+                let lost = bed.cluster().power_cut(*v, loss);
+                parts.push(format!(
+                    "n{v}: {} writes ({} B), {} names{}",
+                    lost.writes,
+                    lost.bytes,
+                    lost.names,
+                    if lost.failed > 0 {
+                        format!(", {} undos failed", lost.failed)
+                    } else {
+                        String::new()
+                    }
+                ));
+                bed.cuts.lock().expect("cuts lock").push(Cut {
+                    node: *v,
+                    loss,
+                    lost,
+                });
+            }
+            let d = format!("nodes {victims:?}, {loss:?}, lost {}", parts.join("; "));
+            (Undo::Restart(victims), d, 0.0)
         }
     })
 }

@@ -54,6 +54,11 @@ pub struct Scenario {
     pub skew: BaseSkew,
     /// Nodes' wall clocks offset by minutes with libfaketime (monotonic clock untouched).
     pub wall_offsets: bool,
+    /// Data dirs on power-cut filesystems ([`crate::powerfs`]).
+    pub power: bool,
+    /// The power canary: nodes acknowledge before their fsync (`skip_fsync`) and every cut
+    /// takes back all that was not synced. The run passes only if the checks catch it.
+    pub power_canary: bool,
 }
 
 /// Names of the scenarios [`scenario`] knows.
@@ -64,6 +69,21 @@ pub const SCENARIOS: &[&str] = &[
     "skew-over",
     "canary",
     "matrix",
+    "power",
+    "power-canary",
+];
+
+/// Checkers whose failure in the power canary counts as catching it (not the minimum counts:
+/// too little work catches nothing).
+const POWER_CANARY_CATCHERS: &[&str] = &[
+    "linearizability",
+    "tokens",
+    "fencing",
+    "lists",
+    "intervals",
+    "recovery",
+    "nodes-start",
+    "no-panic",
 ];
 
 /// The scenario called `name`, for a cluster of `nodes`.
@@ -80,6 +100,8 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
         workloads,
         skew,
         wall_offsets,
+        power: false,
+        power_canary: false,
     };
     Some(match name {
         "partition-kill" => {
@@ -119,6 +141,20 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
             ]);
             s(f, baton, BaseSkew::None, true)
         }
+        "power" => Scenario {
+            power: true,
+            ..s(
+                vec![PowerOne, PowerLeader, PowerMinority, PowerAll],
+                baton,
+                BaseSkew::None,
+                false,
+            )
+        },
+        "power-canary" => Scenario {
+            power: true,
+            power_canary: true,
+            ..s(vec![PowerAll], baton, BaseSkew::None, false)
+        },
         _ => return None,
     })
 }
@@ -260,6 +296,8 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         election_max_ms: ELECTION_MS_MAX,
         ttl_ms_min: 2 * ELECTION_MS_MAX,
         snapshot_logs: 500,
+        power: scenario.power,
+        skip_fsync: scenario.power_canary,
     };
     // Wall clocks minutes apart (libfaketime; monotonic clocks untouched): offsets between
     // machines must not matter to baton.
@@ -279,6 +317,8 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         net,
         rec: rec.clone(),
         ttl: opts.ttl,
+        cuts: Default::default(),
+        lose_all: scenario.power_canary,
     };
     if bed.await_recovery(RECOVERY_LIMIT).await.is_none() {
         anyhow::bail!(
@@ -394,11 +434,24 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         .collect();
     rec.nemesis("heal", "stop", "all faults healed; final reads", 0.0);
 
+    // Every node must be running now, and none may have ended by itself on the way.
+    let not_started: Vec<String> = {
+        let mut cluster = bed.cluster.lock().expect("cluster lock");
+        for id in cluster.ids() {
+            cluster.is_up(id);
+        }
+        cluster
+            .nodes
+            .iter()
+            .filter_map(|n| n.exited.clone())
+            .collect()
+    };
     bed.cluster
         .lock()
         .expect("cluster lock")
         .stop_all(Duration::from_secs(5));
     let panics = bed.cluster.lock().expect("cluster lock").panics();
+    let cuts = bed.cuts.lock().expect("cuts lock").clone();
     drop(bed);
 
     // Check.
@@ -499,6 +552,30 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         ),
         unrecovered,
     ));
+    results.push(result(
+        "nodes-start",
+        if not_started.is_empty() {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        },
+        if not_started.is_empty() {
+            "every node ran to the end and started again after each fault".to_string()
+        } else {
+            format!("{} nodes ended by themselves", not_started.len())
+        },
+        not_started
+            .into_iter()
+            .map(|message| Violation {
+                key: None,
+                t_ns: None,
+                message,
+            })
+            .collect(),
+    ));
+    if scenario.power {
+        results.push(power_result(&cuts));
+    }
     let died = panics.len() + worker_panics.len();
     results.push(result(
         "no-panic",
@@ -523,6 +600,9 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
             .collect(),
     ));
 
+    if scenario.power_canary {
+        results = vec![power_canary_result(results)];
+    }
     let verdict = if results.iter().any(|r| r.verdict == Verdict::Fail) {
         "failed"
     } else if results.iter().any(|r| r.verdict == Verdict::Unknown) {
@@ -559,6 +639,72 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         serde_json::to_string_pretty(&outcome)?,
     )?;
     Ok(outcome)
+}
+
+/// What the power cuts took back (informative: whether a cut lands between a write and its
+/// fsync is chance).
+fn power_result(cuts: &[nemesis::Cut]) -> CheckResult {
+    let sum = |f: fn(&nemesis::Cut) -> u64| cuts.iter().map(f).sum::<u64>();
+    let failed = sum(|c| c.lost.failed as u64);
+    result(
+        "power-cuts",
+        Verdict::Pass,
+        format!(
+            "{} node power cuts took back {} unsynced writes ({} B) and {} name changes{}",
+            cuts.len(),
+            sum(|c| c.lost.writes as u64),
+            sum(|c| c.lost.bytes),
+            sum(|c| c.lost.names as u64),
+            if failed > 0 {
+                format!("; {failed} undo steps could not be done (see the harness log)")
+            } else {
+                String::new()
+            }
+        ),
+        Vec::new(),
+    )
+}
+
+/// The power canary's one result: it passes when a check failed, that is, when the checks
+/// caught nodes that acknowledge before their fsync losing what they acknowledged.
+fn power_canary_result(results: Vec<CheckResult>) -> CheckResult {
+    let caught: Vec<&CheckResult> = results
+        .iter()
+        .filter(|r| {
+            r.verdict == Verdict::Fail && POWER_CANARY_CATCHERS.contains(&r.checker.as_str())
+        })
+        .collect();
+    let violations = caught
+        .iter()
+        .flat_map(|r| {
+            r.violations.iter().take(5).map(|v| Violation {
+                message: format!("{}: {}", r.checker, v.message),
+                ..v.clone()
+            })
+        })
+        .collect();
+    if caught.is_empty() {
+        result(
+            "power-canary-caught",
+            Verdict::Fail,
+            "nodes that acknowledge before their fsync lost power and no check noticed: the \
+             power-cut checks are blind"
+                .to_string(),
+            Vec::new(),
+        )
+    } else {
+        let names: Vec<&str> = caught.iter().map(|r| r.checker.as_str()).collect();
+        result(
+            "power-canary-caught",
+            Verdict::Pass,
+            format!(
+                "nodes that acknowledge before their fsync lost power and {} caught it: the \
+                 checks can see lost acknowledged writes",
+                names.join(", ")
+            ),
+            violations,
+        )
+    }
 }
 
 /// After healing: the key reads, and can be claimed again (then is released). Canary keys

@@ -25,13 +25,16 @@ fn options(scenario: &str, seed: u64, nodes: usize, secs: u64, out: &Path, bin: 
 }
 
 /// The CI suite: partitions + kills, pauses, skew within the bound (with wall-clock offsets,
-/// delay and partitions), and the canary; 3 nodes. `(scenario, seed, fault-phase seconds)`.
+/// delay and partitions), power cuts, and the two canaries; 3 nodes. `(scenario, seed,
+/// fault-phase seconds)`.
 pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
     vec![
         ("canary", seed, 8),
+        ("power-canary", seed, 10),
         ("partition-kill", seed, 45),
         ("pause", seed, 40),
         ("skew", seed, 40),
+        ("power", seed, 40),
     ]
 }
 
@@ -51,7 +54,7 @@ pub async fn run_all(
 }
 
 /// The long suite: the canary once, then the fault matrix, partitions + kills, pauses, skew
-/// within the bound and over it, in turn with consecutive seeds, on `nodes` nodes, each with a
+/// within the bound and over it, power cuts, in turn with consecutive seeds, on `nodes` nodes, each with a
 /// 2-minute fault phase, until `total` has passed.
 pub async fn long(
     seed: u64,
@@ -63,7 +66,14 @@ pub async fn long(
     let start = Instant::now();
     let mut outcomes = vec![run::run(&options("canary", seed, nodes, 8, out, bin)).await?];
     eprintln!("{}", outcomes[0].text());
-    let cycle = ["matrix", "partition-kill", "pause", "skew", "skew-over"];
+    let cycle = [
+        "matrix",
+        "partition-kill",
+        "pause",
+        "skew",
+        "skew-over",
+        "power",
+    ];
     let mut i = 0u64;
     while start.elapsed() < total {
         let scenario = cycle[(i % cycle.len() as u64) as usize];

@@ -1,9 +1,11 @@
-//! The CI-sized chaos suite (README's test command runs it): the canary, partitions + kills,
-//! pauses, and skew within the bound with wall-clock offsets, each on a fresh 3-node cluster
-//! of real processes in network namespaces. Fails on any violation, on an empty pass, on an
-//! undecided checker, and on a canary the checkers did not catch.
+//! The CI-sized chaos suite (README's test command runs it): the canary, the power canary,
+//! partitions + kills, pauses, skew within the bound with wall-clock offsets, and power cuts
+//! (one node, the leader, a minority, all at once; data dirs on power-cut filesystems), each
+//! on a fresh 3-node cluster of real processes in network namespaces. Fails on any violation,
+//! on an empty pass, on an undecided checker, on a node that does not start again, and on a
+//! canary the checkers did not catch.
 //!
-//! Needs root (network namespaces, iptables). `BATON_JEPSEN_SKIP=1` skips it explicitly, for
+//! Needs root (network namespaces, iptables, FUSE). `BATON_JEPSEN_SKIP=1` skips it explicitly, for
 //! machines where that is impossible; nothing skips it silently.
 
 use std::path::PathBuf;
