@@ -251,11 +251,35 @@ impl Cluster {
     /// durable as `loss` says. [`Cluster::launch`] starts it again on what is left.
     /// Without `power`, it is a plain kill and nothing is lost.
     pub fn power_cut(&mut self, id: u64, loss: Loss) -> Lost {
-        self.kill9(id);
-        match self.node_mut(id).fs.take() {
+        let node = self.node_mut(id);
+        let child = node.child.take();
+        if let Some(child) = &child {
+            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+        }
+        node.paused = false;
+        let lost = match node.fs.take() {
             Some(fs) => fs.cut(loss),
             None => Lost::default(),
+        };
+        // Reaped after the cut: a process whose fsync is frozen ends only when the cut
+        // answers that call.
+        if let Some(mut child) = child {
+            let _ = child.wait();
         }
+        lost
+    }
+
+    /// Node `id`'s disk freezes at its next fsync of unsynced writes (with `power`), so that
+    /// a cut then lands between a write and its fsync.
+    pub fn freeze_at_next_fsync(&self, id: u64) {
+        if let Some(fs) = &self.node(id).fs {
+            fs.freeze_at_next_fsync();
+        }
+    }
+
+    /// Whether node `id`'s disk is frozen.
+    pub fn is_frozen(&self, id: u64) -> bool {
+        self.node(id).fs.as_ref().is_some_and(|fs| fs.is_frozen())
     }
 
     /// SIGKILL, and reap.

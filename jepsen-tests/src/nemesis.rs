@@ -20,6 +20,11 @@ use crate::workload::Recorder;
 pub const SKEW_WITHIN: f64 = 0.04;
 /// Clock rate of the leader in the over-bound scenario.
 pub const SKEW_OVER_RATE: f64 = 2.0;
+/// Share of power cuts that land while a write waits for its fsync (the rest land at any
+/// moment, mostly between writes).
+pub const FROZEN_CUT_SHARE: f64 = 0.75;
+/// How long a power cut waits for a victim's next fsync of unsynced writes to freeze.
+pub const FREEZE_WAIT: Duration = Duration::from_secs(2);
 
 /// One kind of fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -324,6 +329,26 @@ async fn start(bed: &Bed, fault: Fault, rng: &mut StdRng) -> anyhow::Result<(Und
                 _ => vec![random(rng)],
             };
             victims.sort_unstable();
+            // Mostly, the cut lands while a write waits for its fsync (each victim's disk
+            // freezes at its next fsync of unsynced writes; an idle one is cut when the wait
+            // ends); otherwise at whatever moment it comes.
+            let mut frozen = Vec::new();
+            if rng.gen_bool(FROZEN_CUT_SHARE) {
+                for v in &victims {
+                    bed.cluster().freeze_at_next_fsync(*v);
+                }
+                let deadline = std::time::Instant::now() + FREEZE_WAIT;
+                while std::time::Instant::now() < deadline
+                    && !victims.iter().all(|v| bed.cluster().is_frozen(*v))
+                {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                frozen = victims
+                    .iter()
+                    .copied()
+                    .filter(|v| bed.cluster().is_frozen(*v))
+                    .collect();
+            }
             let seed = rng.gen();
             let loss = match rng.gen_range(0..3) {
                 _ if bed.lose_all => Loss::All,
@@ -351,7 +376,10 @@ async fn start(bed: &Bed, fault: Fault, rng: &mut StdRng) -> anyhow::Result<(Und
                     lost,
                 });
             }
-            let d = format!("nodes {victims:?}, {loss:?}, lost {}", parts.join("; "));
+            let d = format!(
+                "nodes {victims:?} (frozen mid-fsync: {frozen:?}), {loss:?}, lost {}",
+                parts.join("; ")
+            );
             (Undo::Restart(victims), d, 0.0)
         }
     })

@@ -1,7 +1,8 @@
 //! A power cut under a real node: a `baton-node` process runs on the power-cut filesystem
 //! (`jepsen_tests::powerfs`), acknowledges claims and record writes, is killed with SIGKILL,
 //! loses everything it had not synced (all of it; a random prefix per file; a torn write),
-//! and is started again on what is left. Every acknowledged grant must be there with its
+//! each cut landing while a write waits for its fsync (the filesystem freezes that fsync
+//! unanswered), and is started again on what is left. Every acknowledged grant must be there with its
 //! token and holder, every acknowledged record write with its status, and the node must start.
 //! A canary runs the same with a node that acknowledges before its fsync (the `skip_fsync`
 //! chaos knob): the check must catch it, or it is blind.
@@ -21,6 +22,8 @@ use jepsen_tests::powerfs::{Loss, PowerFs};
 const CLAIMS_PER_CUT: usize = 40;
 /// Writers at once, so that writes are in flight when the power goes.
 const WRITERS: usize = 4;
+/// How long the writers may take to send an fsync of unsynced data that the cut freezes.
+const FREEZE_WAIT: Duration = Duration::from_secs(5);
 /// How long a restarted node may take to serve again before it counts as not starting.
 const RECOVERY_MAX: Duration = Duration::from_secs(30);
 /// The cuts, in order, on one data dir.
@@ -60,10 +63,10 @@ impl Node {
         }
     }
 
-    /// SIGKILL, by PID, and reaped.
-    fn kill(mut self) {
+    /// SIGKILL, by PID; reaped when dropped (after the cut: a process whose fsync the
+    /// filesystem froze ends only when the cut answers it).
+    fn kill(&mut self) {
         let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -124,6 +127,10 @@ struct Findings {
     lost: Vec<String>,
     not_started: Option<String>,
     unsynced_bytes_taken: u64,
+    /// Cuts that took everything unsynced back and found nothing, although one fsync was
+    /// frozen with its writes.
+    frozen_but_nothing_taken: usize,
+    frozen_cuts: usize,
     acknowledged: usize,
 }
 
@@ -219,9 +226,19 @@ async fn power_cuts(skip_fsync: bool) -> Findings {
             assert!(Instant::now() < deadline, "the writers stalled");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        // The power goes: the process first, then what the disk had not been told to keep.
+        // The power goes while a write waits for its fsync: the disk freezes at the next
+        // fsync of unsynced data, then the process goes, then what the disk had not been
+        // told to keep.
+        fs.freeze_at_next_fsync();
+        // (A node that never fsyncs, the canary, is cut when the wait ends.)
+        let deadline = Instant::now() + FREEZE_WAIT;
+        while !fs.is_frozen() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        findings.frozen_cuts += usize::from(fs.is_frozen());
         node.kill();
         let lost = fs.cut(loss);
+        drop(node);
         for w in writers {
             let _ = w.await;
         }
@@ -236,6 +253,9 @@ async fn power_cuts(skip_fsync: bool) -> Findings {
             "cut {cut}: an undo failed, so the model kept unsynced state"
         );
         findings.unsynced_bytes_taken += lost.bytes;
+        if loss == Loss::All && lost.writes == 0 {
+            findings.frozen_but_nothing_taken += 1;
+        }
         findings.acknowledged += this_cut.len();
         acknowledged.extend(this_cut);
         fs = PowerFs::mount(&backing, &mnt).unwrap();
@@ -250,8 +270,10 @@ async fn every_acknowledged_write_survives_power_cuts_of_each_kind() {
     assert_eq!(found.not_started, None);
     assert!(found.lost.is_empty(), "{:#?}", found.lost);
     assert!(found.acknowledged >= LOSSES.len() * CLAIMS_PER_CUT);
-    // Whether a cut caught a write between its pwrite and its fsync is chance (a node
-    // fsyncs within a millisecond); that the check sees a real loss is the canary's proof.
+    // Every cut froze an fsync of unsynced writes (which no one was told about), so a cut
+    // that takes back all that is unsynced took writes back (a prefix may keep them all).
+    assert_eq!(found.frozen_cuts, LOSSES.len(), "{found:?}");
+    assert_eq!(found.frozen_but_nothing_taken, 0, "{found:?}");
     eprintln!(
         "unsynced bytes the cuts took back: {}",
         found.unsynced_bytes_taken

@@ -208,6 +208,11 @@ impl Journal {
         Ok(())
     }
 
+    /// Whether file `id` has changes that a cut would take back.
+    pub fn is_unsynced(&self, id: u64) -> bool {
+        self.data.get(&id).is_some_and(|undo| !undo.is_empty())
+    }
+
     /// `fsync`/`fdatasync` of file `id`: its data is durable.
     pub fn synced(&mut self, id: u64) {
         if let Some(undo) = self.data.remove(&id) {

@@ -40,7 +40,7 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use fuser::{
@@ -69,6 +69,11 @@ struct State {
     next_handle: u64,
     /// Set by a cut: every later call fails (the power is off).
     off: bool,
+    /// The next `fsync` of a file with unsynced writes freezes the disk.
+    armed: bool,
+    /// The disk is frozen: an `fsync` is held unanswered, and with it every later call
+    /// (the mount answers one call at a time), until the cut.
+    frozen: bool,
 }
 
 impl State {
@@ -170,12 +175,19 @@ fn io_errno(e: std::io::Error) -> Errno {
     Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
+/// What the FUSE side and the test that cuts the power share.
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled when the disk freezes and when the power goes.
+    changed: Condvar,
+}
+
 /// The FUSE side: a cheap handle on the shared state.
-struct Fs(Arc<Mutex<State>>);
+struct Fs(Arc<Shared>);
 
 impl Fs {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.0.lock().expect("powerfs state")
+        self.0.state.lock().expect("powerfs state")
     }
 }
 
@@ -484,6 +496,19 @@ impl Filesystem for Fs {
         if s.off {
             return reply.error(Errno::EIO);
         }
+        if s.armed && s.journal.is_unsynced(ino.0) {
+            // The power goes while this file's last writes wait for their fsync: the call
+            // is never answered (the caller is killed first), so the cut takes them back.
+            s.armed = false;
+            s.frozen = true;
+            self.0.changed.notify_all();
+            let _off = self
+                .0
+                .changed
+                .wait_while(s, |s| !s.off)
+                .expect("powerfs state");
+            return reply.error(Errno::EIO);
+        }
         s.journal.synced(ino.0);
         reply.ok();
     }
@@ -607,7 +632,7 @@ fn journal_errno(e: JournalError) -> Errno {
 
 /// A mounted "lose unsynced writes" filesystem: `mountpoint` shows `backing`.
 pub struct PowerFs {
-    state: Arc<Mutex<State>>,
+    shared: Arc<Shared>,
     session: Option<fuser::BackgroundSession>,
     pub mountpoint: PathBuf,
     pub backing: PathBuf,
@@ -650,55 +675,79 @@ impl PowerFs {
         let mut inodes = HashMap::new();
         paths.insert(1, PathBuf::new());
         inodes.insert(PathBuf::new(), 1);
-        let state = Arc::new(Mutex::new(State {
-            journal,
-            paths,
-            inodes,
-            next_inode: 1,
-            open: HashMap::new(),
-            next_handle: 0,
-            off: false,
-        }));
+        let shared = Arc::new(Shared {
+            changed: Condvar::new(),
+            state: Mutex::new(State {
+                journal,
+                paths,
+                inodes,
+                next_inode: 1,
+                open: HashMap::new(),
+                next_handle: 0,
+                off: false,
+                armed: false,
+                frozen: false,
+            }),
+        });
         let mut config = fuser::Config::default();
         config.mount_options = vec![
             fuser::MountOption::FSName("baton-powerfs".into()),
             fuser::MountOption::DefaultPermissions,
         ];
         let session =
-            fuser::spawn_mount(Fs(state.clone()), mountpoint, &config).map_err(|source| {
+            fuser::spawn_mount(Fs(shared.clone()), mountpoint, &config).map_err(|source| {
                 MountError::Mount {
                     mountpoint: mountpoint.to_path_buf(),
                     source,
                 }
             })?;
         Ok(PowerFs {
-            state,
+            shared,
             session: Some(session),
             mountpoint: mountpoint.to_path_buf(),
             backing: backing.to_path_buf(),
         })
     }
 
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.shared.state.lock().expect("powerfs state")
+    }
+
     /// Unsynced bytes the mount remembers now.
     pub fn unsynced_bytes(&self) -> usize {
-        self.state
-            .lock()
-            .expect("powerfs state")
-            .journal
-            .unsynced_bytes()
+        self.state().journal.unsynced_bytes()
+    }
+
+    /// Arms a freeze: the next `fsync` of a file with unsynced writes is not answered, nor
+    /// is any call after it, until [`PowerFs::cut`]. A cut then lands exactly between a
+    /// write and its fsync, where a chance cut rarely does (the mount syncs in microseconds).
+    pub fn freeze_at_next_fsync(&self) {
+        self.state().armed = true;
+    }
+
+    /// Whether an armed freeze has happened.
+    pub fn is_frozen(&self) -> bool {
+        self.state().frozen
     }
 
     /// Cuts the power: every later call fails, the mount goes away, and everything not
-    /// durable is rolled back as `loss` says. Kill the process using it first (SIGKILL):
-    /// it must not see the rollback. Mount again to start it on what is left.
+    /// durable is rolled back as `loss` says. Send the process using it SIGKILL first: it
+    /// must not see the rollback. (Reap it after the cut: a process whose fsync is frozen
+    /// cannot end before the frozen call is answered, which the cut does, with an error it
+    /// never sees.) Mount again to start it on what is left.
     pub fn cut(mut self, loss: Loss) -> Lost {
         let lost = {
-            let mut s = self.state.lock().expect("powerfs state");
+            let mut s = self.state();
             s.off = true;
+            self.shared.changed.notify_all();
             s.open.clear();
             let paths = s.paths.clone();
             s.journal.cut(loss, |ino| paths.get(&ino).cloned())
         };
+        // Detached lazily: the killed process may still hold files open on it while it
+        // ends (a plain unmount would be refused as busy), and the next mount goes at once
+        // in its place. The old connection serves errors until the last file closes.
+        let _ = nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::MNT_DETACH);
         self.session.take();
         lost
     }

@@ -334,3 +334,63 @@ fn a_rename_refuses_what_rename_2_refuses() {
     );
     assert!(root.join("full/x").is_dir() && root.join("file").is_file());
 }
+
+/// A freeze holds the next fsync of unsynced data unanswered, and every call after it, and
+/// the cut takes that data back: the cut lands between the write and its fsync.
+#[test]
+fn a_frozen_fsync_is_never_answered_and_the_cut_takes_its_writes_back() {
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "/dev/fuse is missing: the power-loss tests need FUSE (apt-get install -y fuse3)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let backing = dir.path().join("backing");
+    let mnt = dir.path().join("mnt");
+    let fs = PowerFs::mount(&backing, &mnt).unwrap();
+    let mut log = std::fs::File::create(mnt.join("log")).unwrap();
+    std::fs::File::open(&mnt).unwrap().sync_all().unwrap();
+    log.write_all(b"acknowledged;").unwrap();
+    log.sync_data().unwrap();
+    fs.freeze_at_next_fsync();
+    // An fsync of a file with nothing unsynced does not freeze.
+    let clean = std::fs::File::create(mnt.join("clean")).unwrap();
+    clean.sync_all().unwrap();
+    assert!(!fs.is_frozen());
+    let (fsynced, fsync_result) = mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        log.write_all(b"in flight").unwrap();
+        fsynced.send(log.sync_data().map_err(|e| e.kind())).unwrap();
+    });
+    let start = Instant::now();
+    while !fs.is_frozen() {
+        assert!(start.elapsed() < Duration::from_secs(10), "no freeze");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Frozen: neither the fsync nor a later read is answered.
+    let (read_back, read_result) = mpsc::channel();
+    let reader_path = mnt.join("clean");
+    let reader = std::thread::spawn(move || {
+        read_back
+            .send(std::fs::read(reader_path).map_err(|e| e.kind()))
+            .unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        fsync_result.try_recv().is_err(),
+        "the frozen fsync returned"
+    );
+    assert!(
+        read_result.try_recv().is_err(),
+        "a frozen mount answered a read"
+    );
+    let lost = fs.cut(Loss::All);
+    assert!(lost.writes >= 1, "{lost:?}");
+    // The caller (not killed here) sees an error: never a success for what was taken back.
+    assert!(fsync_result.recv().unwrap().is_err());
+    assert!(read_result.recv().unwrap().is_err());
+    writer.join().unwrap();
+    reader.join().unwrap();
+    assert_eq!(read(&backing, "log").unwrap(), b"acknowledged;");
+}
