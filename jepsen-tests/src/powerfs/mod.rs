@@ -20,6 +20,10 @@
 //!   (of both directories, for a rename across two), as POSIX says; ext4's habit of
 //!   committing a new file's name along with its data on `fsync` is not relied on.
 //! - Reads see every change (synced or not), as the page cache would.
+//! - Where the cut lands: at any moment, or, after [`PowerFs::freeze_at_next_fsync`], while
+//!   a write waits for its fsync (the disk stops answering at that fsync; the process is
+//!   killed and never hears back). Power is lost per disk: a rack cut freezes each node's
+//!   disk at its own next fsync, which a simultaneous cut with slow disks can also produce.
 //!
 //! ## What it does not model
 //!
