@@ -23,6 +23,8 @@ use crate::powerfs::{Loss, Lost, PowerFs};
 
 /// The port every node listens on (each has its own address).
 pub const NODE_PORT: u16 = 7001;
+/// The port of every node's admin HTTP (`/readyz`, `/metrics`).
+pub const ADMIN_PORT: u16 = 7002;
 
 /// Where libfaketime lives on Debian (package `faketime`), per architecture.
 pub const LIBFAKETIME_PATHS: &[&str] = &[
@@ -60,6 +62,8 @@ pub struct NodeSettings {
 pub struct NodeProc {
     pub id: u64,
     pub addr: String,
+    /// Its admin HTTP address (`/readyz`).
+    pub admin: String,
     pub data_dir: PathBuf,
     /// Where the power-cut filesystem keeps `data_dir`'s durable state (with `power`).
     pub disk: PathBuf,
@@ -77,6 +81,10 @@ pub struct NodeProc {
     pub delay_ms: (u64, u64),
     /// The mounted power-cut filesystem under `data_dir` (with `power`, while it is up).
     fs: Option<PowerFs>,
+    /// Set once its data dir was wiped: it starts with `--join` through these nodes (on an
+    /// empty dir it asks to be added; on its own data it just rejoins), never again with
+    /// `--initial-cluster`, which would found a cluster of its own.
+    pub join: Option<Vec<String>>,
     /// How the last run of the process ended when it ended by itself (not by a signal of
     /// the harness), with the end of its log: a node that refused to start.
     pub exited: Option<String>,
@@ -118,9 +126,11 @@ impl Cluster {
             std::fs::create_dir_all(&node_dir)?;
             let chaos_file = node_dir.join("chaos");
             std::fs::write(&chaos_file, "")?;
+            let ip = &net.hosts[i].ip;
             nodes.push(NodeProc {
                 id,
                 addr: addr.clone(),
+                admin: format!("{ip}:{ADMIN_PORT}"),
                 data_dir: if settings.power {
                     node_dir.join("mnt").join("data")
                 } else {
@@ -136,6 +146,7 @@ impl Cluster {
                 rate: 1.0,
                 delay_ms: (0, 0),
                 fs: None,
+                join: None,
                 exited: None,
             });
         }
@@ -192,10 +203,15 @@ impl Cluster {
             .args(["--listen", &node.addr, "--advertise", &node.addr])
             // Plaintext on the harness's own private test network.
             .arg("--insecure")
+            .args(["--admin-listen", &node.admin])
             .arg("--data-dir")
             .arg(&node.data_dir)
-            .args(["--cluster-name", "jepsen", "--initial-cluster", &initial])
-            .args(["--heartbeat-ms", &s.heartbeat_ms.to_string()])
+            .args(["--cluster-name", "jepsen"]);
+        match &node.join {
+            Some(through) => cmd.args(["--join", &through.join(",")]),
+            None => cmd.args(["--initial-cluster", &initial]),
+        };
+        cmd.args(["--heartbeat-ms", &s.heartbeat_ms.to_string()])
             .args(["--election-timeout-min-ms", &s.election_min_ms.to_string()])
             .args(["--election-timeout-max-ms", &s.election_max_ms.to_string()])
             .args(["--ttl-ms-min", &s.ttl_ms_min.to_string()])
@@ -267,6 +283,26 @@ impl Cluster {
             let _ = child.wait();
         }
         lost
+    }
+
+    /// Kills node `id` (SIGKILL) and wipes its data dir, as a replaced disk would leave it;
+    /// from now on it starts with `--join` through the other nodes.
+    pub fn wipe(&mut self, id: u64) -> anyhow::Result<()> {
+        self.kill9(id);
+        let others: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|n| n.id != id)
+            .map(|n| n.addr.clone())
+            .collect();
+        let node = self.node_mut(id);
+        match std::fs::remove_dir_all(&node.data_dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("wiping {}", node.data_dir.display())),
+        }
+        node.join = Some(others);
+        Ok(())
     }
 
     /// Node `id`'s disk freezes at its next fsync of unsynced writes (with `power`), so that

@@ -25,6 +25,9 @@ pub const SKEW_OVER_RATE: f64 = 2.0;
 pub const FROZEN_CUT_SHARE: f64 = 0.75;
 /// How long a power cut waits for a victim's next fsync of unsynced writes to freeze.
 pub const FREEZE_WAIT: Duration = Duration::from_secs(2);
+/// How long a membership change (a removal; a join until the node is a voter) may take
+/// before it counts as failed.
+pub const MEMBERSHIP_LIMIT: Duration = Duration::from_secs(30);
 
 /// One kind of fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +66,15 @@ pub enum Fault {
     PowerMinority,
     /// Every node at once: a rack losing power.
     PowerAll,
+    /// Membership: a voter (not the leader) is removed through the cluster API, its disk
+    /// wiped, and it comes back with `--join` (added as a learner, made a voter once caught
+    /// up) when the fault heals.
+    ReplaceVoter,
+    /// The same with the leader.
+    ReplaceLeader,
+    /// A node's disk is wiped under it (SIGKILL, data dir gone), then the documented
+    /// recovery: remove it, and it joins again on the empty dir when the fault heals.
+    WipeDisk,
 }
 
 impl Fault {
@@ -86,6 +98,9 @@ impl Fault {
             Fault::PowerLeader => "power-leader",
             Fault::PowerMinority => "power-minority",
             Fault::PowerAll => "power-all",
+            Fault::ReplaceVoter => "replace-voter",
+            Fault::ReplaceLeader => "replace-leader",
+            Fault::WipeDisk => "wipe-disk",
         }
     }
 }
@@ -102,6 +117,19 @@ pub struct Bed {
     /// Every power cut takes back all that was not synced (the power canary: no chance that
     /// what it must lose survives as a kept prefix).
     pub lose_all: bool,
+    /// Membership changes, and those that failed.
+    pub membership: Mutex<MembershipLog>,
+}
+
+/// What the membership nemeses did.
+#[derive(Debug, Clone, Default)]
+pub struct MembershipLog {
+    pub removed: usize,
+    /// Joins that ended with the node a voter, and the longest took.
+    pub joined: usize,
+    pub longest_join: Duration,
+    /// What did not happen within [`MEMBERSHIP_LIMIT`], and why.
+    pub failures: Vec<String>,
 }
 
 /// One node's power cut.
@@ -145,6 +173,70 @@ impl Bed {
             .map(|s| s.node_id)
     }
 
+    /// A client for membership changes: patient, as a change waits for a leader.
+    async fn admin_client(&self) -> Option<Client> {
+        let config = ClientConfig {
+            request_timeout: Duration::from_secs(5),
+            retry_deadline: MEMBERSHIP_LIMIT,
+            ..ClientConfig::with_endpoints(self.cluster().endpoints())
+        };
+        Client::connect(config).await.ok()
+    }
+
+    /// Removes node `id` from the membership (through the cluster API, as `baton cluster
+    /// remove` does); a failure goes into the membership log.
+    async fn remove_member(&self, id: u64) {
+        let outcome = match self.admin_client().await {
+            Some(client) => client.remove_member(id).await.map_err(|e| e.to_string()),
+            None => Err("no client".into()),
+        };
+        let mut log = self.membership.lock().expect("membership lock");
+        match outcome {
+            Ok(m) if !m.members.iter().any(|m| m.id == id) => log.removed += 1,
+            Ok(m) => log
+                .failures
+                .push(format!("removing node {id}: still a member: {m:?}")),
+            Err(e) => log.failures.push(format!("removing node {id}: {e}")),
+        }
+    }
+
+    /// Starts node `id` (it joins with `--join`) and waits until the members list it as a
+    /// voter; a failure goes into the membership log.
+    async fn join(&self, id: u64) -> anyhow::Result<()> {
+        let start = std::time::Instant::now();
+        self.cluster().launch(id)?;
+        let client = self.admin_client().await;
+        let mut last = String::from("no client");
+        while start.elapsed() < MEMBERSHIP_LIMIT {
+            if let Some(client) = &client {
+                match client.members().await {
+                    Ok(m) if m.members.iter().any(|m| m.id == id && m.voter) => {
+                        let mut log = self.membership.lock().expect("membership lock");
+                        log.joined += 1;
+                        log.longest_join = log.longest_join.max(start.elapsed());
+                        return Ok(());
+                    }
+                    Ok(m) => last = format!("members {:?}", m.members),
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            if !self.cluster().is_up(id) {
+                last = "the node exited".into();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        self.membership
+            .lock()
+            .expect("membership lock")
+            .failures
+            .push(format!(
+                "node {id} was not a voter {} s after it was started with --join: {last}",
+                MEMBERSHIP_LIMIT.as_secs()
+            ));
+        Ok(())
+    }
+
     /// Waits until every node is up and agrees on one leader; returns how long it took.
     pub async fn await_recovery(&self, limit: Duration) -> Option<Duration> {
         let start = std::time::Instant::now();
@@ -178,6 +270,8 @@ enum Undo {
     Resume(Vec<u64>),
     /// Back to each node's base clock rate.
     Rate(Vec<u64>),
+    /// The node joins again (`--join`) and becomes a voter.
+    Join(u64),
     Delay(Vec<u64>),
 }
 
@@ -190,7 +284,9 @@ async fn start(bed: &Bed, fault: Fault, rng: &mut StdRng) -> anyhow::Result<(Und
         | Fault::OneWayLeader
         | Fault::KillLeader
         | Fault::PauseLeader
-        | Fault::PowerLeader => bed.leader().await,
+        | Fault::PowerLeader
+        | Fault::ReplaceVoter
+        | Fault::ReplaceLeader => bed.leader().await,
         _ => None,
     };
     let random = |rng: &mut StdRng| ids[rng.gen_range(0..n)];
@@ -382,11 +478,39 @@ async fn start(bed: &Bed, fault: Fault, rng: &mut StdRng) -> anyhow::Result<(Und
             );
             (Undo::Restart(victims), d, 0.0)
         }
+        Fault::ReplaceVoter | Fault::ReplaceLeader => {
+            let v = match (fault, leader) {
+                (Fault::ReplaceLeader, Some(l)) => l,
+                (_, Some(l)) => {
+                    let others: Vec<u64> = ids.iter().copied().filter(|i| *i != l).collect();
+                    others[rng.gen_range(0..others.len())]
+                }
+                (_, None) => random(rng),
+            };
+            bed.remove_member(v).await;
+            bed.cluster().wipe(v)?;
+            (
+                Undo::Join(v),
+                format!("node {v} removed, its disk wiped"),
+                0.0,
+            )
+        }
+        Fault::WipeDisk => {
+            let v = random(rng);
+            bed.cluster().wipe(v)?;
+            bed.remove_member(v).await;
+            (
+                Undo::Join(v),
+                format!("node {v}'s disk wiped, then it was removed"),
+                0.0,
+            )
+        }
     })
 }
 
-fn undo(bed: &Bed, undo: Undo) -> anyhow::Result<()> {
+async fn undo(bed: &Bed, undo: Undo) -> anyhow::Result<()> {
     match undo {
+        Undo::Join(id) => bed.join(id).await,
         Undo::Network => bed.net.heal(),
         Undo::Restart(ids) => {
             for id in ids {
@@ -441,7 +565,7 @@ pub async fn run_schedule(
         injected += 1;
         let end = (std::time::Instant::now() + hold).min(until);
         tokio::time::sleep_until(end.into()).await;
-        undo(bed, how)?;
+        undo(bed, how).await?;
         bed.rec.nemesis(fault.name(), "stop", &detail, skew);
         let calm = Duration::from_millis(rng.gen_range(2000..4000));
         let end = (std::time::Instant::now() + calm).min(until);

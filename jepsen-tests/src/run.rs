@@ -24,6 +24,9 @@ pub const DRIFT_MARGIN: f64 = 0.05;
 pub const ELECTION_MS_MAX: u64 = 1000;
 /// How long the cluster may take to agree on a leader after healing.
 pub const RECOVERY_LIMIT: Duration = Duration::from_secs(30);
+/// How long each node may take, once the cluster agrees on a leader, to say it is ready
+/// (`/readyz` 200).
+pub const READY_LIMIT: Duration = Duration::from_secs(15);
 
 /// Wall-clock offsets of nodes 1..5 in scenarios with `wall_offsets`.
 pub const WALL_OFFSETS_S: [i64; 5] = [300, -300, 120, -45, 600];
@@ -71,6 +74,7 @@ pub const SCENARIOS: &[&str] = &[
     "matrix",
     "power",
     "power-canary",
+    "membership",
 ];
 
 /// Checkers whose failure in the power canary counts as catching it (not the minimum counts:
@@ -150,6 +154,12 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
                 false,
             )
         },
+        "membership" => s(
+            vec![ReplaceVoter, ReplaceLeader, WipeDisk, KillOne],
+            baton,
+            BaseSkew::None,
+            false,
+        ),
         "power-canary" => Scenario {
             power: true,
             power_canary: true,
@@ -319,6 +329,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         ttl: opts.ttl,
         cuts: Default::default(),
         lose_all: scenario.power_canary,
+        membership: Default::default(),
     };
     if bed.await_recovery(RECOVERY_LIMIT).await.is_none() {
         anyhow::bail!(
@@ -434,6 +445,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         .collect();
     rec.nemesis("heal", "stop", "all faults healed; final reads", 0.0);
 
+    let ready = readiness(&bed).await;
     // Every node must be running now, and none may have ended by itself on the way.
     let not_started: Vec<String> = {
         let mut cluster = bed.cluster.lock().expect("cluster lock");
@@ -452,6 +464,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         .stop_all(Duration::from_secs(5));
     let panics = bed.cluster.lock().expect("cluster lock").panics();
     let cuts = bed.cuts.lock().expect("cuts lock").clone();
+    let membership = bed.membership.lock().expect("membership lock").clone();
     drop(bed);
 
     // Check.
@@ -573,8 +586,17 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
             })
             .collect(),
     ));
+    results.push(ready);
     if scenario.power {
         results.push(power_result(&cuts));
+    }
+    if scenario.faults.iter().any(|f| {
+        matches!(
+            f,
+            Fault::ReplaceVoter | Fault::ReplaceLeader | Fault::WipeDisk
+        )
+    }) {
+        results.push(membership_result(&membership));
     }
     let died = panics.len() + worker_panics.len();
     results.push(result(
@@ -639,6 +661,93 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         serde_json::to_string_pretty(&outcome)?,
     )?;
     Ok(outcome)
+}
+
+/// After healing, every node says it is ready (`/readyz` answers 200) within
+/// [`READY_LIMIT`]: a member, with a leader, applied close to the commit.
+async fn readiness(bed: &Bed) -> CheckResult {
+    let nodes: Vec<(u64, String)> = {
+        let cluster = bed.cluster.lock().expect("cluster lock");
+        cluster
+            .nodes
+            .iter()
+            .map(|n| (n.id, n.admin.clone()))
+            .collect()
+    };
+    let start = Instant::now();
+    let mut not_ready = Vec::new();
+    for (id, admin) in nodes {
+        let mut last;
+        loop {
+            last = match baton_node::admin::http_get(&admin, "/readyz").await {
+                Ok(a) if a.status == 200 => break,
+                Ok(a) => format!("{} {}", a.status, a.body.trim()),
+                Err(e) => e.to_string(),
+            };
+            if start.elapsed() > READY_LIMIT {
+                not_ready.push(Violation {
+                    key: None,
+                    t_ns: None,
+                    message: format!("node {id} /readyz: {last}"),
+                });
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    result(
+        "readyz",
+        if not_ready.is_empty() {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        },
+        if not_ready.is_empty() {
+            format!(
+                "every node ready {} ms after the leader was agreed",
+                start.elapsed().as_millis()
+            )
+        } else {
+            format!(
+                "{} nodes not ready within {} s",
+                not_ready.len(),
+                READY_LIMIT.as_secs()
+            )
+        },
+        not_ready,
+    )
+}
+
+/// Membership changes: every removal took effect and every replaced node joined again as a
+/// voter within [`nemesis::MEMBERSHIP_LIMIT`].
+fn membership_result(log: &nemesis::MembershipLog) -> CheckResult {
+    result(
+        "membership",
+        if log.failures.is_empty() {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        },
+        format!(
+            "{} nodes removed, {} joined again as voters (the longest join took {} ms){}",
+            log.removed,
+            log.joined,
+            log.longest_join.as_millis(),
+            if log.failures.is_empty() {
+                String::new()
+            } else {
+                format!("; {} changes failed", log.failures.len())
+            }
+        ),
+        log.failures
+            .iter()
+            .map(|message| Violation {
+                key: None,
+                t_ns: None,
+                message: message.clone(),
+            })
+            .collect(),
+    )
 }
 
 /// What the power cuts took back (informative: whether a cut lands between a write and its

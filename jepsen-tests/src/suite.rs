@@ -25,16 +25,17 @@ fn options(scenario: &str, seed: u64, nodes: usize, secs: u64, out: &Path, bin: 
 }
 
 /// The CI suite: partitions + kills, pauses, skew within the bound (with wall-clock offsets,
-/// delay and partitions), power cuts, and the two canaries; 3 nodes. `(scenario, seed,
+/// delay and partitions), power cuts, membership changes, and the two canaries; 3 nodes. `(scenario, seed,
 /// fault-phase seconds)`.
 pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
     vec![
         ("canary", seed, 8),
         ("power-canary", seed, 10),
-        ("partition-kill", seed, 45),
-        ("pause", seed, 40),
-        ("skew", seed, 40),
-        ("power", seed, 40),
+        ("partition-kill", seed, 40),
+        ("pause", seed, 30),
+        ("skew", seed, 35),
+        ("power", seed, 30),
+        ("membership", seed, 30),
     ]
 }
 
@@ -54,7 +55,7 @@ pub async fn run_all(
 }
 
 /// The long suite: the canary once, then the fault matrix, partitions + kills, pauses, skew
-/// within the bound and over it, power cuts, in turn with consecutive seeds, on `nodes` nodes, each with a
+/// within the bound and over it, power cuts, membership changes, in turn with consecutive seeds, on `nodes` nodes, each with a
 /// 2-minute fault phase, until `total` has passed.
 pub async fn long(
     seed: u64,

@@ -10,7 +10,10 @@
 //! (`peers.json`, written durably). A peer that shows up with another incarnation while it
 //! is still a member is refused both ways, with a message saying what to do: remove it
 //! (`baton cluster remove ID`) and let it join again. Once a node is no longer a member, its
-//! entry is forgotten, so a removed id may join again as a new node.
+//! entry is forgotten, so a removed id may join again as a new node; and nothing is recorded
+//! for a node outside the membership as this node knows it, neither from its own messages
+//! (a removed leader still sends the commit of its own removal) nor from what peers tell,
+//! or the old data dir would be taken as current again and the new one refused forever.
 //!
 //! Incarnation 0 means "not told" and is neither checked nor recorded.
 
@@ -29,6 +32,9 @@ pub struct PeerBook {
     /// The incarnation the last peer that wrote to this node knows it by (0: none). Another
     /// than this node's own means the cluster knows it by a data dir it lost.
     known_as: std::sync::atomic::AtomicU64,
+    /// The members as this node last saw them (`None` until it has seen a membership):
+    /// incarnations are recorded for members only.
+    members: Mutex<Option<BTreeSet<NodeId>>>,
 }
 
 /// A peer came back with another data dir than the one it was first seen with.
@@ -57,15 +63,24 @@ impl PeerBook {
             path,
             known: Mutex::new(known),
             known_as: std::sync::atomic::AtomicU64::new(0),
+            members: Mutex::new(None),
         })
     }
 
+    /// Whether `node` is a member as this node knows the membership (any node, before it
+    /// has seen one).
+    fn is_member(&self, node: NodeId) -> bool {
+        let members = self.members.lock().expect("peer book lock");
+        members.as_ref().is_none_or(|m| m.contains(&node))
+    }
+
     /// Checks that `node` speaks from the data dir it was first seen with, recording it on
-    /// first sight.
+    /// first sight if it is a member.
     pub fn check(&self, node: NodeId, incarnation: u64) -> Result<(), Replaced> {
         if incarnation == 0 {
             return Ok(());
         }
+        let member = self.is_member(node);
         let mut known = self.known.lock().expect("peer book lock");
         match known.get(&node) {
             Some(k) if *k == incarnation => Ok(()),
@@ -74,11 +89,14 @@ impl PeerBook {
                 known: *k,
                 seen: incarnation,
             }),
-            None => {
+            None if member => {
                 known.insert(node, incarnation);
                 self.save(&known);
                 Ok(())
             }
+            // A node outside the membership (removed, or not yet added): nothing to guard,
+            // and nothing to remember of it.
+            None => Ok(()),
         }
     }
 
@@ -95,10 +113,12 @@ impl PeerBook {
         let as_me = told.get(&me).copied().unwrap_or(0);
         self.known_as
             .store(as_me, std::sync::atomic::Ordering::Relaxed);
+        let members = self.members.lock().expect("peer book lock").clone();
         let mut known = self.known.lock().expect("peer book lock");
         let mut changed = false;
         for (id, incarnation) in told {
-            if *id != me && *incarnation != 0 && !known.contains_key(id) {
+            let member = members.as_ref().is_none_or(|m| m.contains(id));
+            if *id != me && *incarnation != 0 && member && !known.contains_key(id) {
                 known.insert(*id, *incarnation);
                 changed = true;
             }
@@ -120,8 +140,10 @@ impl PeerBook {
         }
     }
 
-    /// Forgets every node that is not in `members`: a removed node may join again.
+    /// Forgets every node that is not in `members`, and records no other from now on: a
+    /// removed node may join again.
     pub fn retain(&self, members: &BTreeSet<NodeId>) {
+        *self.members.lock().expect("peer book lock") = Some(members.clone());
         let mut known = self.known.lock().expect("peer book lock");
         let before = known.len();
         known.retain(|id, _| members.contains(id));
@@ -175,6 +197,17 @@ mod tests {
         // Removed from the cluster, node 2 may come back as a new node.
         book.retain(&BTreeSet::from([1, 3]));
         assert!(book.check(2, 0xbb).is_ok());
+        // While it is not a member, nothing is recorded of it: not from its own messages
+        // (the removed leader's last ones), not from what peers still tell.
+        assert!(book.check(2, 0xaa).is_ok());
+        book.learn(1, &std::collections::HashMap::from([(2, 0xaa)]));
+        assert!(!book.known().contains_key(&2), "{:?}", book.known());
+        // Added again, its new data dir is recorded on first sight, and guarded.
+        book.retain(&BTreeSet::from([1, 2, 3]));
+        assert!(book.check(2, 0xbb).is_ok());
+        assert!(book.check(2, 0xaa).is_err());
+        // After a restart (no membership seen yet), the book guards what it recorded.
+        let book = PeerBook::open(dir.path()).unwrap();
         assert!(book.check(2, 0xaa).is_err());
     }
 

@@ -330,6 +330,21 @@ async fn members_join_leave_and_the_cluster_refuses_what_would_harm_it() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+
+    // The removed leader's disk is replaced and it joins again under its id. Its last
+    // messages as leader (the commit of its own removal) reached nodes that had already
+    // dropped it from the membership: they must not have taken its old data dir as current,
+    // or they refuse the new one forever (found by the chaos suite's replace-leader).
+    cluster.kill(old);
+    std::fs::remove_dir_all(&cluster.nodes[&old].data_dir).unwrap();
+    cluster.start_node_joining(old, &rest);
+    wait_for(
+        "the replaced leader to be a voter again",
+        Duration::from_secs(30),
+        || members(&rest).contains(&(old, true)),
+    )
+    .await;
+    wait_for_readyz(&cluster, old, 200, "ready").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
