@@ -56,6 +56,9 @@ pub struct NodeSettings {
     /// The `skip_fsync` chaos knob on every node: acknowledges before its fsync (a canary
     /// that the power-cut checks must catch).
     pub skip_fsync: bool,
+    /// The `skip_read_index` chaos knob on every node: a node that believes it leads answers
+    /// linearizable reads from its own state (a canary the read checks must catch).
+    pub skip_read_index: bool,
 }
 
 /// One node.
@@ -380,11 +383,13 @@ impl Cluster {
     fn write_chaos(&self, id: u64) {
         let node = self.node(id);
         let text = format!(
-            "clock_rate={}\nraft_delay_ms={}\nraft_jitter_ms={}\nskip_fsync={}\n",
+            "clock_rate={}\nraft_delay_ms={}\nraft_jitter_ms={}\nskip_fsync={}\n\
+             skip_read_index={}\n",
             node.rate,
             node.delay_ms.0,
             node.delay_ms.1,
-            u8::from(self.settings.skip_fsync)
+            u8::from(self.settings.skip_fsync),
+            u8::from(self.settings.skip_read_index)
         );
         // Write-then-rename so the node never reads half a file.
         let tmp = node.chaos_file.with_extension("tmp");

@@ -62,6 +62,24 @@ pub struct Scenario {
     /// The power canary: nodes acknowledge before their fsync (`skip_fsync`) and every cut
     /// takes back all that was not synced. The run passes only if the checks catch it.
     pub power_canary: bool,
+    /// A read-only worker pinned to each node ([`workload::run_pinned_reader`]).
+    pub pinned_readers: bool,
+    /// The stale-read canary: nodes that believe they lead skip the read-index round
+    /// (`skip_read_index`). The run passes only if the checks catch it.
+    pub read_canary: bool,
+}
+
+impl Scenario {
+    /// A canary scenario: its run passes only if a check fails.
+    fn canary(&self) -> Option<&'static str> {
+        if self.power_canary {
+            Some("nodes that acknowledge before their fsync lost power")
+        } else if self.read_canary {
+            Some("nodes that skip the read-index round answered linearizable reads")
+        } else {
+            None
+        }
+    }
 }
 
 /// Names of the scenarios [`scenario`] knows.
@@ -74,12 +92,14 @@ pub const SCENARIOS: &[&str] = &[
     "matrix",
     "power",
     "power-canary",
+    "power-all",
     "membership",
+    "read-canary",
 ];
 
-/// Checkers whose failure in the power canary counts as catching it (not the minimum counts:
+/// Checkers whose failure in a canary scenario counts as catching it (not the minimum counts:
 /// too little work catches nothing).
-const POWER_CANARY_CATCHERS: &[&str] = &[
+const CANARY_CATCHERS: &[&str] = &[
     "linearizability",
     "tokens",
     "fencing",
@@ -106,11 +126,15 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
         wall_offsets,
         power: false,
         power_canary: false,
+        pinned_readers: true,
+        read_canary: false,
     };
     Some(match name {
         "partition-kill" => {
             let mut f = partitions.clone();
-            f.extend([KillOne, KillLeader, KillAll]);
+            // The leader isolated or paused with clients still attached, twice as often:
+            // where a stale read would show.
+            f.extend([KillOne, KillLeader, KillAll, IsolateLeader, PauseLeader]);
             s(f, baton, BaseSkew::None, false)
         }
         "pause" => s(
@@ -125,12 +149,15 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
             s(f, baton, BaseSkew::Within, true)
         }
         "skew-over" => s(vec![PartitionHalves, Delay], baton, BaseSkew::Over, false),
-        "canary" => s(
-            vec![],
-            vec![("unfenced-canary", 1, 2)],
-            BaseSkew::None,
-            false,
-        ),
+        "canary" => Scenario {
+            pinned_readers: false,
+            ..s(
+                vec![],
+                vec![("unfenced-canary", 1, 2)],
+                BaseSkew::None,
+                false,
+            )
+        },
         "matrix" => {
             let mut f = partitions.clone();
             f.extend([
@@ -160,6 +187,18 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
             BaseSkew::None,
             false,
         ),
+        "power-all" => Scenario {
+            power: true,
+            ..s(vec![PowerAll], baton, BaseSkew::None, false)
+        },
+        // Isolation only: an isolated leader believes it leads for the whole fault while a
+        // new one takes writes, so a reader pinned to it meets the bug in every run. (After a
+        // pause the old leader mostly hears the new one before it answers the reads that
+        // waited: whether it does is chance.)
+        "read-canary" => Scenario {
+            read_canary: true,
+            ..s(vec![IsolateLeader], baton, BaseSkew::None, false)
+        },
         "power-canary" => Scenario {
             power: true,
             power_canary: true,
@@ -308,6 +347,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         snapshot_logs: 500,
         power: scenario.power,
         skip_fsync: scenario.power_canary,
+        skip_read_index: scenario.read_canary,
     };
     // Wall clocks minutes apart (libfaketime; monotonic clocks untouched): offsets between
     // machines must not matter to baton.
@@ -402,6 +442,23 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
                     ctx.clone(),
                     slot.clone(),
                     w,
+                    seed,
+                )));
+            }
+        }
+    }
+
+    if scenario.pinned_readers {
+        let endpoints = ctx.endpoints.clone();
+        for (i, endpoint) in endpoints.into_iter().enumerate() {
+            for _ in 0..workload::PINNED_READERS_PER_NODE {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                tasks.push(tokio::spawn(workload::run_pinned_reader(
+                    ctx.clone(),
+                    i as u64 + 1,
+                    endpoint.clone(),
                     seed,
                 )));
             }
@@ -622,8 +679,8 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
             .collect(),
     ));
 
-    if scenario.power_canary {
-        results = vec![power_canary_result(results)];
+    if let Some(what) = scenario.canary() {
+        results = vec![canary_result(what, results)];
     }
     let verdict = if results.iter().any(|r| r.verdict == Verdict::Fail) {
         "failed"
@@ -774,14 +831,12 @@ fn power_result(cuts: &[nemesis::Cut]) -> CheckResult {
     )
 }
 
-/// The power canary's one result: it passes when a check failed, that is, when the checks
-/// caught nodes that acknowledge before their fsync losing what they acknowledged.
-fn power_canary_result(results: Vec<CheckResult>) -> CheckResult {
+/// A canary scenario's one result: it passes when a check failed, that is, when the checks
+/// caught the bug the canary's nodes have (`what` they did).
+fn canary_result(what: &str, results: Vec<CheckResult>) -> CheckResult {
     let caught: Vec<&CheckResult> = results
         .iter()
-        .filter(|r| {
-            r.verdict == Verdict::Fail && POWER_CANARY_CATCHERS.contains(&r.checker.as_str())
-        })
+        .filter(|r| r.verdict == Verdict::Fail && CANARY_CATCHERS.contains(&r.checker.as_str()))
         .collect();
     let violations = caught
         .iter()
@@ -794,21 +849,18 @@ fn power_canary_result(results: Vec<CheckResult>) -> CheckResult {
         .collect();
     if caught.is_empty() {
         result(
-            "power-canary-caught",
+            "canary-caught",
             Verdict::Fail,
-            "nodes that acknowledge before their fsync lost power and no check noticed: the \
-             power-cut checks are blind"
-                .to_string(),
+            format!("{what} and no check noticed: the checks are blind to this bug"),
             Vec::new(),
         )
     } else {
         let names: Vec<&str> = caught.iter().map(|r| r.checker.as_str()).collect();
         result(
-            "power-canary-caught",
+            "canary-caught",
             Verdict::Pass,
             format!(
-                "nodes that acknowledge before their fsync lost power and {} caught it: the \
-                 checks can see lost acknowledged writes",
+                "{what} and {} caught it: the checks can see this bug",
                 names.join(", ")
             ),
             violations,

@@ -25,17 +25,21 @@ fn options(scenario: &str, seed: u64, nodes: usize, secs: u64, out: &Path, bin: 
 }
 
 /// The CI suite: partitions + kills, pauses, skew within the bound (with wall-clock offsets,
-/// delay and partitions), power cuts, membership changes, and the two canaries; 3 nodes. `(scenario, seed,
+/// delay and partitions), power cuts (mixed, and all nodes at once), membership changes, and
+/// the three canaries (unfenced writes, acknowledging before fsync, skipping the read-index);
+/// 3 nodes. `(scenario, seed,
 /// fault-phase seconds)`.
 pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
     vec![
         ("canary", seed, 8),
         ("power-canary", seed, 10),
-        ("partition-kill", seed, 40),
-        ("pause", seed, 30),
-        ("skew", seed, 35),
-        ("power", seed, 30),
-        ("membership", seed, 30),
+        ("read-canary", seed, 12),
+        ("partition-kill", seed, 35),
+        ("pause", seed, 25),
+        ("skew", seed, 30),
+        ("power", seed, 25),
+        ("power-all", seed, 15),
+        ("membership", seed, 25),
     ]
 }
 
@@ -54,9 +58,10 @@ pub async fn run_all(
     Ok(outcomes)
 }
 
-/// The long suite: the canary once, then the fault matrix, partitions + kills, pauses, skew
-/// within the bound and over it, power cuts, membership changes, in turn with consecutive seeds, on `nodes` nodes, each with a
-/// 2-minute fault phase, until `total` has passed.
+/// The long suite: the three canaries once, then the fault matrix, partitions + kills,
+/// pauses, skew within the bound and over it, power cuts (mixed; all nodes), membership
+/// changes, in turn with consecutive seeds, on `nodes` nodes, each with a 2-minute fault
+/// phase, until `total` has passed.
 pub async fn long(
     seed: u64,
     nodes: usize,
@@ -65,8 +70,12 @@ pub async fn long(
     bin: &Path,
 ) -> anyhow::Result<Vec<Outcome>> {
     let start = Instant::now();
-    let mut outcomes = vec![run::run(&options("canary", seed, nodes, 8, out, bin)).await?];
-    eprintln!("{}", outcomes[0].text());
+    let mut outcomes = Vec::new();
+    for (canary, secs) in [("canary", 8), ("power-canary", 10), ("read-canary", 12)] {
+        let outcome = run::run(&options(canary, seed, nodes, secs, out, bin)).await?;
+        eprintln!("{}", outcome.text());
+        outcomes.push(outcome);
+    }
     let cycle = [
         "matrix",
         "partition-kill",

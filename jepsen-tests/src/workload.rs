@@ -33,6 +33,16 @@ use crate::history::{
 pub const KEY_OPS_MAX: u64 = 120;
 /// A client operation with no answer after this long is recorded as `info`.
 pub const OP_TIMEOUT: Duration = Duration::from_secs(6);
+/// A pinned reader's patience per read: longer than a pause fault (3 × TTL), so it is still
+/// waiting on a paused leader when it wakes up.
+pub const PINNED_READ_TIMEOUT: Duration = Duration::from_secs(8);
+/// Pinned readers per node: more than one, so that a read is invoked while another waits on
+/// a paused node.
+pub const PINNED_READERS_PER_NODE: usize = 2;
+/// Pinned readers read among this many of the newest keys.
+pub const ACTIVE_KEYS: usize = 8;
+/// A pinned reader waits up to this long between reads.
+pub const PINNED_READ_GAP_MS: u64 = 40;
 /// How long a worker keeps a lease in reserve: it stops acting this long before its
 /// believed deadline.
 pub const BELIEF_MARGIN: Duration = Duration::from_millis(150);
@@ -174,6 +184,39 @@ impl Ctx {
             client_id,
             name: name.to_string(),
         }
+    }
+
+    /// A process whose client talks to `endpoint` only: no leader following (a follower
+    /// forwards to the leader it knows), and patient, so that it is still attached to a node
+    /// that is isolated or paused.
+    pub fn new_pinned_proc(&self, name: &str, endpoint: &str) -> Proc {
+        let config = ClientConfig {
+            request_timeout: PINNED_READ_TIMEOUT,
+            retry_deadline: PINNED_READ_TIMEOUT,
+            drift_margin: self.drift_margin,
+            follow_leader_hints: false,
+            ..ClientConfig::with_endpoints([endpoint.to_string()])
+        };
+        let valid = config.validate().expect("harness client config");
+        let client_id = valid.client_id().to_string();
+        Proc {
+            process: self.rec.next_process.fetch_add(1, Ordering::Relaxed),
+            client: Client::from_valid(valid),
+            client_id,
+            name: name.to_string(),
+        }
+    }
+
+    /// One of the keys in use now (the newest ones noted), with its workload.
+    fn active_key(&self, rng: &mut StdRng) -> Option<(String, String)> {
+        let keys = self.keys.lock().expect("keys lock");
+        let baton: Vec<&(String, String)> = keys
+            .iter()
+            .rev()
+            .filter(|(w, _)| w == "lease-register" || w == "fenced-append")
+            .take(ACTIVE_KEYS)
+            .collect();
+        (!baton.is_empty()).then(|| baton[rng.gen_range(0..baton.len())].clone())
     }
 
     fn note_key(&self, workload: &str, key: &str) {
@@ -702,6 +745,26 @@ impl Worker {
         self.op(Call::Release { token: b.token }).await;
         self.belief = None;
         self.nap(150).await;
+    }
+}
+
+/// A read-only worker pinned to `endpoint` (node `node`): linearizable reads of the active
+/// keys every few tens of ms until `ctx.stop`, each checked like any other read. A node that
+/// answers from its own state while it only believes it leads (isolated, or just resumed
+/// from a pause) is caught here: a read that misses a write that returned before it.
+pub async fn run_pinned_reader(ctx: Arc<Ctx>, node: u64, endpoint: String, seed: u64) {
+    let name = format!("reader-n{node}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut p = ctx.new_pinned_proc(&name, &endpoint);
+    while !ctx.stopped() {
+        if let Some((workload, key)) = ctx.active_key(&mut rng) {
+            let (kind, _) = perform(&ctx, &p, &workload, &key, Call::Read).await;
+            if kind == Kind::Info {
+                p = ctx.new_pinned_proc(&name, &endpoint);
+            }
+        }
+        let gap = rng.gen_range(PINNED_READ_GAP_MS / 2..=PINNED_READ_GAP_MS);
+        tokio::time::sleep(Duration::from_millis(gap)).await;
     }
 }
 

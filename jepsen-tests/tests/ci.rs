@@ -1,5 +1,5 @@
 //! The CI-sized chaos suite (README's test command runs it): the canary, the power canary,
-//! partitions + kills, pauses, skew within the bound with wall-clock offsets, and power cuts
+//! the stale-read canary, partitions + kills, pauses, skew within the bound with wall-clock offsets, and power cuts
 //! (one node, the leader, a minority, all at once; data dirs on power-cut filesystems), and
 //! membership changes (a voter, the leader, a wiped disk: removed, joined again), each
 //! on a fresh 3-node cluster of real processes in network namespaces. Fails on any violation,

@@ -10,6 +10,9 @@
 //!   machines, so delay is injected at the transport instead).
 //! - `skip_fsync=1`: the log flusher acknowledges appends after sled's flush without the
 //!   `fdatasync` that makes them durable: the bug the power-cut test must catch (its canary).
+//! - `skip_read_index=1`: a node that believes it leads answers linearizable reads from its
+//!   local state, without the read-index round that confirms it still leads: the stale-read
+//!   bug the chaos suite's `read-canary` must catch.
 //!
 //! Without the feature, or without the variable, [`lease_clock`] is the plain monotonic
 //! clock and [`raft_delay`] does nothing. Rate skew reaches the countdowns only: openraft's
@@ -41,6 +44,16 @@ pub fn skip_fsync() -> bool {
     false
 }
 
+/// Whether a node that believes it leads skips the read-index round of linearizable reads
+/// (the stale-read canary); never without the feature and the control file.
+pub fn skip_read_index() -> bool {
+    #[cfg(feature = "chaos")]
+    if let Some(knobs) = imp::knobs() {
+        return knobs.skip_read_index();
+    }
+    false
+}
+
 /// Waits before an outgoing Raft RPC, as the control file says (no wait without it).
 pub async fn raft_delay() {
     #[cfg(feature = "chaos")]
@@ -68,11 +81,16 @@ mod imp {
         jitter_ms: AtomicU64,
         seed: AtomicU64,
         skip_fsync: AtomicU64,
+        skip_read_index: AtomicU64,
     }
 
     impl Knobs {
         pub fn skip_fsync(&self) -> bool {
             self.skip_fsync.load(Ordering::Relaxed) != 0
+        }
+
+        pub fn skip_read_index(&self) -> bool {
+            self.skip_read_index.load(Ordering::Relaxed) != 0
         }
 
         pub fn rate(&self) -> f64 {
@@ -98,7 +116,7 @@ mod imp {
 
         fn load(&self, text: &str) {
             let mut rate: f64 = 1.0;
-            let (mut delay, mut jitter, mut skip_fsync) = (0, 0, 0);
+            let (mut delay, mut jitter, mut skip_fsync, mut skip_read_index) = (0, 0, 0, 0);
             for line in text.lines() {
                 let Some((k, v)) = line.split_once('=') else {
                     continue;
@@ -108,6 +126,7 @@ mod imp {
                     "raft_delay_ms" => delay = v.trim().parse().unwrap_or(0),
                     "raft_jitter_ms" => jitter = v.trim().parse().unwrap_or(0),
                     "skip_fsync" => skip_fsync = v.trim().parse().unwrap_or(0),
+                    "skip_read_index" => skip_read_index = v.trim().parse().unwrap_or(0),
                     _ => {}
                 }
             }
@@ -118,6 +137,8 @@ mod imp {
             self.delay_ms.store(delay, Ordering::Relaxed);
             self.jitter_ms.store(jitter, Ordering::Relaxed);
             self.skip_fsync.store(skip_fsync, Ordering::Relaxed);
+            self.skip_read_index
+                .store(skip_read_index, Ordering::Relaxed);
         }
     }
 
@@ -134,6 +155,7 @@ mod imp {
                 jitter_ms: AtomicU64::new(0),
                 seed: AtomicU64::new(u64::from(std::process::id()) * 0x9E37_79B9),
                 skip_fsync: AtomicU64::new(0),
+                skip_read_index: AtomicU64::new(0),
             }));
             if let Ok(text) = std::fs::read_to_string(&path) {
                 knobs.load(&text);
@@ -199,6 +221,7 @@ mod imp {
                 jitter_ms: AtomicU64::new(0),
                 seed: AtomicU64::new(7),
                 skip_fsync: AtomicU64::new(0),
+                skip_read_index: AtomicU64::new(0),
             };
             k.load("clock_rate=1.5\nraft_delay_ms=40\nraft_jitter_ms=0\n");
             assert_eq!(k.rate(), 1.5);
@@ -206,6 +229,9 @@ mod imp {
             assert!(!k.skip_fsync());
             k.load("skip_fsync=1");
             assert!(k.skip_fsync());
+            assert!(!k.skip_read_index());
+            k.load("skip_read_index=1");
+            assert!(k.skip_read_index() && !k.skip_fsync());
             assert_eq!(k.rate(), 1.0, "a knob not given is back to its default");
             k.load("clock_rate=-3\nnoise\n");
             assert_eq!(k.rate(), 1.0);
@@ -225,6 +251,7 @@ mod imp {
                 jitter_ms: AtomicU64::new(0),
                 seed: AtomicU64::new(7),
                 skip_fsync: AtomicU64::new(0),
+                skip_read_index: AtomicU64::new(0),
             }));
             let clock = SkewedClock::new(k);
             let (r0, v0) = (Instant::now(), clock.now());
