@@ -540,7 +540,7 @@ async fn undo(bed: &Bed, undo: Undo) -> anyhow::Result<()> {
 }
 
 /// Runs faults drawn from `faults` until `until` (seeded), each held 3–6 s (pauses: 1–3 ×
-/// TTL), with 2–4 s of calm in between. Returns how many faults it injected.
+/// TTL; the leader isolated: 5–8 s), with 2–4 s of calm in between. Returns how many faults it injected.
 pub async fn run_schedule(
     bed: &Bed,
     faults: &[Fault],
@@ -558,6 +558,11 @@ pub async fn run_schedule(
         let fault = faults[rng.gen_range(0..faults.len())];
         let hold = match fault {
             Fault::PauseOne | Fault::PauseLeader => bed.ttl.mul_f64(rng.gen_range(1.0..3.0)),
+            // Long enough for the majority to elect a new leader (after the old one's lease
+            // and an election) and take writes while the old one still believes it leads.
+            Fault::IsolateLeader | Fault::OneWayLeader => {
+                Duration::from_millis(rng.gen_range(5000..8000))
+            }
             _ => Duration::from_millis(rng.gen_range(3000..6000)),
         };
         let (how, detail, skew) = start(bed, fault, &mut rng).await?;

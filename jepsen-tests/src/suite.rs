@@ -33,7 +33,7 @@ pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
     vec![
         ("canary", seed, 8),
         ("power-canary", seed, 10),
-        ("read-canary", seed, 12),
+        ("read-canary", seed, 15),
         ("partition-kill", seed, 35),
         ("pause", seed, 25),
         ("skew", seed, 30),
@@ -71,7 +71,7 @@ pub async fn long(
 ) -> anyhow::Result<Vec<Outcome>> {
     let start = Instant::now();
     let mut outcomes = Vec::new();
-    for (canary, secs) in [("canary", 8), ("power-canary", 10), ("read-canary", 12)] {
+    for (canary, secs) in [("canary", 8), ("power-canary", 10), ("read-canary", 15)] {
         let outcome = run::run(&options(canary, seed, nodes, secs, out, bin)).await?;
         eprintln!("{}", outcome.text());
         outcomes.push(outcome);
