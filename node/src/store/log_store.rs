@@ -196,7 +196,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
-        self.read_meta(KEY_VOTE)
+        // Read back as not committed: its term and candidate still bind this node (it never
+        // votes twice in a term), but a leader that restarts does not resume leading on its
+        // own word. It must win an election first, which it cannot with a log that lost
+        // entries: sled drops a damaged log's tail without a word, and a leader restarted
+        // on that resumed at once in the same term and served reads and new entries without
+        // what it had lost (jepsen-tests/BUGS.md, P5).
+        Ok(self.read_meta::<Vote>(KEY_VOTE)?.map(|mut vote| {
+            vote.committed = false;
+            vote
+        }))
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {

@@ -84,8 +84,17 @@ pub enum OpenError {
         #[source]
         source: sled::Error,
     },
-    #[error("data dir {dir}: stored state is unreadable ({detail}); restore from a backup or wipe the dir and rejoin")]
-    CorruptState { dir: PathBuf, detail: String },
+    #[error(
+        "data dir {dir}: stored state is unreadable ({detail}); this node must not serve from \
+         it. Recover it from the other nodes: baton cluster remove {node}, wipe the data dir, \
+         start this node with --join (deploy/RUNBOOK.md, \"Replacing a node whose disk was \
+         lost\"); a cluster of one restores from a backup"
+    )]
+    CorruptState {
+        dir: PathBuf,
+        node: NodeId,
+        detail: String,
+    },
 }
 
 /// Who a data dir belongs to.
@@ -173,6 +182,7 @@ pub fn open_with(
         log.upgrade_from_format_3()
             .map_err(|detail| OpenError::CorruptState {
                 dir: dir.to_path_buf(),
+                node: node_id,
                 detail,
             })?;
         set_identity_format(dir).map_err(io)?;
@@ -180,6 +190,7 @@ pub fn open_with(
     let sm = StateMachine::open(&dir.join("snapshots"), countdowns, watch_window, metrics)
         .map_err(|detail| OpenError::CorruptState {
             dir: dir.to_path_buf(),
+            node: node_id,
             detail,
         })?;
     // What sled 0.34 writes at its first open and never syncs, made durable before anything

@@ -164,7 +164,10 @@ impl StateMachine {
                 metrics,
             }),
         };
-        let state = match sm.read_snapshot_file()? {
+        let state = match sm
+            .read_snapshot_file()
+            .map_err(|e| format!("{}: {e}", snapshot_path(&sm.shared.snapshot_dir).display()))?
+        {
             Some(file) => {
                 *sm.shared.snapshot_lock.try_lock().expect("not shared yet") =
                     file.meta.last_log_id;
