@@ -62,7 +62,8 @@ pub struct Scenario {
     /// The power canary: nodes acknowledge before their fsync (`skip_fsync`) and every cut
     /// takes back all that was not synced. The run passes only if the checks catch it.
     pub power_canary: bool,
-    /// A read-only worker pinned to each node ([`workload::run_pinned_reader`]).
+    /// Read-only workers pinned to each node ([`workload::PINNED_READERS_PER_NODE`] of
+    /// [`workload::run_pinned_reader`]).
     pub pinned_readers: bool,
     /// The stale-read canary: nodes that believe they lead skip the read-index round
     /// (`skip_read_index`). The run passes only if the checks catch it.

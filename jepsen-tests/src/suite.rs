@@ -83,6 +83,8 @@ pub async fn long(
         "skew",
         "skew-over",
         "power",
+        "power-all",
+        "membership",
     ];
     let mut i = 0u64;
     while start.elapsed() < total {

@@ -170,12 +170,19 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn new_proc(&self, name: &str) -> Proc {
-        let config = ClientConfig {
-            request_timeout: Duration::from_millis(1000),
-            retry_deadline: Duration::from_millis(4000),
-            drift_margin: self.drift_margin,
-            ..ClientConfig::with_endpoints(self.endpoints.clone())
-        };
+        self.proc_with(
+            name,
+            ClientConfig {
+                request_timeout: Duration::from_millis(1000),
+                retry_deadline: Duration::from_millis(4000),
+                drift_margin: self.drift_margin,
+                ..ClientConfig::with_endpoints(self.endpoints.clone())
+            },
+        )
+    }
+
+    /// A process with a fresh client of `config`.
+    fn proc_with(&self, name: &str, config: ClientConfig) -> Proc {
         let valid = config.validate().expect("harness client config");
         let client_id = valid.client_id().to_string();
         Proc {
@@ -190,21 +197,16 @@ impl Ctx {
     /// forwards to the leader it knows), and patient, so that it is still attached to a node
     /// that is isolated or paused.
     pub fn new_pinned_proc(&self, name: &str, endpoint: &str) -> Proc {
-        let config = ClientConfig {
-            request_timeout: PINNED_READ_TIMEOUT,
-            retry_deadline: PINNED_READ_TIMEOUT,
-            drift_margin: self.drift_margin,
-            follow_leader_hints: false,
-            ..ClientConfig::with_endpoints([endpoint.to_string()])
-        };
-        let valid = config.validate().expect("harness client config");
-        let client_id = valid.client_id().to_string();
-        Proc {
-            process: self.rec.next_process.fetch_add(1, Ordering::Relaxed),
-            client: Client::from_valid(valid),
-            client_id,
-            name: name.to_string(),
-        }
+        self.proc_with(
+            name,
+            ClientConfig {
+                request_timeout: PINNED_READ_TIMEOUT,
+                retry_deadline: PINNED_READ_TIMEOUT,
+                drift_margin: self.drift_margin,
+                follow_leader_hints: false,
+                ..ClientConfig::with_endpoints([endpoint.to_string()])
+            },
+        )
     }
 
     /// One of the keys in use now (the newest ones noted), with its workload.

@@ -74,10 +74,9 @@ async fn all_there(client: &baton_client::Client, mode: ReadMode) -> Result<(), 
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_damaged_snapshot_is_refused_not_spread_and_remove_and_join_recovers() {
-    let _serial = serial().await;
-    let mut cluster = Cluster::start(3).await;
+/// A fresh 3-node cluster where "before" holds the keys `d/0` .. `d/{KEYS - 1}`.
+async fn claimed_cluster() -> (Cluster, baton_client::Client) {
+    let cluster = Cluster::start(3).await;
     let client = cluster.client().await;
     for i in 0..KEYS {
         let g = client
@@ -86,6 +85,13 @@ async fn a_damaged_snapshot_is_refused_not_spread_and_remove_and_join_recovers()
             .unwrap();
         assert!(matches!(g, ClaimOutcome::Granted(_)), "{g:?}");
     }
+    (cluster, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_snapshot_is_refused_not_spread_and_remove_and_join_recovers() {
+    let _serial = serial().await;
+    let (mut cluster, client) = claimed_cluster().await;
     let victim = 3;
     let others: Vec<String> = [1, 2]
         .iter()
@@ -174,55 +180,52 @@ async fn a_damaged_snapshot_is_refused_not_spread_and_remove_and_join_recovers()
     }
 }
 
-/// A block of the leader's sled store flipped while it is down (its Raft log and vote live
-/// there). sled 0.34 drops a log's tail from a damaged block on without a word, so the node
-/// comes back with fewer entries than it acknowledged. It must not lead on that log: restarted
-/// within the election timeout it used to resume leading in the same term, on its persisted
-/// vote, and served reads without the lost entries (jepsen-tests/BUGS.md, P5). Now it must win
-/// an election first, which the others refuse it, and the new leader repairs its log.
+/// The leader's sled store damaged while it is down (its Raft log and vote live there): a
+/// block flipped, then (on the next leader) the file cut to half. sled 0.34 drops a log's
+/// tail from a damaged block on without a word, so the node comes back with fewer entries
+/// than it acknowledged. It must not lead on that log: restarted within the election timeout
+/// it used to resume leading in the same term, on its persisted vote, and served reads
+/// without the lost entries (jepsen-tests/BUGS.md, P5). Now it must win an election first,
+/// which the others refuse it, and the new leader repairs its log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_sled_log_lost_its_tail_does_not_lead_on_it() {
     let _serial = serial().await;
-    let mut cluster = Cluster::start(3).await;
-    let client = cluster.client().await;
-    for i in 0..KEYS {
-        let g = client
-            .claim(&format!("d/{i}"), "before", TTL)
+    let (mut cluster, client) = claimed_cluster().await;
+    for how in [Damage::FlippedBlock, Damage::Truncated] {
+        let victim = cluster.leader(Duration::from_secs(10)).await;
+        let before = client
+            .status_of(&cluster.nodes[&victim].addr)
             .await
             .unwrap();
-        assert!(matches!(g, ClaimOutcome::Granted(_)), "{g:?}");
+        cluster.kill(victim);
+        let db = cluster.nodes[&victim].data_dir.join("sled").join("db");
+        damage(&db, how);
+        cluster.start_node(victim);
+        // Every acknowledged claim is served, linearizably, and stays so.
+        wait_for("every key served", Duration::from_secs(20), async || {
+            all_there(&client, ReadMode::Linearizable).await.is_ok()
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        all_there(&client, ReadMode::Linearizable)
+            .await
+            .unwrap_or_else(|e| panic!("{how:?}: {e}"));
+        let leader = cluster.leader(Duration::from_secs(10)).await;
+        let after = client
+            .status_of(&cluster.nodes[&leader].addr)
+            .await
+            .unwrap();
+        assert!(
+            after.term > before.term,
+            "{how:?}: no election: {before:?} -> {after:?}"
+        );
+        // The damaged node runs, repaired from the leader.
+        let own = cluster.client_of(victim).await;
+        wait_for(
+            "the damaged node repaired",
+            Duration::from_secs(20),
+            async || all_there(&own, ReadMode::Stale).await.is_ok(),
+        )
+        .await;
     }
-    let victim = cluster.leader(Duration::from_secs(10)).await;
-    let before = client
-        .status_of(&cluster.nodes[&victim].addr)
-        .await
-        .unwrap();
-    cluster.kill(victim);
-    let db = cluster.nodes[&victim].data_dir.join("sled").join("db");
-    damage(&db, Damage::FlippedBlock);
-    cluster.start_node(victim);
-    // Every acknowledged claim is served, linearizably, and stays so.
-    wait_for("every key served", Duration::from_secs(20), async || {
-        all_there(&client, ReadMode::Linearizable).await.is_ok()
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    all_there(&client, ReadMode::Linearizable).await.unwrap();
-    let leader = cluster.leader(Duration::from_secs(10)).await;
-    let after = client
-        .status_of(&cluster.nodes[&leader].addr)
-        .await
-        .unwrap();
-    assert!(
-        after.term > before.term,
-        "no election: {before:?} -> {after:?}"
-    );
-    // The damaged node runs, repaired from the leader.
-    let own = cluster.client_of(victim).await;
-    wait_for(
-        "the damaged node repaired",
-        Duration::from_secs(20),
-        async || all_there(&own, ReadMode::Stale).await.is_ok(),
-    )
-    .await;
 }

@@ -42,10 +42,11 @@ use crate::history::{Call, CheckParams, CheckResult, Kind, Nanos, Op, Reply, Ver
 
 /// Slack for the safe-deadline bound. The harness records the invocation, then the library
 /// takes its send time in the same poll of the same task, a few microseconds later; this
-/// covers the thread being preempted between the two on a loaded machine (and rounding). A
+/// covers the thread being preempted between the two on a loaded machine (and rounding): a
+/// 5-node membership run on 2 cores once showed 39 ms there (seed 4007; BUGS.md), so 50. A
 /// library counting from the reply's arrival is still caught on every operation slower than
 /// this: any retried one, any under a network delay or partition.
-pub const DEADLINE_SLACK_NS: Nanos = 20_000_000;
+pub const DEADLINE_SLACK_NS: Nanos = 50_000_000;
 
 /// One lease's believed window(s).
 struct Belief<'a> {
