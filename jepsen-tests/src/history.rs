@@ -383,6 +383,17 @@ pub struct Violation {
     pub message: String,
 }
 
+impl Violation {
+    /// A finding about the run as a whole: no key, no instant.
+    pub fn general(message: impl Into<String>) -> Violation {
+        Violation {
+            key: None,
+            t_ns: None,
+            message: message.into(),
+        }
+    }
+}
+
 /// One checker's result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckResult {

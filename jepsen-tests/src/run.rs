@@ -479,11 +479,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     let mut worker_panics = Vec::new();
     for t in tasks {
         if let Err(e) = t.await {
-            worker_panics.push(Violation {
-                key: None,
-                t_ns: None,
-                message: format!("a worker died: {e}"),
-            });
+            worker_panics.push(Violation::general(format!("a worker died: {e}")));
         }
     }
     let recovery = bed.await_recovery(RECOVERY_LIMIT).await;
@@ -635,14 +631,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         } else {
             format!("{} nodes ended by themselves", not_started.len())
         },
-        not_started
-            .into_iter()
-            .map(|message| Violation {
-                key: None,
-                t_ns: None,
-                message,
-            })
-            .collect(),
+        not_started.into_iter().map(Violation::general).collect(),
     ));
     results.push(ready);
     if scenario.power {
@@ -671,11 +660,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         ),
         panics
             .into_iter()
-            .map(|message| Violation {
-                key: None,
-                t_ns: None,
-                message,
-            })
+            .map(Violation::general)
             .chain(worker_panics)
             .collect(),
     ));
@@ -743,11 +728,7 @@ async fn readiness(bed: &Bed) -> CheckResult {
                 Err(e) => e.to_string(),
             };
             if start.elapsed() > READY_LIMIT {
-                not_ready.push(Violation {
-                    key: None,
-                    t_ns: None,
-                    message: format!("node {id} /readyz: {last}"),
-                });
+                not_ready.push(Violation::general(format!("node {id} /readyz: {last}")));
                 break;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -799,11 +780,7 @@ fn membership_result(log: &nemesis::MembershipLog) -> CheckResult {
         ),
         log.failures
             .iter()
-            .map(|message| Violation {
-                key: None,
-                t_ns: None,
-                message: message.clone(),
-            })
+            .map(|message| Violation::general(message.clone()))
             .collect(),
     )
 }

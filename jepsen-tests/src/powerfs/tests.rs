@@ -3,7 +3,7 @@
 
 use std::io::Write;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::journal::{Journal, Loss, SECTOR_BYTES};
 use super::PowerFs;
@@ -13,6 +13,19 @@ fn journal() -> (tempfile::TempDir, Journal) {
     let dir = tempfile::tempdir().unwrap();
     let j = Journal::new(dir.path()).unwrap();
     (dir, j)
+}
+
+/// A real mount over a fresh temporary directory: (the directory, backing, mountpoint, fs).
+fn mounted() -> (tempfile::TempDir, PathBuf, PathBuf, PowerFs) {
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "/dev/fuse is missing: the power-loss tests need FUSE (apt-get install -y fuse3)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let backing = dir.path().join("backing");
+    let mnt = dir.path().join("mnt");
+    let fs = PowerFs::mount(&backing, &mnt).unwrap();
+    (dir, backing, mnt, fs)
 }
 
 fn read(root: &Path, rel: &str) -> Option<Vec<u8>> {
@@ -196,14 +209,7 @@ fn the_journal_refuses_writes_past_its_limit() {
 /// cut, the rest does not, and the mount comes back on what is left.
 #[test]
 fn through_a_real_mount_a_cut_keeps_exactly_what_was_synced() {
-    assert!(
-        Path::new("/dev/fuse").exists(),
-        "/dev/fuse is missing: the power-loss tests need FUSE (apt-get install -y fuse3)"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let backing = dir.path().join("backing");
-    let mnt = dir.path().join("mnt");
-    let fs = PowerFs::mount(&backing, &mnt).unwrap();
+    let (_dir, backing, mnt, fs) = mounted();
     std::fs::create_dir(mnt.join("data")).unwrap();
     std::fs::File::open(&mnt).unwrap().sync_all().unwrap();
     let mut log = std::fs::File::create(mnt.join("data/log")).unwrap();
@@ -341,14 +347,7 @@ fn a_rename_refuses_what_rename_2_refuses() {
 fn a_frozen_fsync_is_never_answered_and_the_cut_takes_its_writes_back() {
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
-    assert!(
-        Path::new("/dev/fuse").exists(),
-        "/dev/fuse is missing: the power-loss tests need FUSE (apt-get install -y fuse3)"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let backing = dir.path().join("backing");
-    let mnt = dir.path().join("mnt");
-    let fs = PowerFs::mount(&backing, &mnt).unwrap();
+    let (_dir, backing, mnt, fs) = mounted();
     let mut log = std::fs::File::create(mnt.join("log")).unwrap();
     std::fs::File::open(&mnt).unwrap().sync_all().unwrap();
     log.write_all(b"acknowledged;").unwrap();
