@@ -38,7 +38,7 @@ pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
         ("pause", seed, 25),
         ("skew", seed, 30),
         ("power", seed, 25),
-        ("power-all", seed, 15),
+        ("power-all", seed, 30),
         ("membership", seed, 25),
     ]
 }
