@@ -539,8 +539,12 @@ async fn undo(bed: &Bed, undo: Undo) -> anyhow::Result<()> {
     }
 }
 
+/// Calm after a fault that took every node down (power-all, kill-all), in ms.
+pub const WHOLE_CLUSTER_CALM_MS: std::ops::Range<u64> = 5000..8000;
+
 /// Runs faults drawn from `faults` until `until` (seeded), each held 3–6 s (pauses: 1–3 ×
-/// TTL; the leader isolated: 5–8 s), with 2–4 s of calm in between. Returns how many faults it injected.
+/// TTL; the leader isolated: 5–8 s), with 2–4 s of calm in between (5–8 s after a fault that
+/// took every node down). Returns how many faults it injected.
 pub async fn run_schedule(
     bed: &Bed,
     faults: &[Fault],
@@ -572,7 +576,15 @@ pub async fn run_schedule(
         tokio::time::sleep_until(end.into()).await;
         undo(bed, how).await?;
         bed.rec.nemesis(fault.name(), "stop", &detail, skew);
-        let calm = Duration::from_millis(rng.gen_range(2000..4000));
+        // A whole cluster restarted spends the first seconds of its calm starting and
+        // electing: it gets longer calm, so that work whose fencing must be judged (a write
+        // paused past its lease while another worker claims) happens between such faults too.
+        let calm = match fault {
+            Fault::PowerAll | Fault::KillAll => {
+                Duration::from_millis(rng.gen_range(WHOLE_CLUSTER_CALM_MS))
+            }
+            _ => Duration::from_millis(rng.gen_range(2000..4000)),
+        };
         let end = (std::time::Instant::now() + calm).min(until);
         tokio::time::sleep_until(end.into()).await;
     }
