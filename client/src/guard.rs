@@ -214,6 +214,13 @@ impl LeaseGuard {
         state.lost.is_none() && Instant::now() < state.safe_until
     }
 
+    /// Why the lease was lost, if the renewal task has said so; `None` while it is held,
+    /// and also when only the safe deadline has passed and the task has not run since
+    /// ([`LeaseGuard::is_held`] is false then).
+    pub fn loss(&self) -> Option<LossReason> {
+        self.state.borrow().lost.clone()
+    }
+
     /// Completes when the lease is lost, with the reason. May be awaited any number of times
     /// and from several places; dropping the future is harmless.
     pub async fn lost(&self) -> LossReason {
@@ -239,7 +246,31 @@ impl LeaseGuard {
     /// Stops renewing, then releases the key with the guard's token. A guard that was
     /// already lost gets [`ReleaseOutcome::Lost`] (or an error if the cluster is still
     /// unreachable); that is harmless.
-    pub async fn release(mut self) -> Result<ReleaseOutcome, Error> {
+    pub async fn release(self) -> Result<ReleaseOutcome, Error> {
+        self.release_with_status("").await
+    }
+
+    /// [`LeaseGuard::release`], setting the record's status in the same entry (empty: the
+    /// status is left as it is), like [`Client::release_with_status`].
+    pub async fn release_with_status(mut self, status: &str) -> Result<ReleaseOutcome, Error> {
+        self.stop_renewing().await;
+        self.client
+            .release_with_status(&self.key, self.token, status)
+            .await
+    }
+
+    /// Stops renewing and does not release: the lease runs out at its TTL on the cluster,
+    /// and the history records it as expired. For a holder that went quiet (an agent's
+    /// tool server past its idle limit) and must not keep the key, yet did not say it is
+    /// done with it. Returns the lease as last seen.
+    pub async fn abandon(mut self) -> LeaseInfo {
+        self.stop_renewing().await;
+        self.lease()
+    }
+
+    /// Stops the renewal task and marks the guard as finished, so that `Drop` does not
+    /// release.
+    async fn stop_renewing(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -247,7 +278,6 @@ impl LeaseGuard {
             // The task stops at its next await point; a renewal in flight is abandoned.
             let _ = task.await;
         }
-        self.client.release(&self.key, self.token).await
     }
 }
 

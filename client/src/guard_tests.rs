@@ -249,6 +249,31 @@ async fn dropping_a_held_guard_releases_the_key_and_stops_renewing() {
 }
 
 #[tokio::test]
+async fn an_abandoned_guard_neither_renews_nor_releases() {
+    let (node, client, task) = node_and_client().await;
+    let guard = guard(&client, Duration::from_millis(600)).await;
+    let lease = guard.abandon().await;
+    assert_eq!(lease.token, FAKE_TOKEN);
+    // Past several renew intervals (200 ms each) and the TTL.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert_eq!(node.count("renew"), 0, "{:?}", node.calls());
+    assert_eq!(node.count("release"), 0, "{:?}", node.calls());
+    task.abort();
+}
+
+#[tokio::test]
+async fn release_with_status_stops_renewing_and_releases_once() {
+    let (node, client, task) = node_and_client().await;
+    let guard = guard(&client, Duration::from_millis(600)).await;
+    let released = guard.release_with_status("done").await.unwrap();
+    assert!(matches!(released, ReleaseOutcome::Released(lease) if lease.token == FAKE_TOKEN));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(node.count("release"), 1, "{:?}", node.calls());
+    assert_eq!(node.count("renew"), 0, "{:?}", node.calls());
+    task.abort();
+}
+
+#[tokio::test]
 async fn claim_guarded_of_a_held_key_names_the_holder() {
     let (node, client, task) = node_and_client().await;
     node.hold_claims(1, Duration::from_secs(10));

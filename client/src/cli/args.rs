@@ -413,6 +413,51 @@ To miss nothing between a read and the watch:
 Exit codes: the child's; 3 when the key is held (nothing runs) or the lease was lost;
 4 when the cluster is unavailable at the claim; 127 when the command is not found.")]
     Run(RunArgs),
+    /// Serve baton's tools to an AI agent over MCP (Model Context Protocol) on stdio.
+    ///
+    /// One process per agent session, started by the agent's client. It acts as this
+    /// session's client id (--client-id / BATON_CLIENT_ID, random if unset) and claims as
+    /// --holder. It holds the leases itself and renews them while the agent keeps calling
+    /// tools; after --idle without a call it stops renewing and they lapse at their TTL.
+    /// When the client goes away, leases lapse the same way (nothing is released on the
+    /// agent's behalf). stdout carries the protocol; logs go to stderr (BATON_LOG).
+    #[command(after_help = "Examples:
+  claude mcp add baton -- baton mcp --holder claude@host-a
+  BATON_ENDPOINTS=10.0.0.1:7001,10.0.0.2:7001 baton mcp --idle 30m
+  baton mcp --operator        # also offers revoke, quarantine, cluster_status, access
+
+Codex (~/.codex/config.toml):
+  [mcp_servers.baton]
+  command = \"baton\"
+  args = [\"mcp\", \"--holder\", \"codex@host-b\"]
+  env = { BATON_ENDPOINTS = \"10.0.0.1:7001,10.0.0.2:7001\" }
+
+Tools: probe, board, record, history, check (read-only); claim, release, update_record,
+handoff_offer, handoff_accept, handoff_decline, handoff_cancel, my_claims.")]
+    Mcp(McpArgs),
+    /// Fence a repository's files with keys: a git hook that refuses a commit touching a
+    /// guarded file unless this session holds its key.
+    ///
+    /// `.baton/guard.toml` maps path globs to key templates:
+    ///   [paths]
+    ///   "docs/incidents/*.md" = "incidents/{stem}"
+    ///   "STATUS.md" = "status"
+    /// Placeholders: {path}, {dir}, {name}, {stem}, {ext}. `*` stays within a directory,
+    /// `**` crosses them. A file matching several globs needs every key.
+    #[command(after_help = "Examples:
+  baton guard install                     # writes .git/hooks/pre-commit and commit-msg
+  baton guard check --staged              # what the pre-commit hook runs
+  baton guard check docs/incidents/42.md  # would a commit of this file pass?
+
+The session is BATON_CLIENT_ID: set it to the id you claimed with (an MCP session's id is
+in its claim answers and my_claims). With no cluster reachable the check refuses (exit 4);
+BATON_GUARD_ALLOW_OFFLINE=1 lets that commit through, and says so.
+
+Exit codes: 0 pass, 3 a guarded file's key is not held by this session, 4 cluster unavailable.")]
+    Guard {
+        #[command(subcommand)]
+        command: GuardCommand,
+    },
     /// Measure claim/renew/release throughput and latency with concurrent claimants.
     ///
     /// Starts --clients claimants at once, each its own client (own connections and client
@@ -545,6 +590,77 @@ pub struct BenchArgs {
     /// default bench-0, bench-1, .... On a cluster with auth, your principal.
     #[arg(long)]
     pub holder: Option<String>,
+}
+
+/// `baton mcp`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The holder name this session claims and accepts handoffs as (default:
+    /// $BATON_HOLDER, else $USER@hostname).
+    #[arg(long, env = "BATON_HOLDER")]
+    pub holder: Option<String>,
+    /// Leases lapse after this long without a tool call (1s to 24h; default 15m).
+    #[arg(long, value_parser = parse_duration)]
+    pub idle: Option<Duration>,
+    /// Lease length of a claim that gives none (2s to 1h; default 60s); renewed every
+    /// third of it.
+    #[arg(long, value_parser = parse_duration)]
+    pub ttl: Option<Duration>,
+    /// Also offer the operator tools: revoke, quarantine, cluster_status, access.
+    #[arg(long)]
+    pub operator: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GuardCommand {
+    /// Write the pre-commit and commit-msg hooks into this repository (where git keeps its
+    /// hooks: core.hooksPath or .git/hooks). A hook that is not baton's is kept unless
+    /// --force. The hooks call this baton binary by its full path.
+    #[command(after_help = "Examples:
+  baton guard install
+  baton guard install --force   # replace a pre-commit hook that is not baton's")]
+    Install {
+        /// Replace hooks that are not baton's.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Check that this session holds the key of every guarded file given (or staged).
+    ///
+    /// For each key: a linearizable probe, then a renewal with its token from this session,
+    /// which proves the token current and the session (and principal) the holder's.
+    #[command(after_help = "Examples:
+  BATON_CLIENT_ID=9f1c... baton guard check --staged
+  baton guard check docs/incidents/42.md STATUS.md --output json
+
+Exit codes: 0 pass, 3 a key is free or another session's (each named with holder, token and
+since), 4 cluster unavailable (unless --allow-offline).")]
+    Check {
+        /// Check the files staged for commit (what the pre-commit hook runs).
+        #[arg(long, conflicts_with = "paths")]
+        staged: bool,
+        /// Files to check, relative to the repository's top.
+        #[arg(required_unless_present = "staged")]
+        paths: Vec<String>,
+        /// With no cluster reachable, pass (and say so) instead of refusing.
+        #[arg(long, env = "BATON_GUARD_ALLOW_OFFLINE")]
+        allow_offline: bool,
+    },
+    /// Add Baton-Key, Baton-Token and Baton-Holder trailers for the staged guarded files to
+    /// a commit message file (what the commit-msg hook runs).
+    #[command(after_help = "Examples:
+  baton guard trailers .git/COMMIT_EDITMSG
+
+Adds, for each guarded key of the staged files:
+  Baton-Key: incidents/42
+  Baton-Token: 17
+  Baton-Holder: claude@host-a")]
+    Trailers {
+        /// The commit message file git passes to the hook.
+        msg_file: PathBuf,
+        /// With no cluster reachable, leave the message as it is instead of refusing.
+        #[arg(long, env = "BATON_GUARD_ALLOW_OFFLINE")]
+        allow_offline: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

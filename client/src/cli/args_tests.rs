@@ -317,3 +317,27 @@ fn truncation_respects_char_boundaries() {
     assert_eq!(truncate_to_bytes("ééé".into(), 3), "é");
     assert_eq!(truncate_to_bytes("abc".into(), 5), "abc");
 }
+
+#[test]
+fn mcp_defaults_are_left_to_the_named_constants() {
+    let cli = Cli::try_parse_from(["baton", "mcp"]).unwrap();
+    let Command::Mcp(args) = cli.command else {
+        panic!("not mcp: {:?}", cli.command)
+    };
+    assert_eq!(args.idle, None, "mcp::IDLE_DEFAULT applies");
+    assert_eq!(args.ttl, None, "mcp::TTL_DEFAULT applies");
+    assert!(!args.operator);
+}
+
+#[test]
+fn guard_check_takes_staged_or_paths_but_not_both_nor_neither() {
+    let cli = Cli::try_parse_from(["baton", "guard", "check", "--staged"]).unwrap();
+    assert!(matches!(
+        cli.command,
+        Command::Guard {
+            command: GuardCommand::Check { staged: true, .. }
+        }
+    ));
+    assert!(Cli::try_parse_from(["baton", "guard", "check"]).is_err());
+    assert!(Cli::try_parse_from(["baton", "guard", "check", "--staged", "a.md"]).is_err());
+}

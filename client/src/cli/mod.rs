@@ -5,9 +5,11 @@ pub mod access;
 pub mod args;
 pub mod bench;
 pub mod cluster;
+pub mod commit_guard;
 pub mod exit;
 pub mod git;
 pub mod handoff;
+pub mod mcp;
 pub mod note;
 pub mod output;
 pub mod records;
@@ -56,6 +58,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
     };
     let tls = cli.global.tls()?;
     let token = cli.global.token()?;
+    let client_id_given = cli.global.client_id.is_some();
     let config = ClientConfig {
         tls,
         token,
@@ -177,6 +180,34 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             output::revoke(&key, revoked.as_ref(), format)
         }
         Command::Run(run_args) => run::run(&client, run_args, wait_timeout, format).await?,
+        Command::Mcp(mcp_args) => {
+            let settings = mcp::Settings {
+                holder: mcp_args.holder.unwrap_or_else(args::default_holder),
+                idle: in_range(
+                    "--idle",
+                    mcp_args.idle.unwrap_or(mcp::IDLE_DEFAULT),
+                    mcp::IDLE_MIN,
+                    mcp::IDLE_MAX,
+                )?,
+                ttl: in_range(
+                    "--ttl",
+                    mcp_args.ttl.unwrap_or(mcp::TTL_DEFAULT),
+                    std::time::Duration::from_secs(mcp::TTL_S_MIN),
+                    std::time::Duration::from_secs(mcp::TTL_S_MAX),
+                )?,
+                operator: mcp_args.operator,
+                workdir: std::env::current_dir()?,
+            };
+            mcp::serve(client, settings).await?;
+            Rendered {
+                stdout: String::new(),
+                verdict: exit::Verdict::Ok,
+                error_line: None,
+            }
+        }
+        Command::Guard { command } => {
+            commit_guard::run(command, &client, client_id_given, format).await?
+        }
         Command::Cluster {
             command: ClusterCommand::Status,
         } => output::cluster_status(&cluster_status(&client).await, format),
@@ -260,6 +291,25 @@ fn node_rows(answers: Vec<StatusAnswer>) -> Vec<NodeRow> {
     rows.retain(|row| row.reachable || !row.id.is_some_and(|id| ids_seen.contains(&id)));
     rows.sort_by(|a, b| (a.id.is_none(), a.id, &a.addr).cmp(&(b.id.is_none(), b.id, &b.addr)));
     rows
+}
+
+/// `value` if it lies within `min..=max`, else a usage error naming the flag and the range.
+fn in_range(
+    flag: &str,
+    value: std::time::Duration,
+    min: std::time::Duration,
+    max: std::time::Duration,
+) -> anyhow::Result<std::time::Duration> {
+    if value < min || value > max {
+        return Err(baton_client::Error::Config(format!(
+            "{flag} {} is out of range: give {} to {}",
+            humantime::format_duration(value),
+            humantime::format_duration(min),
+            humantime::format_duration(max)
+        ))
+        .into());
+    }
+    Ok(value)
 }
 
 #[cfg(test)]

@@ -1,0 +1,1011 @@
+//! The tools `baton mcp` offers, with descriptions written for a model to read. Each
+//! description says the rule it serves. Read-only tools are annotated so; operator tools
+//! are in their own router, offered only with `--operator`.
+//!
+//! Every result is `{"result": ..., "notices": [...]}`: `notices` lists the leases this
+//! session lost since the previous call (revoked by whom and why, expired, handed off, let
+//! lapse when idle), so the agent hears of it on its very next call.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use baton_client::{
+    Client, Error, GuardedClaim, HandoffNote, LeaseInfo, ReadMode, RecordPatch, VolatileFact,
+};
+use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
+use rmcp::model::{ServerCapabilities, ServerConfig};
+use rmcp::{tool, tool_handler, tool_router, Json, ServerHandler};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::book::{Book, HeldRow, Notice, LEASES_MAX};
+use super::{Settings, TTL_S_MAX, TTL_S_MIN, WAIT_S_MAX};
+use crate::cli::args::OfferArgs;
+use crate::cli::verify::{self, CHECK_TIMEOUT};
+use crate::cli::{git, note};
+
+/// Board rows a call returns when it does not say.
+pub const BOARD_LIMIT_DEFAULT: u32 = 100;
+
+/// Most board rows one call may ask for.
+pub const BOARD_LIMIT_MAX: u32 = 1000;
+
+/// History events a call returns (the newest), when it does not say.
+pub const HISTORY_EVENTS_DEFAULT: usize = 50;
+
+/// How long an offer waits for its taker, when the call does not say.
+pub const OFFER_TTL_S_DEFAULT: u64 = 600;
+
+/// What the model is told when it connects: the protocol of working with baton.
+pub const INSTRUCTIONS: &str = "baton says who owns a task right now. Keys name tasks \
+(e.g. tasks/evidence-42); a claim has exactly one winner, and ownership moves only by an \
+explicit handoff. The protocol: (1) probe a key before you start work on it; (2) claim it \
+before you write anything that belongs to it, and work only while you hold it; (3) if the \
+claim answers `held`, stand down: do not do the work, and tell the dispatcher or user who \
+holds it (the holder, token and since are in the answer); (4) keep the case file current \
+with update_record (status, summary, fields) as you go; (5) when you stop before the work is \
+done, commit, then handoff_offer with what is done, what remains and the first step, and \
+volatile facts with a command that re-checks each; (6) release with a final status when \
+done. This server holds your leases and renews them while you keep calling tools; after \
+the idle limit without a call they lapse. Every result carries `notices`: a lease you lost \
+(revoked, expired, handed off) is named there once. Read them, and stop writing a lost \
+key's files at once. Call my_claims after a context reset to see what you hold.";
+
+/// Every tool's structured result: the answer and the session's notices.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Reply<T> {
+    /// The tool's answer.
+    pub result: T,
+    /// Leases this session lost since the previous call, each with who ended it, why, and
+    /// what to do. Empty when nothing happened.
+    pub notices: Vec<Notice>,
+}
+
+/// The answer of a tool that claims, releases, writes or hands off.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct Outcome {
+    /// What happened: `granted`, `already_yours`, `held`, `released`, `updated`,
+    /// `offered`, `accepted`, `declined`, `cancelled`, `revoked`, `not_held` (this session
+    /// holds no lease on the key), `refused` (the cluster refused; see `refusal`).
+    pub outcome: String,
+    /// The key.
+    pub key: String,
+    /// Your fencing token, while you hold the key: pass it to any system that checks
+    /// tokens. The server uses it for your writes; you never need to pass it back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<u64>,
+    /// How long you may act as the holder without a further renewal, in ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub safe_for_ms: Option<u64>,
+    /// Who holds the key, when it is someone else.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// The holder's session (client id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder_client_id: Option<String>,
+    /// The holder's fencing token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder_token: Option<u64>,
+    /// When the holder's stint began (leader's wall clock, Unix ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since_unix_ms: Option<u64>,
+    /// When the key frees if its holder stops renewing, in ms (the cluster's estimate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub free_in_ms: Option<u64>,
+    /// Who a dispatcher assigned the key to, if anyone (routing only: it reserves nothing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assigned_to: Option<String>,
+    /// The refusal's facts (reason, the lease now, the token presented), when refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<Value>,
+    /// More of the answer: the record after an update, the offer, the accepted note and
+    /// the check of its facts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+    /// What to do now.
+    pub instruction: String,
+}
+
+/// The answer of `my_claims`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Claims {
+    /// The keys this session holds, with their tokens and how long each is safe.
+    pub held: Vec<HeldRow>,
+    /// This session's client id: a lease is bound to it. If the repository uses `baton
+    /// guard`, commit a held key's files with BATON_CLIENT_ID set to it.
+    pub session: String,
+    /// The holder name this session claims as.
+    pub holder: String,
+    /// Leases lapse after this long without a tool call, in seconds.
+    pub idle_limit_s: u64,
+}
+
+/// A key.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct KeyArgs {
+    /// The key, e.g. `tasks/evidence-42`.
+    pub key: String,
+}
+
+/// A board query.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct BoardArgs {
+    /// Only keys starting with this, e.g. `tasks/` (empty: every key).
+    #[serde(default)]
+    pub prefix: String,
+    /// Most rows (default 100, at most 1000).
+    pub limit: Option<u32>,
+}
+
+/// A history query.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct HistoryArgs {
+    /// The key.
+    pub key: String,
+    /// How many of the newest events (default 50).
+    pub limit: Option<usize>,
+}
+
+/// A token to check.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CheckArgs {
+    /// The key.
+    pub key: String,
+    /// The fencing token someone presents.
+    pub token: u64,
+}
+
+/// A claim.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ClaimArgs {
+    /// The key to own, e.g. `tasks/evidence-42`.
+    pub key: String,
+    /// Lease length in seconds (2 to 3600, default the server's --ttl). The server renews
+    /// it while you keep calling tools; a shorter lease frees the key sooner if this
+    /// session dies.
+    pub ttl_s: Option<u64>,
+    /// Wait up to this many seconds (at most 300) for a held key to free; default 0:
+    /// answer at once.
+    pub wait_s: Option<u64>,
+}
+
+/// A release.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReleaseArgs {
+    /// The key.
+    pub key: String,
+    /// The record's final status, set in the same step (e.g. `done`, `blocked`).
+    pub status: Option<String>,
+}
+
+/// A change to the case file.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct UpdateArgs {
+    /// The key (you must hold it).
+    pub key: String,
+    /// New status word: `open`, `in_progress`, `blocked`, `verified`, `done`, or your own.
+    pub status: Option<String>,
+    /// New summary: where the work stands, for the next reader.
+    pub summary: Option<String>,
+    /// Fields to set, e.g. {"pr": "42"}.
+    pub set: Option<BTreeMap<String, String>>,
+    /// Fields to remove.
+    pub unset: Option<Vec<String>>,
+}
+
+/// A volatile fact: a value that may change, with the command that re-checks it.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FactArgs {
+    /// What it is, e.g. `failing_tests`.
+    pub name: String,
+    /// Its value as you saw it.
+    pub value: String,
+    /// A shell command whose output is the value now (run by the taker to re-check it).
+    pub check_command: String,
+}
+
+/// A handoff offer.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct OfferToolArgs {
+    /// The key you hold.
+    pub key: String,
+    /// The taker's holder name, e.g. `codex@host-b`.
+    pub to: String,
+    /// What is done.
+    pub done: String,
+    /// What remains.
+    pub remaining: String,
+    /// What blocks progress, if anything.
+    pub blocked: Option<String>,
+    /// How to rebuild the working state (build, fixtures).
+    pub rebuild: Option<String>,
+    /// The taker's first step.
+    pub first_step: String,
+    /// Facts that may change before the taker reads them, each with a check command.
+    pub facts: Option<Vec<FactArgs>>,
+    /// Record the checkout's commit, branch and uncommitted files in the note (default
+    /// true; commit first).
+    pub git: Option<bool>,
+    /// How long the offer waits for the taker, in seconds (default 600).
+    pub offer_ttl_s: Option<u64>,
+}
+
+/// Accepting an offer.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AcceptArgs {
+    /// The key offered to you.
+    pub key: String,
+    /// Re-run each volatile fact's check command here and compare the commit (default true).
+    pub verify: Option<bool>,
+}
+
+/// A revocation.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RevokeArgs {
+    /// The key.
+    pub key: String,
+    /// Why: recorded and shown to the holder.
+    pub reason: String,
+}
+
+/// A quarantine rule.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct QuarantineArgs {
+    /// Key prefix the rule covers.
+    pub prefix: String,
+    /// How long a released or expired key under it stays unclaimable, in seconds (0
+    /// removes the rule).
+    pub delay_s: u64,
+}
+
+/// The tool server of one agent session.
+#[derive(Clone)]
+pub struct Baton {
+    client: Client,
+    settings: Arc<Settings>,
+    book: Arc<Book>,
+    tool_router: ToolRouter<Baton>,
+}
+
+type ToolResult<T> = Result<Json<Reply<T>>, String>;
+
+impl Baton {
+    /// A server for one session; operator tools only with `settings.operator`.
+    pub fn new(client: Client, settings: Settings) -> Baton {
+        let mut tool_router = Self::agent_tools();
+        if settings.operator {
+            tool_router += Self::operator_tools();
+        }
+        let book = Arc::new(Book::new(settings.idle));
+        Baton {
+            client,
+            settings: Arc::new(settings),
+            book,
+            tool_router,
+        }
+    }
+
+    /// The session's leases.
+    pub fn book(&self) -> Arc<Book> {
+        self.book.clone()
+    }
+
+    /// Marks the agent alive and wraps `result` with the notices.
+    async fn reply<T>(&self, result: T) -> ToolResult<T> {
+        let notices = self.book.touch(&self.client).await;
+        Ok(Json(Reply { result, notices }))
+    }
+
+    /// A failed call: marks the agent alive too, and says the notices in the text.
+    async fn failed<T>(&self, error: impl std::fmt::Display) -> ToolResult<T> {
+        let notices = self.book.touch(&self.client).await;
+        let mut text = format!("{error}");
+        for notice in notices {
+            text.push_str(&format!(
+                "\nnotice: {} {} (token {}): {}; {}",
+                notice.key, notice.what, notice.token, notice.detail, notice.instruction
+            ));
+        }
+        Err(text)
+    }
+
+    async fn read<T: Serialize>(&self, answer: Result<T, Error>) -> ToolResult<Value> {
+        match answer {
+            Ok(view) => match serde_json::to_value(&view) {
+                Ok(value) => self.reply(value).await,
+                Err(error) => self.failed(error).await,
+            },
+            Err(error) => self.failed(error).await,
+        }
+    }
+
+    /// A cluster refusal as an answer (the facts typed), any other error as a failure.
+    async fn refused_or_failed(&self, key: &str, error: Error) -> ToolResult<Outcome> {
+        match error {
+            Error::Refused(refusal) => {
+                let lease = refusal.lease.clone();
+                let instruction = format!(
+                    "the cluster refused: {}. Do not retry the same call; probe {key} to see \
+                     who holds it now",
+                    refusal.message
+                );
+                let mut outcome = held_facts(lease.as_ref());
+                outcome.outcome = "refused".into();
+                outcome.key = key.to_owned();
+                outcome.refusal = serde_json::to_value(&*refusal).ok();
+                outcome.instruction = instruction;
+                self.reply(outcome).await
+            }
+            other => self.failed(other).await,
+        }
+    }
+
+    async fn not_held(&self, key: &str) -> ToolResult<Outcome> {
+        self.reply(Outcome {
+            outcome: "not_held".into(),
+            key: key.to_owned(),
+            instruction: format!(
+                "this session holds no lease on {key} (never claimed here, released, or \
+                 lost: see notices). Claim it first; if the claim says held, stand down"
+            ),
+            ..Outcome::default()
+        })
+        .await
+    }
+}
+
+/// The facts of a lease someone holds, as an [`Outcome`]'s holder fields.
+fn held_facts(lease: Option<&LeaseInfo>) -> Outcome {
+    match lease {
+        Some(lease) => Outcome {
+            holder: Some(lease.holder_name.clone()),
+            holder_client_id: Some(lease.holder_client_id.clone()),
+            holder_token: Some(lease.token),
+            since_unix_ms: Some(lease.held_since_unix_ms),
+            free_in_ms: Some(lease.remaining.as_millis() as u64),
+            ..Outcome::default()
+        },
+        None => Outcome::default(),
+    }
+}
+
+fn millis_until(deadline: Instant) -> u64 {
+    deadline
+        .saturating_duration_since(Instant::now())
+        .as_millis() as u64
+}
+
+#[tool_router(router = agent_tools)]
+impl Baton {
+    #[tool(
+        description = "Who holds a key right now (linearizable), its case file's status and \
+        summary, and who it is assigned to. Probe before you start work on a key.",
+        annotations(read_only_hint = true)
+    )]
+    async fn probe(
+        &self,
+        Parameters(args): Parameters<KeyArgs>,
+    ) -> Result<Json<Reply<Value>>, String> {
+        let answer = self.client.record(&args.key, ReadMode::Linearizable).await;
+        self.read(answer.map(|view| {
+            serde_json::json!({
+                "key": view.key,
+                "lease": view.lease,
+                "status": view.record.status,
+                "summary": view.record.summary,
+                "assigned_to": view.record.assigned_to,
+                "pending_offer": view.record.pending_offer.as_ref().map(|o| serde_json::json!({
+                    "from": o.from, "to": o.to, "remaining_ms": o.remaining.as_millis() as u64,
+                })),
+                "revision": view.revision,
+            })
+        }))
+        .await
+    }
+
+    #[tool(
+        description = "Every held key under a prefix: holder, token, time left, and the \
+        assignment beside it. Look here to see who works on what before you pick a task.",
+        annotations(read_only_hint = true)
+    )]
+    async fn board(
+        &self,
+        Parameters(args): Parameters<BoardArgs>,
+    ) -> Result<Json<Reply<Value>>, String> {
+        let limit = args.limit.unwrap_or(BOARD_LIMIT_DEFAULT);
+        if limit == 0 || limit > BOARD_LIMIT_MAX {
+            return self
+                .failed(format!(
+                    "limit {limit} is out of range: give 1 to {BOARD_LIMIT_MAX}"
+                ))
+                .await;
+        }
+        let answer = self
+            .client
+            .board(&args.prefix, limit, "", ReadMode::Linearizable)
+            .await;
+        self.read(answer).await
+    }
+
+    #[tool(
+        description = "A key's whole case file: status, summary, fields, assignment, the \
+        pending handoff offer and the last handoff note. Read it before you continue someone \
+        else's work.",
+        annotations(read_only_hint = true)
+    )]
+    async fn record(
+        &self,
+        Parameters(args): Parameters<KeyArgs>,
+    ) -> Result<Json<Reply<Value>>, String> {
+        let answer = self.client.record(&args.key, ReadMode::Linearizable).await;
+        self.read(answer).await
+    }
+
+    #[tool(
+        description = "A key's history: who held it when (stints), how each stint ended, \
+        and who wrote what under which token. Use it to find out who really did something.",
+        annotations(read_only_hint = true)
+    )]
+    async fn history(
+        &self,
+        Parameters(args): Parameters<HistoryArgs>,
+    ) -> Result<Json<Reply<Value>>, String> {
+        let limit = args.limit.unwrap_or(HISTORY_EVENTS_DEFAULT);
+        let answer = self
+            .client
+            .history(&args.key, ReadMode::Linearizable)
+            .await
+            .map(|history| {
+                let stints = history.stints();
+                let skip = history.events.len().saturating_sub(limit);
+                serde_json::json!({
+                    "key": history.key,
+                    "stints": stints,
+                    "events": history.events[skip..],
+                    "events_left_out": skip as u64 + history.dropped,
+                    "revision": history.revision,
+                })
+            });
+        self.read(answer).await
+    }
+
+    #[tool(
+        description = "Whether a fencing token is the key's current one (linearizable). \
+        Ask before acting on a token someone else presents: a stale owner's token is refused.",
+        annotations(read_only_hint = true)
+    )]
+    async fn check(
+        &self,
+        Parameters(args): Parameters<CheckArgs>,
+    ) -> Result<Json<Reply<Value>>, String> {
+        let answer = self.client.check_token(&args.key, args.token).await;
+        self.read(answer).await
+    }
+
+    #[tool(
+        description = "Claim a key before you write anything that belongs to it. \
+        Exactly one claimant wins. Granted: you own it, the server keeps the lease alive \
+        while you keep calling tools, and the answer has your fencing token. Held: someone \
+        else owns it; this is a normal answer, not an error: stand down, do not do the work, \
+        and tell the dispatcher or user who holds it (holder, token, since and free-in are \
+        in the answer)."
+    )]
+    async fn claim(
+        &self,
+        Parameters(args): Parameters<ClaimArgs>,
+    ) -> Result<Json<Reply<Outcome>>, String> {
+        let ttl_s = args.ttl_s.unwrap_or(self.settings.ttl.as_secs());
+        if !(TTL_S_MIN..=TTL_S_MAX).contains(&ttl_s) {
+            return self
+                .failed(format!(
+                    "ttl_s {ttl_s} is out of range: give {TTL_S_MIN} to {TTL_S_MAX} seconds"
+                ))
+                .await;
+        }
+        let wait_s = args.wait_s.unwrap_or(0);
+        if wait_s > WAIT_S_MAX {
+            return self
+                .failed(format!(
+                    "wait_s {wait_s} is out of range: give 0 to {WAIT_S_MAX} seconds"
+                ))
+                .await;
+        }
+        if let Some(token) = self.book.token(&args.key).await {
+            return self
+                .reply(Outcome {
+                    outcome: "already_yours".into(),
+                    key: args.key.clone(),
+                    token: Some(token),
+                    instruction: format!(
+                        "you already hold {} (token {token}); go on with the work",
+                        args.key
+                    ),
+                    ..Outcome::default()
+                })
+                .await;
+        }
+        if self.book.len().await >= LEASES_MAX {
+            return self
+                .failed(format!(
+                    "this session holds {LEASES_MAX} keys, the most it may: release one first"
+                ))
+                .await;
+        }
+        let ttl = Duration::from_secs(ttl_s);
+        let holder = &self.settings.holder;
+        let claimed = if wait_s > 0 {
+            self.client
+                .claim_wait_guarded(&args.key, holder, ttl, Duration::from_secs(wait_s))
+                .await
+        } else {
+            self.client.claim_guarded(&args.key, holder, ttl).await
+        };
+        let outcome = match claimed {
+            Ok(GuardedClaim::Granted(guard)) => {
+                let lease = guard.lease();
+                let mut outcome = Outcome {
+                    outcome: "granted".into(),
+                    key: args.key.clone(),
+                    token: Some(guard.token()),
+                    safe_for_ms: Some(millis_until(guard.safe_until())),
+                    instruction: format!(
+                        "you own {} (token {}). Work on it now; keep its case file current \
+                         with update_record; release it with a final status when done, or \
+                         handoff_offer if you stop before. If the repository uses baton \
+                         guard, commit its files with BATON_CLIENT_ID={}",
+                        args.key,
+                        lease.token,
+                        self.client.client_id()
+                    ),
+                    ..Outcome::default()
+                };
+                if let Ok(view) = self.client.record(&args.key, ReadMode::Stale).await {
+                    if let Some(assignment) = view.record.assigned_to {
+                        if assignment.to != *holder {
+                            outcome.instruction.push_str(&format!(
+                                ". Note: a dispatcher assigned {} to {}, not to you: say so",
+                                args.key, assignment.to
+                            ));
+                        }
+                        outcome.assigned_to = Some(assignment.to);
+                    }
+                }
+                self.book.insert(guard).await;
+                outcome
+            }
+            Ok(GuardedClaim::Held {
+                lease,
+                same_name_other_process,
+                assignment,
+            }) => {
+                let mut outcome = held_facts(Some(&lease));
+                outcome.outcome = "held".into();
+                outcome.key = args.key.clone();
+                outcome.assigned_to = assignment.map(|a| a.to);
+                outcome.instruction = format!(
+                    "stand down: {} holds {} (token {}){}. Do not do this work or write its \
+                     files. Tell the dispatcher or user that {} holds it, and ask for a \
+                     handoff if you need it",
+                    lease.holder_name,
+                    args.key,
+                    lease.token,
+                    if same_name_other_process {
+                        " under your own name from another session (an earlier run of \
+                         yours?); it frees when that lease expires"
+                    } else {
+                        ""
+                    },
+                    lease.holder_name
+                );
+                outcome
+            }
+            Err(error) => return self.refused_or_failed(&args.key, error).await,
+        };
+        self.reply(outcome).await
+    }
+
+    #[tool(
+        description = "Release a key you hold, with the record's final status \
+        (e.g. done). Release as soon as you finish, so the next claimant need not wait."
+    )]
+    async fn release(
+        &self,
+        Parameters(args): Parameters<ReleaseArgs>,
+    ) -> Result<Json<Reply<Outcome>>, String> {
+        let Some(guard) = self.book.take(&args.key).await else {
+            return self.not_held(&args.key).await;
+        };
+        let token = guard.token();
+        let status = args.status.unwrap_or_default();
+        match guard.release_with_status(&status).await {
+            Ok(baton_client::ReleaseOutcome::Released(_)) => {
+                self.reply(Outcome {
+                    outcome: "released".into(),
+                    key: args.key.clone(),
+                    instruction: format!(
+                        "{} is free; token {token} is dead: do not write with it",
+                        args.key
+                    ),
+                    ..Outcome::default()
+                })
+                .await
+            }
+            Ok(baton_client::ReleaseOutcome::Lost { current }) => {
+                let mut outcome = held_facts(current.as_ref());
+                outcome.outcome = "lost".into();
+                outcome.key = args.key.clone();
+                outcome.instruction = format!(
+                    "you no longer held {} when you released it: whatever you wrote after \
+                     the loss may be overwritten; tell the dispatcher",
+                    args.key
+                );
+                self.reply(outcome).await
+            }
+            Err(error) => self.refused_or_failed(&args.key, error).await,
+        }
+    }
+
+    #[tool(
+        description = "Update the case file of a key you hold: status, summary, \
+        fields. Only the holder's current token may write, so keep it current as you work: \
+        the next owner starts from it."
+    )]
+    async fn update_record(
+        &self,
+        Parameters(args): Parameters<UpdateArgs>,
+    ) -> Result<Json<Reply<Outcome>>, String> {
+        let Some(token) = self.book.token(&args.key).await else {
+            return self.not_held(&args.key).await;
+        };
+        let patch = RecordPatch {
+            status: args.status,
+            summary: args.summary,
+            set_fields: args.set.unwrap_or_default(),
+            remove_fields: args.unset.unwrap_or_default(),
+        };
+        match self.client.update(&args.key, token, patch).await {
+            Ok(record) => {
+                self.reply(Outcome {
+                    outcome: "updated".into(),
+                    key: args.key.clone(),
+                    token: Some(token),
+                    details: serde_json::to_value(&record).ok(),
+                    instruction: "the case file is updated".into(),
+                    ..Outcome::default()
+                })
+                .await
+            }
+            Err(error) => self.refused_or_failed(&args.key, error).await,
+        }
+    }
+
+    #[tool(
+        description = "Offer a key you hold to another agent, with a note: what is \
+        done, what remains, the first step, and volatile facts each with a command that \
+        re-checks it. Commit first (git records the commit). You keep the key until the \
+        taker accepts; keep calling tools so it stays renewed. Hand off instead of just \
+        stopping: no gap in responsibility."
+    )]
+    async fn handoff_offer(
+        &self,
+        Parameters(args): Parameters<OfferToolArgs>,
+    ) -> Result<Json<Reply<Outcome>>, String> {
+        let Some(token) = self.book.token(&args.key).await else {
+            return self.not_held(&args.key).await;
+        };
+        let offer_ttl = Duration::from_secs(args.offer_ttl_s.unwrap_or(OFFER_TTL_S_DEFAULT));
+        let offer_args = OfferArgs {
+            key: args.key.clone(),
+            token,
+            to: args.to.clone(),
+            ttl: offer_ttl,
+            note_file: None,
+            git: false,
+            commit: None,
+            branch: None,
+            done: Some(args.done),
+            remaining: Some(args.remaining),
+            blocked: args.blocked,
+            rebuild: args.rebuild,
+            first_step: Some(args.first_step),
+            changed_files: Vec::new(),
+            facts: args
+                .facts
+                .unwrap_or_default()
+                .into_iter()
+                .map(|f| VolatileFact {
+                    name: f.name,
+                    claimed_value: f.value,
+                    check_command: f.check_command,
+                })
+                .collect(),
+        };
+        let git_state = if args.git.unwrap_or(true) {
+            match git::snapshot(&self.settings.workdir) {
+                Ok(state) => Some(state),
+                Err(error) if args.git == Some(true) => {
+                    return self
+                        .failed(format!(
+                            "git: {error:#} (in {})",
+                            self.settings.workdir.display()
+                        ))
+                        .await
+                }
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
+        let built = note::build(&offer_args, None, git_state);
+        match self
+            .client
+            .offer(&args.key, token, &args.to, built.note, offer_ttl)
+            .await
+        {
+            Ok(offer) => {
+                let mut instruction = format!(
+                    "offered {} to {}; it lapses in {} s unless accepted. You keep the key \
+                     until then (the record is frozen); tell {} to accept it",
+                    args.key,
+                    args.to,
+                    offer.remaining.as_secs(),
+                    args.to
+                );
+                for warning in &built.warnings {
+                    instruction.push_str(&format!(". Warning: {warning}"));
+                }
+                self.reply(Outcome {
+                    outcome: "offered".into(),
+                    key: args.key.clone(),
+                    token: Some(token),
+                    details: serde_json::to_value(&offer).ok(),
+                    instruction,
+                    ..Outcome::default()
+                })
+                .await
+            }
+            Err(error) => self.refused_or_failed(&args.key, error).await,
+        }
+    }
+
+    #[tool(
+        description = "Accept a handoff offered to you: you get the key with a new \
+        token and the giver's note. With verify (the default), each volatile fact's check \
+        command is run here and compared: MATCH or CHANGED. Trust a CHANGED fact's new \
+        value, not the note's."
+    )]
+    async fn handoff_accept(
+        &self,
+        Parameters(args): Parameters<AcceptArgs>,
+    ) -> Result<Json<Reply<Outcome>>, String> {
+        let ttl = self.settings.ttl;
+        let (accepted, guard) = match self
+            .client
+            .accept_guarded(&args.key, &self.settings.holder, ttl)
+            .await
+        {
+            Ok(pair) => pair,
+            Err(error) => return self.refused_or_failed(&args.key, error).await,
+        };
+        let token = guard.token();
+        let safe_for_ms = millis_until(guard.safe_until());
+        self.book.insert(guard).await;
+        let verification = if args.verify.unwrap_or(true) {
+            Some(
+                verify::verify(
+                    &accepted.note,
+                    &self.settings.workdir,
+                    CHECK_TIMEOUT,
+                    |_| {},
+                )
+                .await,
+            )
+        } else {
+            None
+        };
+        let changed = verification.as_ref().is_some_and(|v| v.found_differences());
+        let table = verification.as_ref().map(fact_table);
+        self.reply(Outcome {
+            outcome: "accepted".into(),
+            key: args.key.clone(),
+            token: Some(token),
+            safe_for_ms: Some(safe_for_ms),
+            details: Some(serde_json::json!({
+                "from": accepted.from,
+                "note": note_json(&accepted.note),
+                "verification": verification,
+                "facts": table,
+            })),
+            instruction: if changed {
+                format!(
+                    "you own {} (token {token}). Some facts CHANGED since the note was \
+                     written: trust the values found now, not the note's; start from the \
+                     note's first step",
+                    args.key
+                )
+            } else {
+                format!(
+                    "you own {} (token {token}); start from the note's first step",
+                    args.key
+                )
+            },
+            ..Outcome::default()
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Decline a handoff offered to you, so the giver knows at once \
+        and can offer it elsewhere."
+    )]
+    async fn handoff_decline(
+        &self,
+        Parameters(args): Parameters<KeyArgs>,
+    ) -> Result<Json<Reply<Outcome>>, String> {
+        match self.client.decline(&args.key, &self.settings.holder).await {
+            Ok(_) => {
+                self.reply(Outcome {
+                    outcome: "declined".into(),
+                    key: args.key.clone(),
+                    instruction: "declined; the giver still holds the key".into(),
+                    ..Outcome::default()
+                })
+                .await
+            }
+            Err(error) => self.refused_or_failed(&args.key, error).await,
+        }
+    }
+
+    #[tool(
+        description = "Withdraw your pending handoff offer of a key you hold; you keep \
+        the key and the record takes writes again."
+    )]
+    async fn handoff_cancel(
+        &self,
+        Parameters(args): Parameters<KeyArgs>,
+    ) -> Result<Json<Reply<Outcome>>, String> {
+        let Some(token) = self.book.token(&args.key).await else {
+            return self.not_held(&args.key).await;
+        };
+        match self.client.cancel(&args.key, token).await {
+            Ok(_) => {
+                self.reply(Outcome {
+                    outcome: "cancelled".into(),
+                    key: args.key.clone(),
+                    token: Some(token),
+                    instruction: "the offer is withdrawn; you still hold the key".into(),
+                    ..Outcome::default()
+                })
+                .await
+            }
+            Err(error) => self.refused_or_failed(&args.key, error).await,
+        }
+    }
+
+    #[tool(
+        description = "What this session holds now, with tokens and how long each is safe; \
+        and this session's id. Call it after a context reset before you go on writing.",
+        annotations(read_only_hint = true)
+    )]
+    async fn my_claims(&self) -> Result<Json<Reply<Claims>>, String> {
+        // Notices first: a lost lease leaves the book before the rows are read.
+        let notices = self.book.touch(&self.client).await;
+        Ok(Json(Reply {
+            result: Claims {
+                held: self.book.rows().await,
+                session: self.client.client_id().to_owned(),
+                holder: self.settings.holder.clone(),
+                idle_limit_s: self.book.idle().as_secs(),
+            },
+            notices,
+        }))
+    }
+}
+
+#[tool_router(router = operator_tools)]
+impl Baton {
+    #[tool(
+        description = "Operator: take a key from its holder at once, with a reason the \
+        holder is shown. For a stuck or runaway agent; the key is free afterwards."
+    )]
+    async fn revoke(
+        &self,
+        Parameters(args): Parameters<RevokeArgs>,
+    ) -> Result<Json<Reply<Outcome>>, String> {
+        match self.client.revoke(&args.key, &args.reason).await {
+            Ok(lease) => {
+                let mut outcome = held_facts(lease.as_ref());
+                outcome.outcome = "revoked".into();
+                outcome.key = args.key.clone();
+                outcome.instruction = match lease {
+                    Some(lease) => format!(
+                        "revoked {}'s lease (token {}); the key is free",
+                        lease.holder_name, lease.token
+                    ),
+                    None => "the key was free; nothing revoked".into(),
+                };
+                self.reply(outcome).await
+            }
+            Err(error) => self.refused_or_failed(&args.key, error).await,
+        }
+    }
+
+    #[tool(
+        description = "Operator: make released or expired keys under a prefix \
+        unclaimable for a delay (delay_s 0 removes the rule), e.g. while a broken task type \
+        is investigated."
+    )]
+    async fn quarantine(
+        &self,
+        Parameters(args): Parameters<QuarantineArgs>,
+    ) -> Result<Json<Reply<Value>>, String> {
+        let answer = self
+            .client
+            .set_quarantine(&args.prefix, Duration::from_secs(args.delay_s))
+            .await
+            .map(|rules| {
+                rules
+                    .into_iter()
+                    .map(|(prefix, delay)| (prefix, delay.as_secs()))
+                    .collect::<BTreeMap<String, u64>>()
+            });
+        self.read(answer).await
+    }
+
+    #[tool(
+        description = "Operator: the cluster's members, leader, term and applied index.",
+        annotations(read_only_hint = true)
+    )]
+    async fn cluster_status(&self) -> Result<Json<Reply<Value>>, String> {
+        let answer = self.client.cluster_status().await;
+        self.read(answer).await
+    }
+
+    #[tool(
+        description = "Operator: the permission policy in force and its audit trail.",
+        annotations(read_only_hint = true)
+    )]
+    async fn access(&self) -> Result<Json<Reply<Value>>, String> {
+        let answer = self.client.access(ReadMode::Linearizable).await;
+        self.read(answer).await
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for Baton {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_instructions(INSTRUCTIONS)
+    }
+}
+
+/// The note as JSON, for the model.
+fn note_json(note: &HandoffNote) -> Value {
+    serde_json::to_value(note).unwrap_or(Value::Null)
+}
+
+/// One line per fact: `NAME: MATCH` or `NAME: CHANGED (note: X, now: Y)`.
+fn fact_table(verification: &verify::Verification) -> Vec<String> {
+    verification
+        .facts
+        .iter()
+        .map(|fact| {
+            let verdict = serde_json::to_value(fact.verdict)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_uppercase))
+                .unwrap_or_default();
+            match (&fact.actual_value, &fact.error) {
+                (_, Some(error)) => format!("{}: {verdict} ({error})", fact.name),
+                (Some(now), None) if verdict != "MATCH" => format!(
+                    "{}: {verdict} (note: {}, now: {})",
+                    fact.name,
+                    fact.claimed_value.trim(),
+                    now.trim()
+                ),
+                _ => format!("{}: {verdict}", fact.name),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,376 @@
+//! `baton mcp` spoken to as an agent's client speaks to it: a real 3-node cluster, each
+//! agent session a real `baton mcp` child process over stdio, driven by rmcp's own client.
+//! Every assertion is on what a model would read: the structured results and their notices.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{cli_bin, parse_json, Cluster};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{json, Value};
+
+type Session = RunningService<RoleClient, ()>;
+
+/// Starts `baton mcp` as session `session` claiming as `holder`, in `dir`; its stderr
+/// goes to `dir/SESSION.log`.
+async fn agent(
+    cluster: &Cluster,
+    session: &str,
+    holder: &str,
+    extra: &[&str],
+    dir: &Path,
+) -> Session {
+    let mut command = tokio::process::Command::new(cli_bin());
+    command
+        .arg("--endpoints")
+        .arg(cluster.endpoints.join(","))
+        .args(["mcp", "--holder", holder])
+        .args(extra)
+        .env("BATON_CLIENT_ID", session)
+        .env("BATON_LOG", "info")
+        .env_remove("BATON_HOLDER")
+        .current_dir(dir);
+    let log = std::fs::File::create(dir.join(format!("{session}.log"))).unwrap();
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap();
+    ().serve(transport).await.unwrap()
+}
+
+/// Calls `tool` and returns its structured result (`{"result", "notices"}`); a tool error
+/// fails the test with its text.
+async fn call(session: &Session, tool: &str, args: Value) -> Value {
+    let result = session
+        .call_tool(
+            CallToolRequestParams::new(tool.to_owned())
+                .with_arguments(args.as_object().cloned().unwrap_or_default()),
+        )
+        .await
+        .unwrap();
+    assert_ne!(result.is_error, Some(true), "{tool} failed: {result:?}");
+    match result.structured_content {
+        Some(content) => content,
+        None => panic!("{tool} gave no structured content: {:?}", result.content),
+    }
+}
+
+/// The notices of a result, as (what, key) pairs.
+fn notices(reply: &Value) -> Vec<(String, String)> {
+    reply["notices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["what"].as_str().unwrap().to_owned(),
+                n["key"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `baton --output json ARGS` against the cluster, as session `session`.
+fn cli(cluster: &Cluster, session: &str, args: &[&str]) -> Value {
+    let out = cluster
+        .command(&[&["--output", "json"], args].concat())
+        .env("BATON_CLIENT_ID", session)
+        .output()
+        .unwrap();
+    parse_json(&out)
+}
+
+#[tokio::test]
+async fn tools_have_schemas_and_operator_tools_come_only_with_operator() {
+    let cluster = Cluster::start(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let plain = agent(&cluster, "s-plain", "claude@a", &[], dir.path()).await;
+    let tools = plain.list_all_tools().await.unwrap();
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "board",
+            "check",
+            "claim",
+            "handoff_accept",
+            "handoff_cancel",
+            "handoff_decline",
+            "handoff_offer",
+            "history",
+            "my_claims",
+            "probe",
+            "record",
+            "release",
+            "update_record",
+        ]
+    );
+    let tool = |name: &str| tools.iter().find(|t| t.name == name).unwrap().clone();
+    let claim = tool("claim");
+    let input = serde_json::to_value(&*claim.input_schema).unwrap();
+    assert_eq!(input["required"], json!(["key"]), "{input}");
+    for field in ["key", "ttl_s", "wait_s"] {
+        assert!(input["properties"][field].is_object(), "{field}: {input}");
+    }
+    let output = serde_json::to_value(claim.output_schema.as_deref().unwrap()).unwrap();
+    assert!(output.to_string().contains("notices"), "{output}");
+    assert!(output.to_string().contains("holder_token"), "{output}");
+    assert!(claim.description.as_deref().unwrap().contains("stand down"));
+    for read_only in ["probe", "board", "record", "history", "check", "my_claims"] {
+        let annotations = tool(read_only).annotations.unwrap();
+        assert_eq!(annotations.read_only_hint, Some(true), "{read_only}");
+    }
+    assert_ne!(
+        tool("claim").annotations.and_then(|a| a.read_only_hint),
+        Some(true)
+    );
+    plain.cancel().await.unwrap();
+
+    let operator = agent(&cluster, "s-op", "ops@a", &["--operator"], dir.path()).await;
+    let names: Vec<String> = operator
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.into_owned())
+        .collect();
+    for name in ["revoke", "quarantine", "cluster_status", "access", "claim"] {
+        assert!(names.iter().any(|n| n == name), "{name} missing: {names:?}");
+    }
+    operator.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn two_sessions_race_for_one_key_and_exactly_one_wins() {
+    let cluster = Cluster::start(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = agent(&cluster, "s-a", "claude@a", &[], dir.path()).await;
+    let b = agent(&cluster, "s-b", "codex@b", &[], dir.path()).await;
+    let key = json!({"key": "tasks/race"});
+    let (ra, rb) = tokio::join!(
+        call(&a, "claim", key.clone()),
+        call(&b, "claim", key.clone())
+    );
+    let (winner, loser, won, lost, winner_name) = match ra["result"]["outcome"].as_str() {
+        Some("granted") => (&a, &b, &ra, &rb, "claude@a"),
+        _ => (&b, &a, &rb, &ra, "codex@b"),
+    };
+    assert_eq!(won["result"]["outcome"], "granted", "{won}");
+    // Held is an answer, not an error, and names the holder, its token and since.
+    assert_eq!(lost["result"]["outcome"], "held", "{lost}");
+    assert_eq!(lost["result"]["holder"], winner_name, "{lost}");
+    assert_eq!(
+        lost["result"]["holder_token"], won["result"]["token"],
+        "{lost}"
+    );
+    assert!(
+        lost["result"]["since_unix_ms"].as_u64().unwrap() > 0,
+        "{lost}"
+    );
+    assert!(lost["result"]["instruction"]
+        .as_str()
+        .unwrap()
+        .starts_with("stand down"));
+
+    // The cluster agrees, and binds the lease to the winner's session.
+    let probe = cli(&cluster, "s-x", &["probe", "tasks/race"]);
+    assert_eq!(probe["lease"]["holder_name"], winner_name, "{probe}");
+    let winner_session = if winner_name == "claude@a" {
+        "s-a"
+    } else {
+        "s-b"
+    };
+    assert_eq!(
+        probe["lease"]["holder_client_id"], winner_session,
+        "{probe}"
+    );
+
+    // The loser holds nothing: it cannot write the record.
+    let update = call(
+        loser,
+        "update_record",
+        json!({"key": "tasks/race", "status": "done"}),
+    )
+    .await;
+    assert_eq!(update["result"]["outcome"], "not_held", "{update}");
+    let mine = call(winner, "my_claims", json!({})).await;
+    assert_eq!(mine["result"]["held"][0]["key"], "tasks/race", "{mine}");
+    assert_eq!(mine["result"]["session"], winner_session, "{mine}");
+
+    // The winner writes and releases with a final status; the key is free afterwards.
+    let update = call(
+        winner,
+        "update_record",
+        json!({"key": "tasks/race", "summary": "raced and won", "set": {"pr": "7"}}),
+    )
+    .await;
+    assert_eq!(update["result"]["outcome"], "updated", "{update}");
+    let release = call(
+        winner,
+        "release",
+        json!({"key": "tasks/race", "status": "done"}),
+    )
+    .await;
+    assert_eq!(release["result"]["outcome"], "released", "{release}");
+    let record = cli(&cluster, "s-x", &["record", "tasks/race"]);
+    assert_eq!(record["lease"], Value::Null, "{record}");
+    assert_eq!(record["record"]["status"], "done", "{record}");
+    assert_eq!(record["record"]["fields"]["pr"], "7", "{record}");
+    let mine = call(winner, "my_claims", json!({})).await;
+    assert_eq!(mine["result"]["held"], json!([]), "{mine}");
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_handoff_shows_a_changed_fact_and_the_giver_hears_who_took_it() {
+    let cluster = Cluster::start(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    // Short leases, so the giver's guard learns of the handoff within a second.
+    let a = agent(&cluster, "s-a", "claude@a", &["--ttl", "3s"], dir.path()).await;
+    let b = agent(&cluster, "s-b", "codex@b", &[], dir.path()).await;
+    let granted = call(&a, "claim", json!({"key": "tasks/h"})).await;
+    assert_eq!(granted["result"]["outcome"], "granted", "{granted}");
+    let offer = call(
+        &a,
+        "handoff_offer",
+        json!({
+            "key": "tasks/h", "to": "codex@b", "git": false,
+            "done": "parsed the logs", "remaining": "write the report",
+            "first_step": "open report.md",
+            "facts": [
+                {"name": "answer", "value": "41", "check_command": "echo 42"},
+                {"name": "greeting", "value": "hello", "check_command": "echo hello"}
+            ]
+        }),
+    )
+    .await;
+    assert_eq!(offer["result"]["outcome"], "offered", "{offer}");
+
+    let accepted = call(&b, "handoff_accept", json!({"key": "tasks/h"})).await;
+    let result = &accepted["result"];
+    assert_eq!(result["outcome"], "accepted", "{accepted}");
+    assert!(result["token"].as_u64().unwrap() > granted["result"]["token"].as_u64().unwrap());
+    assert_eq!(
+        result["details"]["note"]["first_step"], "open report.md",
+        "{accepted}"
+    );
+    assert_eq!(
+        result["details"]["facts"],
+        json!(["answer: CHANGED (note: 41, now: 42)", "greeting: MATCH"]),
+        "{accepted}"
+    );
+    assert!(result["instruction"].as_str().unwrap().contains("CHANGED"));
+
+    // The giver's next call says the key was handed off, and to whom.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let next = call(&a, "my_claims", json!({})).await;
+    assert_eq!(
+        notices(&next),
+        [("handed_off".to_owned(), "tasks/h".to_owned())],
+        "{next}"
+    );
+    assert!(
+        next["notices"][0]["by"]
+            .as_str()
+            .unwrap()
+            .contains("codex@b"),
+        "{next}"
+    );
+    assert_eq!(next["result"]["held"], json!([]), "{next}");
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_idle_session_lets_its_lease_lapse_and_hears_of_it() {
+    let cluster = Cluster::start(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let idle = agent(
+        &cluster,
+        "s-idle",
+        "claude@a",
+        &["--idle", "2s", "--ttl", "2s"],
+        dir.path(),
+    )
+    .await;
+    let granted = call(&idle, "claim", json!({"key": "tasks/idle"})).await;
+    assert_eq!(granted["result"]["outcome"], "granted", "{granted}");
+    let token = granted["result"]["token"].as_u64().unwrap();
+    // Calls keep it alive past its TTL.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        let mine = call(&idle, "my_claims", json!({})).await;
+        assert_eq!(mine["result"]["held"][0]["token"], token, "{mine}");
+    }
+    // Then silence: past the idle limit and the TTL, the key is free, and expired (not
+    // released on the agent's behalf).
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let probe = cli(&cluster, "s-x", &["probe", "tasks/idle"]);
+    assert_eq!(probe["lease"], Value::Null, "{probe}");
+    let history = cli(&cluster, "s-x", &["history", "tasks/idle"]);
+    let kinds: Vec<&str> = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["claimed", "expired"], "{history}");
+    let next = call(&idle, "my_claims", json!({})).await;
+    assert_eq!(
+        notices(&next),
+        [("idle_lapsed".to_owned(), "tasks/idle".to_owned())],
+        "{next}"
+    );
+    assert_eq!(next["notices"][0]["token"], token, "{next}");
+    assert_eq!(next["result"]["held"], json!([]), "{next}");
+    idle.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_revoke_shows_up_in_the_next_result_with_who_and_why() {
+    let cluster = Cluster::start(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = agent(&cluster, "s-a", "claude@a", &["--ttl", "3s"], dir.path()).await;
+    let granted = call(&a, "claim", json!({"key": "tasks/r"})).await;
+    assert_eq!(granted["result"]["outcome"], "granted", "{granted}");
+    let out = cluster
+        .command(&["revoke", "tasks/r", "--reason", "agent stuck"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // The guard learns of it at its next renewal (a third of the TTL).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let next = call(&a, "probe", json!({"key": "tasks/other"})).await;
+    assert_eq!(
+        notices(&next),
+        [("revoked".to_owned(), "tasks/r".to_owned())],
+        "{next}"
+    );
+    assert!(
+        next["notices"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("agent stuck"),
+        "{next}"
+    );
+    // Told once, not again.
+    let again = call(&a, "my_claims", json!({})).await;
+    assert_eq!(notices(&again), [], "{again}");
+    // A session that lost the key cannot write with the dead token.
+    let update = call(
+        &a,
+        "update_record",
+        json!({"key": "tasks/r", "status": "done"}),
+    )
+    .await;
+    assert_eq!(update["result"]["outcome"], "not_held", "{update}");
+    a.cancel().await.unwrap();
+}
