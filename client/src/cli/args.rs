@@ -642,7 +642,7 @@ since), 4 cluster unavailable (unless --allow-offline).")]
         #[arg(required_unless_present = "staged")]
         paths: Vec<String>,
         /// With no cluster reachable, pass (and say so) instead of refusing.
-        #[arg(long, env = "BATON_GUARD_ALLOW_OFFLINE")]
+        #[arg(long, env = "BATON_GUARD_ALLOW_OFFLINE", value_parser = clap::builder::FalseyValueParser::new())]
         allow_offline: bool,
     },
     /// Add Baton-Key, Baton-Token and Baton-Holder trailers for the staged guarded files to
@@ -658,7 +658,7 @@ Adds, for each guarded key of the staged files:
         /// The commit message file git passes to the hook.
         msg_file: PathBuf,
         /// With no cluster reachable, leave the message as it is instead of refusing.
-        #[arg(long, env = "BATON_GUARD_ALLOW_OFFLINE")]
+        #[arg(long, env = "BATON_GUARD_ALLOW_OFFLINE", value_parser = clap::builder::FalseyValueParser::new())]
         allow_offline: bool,
     },
 }

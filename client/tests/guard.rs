@@ -1,0 +1,333 @@
+//! `baton guard` in real git repositories against a real 3-node cluster: the hooks
+//! `baton guard install` writes are run by `git commit` itself, as two agents' sessions
+//! (client ids) take turns on one case file.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{cli_bin, free_port, parse_json, Cluster};
+
+/// `git ARGS` in `dir` as session `session` (None: no BATON_CLIENT_ID) of `cluster`.
+fn git(cluster: &Cluster, dir: &Path, session: Option<&str>, args: &[&str]) -> Output {
+    let mut command = Command::new("git");
+    command
+        .args(args)
+        .current_dir(dir)
+        .env("BATON_ENDPOINTS", cluster.endpoints.join(","))
+        .env_remove("BATON_CLIENT_ID")
+        .env_remove("BATON_GUARD_ALLOW_OFFLINE")
+        .env("GIT_AUTHOR_NAME", "agent")
+        .env("GIT_AUTHOR_EMAIL", "agent@example.com")
+        .env("GIT_COMMITTER_NAME", "agent")
+        .env("GIT_COMMITTER_EMAIL", "agent@example.com");
+    if let Some(session) = session {
+        command.env("BATON_CLIENT_ID", session);
+    }
+    command.output().unwrap()
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `baton --output json ARGS` as `session`, in `dir`.
+fn baton(cluster: &Cluster, dir: &Path, session: &str, args: &[&str]) -> serde_json::Value {
+    let out = cluster
+        .command(&[&["--output", "json"], args].concat())
+        .env("BATON_CLIENT_ID", session)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    parse_json(&out)
+}
+
+/// Writes `text` to `path` in the repo, stages it and commits as `session`.
+fn commit(cluster: &Cluster, dir: &Path, session: Option<&str>, path: &str, text: &str) -> Output {
+    let file = dir.join(path);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, text).unwrap();
+    ok(git(cluster, dir, session, &["add", path]));
+    git(
+        cluster,
+        dir,
+        session,
+        &["commit", "-q", "-m", &format!("edit {path}")],
+    )
+}
+
+fn head_count(cluster: &Cluster, dir: &Path) -> usize {
+    ok(git(cluster, dir, None, &["rev-list", "--count", "HEAD"]))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+fn head_message(cluster: &Cluster, dir: &Path) -> String {
+    ok(git(cluster, dir, None, &["log", "-1", "--format=%B"]))
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A repository whose incidents are guarded, with baton's hooks installed.
+fn guarded_repo(cluster: &Cluster) -> tempfile::TempDir {
+    let repo = tempfile::tempdir().unwrap();
+    let dir = repo.path();
+    ok(git(cluster, dir, None, &["init", "-q", "-b", "main"]));
+    std::fs::create_dir_all(dir.join(".baton")).unwrap();
+    std::fs::write(
+        dir.join(".baton/guard.toml"),
+        "[paths]\n\"docs/incidents/*.md\" = \"incidents/{stem}\"\n",
+    )
+    .unwrap();
+    ok(git(cluster, dir, None, &["add", ".baton/guard.toml"]));
+    ok(git(
+        cluster,
+        dir,
+        None,
+        &["commit", "-q", "-m", "guard the incidents"],
+    ));
+    let out = cluster
+        .command(&["guard", "install"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let text = ok(out);
+    assert!(
+        text.contains("pre-commit") && text.contains("commit-msg"),
+        "{text}"
+    );
+    repo
+}
+
+#[tokio::test]
+async fn only_the_holders_session_commits_a_case_file_and_the_commit_names_its_stint() {
+    let cluster = Cluster::start(3).await;
+    let repo = guarded_repo(&cluster);
+    let dir = repo.path();
+
+    let claim = baton(
+        &cluster,
+        dir,
+        "s-a",
+        &[
+            "claim",
+            "incidents/42",
+            "--holder",
+            "claude@a",
+            "--ttl",
+            "60s",
+        ],
+    );
+    assert_eq!(claim["outcome"], "granted", "{claim}");
+    let token_a = claim["lease"]["token"].as_u64().unwrap();
+    let before = head_count(&cluster, dir);
+
+    // Another session's commit of the case file is refused, naming holder and token.
+    let refused = commit(
+        &cluster,
+        dir,
+        Some("s-b"),
+        "docs/incidents/42.md",
+        "b was here\n",
+    );
+    assert!(!refused.status.success());
+    let why = stderr(&refused);
+    assert!(
+        why.contains(&format!(
+            "docs/incidents/42.md belongs to incidents/42, held by claude@a (client s-a) with token {token_a}"
+        )),
+        "{why}"
+    );
+    assert!(why.contains("stand down or ask for a handoff"), "{why}");
+    assert_eq!(head_count(&cluster, dir), before, "nothing committed");
+    // A file no rule guards commits as usual.
+    ok(git(&cluster, dir, None, &["reset", "-q"]));
+    ok(commit(&cluster, dir, Some("s-b"), "README.md", "hello\n"));
+    assert_eq!(head_count(&cluster, dir), before + 1);
+
+    // The holder's session commits, and the message names the stint.
+    ok(commit(
+        &cluster,
+        dir,
+        Some("s-a"),
+        "docs/incidents/42.md",
+        "a's finding\n",
+    ));
+    let message = head_message(&cluster, dir);
+    for trailer in [
+        "Baton-Key: incidents/42".to_owned(),
+        format!("Baton-Token: {token_a}"),
+        "Baton-Holder: claude@a".to_owned(),
+    ] {
+        assert!(message.contains(&trailer), "{trailer} missing:\n{message}");
+    }
+
+    // After a handoff the giver is refused and the taker commits under its new token.
+    let offer = baton(
+        &cluster,
+        dir,
+        "s-a",
+        &[
+            "handoff",
+            "offer",
+            "incidents/42",
+            "--token",
+            &token_a.to_string(),
+            "--to",
+            "codex@b",
+            "--done",
+            "found it",
+            "--remaining",
+            "write up",
+            "--first-step",
+            "read 42.md",
+        ],
+    );
+    assert_eq!(offer["outcome"], "offered", "{offer}");
+    let accepted = baton(
+        &cluster,
+        dir,
+        "s-b",
+        &[
+            "handoff",
+            "accept",
+            "incidents/42",
+            "--holder",
+            "codex@b",
+            "--ttl",
+            "60s",
+        ],
+    );
+    assert_eq!(accepted["outcome"], "accepted", "{accepted}");
+    let token_b = accepted["lease"]["token"].as_u64().unwrap();
+    assert!(token_b > token_a);
+
+    let refused = commit(
+        &cluster,
+        dir,
+        Some("s-a"),
+        "docs/incidents/42.md",
+        "a again\n",
+    );
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains(&format!(
+            "held by codex@b (client s-b) with token {token_b}"
+        )),
+        "{}",
+        stderr(&refused)
+    );
+    ok(git(&cluster, dir, None, &["reset", "-q", "--hard"]));
+    ok(commit(
+        &cluster,
+        dir,
+        Some("s-b"),
+        "docs/incidents/42.md",
+        "b's write-up\n",
+    ));
+    assert!(head_message(&cluster, dir).contains(&format!("Baton-Token: {token_b}")));
+}
+
+#[tokio::test]
+async fn a_free_key_or_no_session_is_refused_with_what_to_do() {
+    let cluster = Cluster::start(3).await;
+    let repo = guarded_repo(&cluster);
+    let dir = repo.path();
+
+    let free = commit(&cluster, dir, Some("s-a"), "docs/incidents/7.md", "x\n");
+    assert!(!free.status.success());
+    assert!(
+        stderr(&free).contains("belongs to incidents/7, which nobody holds: claim it first"),
+        "{}",
+        stderr(&free)
+    );
+
+    let claim = baton(
+        &cluster,
+        dir,
+        "s-a",
+        &["claim", "incidents/7", "--holder", "claude@a"],
+    );
+    assert_eq!(claim["outcome"], "granted", "{claim}");
+    // Holding it is not enough without saying which session this commit is.
+    let anonymous = git(&cluster, dir, None, &["commit", "-q", "-m", "who?"]);
+    assert!(!anonymous.status.success());
+    assert!(
+        stderr(&anonymous).contains("BATON_CLIENT_ID is not set"),
+        "{}",
+        stderr(&anonymous)
+    );
+    // The JSON verdict carries the facts typed.
+    let out = cluster
+        .command(&["--output", "json", "guard", "check", "docs/incidents/7.md"])
+        .env("BATON_CLIENT_ID", "s-b")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let verdict = parse_json(&out);
+    assert_eq!(verdict["outcome"], "refused", "{verdict}");
+    assert_eq!(verdict["keys"][0]["verdict"], "other", "{verdict}");
+    assert_eq!(
+        verdict["keys"][0]["lease"]["holder_client_id"], "s-a",
+        "{verdict}"
+    );
+    assert_eq!(
+        verdict["keys"][0]["lease"]["token"], claim["lease"]["token"],
+        "{verdict}"
+    );
+}
+
+#[tokio::test]
+async fn with_no_cluster_the_guard_fails_closed_unless_told_otherwise() {
+    let cluster = Cluster::start(1).await;
+    let repo = guarded_repo(&cluster);
+    let dir = repo.path();
+    let nobody = format!("127.0.0.1:{}", free_port());
+    let check = |allow: bool| {
+        let mut command = Command::new(cli_bin());
+        command
+            .args([
+                "--endpoints",
+                &nobody,
+                "--timeout",
+                "1s",
+                "guard",
+                "check",
+                "docs/incidents/1.md",
+            ])
+            .env("BATON_CLIENT_ID", "s-a")
+            .current_dir(dir);
+        if allow {
+            command.env("BATON_GUARD_ALLOW_OFFLINE", "1");
+        } else {
+            command.env_remove("BATON_GUARD_ALLOW_OFFLINE");
+        }
+        command.output().unwrap()
+    };
+    let closed = check(false);
+    assert_eq!(closed.status.code(), Some(4), "{closed:?}");
+    assert!(
+        stderr(&closed).contains("fails closed"),
+        "{}",
+        stderr(&closed)
+    );
+    assert!(
+        stderr(&closed).contains("BATON_GUARD_ALLOW_OFFLINE=1"),
+        "{}",
+        stderr(&closed)
+    );
+    let open = check(true);
+    assert_eq!(open.status.code(), Some(0), "{open:?}");
+    assert!(stderr(&open).contains("unchecked"), "{}", stderr(&open));
+}
