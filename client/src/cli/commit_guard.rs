@@ -302,6 +302,11 @@ async fn check_keys(
                         check.verdict = "refused".into();
                         check.detail = refusal.message.clone();
                     }
+                    // Another principal presenting the holder's (public) client id.
+                    Err(Error::PermissionDenied(why) | Error::Unauthenticated(why)) => {
+                        check.verdict = "refused".into();
+                        check.detail = why;
+                    }
                     Err(other) => return Err(other),
                 }
             }
@@ -366,8 +371,13 @@ fn rendered(format: OutputFormat, text: &str, checks: Vec<KeyCheck>, verdict: Ve
     }
 }
 
-/// No cluster: refuse (exit 4), or with `allow_offline` pass and say so.
+/// The check could not be made. No cluster: refuse (exit 4), or with `allow_offline` pass
+/// and say so. Any other error (a bad key, a denied read) refuses with its reason.
 fn offline(error: Error, allow_offline: bool, format: OutputFormat) -> anyhow::Result<Rendered> {
+    if !matches!(error, Error::Unavailable { .. }) {
+        let text = format!("commit refused: baton guard could not check the keys: {error}");
+        return Err(anyhow::Error::new(error).context(text));
+    }
     if allow_offline {
         eprintln!(
             "warning: baton guard could not reach the cluster ({error}); the commit goes \
