@@ -13,7 +13,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use anyhow::{bail, Context};
 use baton_client::{Client, Error, LeaseInfo, ReadMode, RenewOutcome};
@@ -22,6 +21,7 @@ use serde::Serialize;
 
 use super::args::{GuardCommand, OutputFormat};
 use super::exit::Verdict;
+use super::git::{git, git_bytes};
 use super::output::Rendered;
 
 /// Where the rules live, relative to the repository's top.
@@ -422,11 +422,11 @@ fn load_rules(top: &Path) -> anyhow::Result<Rules> {
 
 /// The paths the commit would change: added, modified, deleted, both sides of a rename.
 fn staged_paths(top: &Path) -> anyhow::Result<Vec<String>> {
-    let out = git(
+    let out = git_bytes(
         top,
         &["diff", "--cached", "--name-only", "--no-renames", "-z"],
     )?;
-    Ok(out
+    Ok(String::from_utf8_lossy(&out)
         .split('\0')
         .filter(|p| !p.is_empty())
         .map(str::to_owned)
@@ -510,23 +510,6 @@ fn install(top: &Path, force: bool, format: OutputFormat) -> anyhow::Result<Rend
 
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
-}
-
-/// Runs git in `dir`; its stdout, or an error with its stderr.
-fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .context("cannot run git")?;
-    if !out.status.success() {
-        bail!(
-            "git {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[cfg(test)]

@@ -92,12 +92,14 @@ pub fn dirty_warning(dirty_files: &[String], shown: usize) -> Option<String> {
     ))
 }
 
-fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+/// `git ARGS` in `dir`: its stdout, trimmed, or an error with its stderr.
+pub(crate) fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     let out = git_bytes(dir, args)?;
     Ok(String::from_utf8_lossy(&out).trim().to_owned())
 }
 
-fn git_bytes(dir: &Path, args: &[&str]) -> anyhow::Result<Vec<u8>> {
+/// `git ARGS` in `dir`: its stdout as it came.
+pub(crate) fn git_bytes(dir: &Path, args: &[&str]) -> anyhow::Result<Vec<u8>> {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)
