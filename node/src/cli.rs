@@ -326,9 +326,15 @@ impl Args {
     }
 }
 
+/// What a node logs unless `RUST_LOG` says otherwise. openraft's `core::raft_core` warns
+/// only of stale messages it drops ("A message will be ignored because vote changed", a
+/// changed membership log id): routine traffic of every election, a dozen lines on a fresh
+/// dev cluster, so it is held to errors; openraft's other warnings stay.
+pub const DEFAULT_LOG_FILTER: &str = "info,openraft=warn,openraft::core::raft_core=error,sled=warn";
+
 fn init_tracing(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "info,openraft=warn,sled=warn".into());
+        .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
     // Colours only for a person at a terminal, not in log files.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
@@ -506,8 +512,55 @@ async fn run() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .with_context(|| format!("binding {}", cfg.listen))?;
-    crate::node::run(cfg, listener, shutdown_signal()).await?;
+    crate::node::run_announcing(cfg, listener, shutdown_signal(), announce_node).await?;
     Ok(())
+}
+
+/// The lines a person starting a node needs (stdout; logs go to stderr): where it listens,
+/// where its data is, which cluster, how secured, how to reach it.
+fn node_banner(cfg: &crate::config::ValidConfig) -> String {
+    let security = match (&cfg.tls, cfg.auth_tokens.is_some() || cfg.client_certs) {
+        (Some(_), true) => "TLS, clients authenticated",
+        (Some(_), false) => "TLS, no client authentication",
+        (None, true) => "plaintext with bearer tokens (README, Security)",
+        (None, false) => "OFF: plaintext, no authentication (README, Security)",
+    };
+    let members = cfg
+        .initial_members
+        .iter()
+        .map(|(id, addr)| format!("{id}={addr}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let admin = cfg
+        .admin_listen
+        .map(|a| format!("http://{a} (/healthz, /readyz, /metrics)"))
+        .unwrap_or_else(|| "off".to_owned());
+    let tls_hint = if cfg.tls.is_some() {
+        " --tls-ca CA.pem"
+    } else {
+        ""
+    };
+    format!(
+        "baton node {}: listening on {}, data in {}\n\
+         cluster:   {:?}, members {members}\n\
+         security:  {security}\n\
+         admin:     {admin}\n\
+         try:       baton --endpoints {}{tls_hint} cluster status\n\
+         stop:      Ctrl-C or SIGTERM\n",
+        cfg.node_id,
+        cfg.listen,
+        cfg.data_dir.display(),
+        cfg.cluster_name,
+        cfg.advertise,
+    )
+}
+
+fn announce_node(cfg: &crate::config::ValidConfig) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out
+        .write_all(node_banner(cfg).as_bytes())
+        .and_then(|()| out.flush());
 }
 
 #[cfg(test)]
@@ -530,5 +583,50 @@ mod tests {
         // A context over a plain cause: both are said.
         let error = anyhow::Error::new(missing()).context("binding 127.0.0.1:1");
         assert_eq!(chain(&error), "binding 127.0.0.1:1: no such file");
+    }
+
+    #[test]
+    fn a_plain_node_says_where_it_listens_where_its_data_is_and_how_it_is_secured() {
+        let cfg = crate::config::NodeConfig::default().validate().unwrap();
+        let banner = node_banner(&cfg);
+        let first = banner.lines().next().unwrap();
+        assert!(
+            first.starts_with(&format!(
+                "baton node {}: listening on {}, data in ",
+                cfg.node_id, cfg.listen
+            )),
+            "{banner}"
+        );
+        assert!(
+            first.ends_with(&cfg.data_dir.display().to_string()),
+            "{banner}"
+        );
+        assert!(
+            banner.contains("security:  OFF: plaintext, no authentication"),
+            "{banner}"
+        );
+        assert!(
+            banner.contains(&format!(
+                "try:       baton --endpoints {} cluster status",
+                cfg.advertise
+            )),
+            "{banner}"
+        );
+    }
+
+    #[test]
+    fn routine_election_traffic_is_not_logged_as_a_warning_but_real_warnings_are() {
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER))
+            .with_writer(std::io::sink)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            use tracing::Level;
+            assert!(!tracing::enabled!(target: "openraft::core::raft_core", Level::WARN));
+            assert!(tracing::enabled!(target: "openraft::core::raft_core", Level::ERROR));
+            assert!(tracing::enabled!(target: "openraft::replication", Level::WARN));
+            assert!(!tracing::enabled!(target: "openraft::replication", Level::INFO));
+            assert!(tracing::enabled!(target: "baton_node::node", Level::INFO));
+        });
     }
 }

@@ -75,6 +75,18 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), NodeError> {
+    run_announcing(cfg, listener, shutdown, |_| {}).await
+}
+
+/// [`run`], calling `serving` once the data dir is open and the node is about to serve
+/// (`baton-node` prints its banner there, so that a node that cannot open its data says
+/// only why).
+pub async fn run_announcing(
+    cfg: ValidConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    serving: impl FnOnce(&ValidConfig),
+) -> Result<(), NodeError> {
     let countdowns = Arc::new(Countdowns::new(crate::chaos::lease_clock()));
     let metrics = Arc::new(Metrics::new());
     let (log, sm) = store::open_with(
@@ -230,6 +242,7 @@ pub async fn run(
         node_id = cfg.node_id, listen = %cfg.listen, advertise = %cfg.advertise,
         data_dir = %cfg.data_dir.display(), cluster = %cfg.cluster_name, "baton node serving"
     );
+    serving(&cfg);
     // Nagle off on every accepted connection. `Server::tcp_nodelay` only reaches sockets that
     // tonic accepts itself, not an incoming stream handed to it; with Nagle on, a reply sent
     // as two writes waited for the peer's delayed ACK (~40 ms) before its second half left.

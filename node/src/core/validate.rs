@@ -67,10 +67,30 @@ pub fn request_id(id: &RequestId) -> Result<(), InvalidInput> {
 pub fn ttl_ms(ttl_ms: u64, min_ms: u64, max_ms: u64) -> Result<(), InvalidInput> {
     if ttl_ms < min_ms || ttl_ms > max_ms {
         return invalid(format!(
-            "ttl {ttl_ms} ms is out of range: give {min_ms} to {max_ms} ms"
+            "ttl {} is out of range: give {} to {}",
+            human_ms(ttl_ms),
+            human_ms(min_ms),
+            human_ms(max_ms)
         ));
     }
     Ok(())
+}
+
+/// A duration in milliseconds the way people type one to the CLI (`1s`, `1m30s`, `1h`,
+/// `1500ms`), so that a refusal answers in the user's unit rather than in milliseconds.
+pub fn human_ms(ms: u64) -> String {
+    if ms == 0 || !ms.is_multiple_of(1000) {
+        return format!("{ms}ms");
+    }
+    let secs = ms / 1000;
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let mut text = String::new();
+    for (n, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+        if n > 0 {
+            text.push_str(&format!("{n}{unit}"));
+        }
+    }
+    text
 }
 
 pub fn token(token: u64) -> Result<(), InvalidInput> {
@@ -187,7 +207,10 @@ pub fn note(note: &HandoffNote) -> Result<(), InvalidInput> {
 pub fn offer_ttl_ms(ttl: u64) -> Result<(), InvalidInput> {
     if !(OFFER_TTL_MS_MIN..=OFFER_TTL_MS_MAX).contains(&ttl) {
         return invalid(format!(
-            "offer ttl {ttl} ms is out of range: give {OFFER_TTL_MS_MIN} to {OFFER_TTL_MS_MAX} ms"
+            "offer ttl {} is out of range: give {} to {}",
+            human_ms(ttl),
+            human_ms(OFFER_TTL_MS_MIN),
+            human_ms(OFFER_TTL_MS_MAX)
         ));
     }
     Ok(())
@@ -196,4 +219,30 @@ pub fn offer_ttl_ms(ttl: u64) -> Result<(), InvalidInput> {
 /// A holder name given on its own (assignment target, offer addressee).
 pub fn holder_name(field: &str, name: &str) -> Result<(), InvalidInput> {
     check_text(field, name, HOLDER_NAME_BYTES_MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_said_in_the_units_people_type() {
+        assert_eq!(human_ms(1_000), "1s");
+        assert_eq!(human_ms(2_000), "2s");
+        assert_eq!(human_ms(90_000), "1m30s");
+        assert_eq!(human_ms(3_600_000), "1h");
+        assert_eq!(human_ms(3_661_000), "1h1m1s");
+        assert_eq!(human_ms(1_500), "1500ms");
+        assert_eq!(human_ms(0), "0ms");
+    }
+
+    #[test]
+    fn an_out_of_range_ttl_is_refused_in_seconds_not_milliseconds() {
+        let error = ttl_ms(1_000, 2_000, TTL_MS_MAX).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "ttl 1s is out of range: give 2s to 1h",
+            "{error:?}"
+        );
+    }
 }

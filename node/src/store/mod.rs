@@ -78,7 +78,13 @@ pub enum OpenError {
     NotEmpty { dir: PathBuf },
     #[error("data dir {dir} has format {found}, this baton reads formats {DATA_FORMAT_OLDEST} to {DATA_FORMAT}")]
     WrongFormat { dir: PathBuf, found: u32 },
-    #[error("data dir {dir}: cannot open the sled store (in use by another process, or corrupt): {source}")]
+    #[error(
+        "data dir {dir} is in use: another process holds its lock ({}); stop the node \
+         that runs on it, or give this one another --data-dir",
+        dir.join("sled").join("db").display()
+    )]
+    InUse { dir: PathBuf },
+    #[error("data dir {dir}: cannot open the sled store (corrupt or unreadable): {source}")]
     Sled {
         dir: PathBuf,
         #[source]
@@ -160,9 +166,22 @@ pub fn open_with(
         .path(dir.join("sled"))
         .cache_capacity(SLED_CACHE_BYTES)
         .open()
-        .map_err(|source| OpenError::Sled {
-            dir: dir.to_path_buf(),
-            source,
+        .map_err(|source| match &source {
+            // sled takes an exclusive lock on its db file; another process has it. sled
+            // 0.34.7 (pinned) reports that as an `Other` error with this text around the
+            // `WouldBlock` from flock.
+            sled::Error::Io(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.to_string().starts_with("could not acquire lock on") =>
+            {
+                OpenError::InUse {
+                    dir: dir.to_path_buf(),
+                }
+            }
+            _ => OpenError::Sled {
+                dir: dir.to_path_buf(),
+                source,
+            },
         })?;
     let flusher =
         flush::Flusher::start(db.clone(), &dir.join("sled"), metrics.clone()).map_err(io)?;

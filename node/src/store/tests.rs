@@ -30,6 +30,25 @@ fn countdowns() -> Arc<Countdowns> {
 }
 
 #[test]
+fn a_data_dir_in_use_is_refused_saying_so_once_and_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let open_one = open(dir.path(), 1, "prod", countdowns()).unwrap();
+    let err = open(dir.path(), 1, "prod", countdowns())
+        .err()
+        .expect("refused while the first is open");
+    assert!(matches!(err, OpenError::InUse { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("is in use: another process holds its lock")
+            && msg.contains("another --data-dir"),
+        "{msg}"
+    );
+    // Said once: no nested source repeats it (the old message printed sled's text twice).
+    assert!(std::error::Error::source(&err).is_none(), "{err:?}");
+    drop(open_one);
+}
+
+#[test]
 fn data_dir_of_another_node_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     drop(open(dir.path(), 1, "prod", countdowns()).unwrap());
@@ -103,7 +122,9 @@ fn a_damaged_snapshot_file_is_refused_and_an_unsealed_old_one_is_read() {
     std::fs::write(&file, &damaged).unwrap();
     let err = loop {
         match open(dir.path(), 1, "t", countdowns()) {
-            Err(OpenError::Sled { .. }) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            Err(OpenError::InUse { .. }) => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
             other => break other.err().expect("a damaged snapshot is refused"),
         }
     };
