@@ -129,6 +129,18 @@ impl ClientConfig {
                 self.endpoints.len()
             )));
         }
+        if self.tls.is_none() {
+            if let Some(https) = self
+                .endpoints
+                .iter()
+                .find(|e| e.trim().starts_with("https://"))
+            {
+                return Err(Error::Config(format!(
+                    "endpoint {https:?} asks for TLS: give the CA that signed the nodes' \
+                     certificates with --tls-ca (or BATON_TLS_CA)"
+                )));
+            }
+        }
         let mut endpoints: Vec<String> = Vec::with_capacity(self.endpoints.len());
         for raw in &self.endpoints {
             let endpoint = normalize_endpoint(raw)?;
@@ -234,15 +246,15 @@ impl ValidConfig {
 pub fn normalize_endpoint(raw: &str) -> Result<String, Error> {
     let bad = |why: &str| Error::Config(format!("invalid endpoint {raw:?}: {why}"));
     let trimmed = raw.trim();
-    if trimmed.starts_with("https://") {
-        return Err(bad(
-            "TLS is not supported yet, use http:// or plain host:port",
-        ));
-    }
-    let authority = trimmed.strip_prefix("http://").unwrap_or(trimmed);
+    // https:// says TLS, which the client config turns on with its CA (checked in
+    // `validate`); the address dialed is the same host:port either way.
+    let authority = trimmed
+        .strip_prefix("https://")
+        .or_else(|| trimmed.strip_prefix("http://"))
+        .unwrap_or(trimmed);
     let authority = authority.strip_suffix('/').unwrap_or(authority);
     if authority.contains("://") {
-        return Err(bad("only http:// is supported"));
+        return Err(bad("use host:port, http:// or https://"));
     }
     if authority.contains('/') {
         return Err(bad("expected host:port without a path"));
@@ -322,6 +334,21 @@ mod tests {
     }
 
     #[test]
+    fn https_endpoints_are_tls_and_need_the_ca() {
+        assert_eq!(
+            normalize_endpoint("https://node-a.example:7001/").unwrap(),
+            "node-a.example:7001"
+        );
+        let error = ClientConfig::with_endpoints(["https://127.0.0.1:7001"])
+            .validate()
+            .unwrap_err();
+        assert!(
+            matches!(&error, Error::Config(m) if m.contains("--tls-ca")),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn endpoint_rejects_what_cannot_be_dialed() {
         for bad in [
             "",
@@ -331,7 +358,6 @@ mod tests {
             "127.0.0.1:0",
             "127.0.0.1:70000",
             "127.0.0.1:port",
-            "https://127.0.0.1:7001",
             "grpc://127.0.0.1:7001",
             "http://127.0.0.1:7001/baton",
             "::1:7001",

@@ -128,6 +128,89 @@ fn usage_errors_exit_2_and_an_unreachable_cluster_exits_4() {
 }
 
 #[test]
+fn with_no_node_listening_the_cli_says_so_within_a_second_naming_the_endpoints() {
+    let dead = format!("127.0.0.1:{}", free_port());
+    let started = std::time::Instant::now();
+    let mut child = Command::new(cli_bin())
+        .args(["--endpoints", &dead, "--timeout", "4s", "probe", "tasks/x"])
+        .env_remove("BATON_ENDPOINTS")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The hint comes long before the 4 s retry deadline: read stderr's first line.
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stderr.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let said_after = started.elapsed();
+    assert!(
+        first.contains(&format!("no node accepts connections at {dead}"))
+            && first.contains("baton-node dev"),
+        "{first}"
+    );
+    assert!(
+        said_after < std::time::Duration::from_secs(3),
+        "{said_after:?}"
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(4));
+}
+
+#[test]
+fn claim_wait_says_what_it_waits_for_and_an_out_of_range_ttl_is_said_in_seconds() {
+    let node = start_node();
+    let (code, v) = node.json(&["claim", "tasks/w", "--holder", "alice", "--ttl", "30s"]);
+    assert_eq!(code, 0, "{v}");
+    let token = v["lease"]["token"].as_u64().unwrap();
+    let out = node.baton(&[
+        "claim",
+        "tasks/w",
+        "--holder",
+        "bob",
+        "--wait",
+        "--timeout",
+        "1s",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "waiting for tasks/w: held by alice (token {token}) since "
+        )) && err.contains("waiting up to 1s"),
+        "{err}"
+    );
+    let out = node.baton(&["claim", "tasks/w2", "--ttl", "1s"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("ttl 1s is out of range: give ") && err.contains(" to 1h"),
+        "{err}"
+    );
+}
+
+#[test]
+fn shell_completions_are_printed_for_bash_zsh_and_fish() {
+    for (shell, marker) in [
+        ("bash", "_baton()"),
+        ("zsh", "#compdef baton"),
+        ("fish", "complete -c baton"),
+    ] {
+        let out = Command::new(cli_bin())
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{shell}: {out:?}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(script.contains(marker), "{shell}: {script}");
+        assert!(
+            script.contains("claim") && script.contains("handoff"),
+            "{shell}"
+        );
+    }
+}
+
+#[test]
 fn board_table_and_revoke() {
     let node = start_node();
     for key in ["team/a", "team/b", "other/c"] {

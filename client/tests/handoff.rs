@@ -384,12 +384,36 @@ fn accept_verify_runs_each_check_and_reports_a_changed_value() {
     ]);
     assert_eq!(code, 0, "{v}");
 
+    // The taker reads the note and checks its facts before taking anything: exit 5.
+    let out = node.baton_in(repo.path(), &["handoff", "show", key, "--verify"]);
+    let (code, stdout, stderr) = text(&out);
+    assert_eq!(code, 5, "{stdout} {stderr}");
+    assert!(
+        stdout.contains(&format!("claude@a offers {key} (token {t}) to bob")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("claimed 4, actual 5: CHANGED"), "{stdout}");
+    let (code, v) = node.json(&["handoff", "show", key]);
+    assert_eq!((code, &v["outcome"]), (0, &Value::from("pending")), "{v}");
+    assert_eq!(
+        v["offer"]["from_token"].as_u64(),
+        Some(t.parse().unwrap()),
+        "{v}"
+    );
+    // Reading changed nothing: the giver still holds the key.
+    assert_eq!(node.lease(key)["holder_name"], "claude@a");
+
     let out = node.baton_in(
         repo.path(),
         &["handoff", "accept", key, "--holder", "bob", "--verify"],
     );
     let (code, stdout, stderr) = text(&out);
-    assert_eq!(code, 0, "{stdout} {stderr}");
+    // Accepted (bob holds the key), but a fact changed: its own exit code.
+    assert_eq!(code, 5, "{stdout} {stderr}");
+    assert_eq!(node.lease(key)["holder_name"], "bob");
+    let (code, v) = node.json(&["handoff", "show", key]);
+    assert_eq!((code, &v["outcome"]), (3, &Value::from("no_offer")), "{v}");
+    assert_eq!(v["last_note"]["volatile_facts"][0]["name"], "count", "{v}");
     // Each command is shown before it runs.
     assert!(
         stderr.contains("checking count: sh -c 'echo 5'"),

@@ -265,6 +265,8 @@ fn revoked_lease_stops_the_childs_whole_process_group_and_exits_3() {
         pid_file.display()
     );
     let run = node.spawn(&[
+        "--output",
+        "json",
         "run",
         "tasks/revoke",
         "--ttl",
@@ -284,16 +286,24 @@ fn revoked_lease_stops_the_childs_whole_process_group_and_exits_3() {
         .unwrap();
     assert!(!process_is_dead(grandchild));
 
-    let revoked = node.baton(&["revoke", "tasks/revoke", "--reason", "test"]);
+    let revoked = node.baton(&["revoke", "tasks/revoke", "--reason", "host-a is gone"]);
     assert!(revoked.status.success(), "{revoked:?}");
     let revoked_at = Instant::now();
     let out = finish_within(run, Duration::from_secs(20));
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("baton run: lost tasks/revoke (") && stderr.contains("stopping the child"),
+        stderr.contains("baton run: lost tasks/revoke (token ")
+            && stderr.contains("): revoked by an operator (client ")
+            && stderr.contains("host-a is gone; stopping the child"),
         "{stderr}"
     );
+    // Told apart from an expiry or a handoff in JSON.
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["outcome"], "lost", "{json}");
+    assert_eq!(json["loss"]["what"], "revoked", "{json}");
+    assert_eq!(json["loss"]["detail"], "host-a is gone", "{json}");
+    assert_eq!(json["killed"], false, "{json}");
     // Renewals every ~0.7 s notice the revocation; the group stops on SIGTERM at once.
     assert!(revoked_at.elapsed() < Duration::from_secs(10));
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -333,6 +343,41 @@ fn sigterm_to_baton_run_reaches_the_child_and_the_key_is_released() {
     assert_eq!(out.status.code(), Some(5), "the child's own code: {out:?}");
     assert_eq!(std::fs::read_to_string(&marker).unwrap().trim(), "term");
     assert_eq!(node.lease("tasks/signal"), Value::Null);
+}
+
+#[test]
+fn a_child_that_ignores_sigterm_is_killed_after_the_grace_and_the_key_released() {
+    let node = start_node();
+    let ready = node.file("ready");
+    // Ignored signals stay ignored across exec: the whole group ignores SIGTERM.
+    let script = format!(
+        "trap '' TERM; touch '{}'; while :; do sleep 0.1; done",
+        ready.display()
+    );
+    let run = node.spawn(&[
+        "run",
+        "tasks/stubborn",
+        "--ttl",
+        "10s",
+        "--grace",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    wait_for_file(&ready, Duration::from_secs(10));
+    let pid = Pid::from_raw(i32::try_from(run.id()).unwrap());
+    kill(pid, Signal::SIGTERM).unwrap();
+    let out = finish_within(run, Duration::from_secs(15));
+    assert_eq!(
+        out.status.code(),
+        Some(128 + 9),
+        "killed by SIGKILL: {out:?}"
+    );
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("killing it"), "{stderr}");
+    assert_eq!(node.lease("tasks/stubborn"), Value::Null, "released");
 }
 
 #[test]

@@ -201,6 +201,26 @@ async fn a_tls_cluster_serves_tls_clients_and_refuses_plaintext_and_strangers() 
         .output()
         .unwrap();
     assert_ran(&out);
+    // https:// endpoints say the same (they used to be refused as "not supported yet").
+    let https: Vec<String> = cluster
+        .endpoints()
+        .iter()
+        .map(|e| format!("https://{e}"))
+        .collect();
+    let out = Command::new(node_bin().with_file_name("baton"))
+        .arg("--endpoints")
+        .arg(https.join(","))
+        .arg("--tls-ca")
+        .arg(pki.join("ca.pem"))
+        .arg("--tls-cert")
+        .arg(pki.join("client-agent.pem"))
+        .arg("--tls-key")
+        .arg(pki.join("client-agent-key.pem"))
+        .args(["probe", "tls/cli", "--output", "json"])
+        .env_remove("BATON_ENDPOINTS")
+        .output()
+        .unwrap();
+    assert_ran(&out);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -202,6 +202,7 @@ The renewal must come from the claimant's client id (--client-id or $BATON_CLIEN
 another, the right token is refused naming both, exit 3. Exits 3 when the token is no longer
 current.")]
     Renew {
+        /// The key you hold.
         key: String,
         /// The fencing token the claim returned.
         #[arg(long)]
@@ -216,6 +217,7 @@ Like every write with a token, it must come from the claimant's client id (--cli
 $BATON_CLIENT_ID). Exits 3 when the token is no longer current or the client id is another's
 (nothing is released).")]
     Release {
+        /// The key you hold.
         key: String,
         /// The fencing token the claim returned.
         #[arg(long)]
@@ -234,6 +236,7 @@ $BATON_CLIENT_ID). Exits 3 when the token is no longer current or the client id 
 A free key is an answer, not an error: exits 0. The holder decides who works on the key;
 the assignment only says who a dispatcher wanted.")]
     Probe {
+        /// The key to look at, e.g. tasks/evidence-42.
         key: String,
         /// Answer from the contacted node's local state (faster, may be behind).
         #[arg(long)]
@@ -245,6 +248,7 @@ the assignment only says who a dispatcher wanted.")]
   baton board tasks/ --limit 50
   baton board tasks/ --start-after tasks/evidence-42   # the next page")]
     Board {
+        /// Show keys starting with this prefix ("" or omitted: all keys).
         #[arg(default_value = "")]
         prefix: String,
         /// At most this many leases (0 = the server's maximum).
@@ -261,6 +265,7 @@ the assignment only says who a dispatcher wanted.")]
     #[command(after_help = "Examples:
   baton check tasks/evidence-42 --token 1234 && deploy.sh   # act only with a current token")]
     Check {
+        /// The key the token should be current for.
         key: String,
         #[arg(long)]
         token: u64,
@@ -269,6 +274,7 @@ the assignment only says who a dispatcher wanted.")]
     #[command(after_help = "Examples:
   baton revoke tasks/evidence-42 --reason \"agent crashed, host-a is gone\"")]
     Revoke {
+        /// The key to take from its holder.
         key: String,
         /// Why the key is revoked; kept in the key's history.
         #[arg(long)]
@@ -284,6 +290,7 @@ write: a stale token, another client id, or a record frozen by a pending handoff
 with the holder's name, client id and token, exit 3 (stand down). The history records who
 wrote: client id, holder name, and the principal when auth is on.")]
     Update {
+        /// The key whose record to change (you must hold it).
         key: String,
         /// The fencing token you hold the key with.
         #[arg(long)]
@@ -305,15 +312,16 @@ wrote: client id, holder name, and the principal when auth is on.")]
     /// Operator: keep keys under PREFIX unclaimable for DELAY after an involuntary expiry
     /// (Chubby's lock-delay), for resources that cannot check fencing tokens.
     #[command(after_help = "Examples:
-  baton quarantine printers/ --delay 30s     keys under printers/ wait 30s after a holder's lease expires
-  baton quarantine printers/ --delay 0s      remove the rule
+  baton quarantine printers/ --delay 30s   # keys under printers/ wait 30s after a holder's lease expires
+  baton quarantine printers/ --delay 0s    # remove the rule
 
 A clean release or an operator's revoke frees a key at once; only an expiry quarantines it.
 The longest matching prefix wins. Prints every rule after the change.")]
     Quarantine {
+        /// Keys starting with this prefix, e.g. printers/.
         prefix: String,
         /// How long, e.g. 30s; 0s removes the rule.
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = parse_duration_or_zero)]
         delay: Duration,
     },
     /// Record who a dispatcher wants on KEY. Reserves nothing: anyone's claim still wins.
@@ -323,6 +331,7 @@ The longest matching prefix wins. Prints every rule after the change.")]
 
 The addressee must still claim the key, and probe first: a sibling's claim wins.")]
     Assign {
+        /// The key to assign.
         key: String,
         /// The agent wanted on the key, e.g. claude@host-a.
         #[arg(long)]
@@ -339,6 +348,7 @@ The addressee must still claim the key, and probe first: a sibling's claim wins.
   baton record tasks/evidence-42
   baton record tasks/evidence-42 --output json | jq -r .record.status")]
     Record {
+        /// The key whose case file to show.
         key: String,
         /// Answer from the contacted node's local state (faster, may be behind).
         #[arg(long)]
@@ -350,6 +360,7 @@ The addressee must still claim the key, and probe first: a sibling's claim wins.
   baton history tasks/evidence-42 --events        # every event, one a line
   baton history tasks/evidence-42 --output json | jq '.stints[] | {holder_name, token}'")]
     History {
+        /// The key whose history to show.
         key: String,
         /// List the raw events instead of the stints.
         #[arg(long)]
@@ -458,6 +469,15 @@ Exit codes: 0 pass, 3 a guarded file's key is not held by this session, 4 cluste
         #[command(subcommand)]
         command: GuardCommand,
     },
+    /// Print a shell completion script for bash, zsh, fish, elvish or powershell.
+    #[command(after_help = "Examples:
+  baton completions bash > ~/.local/share/bash-completion/completions/baton
+  baton completions zsh > \"${fpath[1]}/_baton\"
+  baton completions fish > ~/.config/fish/completions/baton.fish")]
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
     /// Measure claim/renew/release throughput and latency with concurrent claimants.
     ///
     /// Starts --clients claimants at once, each its own client (own connections and client
@@ -525,7 +545,10 @@ pub enum AccessCommand {
     #[command(after_help = "Examples:
   BATON_AUTH_TOKEN_FILE=ops.token baton access set policy.toml
   baton access set policy.toml --output json | jq .version")]
-    Set { file: std::path::PathBuf },
+    Set {
+        /// The policy file (TOML).
+        file: std::path::PathBuf,
+    },
     /// Remove the policy: every authenticated principal may then do everything.
     #[command(after_help = "Examples:
   baton access clear")]
@@ -689,8 +712,10 @@ Exits 3 when refused (stale token, an offer already pending).")]
 --verify runs each volatile fact's check command (sh -c, in the current directory; each
 command is shown on stderr before it runs) and prints claimed vs. actual values, then
 compares the note's commit with this checkout's HEAD.
-Exits 3 when refused (no offer, or addressed to another name).")]
+Exits 3 when refused (no offer, or addressed to another name); 5 when accepted but --verify
+found a CHANGED fact or another commit (you hold the key; trust what was found, not the note).")]
     Accept {
+        /// The key offered to you.
         key: String,
         /// Your name as the addressee (default: $BATON_HOLDER, else $USER@hostname).
         #[arg(long, env = "BATON_HOLDER")]
@@ -702,10 +727,26 @@ Exits 3 when refused (no offer, or addressed to another name).")]
         #[arg(long)]
         verify: bool,
     },
+    /// Read the pending offer of KEY and its note without accepting it (read-only); with
+    /// --verify, check the note's facts and commit here first.
+    #[command(after_help = "Examples:
+  baton handoff show tasks/x
+  baton handoff show tasks/x --verify     # run the facts' check commands before accepting
+
+Exits 0 with the offer; 3 when no offer is pending (the last handoff note, if any, is shown);
+5 when --verify found a CHANGED fact or another commit.")]
+    Show {
+        /// The key whose offer to read.
+        key: String,
+        /// Run the note's check commands and compare its commit with this checkout.
+        #[arg(long)]
+        verify: bool,
+    },
     /// Decline the offer of KEY addressed to you: the giver keeps the key.
     #[command(after_help = "Examples:
   baton handoff decline tasks/x --holder codex@host-b")]
     Decline {
+        /// The key offered to you.
         key: String,
         /// Your name as the addressee (default: $BATON_HOLDER, else $USER@hostname).
         #[arg(long, env = "BATON_HOLDER")]
@@ -715,6 +756,7 @@ Exits 3 when refused (no offer, or addressed to another name).")]
     #[command(after_help = "Examples:
   baton handoff cancel tasks/x --token 11")]
     Cancel {
+        /// The key you offered.
         key: String,
         /// The fencing token you hold the key (and made the offer) with.
         #[arg(long)]
@@ -725,6 +767,7 @@ Exits 3 when refused (no offer, or addressed to another name).")]
 /// `baton handoff offer KEY --token N --to AGENT [note flags] [--git] [--ttl D]`
 #[derive(Debug, Args)]
 pub struct OfferArgs {
+    /// The key to offer (you must hold it).
     pub key: String,
     /// The fencing token you hold the key with.
     #[arg(long)]
@@ -803,7 +846,10 @@ lost must be removed and added back under a new id.")]
     /// Remove a node (voter or learner). Refused for the last voter.
     #[command(after_help = "Examples:
   baton cluster remove 3")]
-    Remove { node_id: u64 },
+    Remove {
+        /// The id of the node to remove.
+        node_id: u64,
+    },
     /// Every node given in --endpoints builds a snapshot of its state now.
     #[command(after_help = "Examples:
   baton --endpoints 10.0.0.1:7001,10.0.0.2:7001,10.0.0.3:7001 cluster snapshot")]
@@ -814,7 +860,10 @@ lost must be removed and added back under a new id.")]
   baton cluster backup /var/backups/baton-$(date +%F).backup
 
 The file is written to FILE.tmp, fsync'd and renamed, so FILE is either complete or absent.")]
-    Backup { file: std::path::PathBuf },
+    Backup {
+        /// Where to write the backup.
+        file: std::path::PathBuf,
+    },
 }
 
 /// Parses durations written like `500ms`, `10s`, `2m` or `1h 30m`.

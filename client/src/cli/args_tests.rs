@@ -341,3 +341,38 @@ fn guard_check_takes_staged_or_paths_but_not_both_nor_neither() {
     assert!(Cli::try_parse_from(["baton", "guard", "check"]).is_err());
     assert!(Cli::try_parse_from(["baton", "guard", "check", "--staged", "a.md"]).is_err());
 }
+
+#[test]
+fn every_positional_argument_says_what_it_is() {
+    fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        for arg in command.get_positionals() {
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                missing.push(format!("{path} <{}>", arg.get_id()));
+            }
+        }
+        for sub in command.get_subcommands().filter(|c| c.get_name() != "help") {
+            walk(sub, &format!("{path} {}", sub.get_name()), missing);
+        }
+    }
+    let mut missing = Vec::new();
+    walk(&Cli::command(), "baton", &mut missing);
+    assert!(missing.is_empty(), "no help for {missing:?}");
+}
+
+#[test]
+fn quarantine_takes_zero_to_remove_a_rule() {
+    let cli = Cli::try_parse_from(["baton", "quarantine", "printers/", "--delay", "0s"]).unwrap();
+    assert!(matches!(cli.command, Command::Quarantine { delay, .. } if delay.is_zero()));
+}
+
+#[test]
+fn completions_name_the_shell() {
+    let cli = Cli::try_parse_from(["baton", "completions", "bash"]).unwrap();
+    assert!(matches!(
+        cli.command,
+        Command::Completions {
+            shell: clap_complete::Shell::Bash
+        }
+    ));
+    assert!(Cli::try_parse_from(["baton", "completions", "tcsh"]).is_err());
+}

@@ -14,6 +14,10 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_STAND_DOWN: u8 = 3;
 /// The cluster gave no answer before the retry deadline.
 pub const EXIT_UNAVAILABLE: u8 = 4;
+/// `handoff accept --verify` (or `handoff show --verify`): the handoff went through (or the
+/// note was read), but a volatile fact or the commit does not match the note: trust what
+/// was found, not the note.
+pub const EXIT_FACTS_CHANGED: u8 = 5;
 
 /// How a command that got an answer ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,6 +34,7 @@ pub async fn run(
             let holder = holder.unwrap_or_else(default_holder);
             accept(client, &key, &holder, ttl, verify, format).await
         }
+        HandoffCommand::Show { key, verify } => show(client, &key, verify, format).await,
         HandoffCommand::Decline { key, holder } => {
             let holder = holder.unwrap_or_else(default_holder);
             match client.decline(&key, &holder).await {
@@ -76,9 +77,104 @@ async fn offer(client: &Client, args: OfferArgs, format: OutputFormat) -> anyhow
         .offer(&args.key, args.token, &args.to, built.note, args.ttl)
         .await
     {
-        Ok(offer) => Ok(offered(&offer, format)),
+        Ok(offer) => {
+            // The taker's hint gives it the giver's lease length, not the 30 s default.
+            let giver_ttl = client
+                .probe(&args.key, baton_client::ReadMode::Stale)
+                .await
+                .ok()
+                .and_then(|p| p.lease)
+                .map(|lease| lease.ttl);
+            Ok(offered(&offer, giver_ttl, format))
+        }
         Err(error) => refusal(&args.key, error, format),
     }
+}
+
+/// `baton handoff show`: the pending offer and its note, read-only, optionally verified.
+async fn show(
+    client: &Client,
+    key: &str,
+    verify: bool,
+    format: OutputFormat,
+) -> anyhow::Result<Rendered> {
+    #[derive(Serialize)]
+    struct Json<'a> {
+        outcome: &'static str,
+        key: &'a str,
+        offer: Option<&'a OfferView>,
+        last_note: Option<&'a HandoffNote>,
+        verification: Option<&'a Verification>,
+    }
+    let view = client
+        .record(key, baton_client::ReadMode::Linearizable)
+        .await?;
+    let Some(offer) = view.record.pending_offer.as_ref() else {
+        let mut text = format!("no handoff offer is pending on {key}\n");
+        if let Some(note) = &view.record.last_note {
+            text.push_str("the last handoff note:\n");
+            text.push_str(&note_text(note, "  "));
+        }
+        let json = Json {
+            outcome: "no_offer",
+            key,
+            offer: None,
+            last_note: view.record.last_note.as_ref(),
+            verification: None,
+        };
+        return Ok(Rendered::new(format, json, text, Verdict::StandDown));
+    };
+    let verification = if verify {
+        let dir = std::env::current_dir().context("cannot read the current directory")?;
+        Some(verify::verify(&offer.note, &dir, CHECK_TIMEOUT, announce_check).await)
+    } else {
+        None
+    };
+    let mut text = format!(
+        "{} offers {key} (token {}) to {}; it lapses {}\nhandoff note:\n",
+        offer.from.name,
+        offer.from_token,
+        offer.to,
+        in_human(offer.remaining)
+    );
+    text.push_str(&note_text(&offer.note, "  "));
+    match &verification {
+        Some(verification) => text.push_str(&verification_text(verification)),
+        None if !offer.note.volatile_facts.is_empty() => text
+            .push_str("the volatile facts may be stale: --verify runs their check commands here\n"),
+        None => {}
+    }
+    text.push_str(&format!(
+        "take it with: baton handoff accept {} --holder {}\n",
+        shell_word(key),
+        shell_word(&offer.to)
+    ));
+    let verdict = verdict_of(verification.as_ref());
+    let json = Json {
+        outcome: "pending",
+        key,
+        offer: Some(offer),
+        last_note: None,
+        verification: verification.as_ref(),
+    };
+    Ok(Rendered::new(format, json, text, verdict))
+}
+
+/// Exit 5 when a verification found a difference, else 0.
+fn verdict_of(verification: Option<&Verification>) -> Verdict {
+    match verification {
+        Some(v) if v.found_differences() => Verdict::Exit(super::exit::EXIT_FACTS_CHANGED),
+        _ => Verdict::Ok,
+    }
+}
+
+/// Shows each check command on stderr before it runs.
+fn announce_check(fact: &baton_client::VolatileFact) {
+    eprintln!(
+        "checking {}: sh -c {}",
+        fact.name,
+        shell_word(&fact.check_command)
+    );
 }
 
 async fn accept(
@@ -95,16 +191,7 @@ async fn accept(
     };
     let verification = if verify {
         let dir = std::env::current_dir().context("cannot read the current directory")?;
-        Some(
-            verify::verify(&accepted.note, &dir, CHECK_TIMEOUT, |fact| {
-                eprintln!(
-                    "checking {}: sh -c {}",
-                    fact.name,
-                    shell_word(&fact.check_command)
-                );
-            })
-            .await,
-        )
+        Some(verify::verify(&accepted.note, &dir, CHECK_TIMEOUT, announce_check).await)
     } else {
         None
     };
@@ -117,7 +204,7 @@ async fn accept(
 }
 
 /// `baton handoff offer`.
-pub fn offered(offer: &OfferView, format: OutputFormat) -> Rendered {
+pub fn offered(offer: &OfferView, giver_ttl: Option<Duration>, format: OutputFormat) -> Rendered {
     #[derive(Serialize)]
     struct Json<'a> {
         outcome: &'static str,
@@ -127,7 +214,8 @@ pub fn offered(offer: &OfferView, format: OutputFormat) -> Rendered {
     let text = format!(
         "offered {} to {} (token {}); it lapses {} unless {} accepts\n\
          you keep the key until then: keep renewing it; the record is frozen\n\
-         {} takes it with: baton handoff accept {key} --holder {}\n\
+         {} reads it with: baton handoff show {key} --verify\n\
+         {} takes it with: baton handoff accept {key} --holder {}{ttl}\n\
          withdraw it with: baton handoff cancel {key} --token {}\n",
         offer.key,
         offer.to,
@@ -135,8 +223,12 @@ pub fn offered(offer: &OfferView, format: OutputFormat) -> Rendered {
         in_human(offer.remaining),
         offer.to,
         offer.to,
+        offer.to,
         shell_word(&offer.to),
         offer.from_token,
+        ttl = giver_ttl
+            .map(|ttl| format!(" --ttl {}", humantime::format_duration(ttl)))
+            .unwrap_or_default(),
     );
     Rendered::new(
         format,
@@ -192,7 +284,7 @@ pub fn accepted_output(
         ),
         None => {}
     }
-    Rendered::new(format, json, text, Verdict::Ok)
+    Rendered::new(format, json, text, verdict_of(verification))
 }
 
 /// `baton handoff decline`.
@@ -391,14 +483,40 @@ pub(crate) mod tests {
 
     #[test]
     fn offer_text_says_who_keeps_the_key_and_how_to_take_or_withdraw_it() {
-        let text = offered(&sample_offer(), OutputFormat::Table).stdout;
+        let text = offered(
+            &sample_offer(),
+            Some(Duration::from_secs(300)),
+            OutputFormat::Table,
+        )
+        .stdout;
+        // The taker's hint carries the giver's lease length: without it the taker got 30 s.
         assert_eq!(
             text,
             "offered tasks/x to bob (token 9); it lapses in 9m59s unless bob accepts\n\
              you keep the key until then: keep renewing it; the record is frozen\n\
-             bob takes it with: baton handoff accept tasks/x --holder bob\n\
+             bob reads it with: baton handoff show tasks/x --verify\n\
+             bob takes it with: baton handoff accept tasks/x --holder bob --ttl 5m\n\
              withdraw it with: baton handoff cancel tasks/x --token 9\n"
         );
+    }
+
+    #[test]
+    fn a_verification_that_found_a_difference_exits_5() {
+        let now = Instant::now();
+        let changed = sample_verification();
+        assert!(changed.found_differences());
+        let out = accepted_output(
+            &sample_accepted(now),
+            Some(&changed),
+            OutputFormat::Json,
+            now,
+        );
+        assert_eq!(
+            out.verdict.exit_code(),
+            super::super::exit::EXIT_FACTS_CHANGED
+        );
+        let plain = accepted_output(&sample_accepted(now), None, OutputFormat::Json, now);
+        assert_eq!(plain.verdict.exit_code(), 0);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod commit_guard;
 pub mod exit;
 pub mod git;
 pub mod handoff;
+pub mod loss;
 pub mod mcp;
 pub mod note;
 pub mod output;
@@ -32,6 +33,20 @@ use output::{NodeRow, Rendered};
 /// Runs one parsed command and renders its result.
 pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
     let format = cli.global.output;
+    if let Command::Completions { shell } = cli.command {
+        let mut script = Vec::new();
+        clap_complete::generate(
+            shell,
+            &mut <Cli as clap::CommandFactory>::command(),
+            "baton",
+            &mut script,
+        );
+        return Ok(Rendered {
+            stdout: String::from_utf8_lossy(&script).into_owned(),
+            verdict: exit::Verdict::Ok,
+            error_line: None,
+        });
+    }
     if let Command::Bench(bench_args) = cli.command {
         // Each claimant builds its own client: no shared one, no --client-id.
         let (tls, token) = (cli.global.tls()?, cli.global.token()?);
@@ -74,6 +89,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
         ..ClientConfig::default()
     };
     let client = Client::connect(config).await?;
+    // Long-lived commands say where they stand themselves; the rest say so when no node
+    // listens at all, instead of a silent wait for the retry deadline.
+    let quiet = matches!(
+        &cli.command,
+        Command::Mcp(_) | Command::Watch { .. } | Command::Run(_)
+    );
+    let hint = (format == args::OutputFormat::Table && !quiet)
+        .then(|| tokio::spawn(hint_if_no_node_listens(client.endpoints().to_vec())));
     let read_mode = |stale: bool| {
         if stale {
             ReadMode::Stale
@@ -90,11 +113,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             wait,
         } => {
             let holder = holder.unwrap_or_else(args::default_holder);
-            let outcome = if wait {
-                client.claim_wait(&key, &holder, ttl, wait_timeout).await?
-            } else {
-                client.claim(&key, &holder, ttl).await?
-            };
+            let mut outcome = client.claim(&key, &holder, ttl).await?;
+            if let (true, baton_client::ClaimOutcome::Held { lease, .. }) = (wait, &outcome) {
+                if format == args::OutputFormat::Table {
+                    eprintln!("{}", waiting_line(lease, wait_timeout));
+                }
+                outcome = client.claim_wait(&key, &holder, ttl, wait_timeout).await?;
+            }
             output::claim(&outcome, format, Instant::now())
         }
         // A renew or release from another session than the holder's is refused (exit 3)
@@ -214,7 +239,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
         Command::Cluster { command } => cluster::run(&client, command, format).await?,
         Command::Access { command } => access::run(&client, command, format).await?,
         Command::Bench(_) => unreachable!("bench ran above, without the shared client"),
+        Command::Completions { .. } => unreachable!("completions were printed above"),
     };
+    if let Some(hint) = hint {
+        hint.abort();
+    }
     Ok(rendered)
 }
 
@@ -291,6 +320,56 @@ fn node_rows(answers: Vec<StatusAnswer>) -> Vec<NodeRow> {
     rows.retain(|row| row.reachable || !row.id.is_some_and(|id| ids_seen.contains(&id)));
     rows.sort_by(|a, b| (a.id.is_none(), a.id, &a.addr).cmp(&(b.id.is_none(), b.id, &b.addr)));
     rows
+}
+
+/// What a `--wait` is waiting for, said on stderr before the wait starts (table mode).
+pub fn waiting_line(lease: &baton_client::LeaseInfo, timeout: std::time::Duration) -> String {
+    format!(
+        "waiting for {}: held by {} (token {}) since {}, free {} unless renewed; waiting up \
+         to {}",
+        lease.key,
+        lease.holder_name,
+        lease.token,
+        output::utc(lease.held_since_unix_ms),
+        output::in_human(lease.remaining),
+        humantime::format_duration(timeout)
+    )
+}
+
+/// How long a command runs before `baton` checks whether any node accepts connections.
+pub const NO_NODE_HINT_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Longest wait for one endpoint's TCP connect in that check.
+pub const NO_NODE_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// After [`NO_NODE_HINT_AFTER`], if no endpoint accepts a TCP connection, says so on stderr
+/// with the endpoints tried and how to start a node, rather than staying silent until the
+/// retry deadline. Says nothing when any endpoint accepts one.
+async fn hint_if_no_node_listens(endpoints: Vec<String>) {
+    tokio::time::sleep(NO_NODE_HINT_AFTER).await;
+    let mut failures = Vec::new();
+    for endpoint in &endpoints {
+        let addr = endpoint
+            .trim_start_matches("http://")
+            .trim_start_matches("https://")
+            .to_owned();
+        match tokio::time::timeout(
+            NO_NODE_CONNECT_TIMEOUT,
+            tokio::net::TcpStream::connect(&addr),
+        )
+        .await
+        {
+            Ok(Ok(_)) => return,
+            Ok(Err(error)) => failures.push(format!("{addr} ({error})")),
+            Err(_) => failures.push(format!("{addr} (no answer in {NO_NODE_CONNECT_TIMEOUT:?})")),
+        }
+    }
+    eprintln!(
+        "baton: no node accepts connections at {}; still trying until the timeout. Start one \
+         with `baton-node dev --nodes 3` (or `baton-node`), or set BATON_ENDPOINTS (or \
+         --endpoints) to a running cluster",
+        failures.join(", ")
+    );
 }
 
 /// `value` if it lies within `min..=max`, else a usage error naming the flag and the range.

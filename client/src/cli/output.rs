@@ -389,6 +389,34 @@ pub fn cluster_status(nodes: &[NodeRow], format: OutputFormat) -> Rendered {
     }
 }
 
+/// `baton run` when the lease was lost while the child ran (stderr already said so):
+/// how it was lost, told apart in JSON (`loss.what`: revoked, handed_off, expired, ...).
+pub fn run_lost(
+    key: &str,
+    token: u64,
+    loss: &super::loss::Loss,
+    killed: bool,
+    format: OutputFormat,
+) -> Rendered {
+    #[derive(Serialize)]
+    struct Json<'a> {
+        outcome: &'static str,
+        key: &'a str,
+        token: u64,
+        loss: &'a super::loss::Loss,
+        /// The child outlived its grace period and was killed.
+        killed: bool,
+    }
+    let json = Json {
+        outcome: "lost",
+        key,
+        token,
+        loss,
+        killed,
+    };
+    Rendered::new(format, json, String::new(), Verdict::StandDown)
+}
+
 /// `baton run` when the key is held: one line naming the holder, nothing runs.
 pub fn run_held(
     lease: &LeaseInfo,

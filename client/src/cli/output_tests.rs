@@ -607,7 +607,7 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
         records::assigned("tasks/x", &records::tests::sample_record(), f),
         records::record(&record_view, f),
         records::history(&records::tests::sample_history(), false, f),
-        handoff::offered(&handoff::tests::sample_offer(), f),
+        handoff::offered(&handoff::tests::sample_offer(), None, f),
         handoff::accepted_output(&handoff::tests::sample_accepted(now), None, f, now),
         handoff::accepted_output(
             &handoff::tests::sample_accepted(now),

@@ -35,6 +35,7 @@ use tokio::time::Instant;
 
 use super::args::{default_holder, OutputFormat, RunArgs};
 use super::exit::{Verdict, EXIT_STAND_DOWN};
+use super::loss;
 use super::output::{self, Rendered};
 
 /// Signals passed on to the child. SIGTSTP, SIGTTIN, SIGTTOU and SIGWINCH are left to the
@@ -46,6 +47,15 @@ const FORWARDED_SIGNALS: [Signal; 6] = [
     Signal::SIGQUIT,
     Signal::SIGUSR1,
     Signal::SIGUSR2,
+];
+
+/// Signals that ask the child to stop: after passing one on, `baton run` waits `--grace`
+/// for the child to exit, then kills its process group.
+const STOPPING_SIGNALS: [Signal; 4] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
 ];
 
 /// How often, after the child exited within its grace period, `baton run` looks whether
@@ -141,12 +151,33 @@ pub async fn run(
     }
     tracing::debug!(key = %guard.key(), token = guard.token(), pid = group.as_raw(), "child started");
 
+    // A stopping signal passed on to the child starts its grace period; a child still
+    // running at its end is killed, so that one ignoring SIGTERM is not renewed forever.
+    let mut kill_at: Option<Instant> = None;
     let end = loop {
         tokio::select! {
             biased;
             status = child.wait() => break End::Exited(status.context("cannot wait for the child")?),
             reason = guard.lost() => break End::Lost(reason),
-            signal = signals.recv() => forward(group, signal),
+            signal = signals.recv() => {
+                forward(group, signal);
+                if kill_at.is_none() && STOPPING_SIGNALS.contains(&signal) {
+                    kill_at = Some(Instant::now() + args.grace);
+                    eprintln!(
+                        "baton run: passed {signal} on to the child; it is killed if it has not \
+                         exited in {}",
+                        humantime::format_duration(args.grace)
+                    );
+                }
+            }
+            () = sleep_until_or_never(kill_at) => {
+                eprintln!(
+                    "baton run: the child did not exit within {} of the signal; killing it",
+                    humantime::format_duration(args.grace)
+                );
+                let _ = killpg(group, Signal::SIGKILL);
+                kill_at = None;
+            }
         }
     };
 
@@ -171,10 +202,9 @@ pub async fn run(
             Ok(exit_with(exit_code_of(status)))
         }
         End::Lost(reason) => {
-            eprintln!(
-                "baton run: lost {} ({reason}); stopping the child",
-                guard.key()
-            );
+            let (key, token) = (guard.key().to_owned(), guard.token());
+            let loss = loss::account(client, &key, token, Some(reason.clone())).await;
+            eprintln!("baton run: lost {key} (token {token}): {loss}; stopping the child");
             let killed = stop_group(&mut child, group, args.grace, &mut signals).await;
             if killed {
                 eprintln!(
@@ -189,12 +219,16 @@ pub async fn run(
                 // The cluster may still count the lease as ours; free it if it answers soon.
                 let _ = tokio::time::timeout(RELEASE_AFTER_LOSS_TIMEOUT, guard.release()).await;
             }
-            Ok(Rendered {
-                stdout: String::new(),
-                verdict: Verdict::StandDown,
-                error_line: None,
-            })
+            Ok(output::run_lost(&key, token, &loss, killed, format))
         }
+    }
+}
+
+/// Completes at `at`, or never when there is none.
+async fn sleep_until_or_never(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

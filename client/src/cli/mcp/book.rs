@@ -12,7 +12,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use baton_client::{history, Client, LeaseGuard, LeaseInfo, LossReason, ReadMode};
+use baton_client::{Client, LeaseGuard, LossReason};
+
+use crate::cli::loss;
 use schemars::JsonSchema;
 use serde::Serialize;
 use tokio::sync::Mutex;
@@ -264,111 +266,30 @@ pub fn is_idle(last_call: Instant, now: Instant, idle: Duration) -> bool {
     now.saturating_duration_since(last_call) >= idle
 }
 
-/// The notice for a lost lease: the history's account of how the stint with `token` ended
-/// (who revoked it and why, who took it over), else the guard's own reason.
+/// The notice for a lost lease: how it was lost (from the cluster's history), and what to do.
 async fn explain(client: &Client, key: &str, token: u64, reason: Option<LossReason>) -> Notice {
-    // The stint with our token, and the event that ended it (its actor: who did it).
-    let stint_end = match client.history(key, ReadMode::Linearizable).await {
-        Ok(history) => history
-            .stints()
-            .into_iter()
-            .find(|s| s.token == token)
-            .map(|stint| {
-                let actor = history
-                    .events
-                    .iter()
-                    .find(|e| Some(e.revision) == stint.until_revision)
-                    .and_then(|e| e.actor.as_ref())
-                    .map(actor_text);
-                (stint, actor)
-            }),
-        Err(error) => {
-            tracing::debug!(key, %error, "history read for a lost lease failed");
-            None
-        }
-    };
-    let taker = |current: &Option<LeaseInfo>| {
-        current
-            .as_ref()
-            .map(|lease| format!("{} (token {})", lease.holder_name, lease.token))
-    };
+    let loss = loss::account(client, key, token, reason).await;
     let stop = format!("stop writing {key}'s files and tell whoever dispatched the work");
-    if let Some((stint, actor)) = stint_end.filter(|(s, _)| !s.is_open()) {
-        let ended_by = stint.ended_by.clone().unwrap_or_default();
-        let (what, by, instruction) = match ended_by.as_str() {
-            history::kind::REVOKED => (
-                "revoked",
-                None,
-                format!("an operator took {key} from you: {stop}; do not claim it again unless told to"),
-            ),
-            history::kind::ACCEPTED => (
-                "handed_off",
-                None,
-                format!("your handoff of {key} was accepted: the taker owns it now; stop writing its files"),
-            ),
-            history::kind::EXPIRED => (
-                "expired",
-                None,
-                format!("{key} expired before a renewal reached the cluster: {stop}, or claim it again"),
-            ),
-            history::kind::RELEASED => (
-                "released",
-                None,
-                format!("{key} was released: claim it again before you write"),
-            ),
-            _ => ("lost", None, stop.clone()),
-        };
-        let by: Option<String> = by.or(actor);
-        return Notice {
-            key: key.to_owned(),
-            token,
-            what: what.to_owned(),
-            by,
-            detail: stint.end_detail.clone(),
-            instruction,
-        };
-    }
-    let (what, by, detail) = match reason {
-        Some(LossReason::Taken { current }) => (
-            "taken",
-            taker(&current),
-            "the token is no longer current".to_owned(),
+    let instruction = match loss.what.as_str() {
+        loss::REVOKED => {
+            format!("an operator took {key} from you: {stop}; do not claim it again unless told to")
+        }
+        loss::HANDED_OFF => format!(
+            "your handoff of {key} was accepted: the taker owns it now; stop writing its files"
         ),
-        Some(LossReason::DeadlinePassed { last_error }) => (
-            "unconfirmed",
-            None,
-            last_error.unwrap_or_else(|| "no renewal was answered before the safe deadline".into()),
-        ),
-        Some(LossReason::Refused(refusal)) => ("refused", None, refusal.message.clone()),
-        None => (
-            "unconfirmed",
-            None,
-            "the safe deadline passed before a renewal was answered".to_owned(),
-        ),
+        loss::EXPIRED => {
+            format!("{key} expired before a renewal reached the cluster: {stop}, or claim it again")
+        }
+        loss::RELEASED => format!("{key} was released: claim it again before you write"),
+        _ => format!("you may no longer hold {key}: {stop}; probe it before you claim it again"),
     };
     Notice {
         key: key.to_owned(),
         token,
-        what: what.to_owned(),
-        by,
-        detail,
-        instruction: format!(
-            "you may no longer hold {key}: {stop}; probe it before you claim it again"
-        ),
-    }
-}
-
-/// Who acted, for people: the holder name (if any), with the principal the node
-/// authenticated, else the session.
-fn actor_text(actor: &baton_client::ActorInfo) -> String {
-    let who = if actor.name.is_empty() {
-        "an operator".to_owned()
-    } else {
-        actor.name.clone()
-    };
-    match &actor.principal {
-        Some(principal) if !principal.is_empty() => format!("{who} (principal {principal})"),
-        _ => format!("{who} (client {})", actor.client_id),
+        what: loss.what,
+        by: loss.by,
+        detail: loss.detail,
+        instruction,
     }
 }
 
