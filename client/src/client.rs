@@ -329,6 +329,27 @@ impl Client {
             .collect())
     }
 
+    /// The quarantine rules in force: prefix → delay after an involuntary expiry.
+    pub async fn quarantine_rules(
+        &self,
+        mode: ReadMode,
+    ) -> Result<std::collections::BTreeMap<String, Duration>, Error> {
+        let request = pb::GetQuarantineRequest {
+            stale: mode == ReadMode::Stale,
+        };
+        let answer = self
+            .call("get_quarantine", request, |channel, request| async move {
+                BatonClient::new(channel).get_quarantine(request).await
+            })
+            .await?;
+        Ok(answer
+            .body
+            .rules_ms
+            .into_iter()
+            .map(|(prefix, ms)| (prefix, Duration::from_millis(ms)))
+            .collect())
+    }
+
     /// Replaces the permissions policy every node enforces with `policy` (TOML; README
     /// "Permissions"), as one Raft entry. Needs `admin` on every key. An invalid policy is
     /// refused ([`Error::InvalidArgument`], saying where) and nothing changes.

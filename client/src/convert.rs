@@ -289,6 +289,11 @@ pub(crate) fn record_view(key: &str, response: pb::GetRecordResponse) -> Result<
             .unwrap_or_default(),
         lease: optional_lease(response.lease)?,
         revision: response.revision,
+        quarantine: response.quarantine.map(|q| crate::record::QuarantineView {
+            revision: q.revision,
+            delay: Duration::from_millis(q.delay_ms),
+            remaining: Duration::from_millis(q.remaining_ms),
+        }),
     })
 }
 

@@ -161,6 +161,7 @@ fn record_with_offer_and_empty_last_note() {
         }),
         lease: Some(pb_lease()),
         revision: 21,
+        quarantine: None,
     };
     let view = record_view("tasks/a", response).unwrap();
     assert_eq!(view.key, "tasks/a");
@@ -176,6 +177,25 @@ fn record_with_offer_and_empty_last_note() {
     let free = record_view("tasks/b", pb::GetRecordResponse::default()).unwrap();
     assert_eq!(free.record, Record::default());
     assert_eq!(free.lease, None);
+    assert_eq!(free.quarantine, None);
+
+    let quarantined = record_view(
+        "tasks/c",
+        pb::GetRecordResponse {
+            quarantine: Some(pb::KeyQuarantine {
+                revision: 9,
+                delay_ms: 30_000,
+                remaining_ms: 12_000,
+            }),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let q = quarantined.quarantine.unwrap();
+    assert_eq!(
+        (q.revision, q.delay, q.remaining),
+        (9, Duration::from_secs(30), Duration::from_secs(12))
+    );
 }
 
 #[test]

@@ -439,6 +439,14 @@ impl Baton for FakeNode {
         Err(Status::unimplemented("fake"))
     }
 
+    async fn get_quarantine(
+        &self,
+        _request: Request<pb::GetQuarantineRequest>,
+    ) -> Result<Response<pb::GetQuarantineResponse>, Status> {
+        self.enter("get_quarantine", None)?;
+        Err(Status::unimplemented("fake"))
+    }
+
     async fn get_access(
         &self,
         _request: Request<pb::GetAccessRequest>,
@@ -507,6 +515,7 @@ impl Baton for FakeNode {
             }),
             lease: Some(other_lease(&request.key, Duration::from_secs(30))),
             revision: 72,
+            quarantine: None,
         }))
     }
 

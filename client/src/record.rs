@@ -100,6 +100,22 @@ pub struct RecordView {
     pub lease: Option<LeaseInfo>,
     /// Revision the answer reflects (of the last applied write).
     pub revision: u64,
+    /// Set while the key is quarantined after its holder's lease expired: claims are refused
+    /// until it ends, although no one holds the key.
+    pub quarantine: Option<QuarantineView>,
+}
+
+/// A key's quarantine (Chubby's lock-delay) after an involuntary expiry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QuarantineView {
+    /// The expiry that started it.
+    pub revision: u64,
+    /// How long it lasts in all.
+    #[serde(rename = "delay_ms", serialize_with = "crate::types::as_millis")]
+    pub delay: std::time::Duration,
+    /// The answering node's estimate of the time left.
+    #[serde(rename = "remaining_ms", serialize_with = "crate::types::as_millis")]
+    pub remaining: std::time::Duration,
 }
 
 #[cfg(test)]

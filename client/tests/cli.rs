@@ -211,6 +211,66 @@ fn shell_completions_are_printed_for_bash_zsh_and_fish() {
 }
 
 #[test]
+fn a_quarantined_key_shows_as_such_in_probe_and_record_and_the_rules_list() {
+    let node = start_node();
+    let (code, v) = node.json(&["quarantine", "q/", "--delay", "30s"]);
+    assert_eq!(
+        (code, &v["rules_ms"]["q/"]),
+        (0, &Value::from(30_000)),
+        "{v}"
+    );
+    let (code, v) = node.json(&["quarantine"]);
+    assert_eq!(
+        (code, &v["rules_ms"]["q/"]),
+        (0, &Value::from(30_000)),
+        "{v}"
+    );
+    let (code, v) = node.json(&["claim", "q/a", "--holder", "alice", "--ttl", "2s"]);
+    assert_eq!(code, 0, "{v}");
+    // The lease runs out with no renewal: an involuntary expiry under the rule.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let probe = loop {
+        let (code, v) = node.json(&["probe", "q/a"]);
+        assert_eq!(code, 0, "{v}");
+        if v["lease"].is_null() {
+            break v;
+        }
+        assert!(std::time::Instant::now() < deadline, "never expired: {v}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(probe["quarantine"]["delay_ms"], 30_000, "{probe}");
+    let left = probe["quarantine"]["remaining_ms"].as_u64().unwrap();
+    assert!(left > 20_000 && left <= 30_000, "{probe}");
+    // Free, yet a claim is refused: probe says so instead of "free".
+    let out = node.baton(&["probe", "q/a"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("q/a is quarantined: no one holds it, but claims are refused until in "),
+        "{text}"
+    );
+    let (code, v) = node.json(&["claim", "q/a", "--holder", "bob"]);
+    assert_eq!(
+        (code, &v["reason"]),
+        (3, &Value::from("quarantined")),
+        "{v}"
+    );
+    let (code, v) = node.json(&["record", "q/a"]);
+    assert_eq!(
+        (code, &v["quarantine"]["delay_ms"]),
+        (0, &Value::from(30_000)),
+        "{v}"
+    );
+    // 0s removes the rule; the list is empty again.
+    let (code, v) = node.json(&["quarantine", "q/", "--delay", "0s"]);
+    assert_eq!((code, &v["rules_ms"]), (0, &serde_json::json!({})), "{v}");
+    let out = node.baton(&["quarantine"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "no quarantine rules\n"
+    );
+}
+
+#[test]
 fn board_table_and_revoke() {
     let node = start_node();
     for key in ["team/a", "team/b", "other/c"] {

@@ -310,19 +310,22 @@ wrote: client id, holder name, and the principal when auth is on.")]
         unset: Vec<String>,
     },
     /// Operator: keep keys under PREFIX unclaimable for DELAY after an involuntary expiry
-    /// (Chubby's lock-delay), for resources that cannot check fencing tokens.
+    /// (Chubby's lock-delay), for resources that cannot check fencing tokens. Without
+    /// arguments, list the rules.
     #[command(after_help = "Examples:
   baton quarantine printers/ --delay 30s   # keys under printers/ wait 30s after a holder's lease expires
   baton quarantine printers/ --delay 0s    # remove the rule
+  baton quarantine                         # list the rules
 
 A clean release or an operator's revoke frees a key at once; only an expiry quarantines it.
 The longest matching prefix wins. Prints every rule after the change.")]
     Quarantine {
-        /// Keys starting with this prefix, e.g. printers/.
-        prefix: String,
+        /// Keys starting with this prefix, e.g. printers/ (omitted: list the rules).
+        #[arg(requires = "delay")]
+        prefix: Option<String>,
         /// How long, e.g. 30s; 0s removes the rule.
-        #[arg(long, value_parser = parse_duration_or_zero)]
-        delay: Duration,
+        #[arg(long, value_parser = parse_duration_or_zero, requires = "prefix")]
+        delay: Option<Duration>,
     },
     /// Record who a dispatcher wants on KEY. Reserves nothing: anyone's claim still wins.
     #[command(after_help = "Examples:

@@ -362,7 +362,18 @@ fn every_positional_argument_says_what_it_is() {
 #[test]
 fn quarantine_takes_zero_to_remove_a_rule() {
     let cli = Cli::try_parse_from(["baton", "quarantine", "printers/", "--delay", "0s"]).unwrap();
-    assert!(matches!(cli.command, Command::Quarantine { delay, .. } if delay.is_zero()));
+    assert!(
+        matches!(cli.command, Command::Quarantine { delay: Some(delay), .. } if delay.is_zero())
+    );
+    let list = Cli::try_parse_from(["baton", "quarantine"]).unwrap();
+    assert!(matches!(
+        list.command,
+        Command::Quarantine {
+            prefix: None,
+            delay: None
+        }
+    ));
+    assert!(Cli::try_parse_from(["baton", "quarantine", "printers/"]).is_err());
 }
 
 #[test]

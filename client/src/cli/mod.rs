@@ -113,14 +113,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             wait,
         } => {
             let holder = holder.unwrap_or_else(args::default_holder);
-            let mut outcome = client.claim(&key, &holder, ttl).await?;
-            if let (true, baton_client::ClaimOutcome::Held { lease, .. }) = (wait, &outcome) {
-                if format == args::OutputFormat::Table {
-                    eprintln!("{}", waiting_line(lease, wait_timeout));
-                }
-                outcome = client.claim_wait(&key, &holder, ttl, wait_timeout).await?;
+            let tell = format == args::OutputFormat::Table;
+            // A refusal (quarantined, the cluster's key limit) is an answer with its facts.
+            match claim(
+                &client,
+                &key,
+                &holder,
+                ttl,
+                wait.then_some(wait_timeout),
+                tell,
+            )
+            .await
+            {
+                Ok(outcome) => output::claim(&outcome, format, Instant::now()),
+                Err(error) => handoff::refusal(&key, error, format)?,
             }
-            output::claim(&outcome, format, Instant::now())
         }
         // A renew or release from another session than the holder's is refused (exit 3)
         // with the holder named, like any refusal.
@@ -197,7 +204,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             output::check(&key, token, &check, format)
         }
         Command::Quarantine { prefix, delay } => {
-            let rules = client.set_quarantine(&prefix, delay).await?;
+            let rules = match (prefix, delay) {
+                (Some(prefix), Some(delay)) => client.set_quarantine(&prefix, delay).await?,
+                _ => client.quarantine_rules(ReadMode::Linearizable).await?,
+            };
             output::quarantine_rules(&rules, format)
         }
         Command::Revoke { key, reason } => {
@@ -320,6 +330,28 @@ fn node_rows(answers: Vec<StatusAnswer>) -> Vec<NodeRow> {
     rows.retain(|row| row.reachable || !row.id.is_some_and(|id| ids_seen.contains(&id)));
     rows.sort_by(|a, b| (a.id.is_none(), a.id, &a.addr).cmp(&(b.id.is_none(), b.id, &b.addr)));
     rows
+}
+
+/// `baton claim`: one claim, or with `wait` one claim and then (when held) a wait, saying
+/// whom it waits for on stderr when `tell`.
+async fn claim(
+    client: &Client,
+    key: &str,
+    holder: &str,
+    ttl: std::time::Duration,
+    wait: Option<std::time::Duration>,
+    tell: bool,
+) -> Result<baton_client::ClaimOutcome, baton_client::Error> {
+    let outcome = client.claim(key, holder, ttl).await?;
+    match (wait, &outcome) {
+        (Some(timeout), baton_client::ClaimOutcome::Held { lease, .. }) => {
+            if tell {
+                eprintln!("{}", waiting_line(lease, timeout));
+            }
+            client.claim_wait(key, holder, ttl, timeout).await
+        }
+        _ => Ok(outcome),
+    }
 }
 
 /// What a `--wait` is waiting for, said on stderr before the wait starts (table mode).

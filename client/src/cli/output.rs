@@ -198,11 +198,13 @@ pub fn probe(view: &RecordView, format: OutputFormat) -> Rendered {
         lease: Option<&'a LeaseInfo>,
         revision: u64,
         assignment: Option<&'a AssignmentInfo>,
+        quarantine: Option<&'a baton_client::QuarantineView>,
     }
     let assignment = view.record.assigned_to.as_ref();
-    let mut text = match &view.lease {
-        Some(lease) => lease_table(std::slice::from_ref(lease)),
-        None => format!("{} is free\n", view.key),
+    let mut text = match (&view.lease, &view.quarantine) {
+        (Some(lease), _) => lease_table(std::slice::from_ref(lease)),
+        (None, Some(q)) => quarantine_line(&view.key, q),
+        (None, None) => format!("{} is free\n", view.key),
     };
     if let Some(assignment) = assignment {
         let holder = view.lease.as_ref().map(|l| l.holder_name.as_str());
@@ -220,8 +222,20 @@ pub fn probe(view: &RecordView, format: OutputFormat) -> Rendered {
         lease: view.lease.as_ref(),
         revision: view.revision,
         assignment,
+        quarantine: view.quarantine.as_ref(),
     };
     Rendered::new(format, json, text, Verdict::Ok)
+}
+
+/// A key no one holds that claims are refused for: when that ends.
+pub fn quarantine_line(key: &str, q: &baton_client::QuarantineView) -> String {
+    format!(
+        "{key} is quarantined: no one holds it, but claims are refused until {} (its holder's \
+         lease expired at revision {}; the rule's delay is {})\n",
+        in_human(q.remaining),
+        q.revision,
+        humantime::format_duration(q.delay)
+    )
 }
 
 /// The line that shows an assignment next to the holder, and says what it is not:

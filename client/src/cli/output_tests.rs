@@ -226,6 +226,7 @@ fn view(lease: Option<LeaseInfo>, assigned_to: Option<AssignmentInfo>) -> Record
         },
         lease,
         revision: 9,
+        quarantine: None,
     }
 }
 
@@ -235,7 +236,7 @@ fn probe_of_a_free_key_exits_ok_with_null_lease() {
     assert_eq!(out.verdict, Verdict::Ok);
     assert_eq!(
         json_of(&out),
-        json!({"lease": null, "revision": 9, "assignment": null})
+        json!({"lease": null, "revision": 9, "assignment": null, "quarantine": null})
     );
     let text = probe(&view(None, None), OutputFormat::Table);
     assert_eq!(text.stdout, "tasks/free is free\n");
@@ -523,6 +524,7 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
         },
         lease: Some(lease()),
         revision: 20,
+        quarantine: None,
     };
     let node = NodeRow {
         addr: "127.0.0.1:7001".into(),

@@ -105,7 +105,10 @@ pub fn assigned(key: &str, record: &Record, format: OutputFormat) -> Rendered {
 
 /// `baton record`: the record with its lease, as one read saw them.
 pub fn record(view: &RecordView, format: OutputFormat) -> Rendered {
-    let text = format!("{}\n{}", view.key, record_text(&view.record, Some(view)));
+    let mut text = format!("{}\n{}", view.key, record_text(&view.record, Some(view)));
+    if let Some(q) = &view.quarantine {
+        text.push_str(&super::output::quarantine_line(&view.key, q));
+    }
     Rendered::new(format, view, text, Verdict::Ok)
 }
 
@@ -527,6 +530,7 @@ pub(crate) mod tests {
             record: sample_record(),
             lease: Some(lease()),
             revision: 20,
+            quarantine: None,
         };
         let text = record(&view, OutputFormat::Table).stdout;
         assert!(text.starts_with("tasks/x\n"), "{text}");

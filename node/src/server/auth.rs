@@ -116,6 +116,19 @@ impl Acts for pb::SetAccessRequest {
     }
 }
 
+/// The quarantine rules are about prefixes of every key: reading them needs `read` on `""`.
+impl Acts for pb::GetQuarantineRequest {
+    fn acting(&self) -> Acting<'_> {
+        Acting::Other
+    }
+    fn needs(&self) -> (Permission, &str) {
+        (Permission::Read, "")
+    }
+    fn writes(&self) -> bool {
+        false
+    }
+}
+
 impl Acts for pb::GetAccessRequest {
     fn acting(&self) -> Acting<'_> {
         Acting::Other

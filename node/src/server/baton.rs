@@ -647,18 +647,53 @@ impl Ctx {
             self.linearize().await?;
         }
         let offers = self.sm.offer_countdowns();
-        let (record, lease, revision) = self.sm.read(|s| {
-            let record = match s.table.case(&req.key) {
+        let (record, lease, quarantine, revision) = self.sm.read(|s| {
+            let case = s.table.case(&req.key);
+            let record = match case {
                 Some(case) => convert::pb_case_record(&req.key, case, offers),
                 None => pb::Record::default(),
             };
-            (record, s.table.lease(&req.key).cloned(), revision(s))
+            let quarantine = case.and_then(|c| c.quarantine.as_deref()).cloned();
+            (
+                record,
+                s.table.lease(&req.key).cloned(),
+                quarantine,
+                revision(s),
+            )
+        });
+        let quarantine = quarantine.map(|q| pb::KeyQuarantine {
+            revision: q.revision,
+            delay_ms: q.delay_ms,
+            remaining_ms: self
+                .sm
+                .quarantine_countdowns()
+                .remaining(&req.key, q.revision)
+                .map_or(q.delay_ms, |d| d.as_millis() as u64),
         });
         Ok(pb::GetRecordResponse {
             record: Some(record),
             lease: lease.map(|l| self.lease(&l)),
             revision,
+            quarantine,
         })
+    }
+
+    pub(super) async fn get_quarantine(
+        &self,
+        req: pb::GetQuarantineRequest,
+    ) -> Result<pb::GetQuarantineResponse, Refusal> {
+        if !req.stale {
+            self.linearize().await?;
+        }
+        Ok(self.sm.read(|s| pb::GetQuarantineResponse {
+            rules_ms: s
+                .table
+                .quarantine_rules()
+                .iter()
+                .map(|(p, d)| (p.clone(), *d))
+                .collect(),
+            revision: revision(s),
+        }))
     }
 
     pub(super) async fn history(

@@ -84,5 +84,6 @@ baton_service! {
         get_record(GetRecordRequest) -> GetRecordResponse;
         history(HistoryRequest) -> HistoryResponse;
         get_access(GetAccessRequest) -> AccessResponse;
+        get_quarantine(GetQuarantineRequest) -> GetQuarantineResponse;
     }
 }

@@ -399,6 +399,7 @@ impl Baton {
                 "pending_offer": view.record.pending_offer.as_ref().map(|o| serde_json::json!({
                     "from": o.from, "to": o.to, "remaining_ms": o.remaining.as_millis() as u64,
                 })),
+                "quarantine": view.quarantine,
                 "revision": view.revision,
             })
         }))
