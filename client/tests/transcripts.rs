@@ -9,6 +9,8 @@
 //!   is the exit code it must give (0 when absent).
 //! - The lines up to the next `$ ` line are its output (blank lines at the end of a step
 //!   do not count).
+//! - `$ export NAME=VALUE` sets NAME for the block's later commands (each command runs in
+//!   a shell of its own).
 //! - `# ... meanwhile CMD` (a line right after a command) runs CMD while the command is
 //!   still running, once it has printed its first line or run for two seconds without one
 //!   (a release during a `--wait`, a revoke during a `baton run`).
@@ -288,7 +290,13 @@ fn line_matches(want: &str, got: &str) -> bool {
 }
 
 /// Runs one step in `dir`; returns (exit code, output as shown, endpoints mapped).
-fn run_step(step: &Step, cluster: &Cluster, dir: &Path, bin_dir: &Path) -> (i32, String) {
+fn run_step(
+    step: &Step,
+    cluster: &Cluster,
+    dir: &Path,
+    bin_dir: &Path,
+    exported: &[(String, String)],
+) -> (i32, String) {
     let shell = |command: &str| {
         let mut c = Command::new("sh");
         c.arg("-c")
@@ -307,7 +315,9 @@ fn run_step(step: &Step, cluster: &Cluster, dir: &Path, bin_dir: &Path) -> (i32,
             .env_remove("BATON_HOLDER")
             .env_remove("BATON_LOG")
             .stdin(Stdio::null())
-            .stdout(Stdio::piped());
+            .stdout(Stdio::piped())
+            // After the removals: the block's own exports win.
+            .envs(exported.iter().map(|(k, v)| (k, v)));
         c
     };
     let mut child = shell(&step.command).spawn().unwrap();
@@ -354,8 +364,16 @@ async fn check_file(file: &Path) -> usize {
     for (line, steps) in &blocks {
         let cluster = Cluster::start(3).await;
         let dir = tempfile::tempdir().unwrap();
+        let mut exported: Vec<(String, String)> = Vec::new();
         for step in steps {
-            let (exit, actual) = run_step(step, &cluster, dir.path(), &bin_dir);
+            if let Some(assignment) = step.command.strip_prefix("export ") {
+                let (name, value) = assignment
+                    .split_once('=')
+                    .unwrap_or_else(|| panic!("{}:{line}: export without =", file.display()));
+                exported.push((name.to_owned(), value.to_owned()));
+                continue;
+            }
+            let (exit, actual) = run_step(step, &cluster, dir.path(), &bin_dir, &exported);
             let (want, got) = (normalize(&step.output.join("\n")), normalize(&actual));
             if std::env::var_os("BATON_TRANSCRIPT_SHOW").is_some() {
                 // For writing a block: what each command printed, to paste (then re-run).
