@@ -18,6 +18,14 @@ fn main() -> ExitCode {
     // clap prints usage errors itself and exits with 2, as the SPEC asks.
     let cli = Cli::parse();
     init_tracing();
+    // Colour only table output, for a person at a terminal; never a completion script.
+    let colour = cli.global.output == cli::args::OutputFormat::Table
+        && !matches!(cli.command, cli::args::Command::Completions { .. })
+        && cli::colour::wanted(
+            std::env::var_os("NO_COLOR").is_some(),
+            std::io::IsTerminal::is_terminal(&std::io::stdout()),
+            std::env::var("TERM").ok().as_deref(),
+        );
 
     // One thread is plenty for one request at a time; `bench` drives many concurrent
     // clients, and on one thread it would measure this process rather than the cluster.
@@ -35,7 +43,12 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(cli::run(cli)) {
         Ok(rendered) => {
-            if let Err(error) = print_stdout(&rendered.stdout) {
+            let stdout = if colour {
+                cli::colour::paint(&rendered.stdout)
+            } else {
+                rendered.stdout
+            };
+            if let Err(error) = print_stdout(&stdout) {
                 eprintln!("error: cannot write the result: {error}");
                 return ExitCode::from(EXIT_ERROR);
             }

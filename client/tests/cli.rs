@@ -271,6 +271,47 @@ fn a_quarantined_key_shows_as_such_in_probe_and_record_and_the_rules_list() {
 }
 
 #[test]
+fn tables_are_coloured_at_a_terminal_only_and_never_with_no_color() {
+    let node = start_node();
+    // `script` gives the command a terminal (util-linux, on every Debian).
+    let at_terminal = |extra_env: &str, key: &str| {
+        let command = format!(
+            "{extra_env} {} --endpoints {} claim {key} --holder alice --ttl 30s",
+            cli_bin().display(),
+            node.addr
+        );
+        let out = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .env("TERM", "xterm")
+            .env_remove("NO_COLOR")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let coloured = at_terminal("", "tasks/colour-a");
+    assert!(
+        coloured.contains("\x1b[32mgranted\x1b[0m tasks/colour-a"),
+        "{coloured:?}"
+    );
+    let plain = at_terminal("NO_COLOR=1", "tasks/colour-b");
+    assert!(
+        plain.contains("granted tasks/colour-b") && !plain.contains('\x1b'),
+        "{plain:?}"
+    );
+    // Piped: plain.
+    let out = node.baton(&[
+        "claim",
+        "tasks/colour-c",
+        "--holder",
+        "alice",
+        "--ttl",
+        "30s",
+    ]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains('\x1b'));
+}
+
+#[test]
 fn board_table_and_revoke() {
     let node = start_node();
     for key in ["team/a", "team/b", "other/c"] {

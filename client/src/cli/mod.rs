@@ -5,6 +5,7 @@ pub mod access;
 pub mod args;
 pub mod bench;
 pub mod cluster;
+pub mod colour;
 pub mod commit_guard;
 pub mod exit;
 pub mod git;
