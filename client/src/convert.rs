@@ -146,7 +146,20 @@ pub(crate) fn board(response: pb::BoardResponse) -> Result<Board, Error> {
             .into_iter()
             .map(|(key, a)| (key, assignment(a)))
             .collect(),
+        quarantines: response
+            .quarantines
+            .into_iter()
+            .map(|(key, q)| (key, quarantine(q)))
+            .collect(),
     })
+}
+
+fn quarantine(q: pb::KeyQuarantine) -> crate::record::QuarantineView {
+    crate::record::QuarantineView {
+        revision: q.revision,
+        delay: Duration::from_millis(q.delay_ms),
+        remaining: Duration::from_millis(q.remaining_ms),
+    }
 }
 
 pub(crate) fn token_check(response: pb::CheckTokenResponse) -> Result<TokenCheck, Error> {
@@ -289,11 +302,7 @@ pub(crate) fn record_view(key: &str, response: pb::GetRecordResponse) -> Result<
             .unwrap_or_default(),
         lease: optional_lease(response.lease)?,
         revision: response.revision,
-        quarantine: response.quarantine.map(|q| crate::record::QuarantineView {
-            revision: q.revision,
-            delay: Duration::from_millis(q.delay_ms),
-            remaining: Duration::from_millis(q.remaining_ms),
-        }),
+        quarantine: response.quarantine.map(quarantine),
     })
 }
 

@@ -404,6 +404,7 @@ impl Baton for FakeNode {
             truncated: false,
             revision: FAKE_BOARD_REVISION,
             assignments: Default::default(),
+            quarantines: Default::default(),
         }))
     }
 

@@ -194,6 +194,9 @@ pub struct Board {
     /// The assignment of each listed key that has one (key -> assignment): who a dispatcher
     /// wanted, beside who holds it. Routing metadata only.
     pub assignments: std::collections::BTreeMap<String, crate::AssignmentInfo>,
+    /// Keys under the prefix that no one holds but are quarantined after an involuntary
+    /// expiry (key -> quarantine): claims are refused until each ends.
+    pub quarantines: std::collections::BTreeMap<String, crate::QuarantineView>,
 }
 
 /// The answer to a token check (Chubby's `CheckSequencer`), always linearizable.

@@ -260,6 +260,19 @@ fn a_quarantined_key_shows_as_such_in_probe_and_record_and_the_rules_list() {
         (0, &Value::from(30_000)),
         "{v}"
     );
+    let (code, v) = node.json(&["board", "q/"]);
+    assert_eq!((code, &v["leases"]), (0, &serde_json::json!([])), "{v}");
+    assert_eq!(v["quarantines"]["q/a"]["delay_ms"], 30_000, "{v}");
+    let out = node.baton(&["board", "q/"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "quarantined (no holder; claims are refused until each ends):\n  q/a  free in "
+        ),
+        "{text}"
+    );
+    let (_, v) = node.json(&["board", "other/"]);
+    assert_eq!(v["quarantines"], serde_json::json!({}), "{v}");
     // 0s removes the rule; the list is empty again.
     let (code, v) = node.json(&["quarantine", "q/", "--delay", "0s"]);
     assert_eq!((code, &v["rules_ms"]), (0, &serde_json::json!({})), "{v}");

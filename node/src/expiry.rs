@@ -186,6 +186,35 @@ impl Countdowns {
             .collect()
     }
 
+    /// The countdowns of keys starting with `prefix` and after `start_after`, in key order,
+    /// at most `limit`: `(key, basis, ttl_ms, time left)`. Scans every countdown: for the
+    /// few there are of a kind (quarantines), not for leases.
+    pub fn under_prefix(
+        &self,
+        prefix: &str,
+        start_after: &str,
+        limit: usize,
+    ) -> Vec<(String, u64, u64, Duration)> {
+        let now = self.clock.now();
+        let inner = self.lock();
+        let mut found: Vec<(String, u64, u64, Duration)> = inner
+            .by_key
+            .iter()
+            .filter(|(key, _)| key.starts_with(prefix) && &***key > start_after)
+            .map(|(key, c)| {
+                (
+                    key.to_string(),
+                    c.basis,
+                    c.ttl_ms,
+                    c.deadline().saturating_duration_since(now),
+                )
+            })
+            .collect();
+        found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        found.truncate(limit);
+        found
+    }
+
     pub fn len(&self) -> usize {
         self.lock().by_key.len()
     }
@@ -295,6 +324,33 @@ mod tests {
 
     fn at(clock: &ManualClock, ms: u64) {
         *clock.offset_ms.lock().unwrap() = ms;
+    }
+
+    #[test]
+    fn under_prefix_lists_keys_in_order_after_start_after_with_time_left() {
+        let clock = Arc::new(ManualClock {
+            base: Instant::now(),
+            offset_ms: Mutex::new(0),
+        });
+        let cd = Countdowns::new(clock.clone());
+        cd.start("p/b", 0, 7, 30_000);
+        cd.start("p/a", 0, 5, 10_000);
+        cd.start("q/c", 0, 9, 10_000);
+        at(&clock, 4_000);
+        assert_eq!(
+            cd.under_prefix("p/", "", 10),
+            [
+                ("p/a".to_string(), 5, 10_000, Duration::from_secs(6)),
+                ("p/b".to_string(), 7, 30_000, Duration::from_secs(26)),
+            ]
+        );
+        assert_eq!(
+            cd.under_prefix("p/", "p/a", 10).len(),
+            1,
+            "after start_after"
+        );
+        assert_eq!(cd.under_prefix("", "", 2).len(), 2, "at most limit");
+        assert!(cd.under_prefix("z/", "", 10).is_empty());
     }
 
     #[test]

@@ -267,6 +267,16 @@ pub fn board(prefix: &str, board: &Board, format: OutputFormat) -> Rendered {
     } else {
         board_table(board)
     };
+    if !board.quarantines.is_empty() {
+        text.push_str("quarantined (no holder; claims are refused until each ends):\n");
+        for (key, q) in &board.quarantines {
+            text.push_str(&format!(
+                "  {key}  free {} (its holder's lease expired at revision {})\n",
+                in_human(q.remaining),
+                q.revision
+            ));
+        }
+    }
     if let (true, Some(last)) = (board.truncated, board.leases.last()) {
         let prefix_arg = if prefix.is_empty() {
             String::new()

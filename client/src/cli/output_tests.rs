@@ -278,6 +278,15 @@ fn board_table_has_the_documented_columns() {
                 crate::cli::records::tests::assignment(),
             )]
             .into(),
+            quarantines: [(
+                "tasks/printer".to_string(),
+                baton_client::QuarantineView {
+                    revision: 40,
+                    delay: Duration::from_secs(30),
+                    remaining: Duration::from_millis(27_500),
+                },
+            )]
+            .into(),
         },
         OutputFormat::Table,
     );
@@ -290,6 +299,14 @@ fn board_table_has_the_documented_columns() {
     assert!(
         row.starts_with("tasks/evidence-42  claude@host-a  ") && row.contains("1234"),
         "{row}"
+    );
+    assert_eq!(
+        lines.next().unwrap(),
+        "quarantined (no holder; claims are refused until each ends):"
+    );
+    assert_eq!(
+        lines.next().unwrap(),
+        "  tasks/printer  free in 27s (its holder's lease expired at revision 40)"
     );
     assert_eq!(
         lines.next().unwrap(),
@@ -306,12 +323,13 @@ fn board_json_shape() {
             truncated: false,
             revision: 50,
             assignments: Default::default(),
+            quarantines: Default::default(),
         },
         OutputFormat::Json,
     );
     assert_eq!(
         json_of(&out),
-        json!({"leases": [lease_json()], "truncated": false, "revision": 50, "assignments": {}})
+        json!({"leases": [lease_json()], "truncated": false, "revision": 50, "assignments": {}, "quarantines": {}})
     );
 }
 
@@ -568,6 +586,7 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
                 truncated: true,
                 revision: 1,
                 assignments: [("tasks/evidence-42".to_string(), assignment())].into(),
+                quarantines: Default::default(),
             },
             f,
         ),

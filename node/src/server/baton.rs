@@ -766,11 +766,36 @@ impl Ctx {
             let page = page.into_iter().cloned().collect::<Vec<_>>();
             (page, truncated, revision(s), assignments)
         });
+        // Quarantined keys: this node's countdowns find them, its state confirms each.
+        let candidates =
+            self.sm
+                .quarantine_countdowns()
+                .under_prefix(&req.prefix, &req.start_after, limit);
+        let quarantines = self.sm.read(|s| {
+            candidates
+                .into_iter()
+                .filter(|(key, basis, _, _)| {
+                    s.table
+                        .case(key)
+                        .and_then(|c| c.quarantine.as_deref())
+                        .is_some_and(|q| q.revision == *basis)
+                })
+                .map(|(key, basis, delay_ms, left)| {
+                    let q = pb::KeyQuarantine {
+                        revision: basis,
+                        delay_ms,
+                        remaining_ms: left.as_millis() as u64,
+                    };
+                    (key, q)
+                })
+                .collect()
+        });
         Ok(pb::BoardResponse {
             leases: leases.iter().map(|l| self.lease(l)).collect(),
             truncated,
             revision,
             assignments,
+            quarantines,
         })
     }
 
