@@ -321,12 +321,7 @@ impl Client {
                 BatonClient::new(channel).set_quarantine(request).await
             })
             .await?;
-        Ok(answer
-            .body
-            .rules_ms
-            .into_iter()
-            .map(|(prefix, ms)| (prefix, Duration::from_millis(ms)))
-            .collect())
+        Ok(rules_from_ms(answer.body.rules_ms))
     }
 
     /// The quarantine rules in force: prefix → delay after an involuntary expiry.
@@ -342,12 +337,7 @@ impl Client {
                 BatonClient::new(channel).get_quarantine(request).await
             })
             .await?;
-        Ok(answer
-            .body
-            .rules_ms
-            .into_iter()
-            .map(|(prefix, ms)| (prefix, Duration::from_millis(ms)))
-            .collect())
+        Ok(rules_from_ms(answer.body.rules_ms))
     }
 
     /// Replaces the permissions policy every node enforces with `policy` (TOML; README
@@ -611,6 +601,16 @@ impl std::fmt::Debug for Client {
 
 fn duration_ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Quarantine rules as the wire carries them (prefix -> ms) to durations.
+fn rules_from_ms(
+    rules_ms: std::collections::HashMap<String, u64>,
+) -> std::collections::BTreeMap<String, Duration> {
+    rules_ms
+        .into_iter()
+        .map(|(prefix, ms)| (prefix, Duration::from_millis(ms)))
+        .collect()
 }
 
 #[cfg(test)]

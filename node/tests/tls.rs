@@ -186,41 +186,34 @@ async fn a_tls_cluster_serves_tls_clients_and_refuses_plaintext_and_strangers() 
     let status = raft_vote_over_tls(&cluster, &pki, None).await;
     assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status}");
 
-    // The CLI speaks TLS with --tls-ca (and a client certificate).
-    let out = Command::new(node_bin().with_file_name("baton"))
-        .arg("--endpoints")
-        .arg(cluster.endpoints().join(","))
-        .arg("--tls-ca")
-        .arg(pki.join("ca.pem"))
-        .arg("--tls-cert")
-        .arg(pki.join("client-agent.pem"))
-        .arg("--tls-key")
-        .arg(pki.join("client-agent-key.pem"))
-        .args(["claim", "tls/cli", "--ttl", "30s", "--output", "json"])
-        .env_remove("BATON_ENDPOINTS")
-        .output()
-        .unwrap();
-    assert_ran(&out);
-    // https:// endpoints say the same (they used to be refused as "not supported yet").
+    // The CLI speaks TLS with --tls-ca (and a client certificate), to host:port endpoints
+    // and to https:// ones (those used to be refused as "not supported yet").
+    let cli = |endpoints: String, args: &[&str]| {
+        Command::new(node_bin().with_file_name("baton"))
+            .arg("--endpoints")
+            .arg(endpoints)
+            .arg("--tls-ca")
+            .arg(pki.join("ca.pem"))
+            .arg("--tls-cert")
+            .arg(pki.join("client-agent.pem"))
+            .arg("--tls-key")
+            .arg(pki.join("client-agent-key.pem"))
+            .args(args)
+            .args(["--output", "json"])
+            .env_remove("BATON_ENDPOINTS")
+            .output()
+            .unwrap()
+    };
+    assert_ran(&cli(
+        cluster.endpoints().join(","),
+        &["claim", "tls/cli", "--ttl", "30s"],
+    ));
     let https: Vec<String> = cluster
         .endpoints()
         .iter()
         .map(|e| format!("https://{e}"))
         .collect();
-    let out = Command::new(node_bin().with_file_name("baton"))
-        .arg("--endpoints")
-        .arg(https.join(","))
-        .arg("--tls-ca")
-        .arg(pki.join("ca.pem"))
-        .arg("--tls-cert")
-        .arg(pki.join("client-agent.pem"))
-        .arg("--tls-key")
-        .arg(pki.join("client-agent-key.pem"))
-        .args(["probe", "tls/cli", "--output", "json"])
-        .env_remove("BATON_ENDPOINTS")
-        .output()
-        .unwrap();
-    assert_ran(&out);
+    assert_ran(&cli(https.join(","), &["probe", "tls/cli"]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
