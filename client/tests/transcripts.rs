@@ -34,7 +34,8 @@
 //! The cluster's endpoints are shown as `127.0.0.1:7001`, `:7002`, `:7003` (the dev
 //! cluster's), whatever ports the test's nodes got. Commands run in a scratch directory
 //! with `baton` first on the `PATH`, `BATON_ENDPOINTS` set to the cluster, and no
-//! `BATON_CLIENT_ID` or `BATON_HOLDER` of the caller's.
+//! `BATON_CLIENT_ID` or `BATON_HOLDER` of the caller's (and a git author, for a block that
+//! makes a scratch checkout).
 
 mod common;
 
@@ -314,6 +315,11 @@ fn run_step(
             .env_remove("BATON_CLIENT_ID")
             .env_remove("BATON_HOLDER")
             .env_remove("BATON_LOG")
+            // A block may make a scratch checkout (`handoff offer --git`).
+            .env("GIT_AUTHOR_NAME", "agent")
+            .env("GIT_AUTHOR_EMAIL", "agent@example.com")
+            .env("GIT_COMMITTER_NAME", "agent")
+            .env("GIT_COMMITTER_EMAIL", "agent@example.com")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             // After the removals: the block's own exports win.

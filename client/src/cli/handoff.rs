@@ -144,8 +144,14 @@ async fn show(
             .push_str("the volatile facts may be stale: --verify runs their check commands here\n"),
         None => {}
     }
+    // The taker gets the giver's lease length, as the offer's own hint says.
+    let ttl = view
+        .lease
+        .as_ref()
+        .map(|l| format!(" --ttl {}", humantime::format_duration(l.ttl)))
+        .unwrap_or_default();
     text.push_str(&format!(
-        "take it with: baton handoff accept {} --holder {}\n",
+        "take it with: baton handoff accept {} --holder {}{ttl}\n",
         shell_word(key),
         shell_word(&offer.to)
     ));
