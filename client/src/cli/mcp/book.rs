@@ -45,15 +45,10 @@ pub struct Notice {
     pub instruction: String,
 }
 
-/// One held key.
-#[derive(Debug)]
-struct Held {
-    guard: LeaseGuard,
-}
-
 #[derive(Debug)]
 struct Inner {
-    held: BTreeMap<String, Held>,
+    /// The guard of each key this session holds.
+    held: BTreeMap<String, LeaseGuard>,
     last_call: Instant,
     notices: Vec<Notice>,
     notices_dropped: u64,
@@ -102,18 +97,14 @@ impl Book {
     /// last call into the notices (asking the cluster's history who ended it), and returns
     /// and clears the notices.
     pub async fn touch(&self, client: &Client) -> Vec<Notice> {
-        let lost: Vec<(String, LeaseGuard)> = {
+        let lost: BTreeMap<String, LeaseGuard> = {
             let mut inner = self.inner.lock().await;
             inner.last_call = Instant::now();
-            let keys: Vec<String> = inner
-                .held
-                .iter()
-                .filter(|(_, held)| !held.guard.is_held())
-                .map(|(key, _)| key.clone())
-                .collect();
-            keys.into_iter()
-                .filter_map(|key| inner.held.remove(&key).map(|held| (key, held.guard)))
-                .collect()
+            let (lost, kept) = std::mem::take(&mut inner.held)
+                .into_iter()
+                .partition(|(_, guard)| !guard.is_held());
+            inner.held = kept;
+            lost
         };
         for (key, guard) in lost {
             let token = guard.token();
@@ -154,8 +145,8 @@ impl Book {
         inner
             .held
             .get(key)
-            .filter(|held| held.guard.is_held())
-            .map(|held| held.guard.token())
+            .filter(|guard| guard.is_held())
+            .map(|guard| guard.token())
     }
 
     /// How many keys the session holds.
@@ -168,21 +159,16 @@ impl Book {
     pub async fn insert(&self, guard: LeaseGuard) {
         let old = {
             let mut inner = self.inner.lock().await;
-            inner.held.insert(guard.key().to_owned(), Held { guard })
+            inner.held.insert(guard.key().to_owned(), guard)
         };
         if let Some(old) = old {
-            let _ = old.guard.abandon().await;
+            let _ = old.abandon().await;
         }
     }
 
     /// Gives up the guard of `key` (to release it, or cancel an offer with its token).
     pub async fn take(&self, key: &str) -> Option<LeaseGuard> {
-        self.inner
-            .lock()
-            .await
-            .held
-            .remove(key)
-            .map(|held| held.guard)
+        self.inner.lock().await.held.remove(key)
     }
 
     /// The leases held, in key order.
@@ -192,15 +178,14 @@ impl Book {
         inner
             .held
             .iter()
-            .filter(|(_, held)| held.guard.is_held())
-            .map(|(key, held)| {
-                let lease = held.guard.lease();
+            .filter(|(_, guard)| guard.is_held())
+            .map(|(key, guard)| {
+                let lease = guard.lease();
                 HeldRow {
                     key: key.clone(),
-                    token: held.guard.token(),
+                    token: guard.token(),
                     ttl_ms: lease.ttl.as_millis() as u64,
-                    safe_for_ms: held
-                        .guard
+                    safe_for_ms: guard
                         .safe_until()
                         .saturating_duration_since(now)
                         .as_millis() as u64,
@@ -217,10 +202,7 @@ impl Book {
             if !is_idle(inner.last_call, now, self.idle) {
                 return Vec::new();
             }
-            std::mem::take(&mut inner.held)
-                .into_iter()
-                .map(|(key, held)| (key, held.guard))
-                .collect()
+            std::mem::take(&mut inner.held).into_iter().collect()
         };
         let mut keys = Vec::new();
         for (key, guard) in lapsed {
@@ -254,8 +236,8 @@ impl Book {
     pub async fn abandon_all(&self) -> usize {
         let held = std::mem::take(&mut self.inner.lock().await.held);
         let count = held.len();
-        for (_, held) in held {
-            let _ = held.guard.abandon().await;
+        for (_, guard) in held {
+            let _ = guard.abandon().await;
         }
         count
     }

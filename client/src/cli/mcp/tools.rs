@@ -994,10 +994,11 @@ fn fact_table(verification: &verify::Verification) -> Vec<String> {
         .facts
         .iter()
         .map(|fact| {
-            let verdict = serde_json::to_value(fact.verdict)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_uppercase))
-                .unwrap_or_default();
+            let verdict = match fact.verdict {
+                verify::FactVerdict::Match => "MATCH",
+                verify::FactVerdict::Changed => "CHANGED",
+                verify::FactVerdict::Failed => "FAILED",
+            };
             match (&fact.actual_value, &fact.error) {
                 (_, Some(error)) => format!("{}: {verdict} ({error})", fact.name),
                 (Some(now), None) if verdict != "MATCH" => format!(
