@@ -45,6 +45,9 @@ use std::time::Duration;
 
 use common::{cli_bin, Cluster};
 
+/// Checked blocks there must be at least (the README's walkthrough, Sessions, handoff).
+const CHECKED_BLOCKS_MIN: usize = 3;
+
 /// How long a command that prints nothing runs before its `meanwhile` command.
 const MEANWHILE_AFTER: Duration = Duration::from_secs(2);
 
@@ -413,8 +416,12 @@ async fn every_checked_transcript_in_the_readme_and_docs_reproduces() {
     for file in &files {
         checked += check_file(file).await;
     }
-    // The walkthrough at least: a marker lost in an edit must not pass silently.
-    assert!(checked >= 1, "no checked transcript found in {files:?}");
+    // The README's walkthrough, Sessions and handoff blocks at least: a marker lost in an
+    // edit must not pass silently.
+    assert!(
+        checked >= CHECKED_BLOCKS_MIN,
+        "{checked} checked transcripts in {files:?}, fewer than {CHECKED_BLOCKS_MIN}"
+    );
 }
 
 #[test]
