@@ -338,7 +338,8 @@ async fn an_idle_session_lets_its_lease_lapse_and_hears_of_it() {
 async fn a_revoke_shows_up_in_the_next_result_with_who_and_why() {
     let cluster = Cluster::start(3).await;
     let dir = tempfile::tempdir().unwrap();
-    let a = agent(&cluster, "s-a", "claude@a", &["--ttl", "3s"], dir.path()).await;
+    // 6 s leases: renewed every 2 s, so the first write below comes well before one.
+    let a = agent(&cluster, "s-a", "claude@a", &["--ttl", "6s"], dir.path()).await;
     let granted = call(&a, "claim", json!({"key": "tasks/r"})).await;
     assert_eq!(granted["result"]["outcome"], "granted", "{granted}");
     let out = cluster
@@ -346,29 +347,62 @@ async fn a_revoke_shows_up_in_the_next_result_with_who_and_why() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    // The guard learns of it at its next renewal (a third of the TTL).
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // A write with the dead token, before the guard's next renewal: refused, and the same
+    // answer says how the lease was lost.
+    let write = call(
+        &a,
+        "update_record",
+        json!({"key": "tasks/r", "status": "done"}),
+    )
+    .await;
+    assert_eq!(write["result"]["outcome"], "refused", "{write}");
+    assert_eq!(
+        write["result"]["refusal"]["reason"], "stale_token",
+        "{write}"
+    );
+    assert_eq!(
+        notices(&write),
+        [("revoked".to_owned(), "tasks/r".to_owned())],
+        "{write}"
+    );
+    assert!(
+        write["notices"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("agent stuck"),
+        "{write}"
+    );
+    // Another lease lost with no write to tell: the guard learns of it at its next renewal
+    // (a third of the TTL), and the next call of any tool says so, once.
+    let granted = call(&a, "claim", json!({"key": "tasks/r2"})).await;
+    assert_eq!(granted["result"]["outcome"], "granted", "{granted}");
+    let out = cluster
+        .command(&["revoke", "tasks/r2", "--reason", "agent looping"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    tokio::time::sleep(Duration::from_millis(3000)).await;
     let next = call(&a, "probe", json!({"key": "tasks/other"})).await;
     assert_eq!(
         notices(&next),
-        [("revoked".to_owned(), "tasks/r".to_owned())],
+        [("revoked".to_owned(), "tasks/r2".to_owned())],
         "{next}"
     );
     assert!(
         next["notices"][0]["detail"]
             .as_str()
             .unwrap()
-            .contains("agent stuck"),
+            .contains("agent looping"),
         "{next}"
     );
-    // Told once, not again.
     let again = call(&a, "my_claims", json!({})).await;
     assert_eq!(notices(&again), [], "{again}");
-    // A session that lost the key cannot write with the dead token.
+    assert_eq!(again["result"]["held"], json!([]), "{again}");
+    // A session that lost the key no longer writes with the dead token.
     let update = call(
         &a,
         "update_record",
-        json!({"key": "tasks/r", "status": "done"}),
+        json!({"key": "tasks/r2", "status": "done"}),
     )
     .await;
     assert_eq!(update["result"]["outcome"], "not_held", "{update}");

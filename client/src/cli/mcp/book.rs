@@ -171,6 +171,25 @@ impl Book {
         self.inner.lock().await.held.remove(key)
     }
 
+    /// The cluster refused a write made with this session's `token` for `key` because the
+    /// token is dead (stale, or not this session's): the lease is lost now, whatever the
+    /// guard has yet to notice. Stops the guard and leaves the notice for this very result.
+    pub async fn refused_as_dead(&self, client: &Client, key: &str, token: u64) {
+        let guard = {
+            let mut inner = self.inner.lock().await;
+            match inner.held.get(key) {
+                Some(guard) if guard.token() == token => inner.held.remove(key),
+                _ => None,
+            }
+        };
+        if let Some(guard) = guard {
+            let reason = guard.loss();
+            let _ = guard.abandon().await;
+            let notice = explain(client, key, token, reason).await;
+            self.push(notice).await;
+        }
+    }
+
     /// The leases held, in key order.
     pub async fn rows(&self) -> Vec<HeldRow> {
         let inner = self.inner.lock().await;

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_client::{
-    Client, Error, GuardedClaim, HandoffNote, LeaseInfo, ReadMode, RecordPatch, VolatileFact,
+    Client, Error, GuardedClaim, HandoffNote, LeaseInfo, ReadMode, RecordPatch, RefusalReason,
+    VolatileFact,
 };
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
@@ -325,6 +326,16 @@ impl Baton {
     async fn refused_or_failed(&self, key: &str, error: Error) -> ToolResult<Outcome> {
         match error {
             Error::Refused(refusal) => {
+                // A dead token: say how the lease was lost in this very answer rather than
+                // after the guard's next renewal.
+                if matches!(
+                    refusal.reason,
+                    RefusalReason::StaleToken | RefusalReason::WrongSession
+                ) {
+                    self.book
+                        .refused_as_dead(&self.client, key, refusal.token)
+                        .await;
+                }
                 let lease = refusal.lease.clone();
                 let instruction = format!(
                     "the cluster refused: {}. Do not retry the same call; probe {key} to see \
