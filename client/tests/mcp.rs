@@ -297,7 +297,7 @@ async fn an_idle_session_lets_its_lease_lapse_and_hears_of_it() {
         &cluster,
         "s-idle",
         "claude@a",
-        &["--idle", "2s", "--ttl", "2s"],
+        &["--idle", "3s", "--ttl", "3s"],
         dir.path(),
     )
     .await;
@@ -305,14 +305,14 @@ async fn an_idle_session_lets_its_lease_lapse_and_hears_of_it() {
     assert_eq!(granted["result"]["outcome"], "granted", "{granted}");
     let token = granted["result"]["token"].as_u64().unwrap();
     // Calls keep it alive past its TTL.
-    for _ in 0..3 {
+    for _ in 0..4 {
         tokio::time::sleep(Duration::from_millis(900)).await;
         let mine = call(&idle, "my_claims", json!({})).await;
         assert_eq!(mine["result"]["held"][0]["token"], token, "{mine}");
     }
     // Then silence: past the idle limit and the TTL, the key is free, and expired (not
     // released on the agent's behalf).
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
     let probe = cli(&cluster, "s-x", &["probe", "tasks/idle"]);
     assert_eq!(probe["lease"], Value::Null, "{probe}");
     let history = cli(&cluster, "s-x", &["history", "tasks/idle"]);
