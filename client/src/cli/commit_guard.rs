@@ -346,29 +346,16 @@ fn rendered(format: OutputFormat, text: &str, checks: Vec<KeyCheck>, verdict: Ve
         outcome: &'static str,
         keys: Vec<KeyCheck>,
     }
-    let stdout = match format {
-        OutputFormat::Table => text.to_owned(),
-        OutputFormat::Json => {
-            let outcome = if verdict == Verdict::Ok {
-                "pass"
-            } else {
-                "refused"
-            };
-            let json = Json {
-                outcome,
-                keys: checks,
-            };
-            format!(
-                "{}\n",
-                serde_json::to_string(&json).unwrap_or_else(|_| "{}".into())
-            )
-        }
+    let outcome = if verdict == Verdict::Ok {
+        "pass"
+    } else {
+        "refused"
     };
-    Rendered {
-        stdout,
-        error_line: None,
-        verdict,
-    }
+    let json = Json {
+        outcome,
+        keys: checks,
+    };
+    Rendered::new(format, json, text.to_owned(), verdict)
 }
 
 /// The check could not be made. No cluster: refuse (exit 4), or with `allow_offline` pass

@@ -381,14 +381,11 @@ pub const NO_NODE_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::fr
 async fn hint_if_no_node_listens(endpoints: Vec<String>) {
     tokio::time::sleep(NO_NODE_HINT_AFTER).await;
     let mut failures = Vec::new();
-    for endpoint in &endpoints {
-        let addr = endpoint
-            .trim_start_matches("http://")
-            .trim_start_matches("https://")
-            .to_owned();
+    // The client's endpoints are normalised already: plain host:port.
+    for addr in &endpoints {
         match tokio::time::timeout(
             NO_NODE_CONNECT_TIMEOUT,
-            tokio::net::TcpStream::connect(&addr),
+            tokio::net::TcpStream::connect(addr),
         )
         .await
         {

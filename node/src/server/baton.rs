@@ -664,11 +664,7 @@ impl Ctx {
         let quarantine = quarantine.map(|q| pb::KeyQuarantine {
             revision: q.revision,
             delay_ms: q.delay_ms,
-            remaining_ms: self
-                .sm
-                .quarantine_countdowns()
-                .remaining(&req.key, q.revision)
-                .map_or(q.delay_ms, |d| d.as_millis() as u64),
+            remaining_ms: convert::quarantine_left_ms(&self.sm, &req.key, q.revision, q.delay_ms),
         });
         Ok(pb::GetRecordResponse {
             record: Some(record),

@@ -371,6 +371,19 @@ pub fn set_quarantine(req: pb::SetQuarantineRequest) -> Result<(Option<Origin>, 
     Ok((origin(req.request_id, &op)?, op))
 }
 
+/// This node's estimate of the time left on the quarantine of `key` that `revision`
+/// started; its whole `delay_ms` when this node has no countdown for it (yet).
+pub fn quarantine_left_ms(
+    sm: &crate::store::StateMachine,
+    key: &str,
+    revision: u64,
+    delay_ms: u64,
+) -> u64 {
+    sm.quarantine_countdowns()
+        .remaining(key, revision)
+        .map_or(delay_ms, |d| d.as_millis() as u64)
+}
+
 /// The one mapping of a refusal to the gRPC status clients see: `FAILED_PRECONDITION`, the
 /// line for people as the message, and the facts as a `pb::Refusal` in the details. Times
 /// left (the lease's, a quarantine's) are this node's estimates, from its countdowns; the
@@ -422,10 +435,7 @@ pub fn refusal_status(refusal: &crate::core::Refusal, sm: &crate::store::StateMa
         } => {
             details.quarantine_revision = *revision;
             details.quarantine_delay_ms = *delay_ms;
-            details.quarantine_remaining_ms = sm
-                .quarantine_countdowns()
-                .remaining(key, *revision)
-                .map_or(*delay_ms, |d| d.as_millis() as u64);
+            details.quarantine_remaining_ms = quarantine_left_ms(sm, key, *revision, *delay_ms);
         }
         R::KeyLimit { keys, keys_max, .. } => {
             details.keys = *keys;
