@@ -295,7 +295,29 @@ impl Client {
             by: by.to_owned(),
             reason: reason.to_owned(),
             request_id: Some(self.next_request_id()),
+            clear: false,
         };
+        self.send_assign(key, request).await
+    }
+
+    /// Clears `key`'s assignment, recorded in its history as `unassigned` by `by`, with the
+    /// reason. A key with no assignment is left as it is (no event). Returns the record.
+    ///
+    /// Needs every member on data format 5: during a rolling upgrade the leader refuses it
+    /// (`FailedPrecondition`, naming the nodes not yet upgraded) and nothing changes.
+    pub async fn unassign(&self, key: &str, by: &str, reason: &str) -> Result<Record, Error> {
+        let request = pb::AssignRequest {
+            key: key.to_owned(),
+            to: String::new(),
+            by: by.to_owned(),
+            reason: reason.to_owned(),
+            request_id: Some(self.next_request_id()),
+            clear: true,
+        };
+        self.send_assign(key, request).await
+    }
+
+    async fn send_assign(&self, key: &str, request: pb::AssignRequest) -> Result<Record, Error> {
         let answer = self
             .call("assign", request, |channel, request| async move {
                 BatonClient::new(channel).assign(request).await

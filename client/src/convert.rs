@@ -455,6 +455,8 @@ pub(crate) fn refusal(status: &tonic::Status) -> Refusal {
         quarantine_remaining_ms: d.quarantine_remaining_ms,
         keys: d.keys,
         keys_max: d.keys_max,
+        data_format: d.data_format,
+        nodes: d.nodes,
         message: if d.message.is_empty() {
             status.message().to_owned()
         } else {

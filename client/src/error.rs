@@ -35,6 +35,10 @@ pub enum RefusalReason {
     Quarantined,
     /// The cluster holds its limit of keys ([`Refusal::keys_max`]).
     KeyLimit,
+    /// A command of a newer data format ([`Refusal::data_format`]) while some members
+    /// ([`Refusal::nodes`]) have not told the leader they read it: a rolling upgrade is not
+    /// finished.
+    FormatPending,
     /// A reason this client does not know (a newer cluster), or none given (a refusal of
     /// the cluster's own, e.g. a setting). Still a refusal: nothing changed.
     Other(String),
@@ -52,6 +56,7 @@ impl RefusalReason {
             "offer_to_holder" => RefusalReason::OfferToHolder,
             "quarantined" => RefusalReason::Quarantined,
             "key_limit" => RefusalReason::KeyLimit,
+            "format_pending" => RefusalReason::FormatPending,
             other => RefusalReason::Other(other.to_owned()),
         }
     }
@@ -68,6 +73,7 @@ impl RefusalReason {
             RefusalReason::OfferToHolder => "offer_to_holder",
             RefusalReason::Quarantined => "quarantined",
             RefusalReason::KeyLimit => "key_limit",
+            RefusalReason::FormatPending => "format_pending",
             RefusalReason::Other(other) => other,
         }
     }
@@ -108,6 +114,10 @@ pub struct Refusal {
     /// The keys the cluster holds, and its limit (`key_limit`).
     pub keys: u64,
     pub keys_max: u64,
+    /// The data format the refused command needs (`format_pending`).
+    pub data_format: u32,
+    /// The members not yet known to read it (`format_pending`).
+    pub nodes: Vec<u64>,
     /// The line for people, built by the cluster from the fields.
     pub message: String,
 }
@@ -131,6 +141,8 @@ impl Refusal {
             quarantine_remaining_ms: 0,
             keys: 0,
             keys_max: 0,
+            data_format: 0,
+            nodes: Vec::new(),
             message: message.to_owned(),
         }
     }

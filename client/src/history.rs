@@ -33,6 +33,8 @@ pub mod kind {
     pub const LAPSED: &str = "lapsed";
     /// A dispatcher assigned the key (routing metadata: belongs to no stint).
     pub const ASSIGNED: &str = "assigned";
+    /// A dispatcher cleared the assignment (data format 5).
+    pub const UNASSIGNED: &str = "unassigned";
     /// The holder changed the record.
     pub const UPDATED: &str = "updated";
 }
@@ -207,9 +209,12 @@ impl History {
         stints
     }
 
-    /// The assignments, oldest first: who dispatchers wanted, next to who held the key.
+    /// The assignments and their clearings, oldest first: who dispatchers wanted, next to
+    /// who held the key.
     pub fn assignments(&self) -> impl Iterator<Item = &Event> {
-        self.events.iter().filter(|e| e.kind == kind::ASSIGNED)
+        self.events
+            .iter()
+            .filter(|e| e.kind == kind::ASSIGNED || e.kind == kind::UNASSIGNED)
     }
 }
 
@@ -409,13 +414,20 @@ mod tests {
             event(6, kind::ASSIGNED, Some("dispatcher"), 0, "to carol"),
             event(7, kind::UPDATED, Some("bob"), 3, ""),
             event(8, "a-kind-from-a-newer-cluster", None, 3, ""),
+            event(
+                9,
+                kind::UNASSIGNED,
+                Some("lead"),
+                3,
+                "was to carol by dispatcher",
+            ),
         ]);
         assert_eq!(
             summary(&h.stints()),
             [row("bob", 3, 3, None, None, &[5, 7])]
         );
         let assigned: Vec<u64> = h.assignments().map(|e| e.revision).collect();
-        assert_eq!(assigned, [2, 6]);
+        assert_eq!(assigned, [2, 6, 9]);
     }
 
     #[test]

@@ -79,6 +79,59 @@ fn an_assignment_reserves_nothing_and_the_addressee_stands_down_naming_the_holde
     let (code, table, _) = text(&node.baton(&["claim", key, "--holder", "alice"]));
     assert_eq!(code, 3);
     assert!(table.contains("is held by bob; stand down"), "{table}");
+
+    // The dispatcher clears the assignment: recorded in the history with who did it and
+    // what it was; probe shows none; clearing again changes nothing and records nothing.
+    let clear = [
+        "assign",
+        key,
+        "--clear",
+        "--by",
+        "lead",
+        "--reason",
+        "bob has it",
+    ];
+    let (code, v) = node.json(&clear);
+    assert_eq!(
+        (code, &v["outcome"]),
+        (0, &Value::from("unassigned")),
+        "{v}"
+    );
+    assert!(v["record"]["assigned_to"].is_null(), "{v}");
+    let (code, v) = node.json(&["probe", key]);
+    assert_eq!(code, 0, "{v}");
+    assert!(v["assignment"].is_null(), "{v}");
+    assert_eq!(
+        v["lease"]["holder_name"], "bob",
+        "the lease is untouched: {v}"
+    );
+    assert_eq!(node.json(&clear).0, 0);
+    let (code, v) = node.json(&["history", key]);
+    assert_eq!(code, 0, "{v}");
+    let events = v["events"].as_array().unwrap();
+    let cleared: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "unassigned")
+        .collect();
+    assert_eq!(cleared.len(), 1, "{v}");
+    assert_eq!(cleared[0]["actor"]["name"], "lead", "{v}");
+    assert_eq!(
+        cleared[0]["actor"]["client_id"], "test-agent-session",
+        "{v}"
+    );
+    assert_eq!(cleared[0]["token"].as_u64(), Some(bob_token), "{v}");
+    assert_eq!(
+        cleared[0]["detail"],
+        "was to alice by dispatcher; bob has it"
+    );
+    let (code, table, _) = text(&node.baton(&["history", key]));
+    assert_eq!(code, 0);
+    assert!(table.contains("unassigned by lead"), "{table}");
+    // An addressee and --clear together, or neither, is a usage error (exit 2).
+    let (code, _, err) = text(&node.baton(&["assign", key, "--clear", "--to", "x"]));
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = text(&node.baton(&["assign", key]));
+    assert_eq!(code, 2, "{err}");
 }
 
 #[test]

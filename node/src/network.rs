@@ -244,6 +244,7 @@ impl Peer {
             let e = TransportError::from(replaced);
             return Err(RPCError::Unreachable(Unreachable::new(&e)));
         }
+        self.peers.said_format(self.target, reply.data_format);
         let result: Result<Resp, RaftError<NodeId, E>> =
             decode(&reply.payload).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))

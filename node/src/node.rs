@@ -204,11 +204,7 @@ pub async fn run_announcing(
     let ctx = Arc::new(baton::Ctx::new(
         raft.clone(),
         sm.clone(),
-        TtlBounds {
-            min_ms: cfg.ttl_ms_min,
-            max_ms: cfg.ttl_ms_max,
-        },
-        cfg.write_timeout,
+        peers.clone(),
         metrics.clone(),
         outbound.clone(),
         baton::ClientRules {
@@ -216,6 +212,11 @@ pub async fn run_announcing(
             watches_per_address_max: cfg.watches_per_address_max,
             writes_per_second: cfg.client_writes_per_second,
             principal_writes_per_second: cfg.principal_writes_per_second,
+            ttl: TtlBounds {
+                min_ms: cfg.ttl_ms_min,
+                max_ms: cfg.ttl_ms_max,
+            },
+            write_timeout: cfg.write_timeout,
         },
     ));
     let baton_svc =

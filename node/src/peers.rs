@@ -35,6 +35,10 @@ pub struct PeerBook {
     /// The members as this node last saw them (`None` until it has seen a membership):
     /// incarnations are recorded for members only.
     members: Mutex<Option<BTreeSet<NodeId>>>,
+    /// The data format each peer said it reads in its last answer to this node (0: it did
+    /// not say, format 4 or older). In memory: a leader learns it afresh from its first
+    /// round of replication.
+    formats: Mutex<BTreeMap<NodeId, u32>>,
 }
 
 /// A peer came back with another data dir than the one it was first seen with.
@@ -64,6 +68,7 @@ impl PeerBook {
             known: Mutex::new(known),
             known_as: std::sync::atomic::AtomicU64::new(0),
             members: Mutex::new(None),
+            formats: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -140,10 +145,39 @@ impl PeerBook {
         }
     }
 
+    /// Notes the data format `node` said it reads in an answer to this node.
+    pub fn said_format(&self, node: NodeId, format: u32) {
+        self.formats
+            .lock()
+            .expect("peer book lock")
+            .insert(node, format);
+    }
+
+    /// The nodes of `members` (other than `me`) not known to read data format `format`,
+    /// each with the format it last said (0: older than 5, or not heard from yet).
+    pub fn short_of_format(
+        &self,
+        me: NodeId,
+        members: &BTreeSet<NodeId>,
+        format: u32,
+    ) -> Vec<(NodeId, u32)> {
+        let formats = self.formats.lock().expect("peer book lock");
+        members
+            .iter()
+            .filter(|id| **id != me)
+            .map(|id| (*id, formats.get(id).copied().unwrap_or(0)))
+            .filter(|(_, said)| *said < format)
+            .collect()
+    }
+
     /// Forgets every node that is not in `members`, and records no other from now on: a
     /// removed node may join again.
     pub fn retain(&self, members: &BTreeSet<NodeId>) {
         *self.members.lock().expect("peer book lock") = Some(members.clone());
+        self.formats
+            .lock()
+            .expect("peer book lock")
+            .retain(|id, _| members.contains(id));
         let mut known = self.known.lock().expect("peer book lock");
         let before = known.len();
         known.retain(|id, _| members.contains(id));
@@ -174,6 +208,26 @@ pub fn new_incarnation() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_member_is_short_of_a_format_until_it_said_it_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let book = PeerBook::open(dir.path()).unwrap();
+        let members = BTreeSet::from([1, 2, 3, 4]);
+        // Node 1 is this one; 2 said 5; 3 said nothing (an older node); 4 was never heard.
+        book.said_format(2, 5);
+        book.said_format(3, 0);
+        assert_eq!(book.short_of_format(1, &members, 5), [(3, 0), (4, 0)]);
+        book.said_format(3, 5);
+        book.said_format(4, 6);
+        assert!(book.short_of_format(1, &members, 5).is_empty());
+        // A node that answers again as an older build counts as older.
+        book.said_format(2, 4);
+        assert_eq!(book.short_of_format(1, &members, 5), [(2, 4)]);
+        // A removed node is forgotten: added again, it must say it again.
+        book.retain(&BTreeSet::from([1, 3, 4]));
+        assert_eq!(book.short_of_format(1, &members, 5), [(2, 0)]);
+    }
 
     #[test]
     fn a_peer_on_another_data_dir_is_refused_until_it_is_no_longer_a_member() {

@@ -1078,3 +1078,91 @@ async fn a_deposed_leader_whose_pending_writes_a_snapshot_covered_keeps_taking_w
         "answers and a new write through the resumed node took {took:?}\n{log}"
     );
 }
+
+/// Clearing an assignment is a command of data format 5, which an older node cannot decode:
+/// the leader proposes it only once every member told it that it reads format 5. Here one
+/// member never answered the current leader (down since before the election): refused,
+/// typed, naming it, and nothing changed; once it answers, the clear goes through and every
+/// node has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clearing_an_assignment_waits_until_every_member_said_it_reads_format_5() {
+    let _serial = serial().await;
+    let mut cluster = Cluster::start(3).await;
+    let first = cluster.leader(Duration::from_secs(10)).await;
+    let client = cluster.client().await;
+    client
+        .assign("tasks/u1", "claude@a", "dispatcher", "")
+        .await
+        .unwrap();
+    // A follower goes down; then the leader restarts, so the next leader has heard from
+    // the two running nodes only.
+    let silent = *cluster.running().iter().find(|id| **id != first).unwrap();
+    cluster.kill(silent);
+    cluster.kill(first);
+    cluster.start_node(first);
+    let leader = cluster.leader(Duration::from_secs(20)).await;
+    assert_ne!(leader, silent);
+    let refused = client
+        .unassign("tasks/u1", "lead", "done elsewhere")
+        .await
+        .unwrap_err();
+    match &refused {
+        Error::Refused(r) => {
+            assert_eq!(
+                r.reason,
+                baton_client::RefusalReason::FormatPending,
+                "{r:?}"
+            );
+            assert_eq!(
+                (r.data_format, r.nodes.as_slice()),
+                (5, &[silent][..]),
+                "{r:?}"
+            );
+            assert!(
+                r.message.contains(&format!("node {silent}")),
+                "{}",
+                r.message
+            );
+        }
+        other => panic!("expected a format_pending refusal: {other:?}"),
+    }
+    let view = client
+        .record("tasks/u1", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert_eq!(
+        view.record.assigned_to.as_ref().map(|a| a.to.as_str()),
+        Some("claude@a"),
+        "a refused clear changed nothing"
+    );
+    // The silent node comes back and answers the leader: the clear goes through.
+    cluster.start_node(silent);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let record = loop {
+        match client.unassign("tasks/u1", "lead", "done elsewhere").await {
+            Ok(record) => break record,
+            Err(Error::Refused(r)) if Instant::now() < deadline => {
+                assert_eq!(r.reason, baton_client::RefusalReason::FormatPending);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("the clear did not go through: {e}"),
+        }
+    };
+    assert!(record.assigned_to.is_none());
+    // Every node applies it, the silent one included.
+    for id in [1, 2, 3] {
+        let node = cluster.client_of(id).await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let view = node.record("tasks/u1", ReadMode::Stale).await.unwrap();
+            if view.record.assigned_to.is_none() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "node {id} never cleared it");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let history = node.history("tasks/u1", ReadMode::Stale).await.unwrap();
+        let kinds: Vec<&str> = history.events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["assigned", "unassigned"], "node {id}");
+    }
+}

@@ -327,18 +327,24 @@ The longest matching prefix wins. Prints every rule after the change.")]
         #[arg(long, value_parser = parse_duration_or_zero, requires = "prefix")]
         delay: Option<Duration>,
     },
-    /// Record who a dispatcher wants on KEY. Reserves nothing: anyone's claim still wins.
+    /// Record who a dispatcher wants on KEY, or clear that. Reserves nothing: anyone's claim
+    /// still wins.
     #[command(after_help = "Examples:
   baton assign tasks/evidence-42 --to claude@host-a --reason \"verify four evidence domains\"
   baton assign tasks/evidence-42 --to codex@host-b --by dispatcher
+  baton assign tasks/evidence-42 --clear --reason \"picked up by the night shift\"
 
-The addressee must still claim the key, and probe first: a sibling's claim wins.")]
+The addressee must still claim the key, and probe first: a sibling's claim wins.
+A cleared assignment is recorded in the history as 'unassigned'.")]
     Assign {
         /// The key to assign.
         key: String,
         /// The agent wanted on the key, e.g. claude@host-a.
+        #[arg(long, required_unless_present = "clear", conflicts_with = "clear")]
+        to: Option<String>,
+        /// Clear the key's assignment instead (a key with none is left as it is).
         #[arg(long)]
-        to: String,
+        clear: bool,
         /// Who assigns (default: $BATON_HOLDER, else $USER@hostname).
         #[arg(long, env = "BATON_HOLDER")]
         by: Option<String>,

@@ -170,12 +170,23 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
         Command::Assign {
             key,
             to,
+            clear,
             by,
             reason,
         } => {
             let by = by.unwrap_or_else(args::default_holder);
-            match client.assign(&key, &to, &by, &reason).await {
-                Ok(record) => records::assigned(&key, &record, format),
+            let done = match to {
+                Some(to) if !clear => client
+                    .assign(&key, &to, &by, &reason)
+                    .await
+                    .map(|r| records::assigned(&key, &r, format)),
+                _ => client
+                    .unassign(&key, &by, &reason)
+                    .await
+                    .map(|r| records::unassigned(&key, &r, format)),
+            };
+            match done {
+                Ok(rendered) => rendered,
                 Err(error) => handoff::refusal(&key, error, format)?,
             }
         }

@@ -626,6 +626,24 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
             f,
         ),
         records::assigned("tasks/x", &records::tests::sample_record(), f),
+        records::unassigned(
+            "tasks/x",
+            &baton_client::Record {
+                assigned_to: None,
+                ..records::tests::sample_record()
+            },
+            f,
+        ),
+        records::refused(
+            "tasks/x",
+            &baton_client::Refusal {
+                reason: baton_client::RefusalReason::FormatPending,
+                data_format: 5,
+                nodes: vec![3],
+                ..baton_client::Refusal::other("clearing an assignment needs data format 5")
+            },
+            f,
+        ),
         records::record(&record_view, f),
         records::history(&records::tests::sample_history(), false, f),
         handoff::offered(&handoff::tests::sample_offer(), None, f),

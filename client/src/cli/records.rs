@@ -49,6 +49,11 @@ fn refusal_pairs(refusal: &Refusal) -> String {
     if !refusal.offer_to.is_empty() {
         pairs.push(("offer to", refusal.offer_to.clone()));
     }
+    if !refusal.nodes.is_empty() {
+        let nodes: Vec<String> = refusal.nodes.iter().map(u64::to_string).collect();
+        pairs.push(("not yet upgraded", format!("nodes {}", nodes.join(", "))));
+        pairs.push(("needs", format!("data format {}", refusal.data_format)));
+    }
     if refusal.quarantine_revision > 0 {
         pairs.push((
             "claimable",
@@ -82,6 +87,17 @@ pub fn updated(key: &str, record: &Record, format: OutputFormat) -> Rendered {
         record.updated_revision,
         record_text(record, None)
     );
+    Rendered::new(format, json, text, Verdict::Ok)
+}
+
+/// `baton assign --clear`.
+pub fn unassigned(key: &str, record: &Record, format: OutputFormat) -> Rendered {
+    let json = RecordJson {
+        outcome: "unassigned",
+        key,
+        record,
+    };
+    let text = format!("{key} has no assignment now\n");
     Rendered::new(format, json, text, Verdict::Ok)
 }
 

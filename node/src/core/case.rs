@@ -189,6 +189,8 @@ pub enum EventKind {
     Lapsed,
     Assigned,
     Updated,
+    /// An assignment cleared (data format 5; appended last to keep the others' encoding).
+    Unassigned,
 }
 
 impl EventKind {
@@ -205,6 +207,7 @@ impl EventKind {
             EventKind::Lapsed => "lapsed",
             EventKind::Assigned => "assigned",
             EventKind::Updated => "updated",
+            EventKind::Unassigned => "unassigned",
         }
     }
 }

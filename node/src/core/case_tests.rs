@@ -154,6 +154,57 @@ fn an_assignment_reserves_nothing_and_the_winner_is_told_of_it() {
 }
 
 #[test]
+fn an_assignment_is_cleared_by_its_sender_recorded_and_clearing_nothing_records_nothing() {
+    let mut t = LeaseTable::default();
+    let unassign = |by: &str| Op::Unassign {
+        key: "tasks/42".into(),
+        by: by.into(),
+        reason: "picked up elsewhere".into(),
+    };
+    // Nothing to clear: no key is made, no event recorded.
+    match t.apply(1, &cmd_by("dispatcher", unassign("dispatcher"))) {
+        Outcome::Assigned { record } => assert!(record.assigned_to.is_none()),
+        other => panic!("{other:?}"),
+    }
+    assert!(t.case("tasks/42").is_none(), "clearing nothing made a key");
+    t.apply(
+        2,
+        &cmd_by(
+            "dispatcher",
+            Op::Assign {
+                key: "tasks/42".into(),
+                to: "claude".into(),
+                by: "dispatcher".into(),
+                reason: String::new(),
+            },
+        ),
+    );
+    let token = token_of(&claim(&mut t, 3, "tasks/42", "codex"));
+    match t.apply(4, &cmd_by("lead", unassign("lead"))) {
+        Outcome::Assigned { record } => assert!(record.assigned_to.is_none()),
+        other => panic!("{other:?}"),
+    }
+    let case = t.case("tasks/42").unwrap();
+    assert!(case.record.assigned_to.is_none());
+    let cleared = case.history.events.back().unwrap();
+    assert_eq!(cleared.kind, EventKind::Unassigned);
+    let actor = cleared.actor.as_ref().unwrap();
+    assert_eq!(
+        (actor.name.as_str(), actor.client_id.as_str()),
+        ("lead", "cid-lead")
+    );
+    assert_eq!(cleared.token, token, "the holder's token at the time");
+    assert_eq!(cleared.revision, 4);
+    assert_eq!(
+        cleared.detail,
+        "was to claude by dispatcher; picked up elsewhere"
+    );
+    // A second clear changes nothing and records nothing.
+    t.apply(5, &cmd_by("lead", unassign("lead")));
+    assert_eq!(kinds(&t, "tasks/42"), ["assigned", "claimed", "unassigned"]);
+}
+
+#[test]
 fn only_the_current_token_may_write_the_record() {
     let mut t = LeaseTable::default();
     let a = token_of(&claim(&mut t, 1, "k", "claude"));

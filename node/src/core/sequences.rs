@@ -112,6 +112,11 @@ fn op(rng: &mut dyn RngCore, table: &LeaseTable, seen: &[u64]) -> Op {
                 ..RecordPatch::default()
             },
         },
+        8 if rng.gen_ratio(1, 3) => Op::Unassign {
+            key,
+            by: "dispatcher".into(),
+            reason: "done".into(),
+        },
         8 => Op::Assign {
             key,
             to: pick(rng, &NAMES).into(),

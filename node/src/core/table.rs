@@ -406,6 +406,7 @@ impl LeaseTable {
             Op::Revoke { reason, .. } => step.revoke(reason),
             Op::Update { token, patch, .. } => step.update(*token, patch),
             Op::Assign { to, by, reason, .. } => step.assign(to, by, reason),
+            Op::Unassign { by, reason, .. } => step.unassign(by, reason),
             Op::Offer {
                 token,
                 to,

@@ -159,6 +159,14 @@ pub enum Op {
         policy: Option<super::access::Policy>,
         by: String,
     },
+    /// Clears the key's assignment (data format 5: proposed only once every member reads
+    /// it, see `server::baton::Ctx::format_gate`). A key with none is left as it is.
+    /// Appended last, so that every earlier variant keeps its encoding.
+    Unassign {
+        key: String,
+        by: String,
+        reason: String,
+    },
 }
 
 impl Op {
@@ -267,6 +275,11 @@ impl Op {
                 feed(key.as_bytes());
                 feed(&offer_revision.to_le_bytes());
             }
+            Op::Unassign { key, by, .. } => {
+                feed(b"unassign");
+                feed(key.as_bytes());
+                feed(by.as_bytes());
+            }
             Op::SetAccess { policy, by } => {
                 feed(b"set-access");
                 feed(by.as_bytes());
@@ -287,6 +300,7 @@ impl Op {
             | Op::Revoke { key, .. }
             | Op::Update { key, .. }
             | Op::Assign { key, .. }
+            | Op::Unassign { key, .. }
             | Op::Offer { key, .. }
             | Op::Accept { key, .. }
             | Op::Decline { key, .. }
@@ -355,6 +369,16 @@ impl Op {
             } => {
                 validate::holder_name("assignee", to)?;
                 validate::holder_name("assigned by", by)?;
+                if r.len() > REASON_BYTES_MAX {
+                    return validate::invalid(format!(
+                        "reason is {} bytes: the limit is {REASON_BYTES_MAX} bytes",
+                        r.len()
+                    ));
+                }
+                Ok(())
+            }
+            Op::Unassign { by, reason: r, .. } => {
+                validate::holder_name("cleared by", by)?;
                 if r.len() > REASON_BYTES_MAX {
                     return validate::invalid(format!(
                         "reason is {} bytes: the limit is {REASON_BYTES_MAX} bytes",

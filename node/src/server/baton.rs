@@ -69,6 +69,8 @@ pub struct Ctx {
     pub sm: StateMachine,
     pub ttl: TtlBounds,
     pub write_timeout: Duration,
+    /// What each peer said of the data format it reads (`format_gate`).
+    peers: Arc<crate::peers::PeerBook>,
     /// Batches writes into log entries.
     proposer: Proposer,
     pub(super) metrics: Arc<crate::metrics::Metrics>,
@@ -88,22 +90,24 @@ pub struct Ctx {
     principal_rate: WriteRate,
 }
 
-/// What a node asks of clients: who they are (`super::auth`) and the limits it enforces
-/// per client (`crate::limits`).
+/// What a node asks of clients: who they are (`super::auth`), the limits it enforces per
+/// client (`crate::limits`), the lease lengths it grants and how long a write may wait.
 #[derive(Debug, Clone)]
 pub struct ClientRules {
     pub auth: super::auth::Auth,
     pub watches_per_address_max: usize,
     pub writes_per_second: u32,
     pub principal_writes_per_second: u32,
+    pub ttl: TtlBounds,
+    /// How long a write may wait to commit before the client is told to retry.
+    pub write_timeout: Duration,
 }
 
 impl Ctx {
     pub fn new(
         raft: Raft,
         sm: StateMachine,
-        ttl: TtlBounds,
-        write_timeout: Duration,
+        peers: Arc<crate::peers::PeerBook>,
         metrics: Arc<crate::metrics::Metrics>,
         tls: Arc<crate::tls::Outbound>,
         rules: ClientRules,
@@ -119,8 +123,9 @@ impl Ctx {
             metrics,
             raft,
             sm,
-            ttl,
-            write_timeout,
+            peers,
+            ttl: rules.ttl,
+            write_timeout: rules.write_timeout,
             leaders: Mutex::default(),
         }
     }
@@ -471,6 +476,9 @@ impl Ctx {
         who: Option<String>,
     ) -> Result<pb::AssignResponse, Refusal> {
         let (id, op) = convert::assign(req)?;
+        if matches!(op, Op::Unassign { .. }) {
+            self.format_gate(5, "clearing an assignment")?;
+        }
         match self.propose(id, op, who).await? {
             (Outcome::Assigned { record }, revision) => Ok(pb::AssignResponse {
                 record: Some(convert::pb_record(&record)),
@@ -478,6 +486,57 @@ impl Ctx {
             }),
             (other, _) => Err(unexpected(other)),
         }
+    }
+
+    /// Refuses a command of data format `format` unless every member is known to read it.
+    /// A node of an older version cannot decode a newer command: it would refuse the whole
+    /// append (stalling as a follower, and without a quorum of new nodes stalling the
+    /// cluster). Only the leader knows what its peers said; elsewhere the proposal is left
+    /// to find the leader as any write does.
+    fn format_gate(&self, format: u32, what: &str) -> Result<(), Status> {
+        let (me, members) = {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            if m.current_leader != Some(m.id) {
+                return Ok(());
+            }
+            let members: std::collections::BTreeSet<_> = m
+                .membership_config
+                .membership()
+                .nodes()
+                .map(|(id, _)| *id)
+                .collect();
+            (m.id, members)
+        };
+        let short = self.peers.short_of_format(me, &members, format);
+        if short.is_empty() {
+            return Ok(());
+        }
+        let nodes: Vec<String> = short
+            .iter()
+            .map(|(id, said)| match said {
+                0 => format!("node {id} (format 4 or older, or not heard from yet)"),
+                f => format!("node {id} (format {f})"),
+            })
+            .collect();
+        let message = format!(
+            "{what} needs data format {format} on every member, and this leader has not \
+             heard it from {}: finish upgrading every node to this version (RUNBOOK, \
+             \"Upgrading\"), and retry once each answers; nothing was changed",
+            nodes.join(", ")
+        );
+        let details = pb::Refusal {
+            reason: "format_pending".into(),
+            data_format: format,
+            nodes: short.iter().map(|(id, _)| *id).collect(),
+            message: message.clone(),
+            ..pb::Refusal::default()
+        };
+        Err(Status::with_details(
+            tonic::Code::FailedPrecondition,
+            message,
+            prost::Message::encode_to_vec(&details).into(),
+        ))
     }
 
     pub(super) async fn offer(

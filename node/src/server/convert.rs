@@ -195,11 +195,24 @@ pub fn update(req: pb::UpdateRequest) -> Result<(Option<Origin>, Op), Status> {
 }
 
 pub fn assign(req: pb::AssignRequest) -> Result<(Option<Origin>, Op), Status> {
-    let op = Op::Assign {
-        key: req.key,
-        to: req.to,
-        by: req.by,
-        reason: req.reason,
+    let op = match req.clear {
+        true if !req.to.is_empty() => {
+            return Err(Status::invalid_argument(format!(
+                "assign {:?}: give an addressee (to) or clear, not both",
+                req.key
+            )))
+        }
+        true => Op::Unassign {
+            key: req.key,
+            by: req.by,
+            reason: req.reason,
+        },
+        false => Op::Assign {
+            key: req.key,
+            to: req.to,
+            by: req.by,
+            reason: req.reason,
+        },
     };
     op.validate().map_err(invalid)?;
     Ok((origin(req.request_id, &op)?, op))

@@ -149,6 +149,7 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
                 by: "dispatcher".into(),
                 reason: "load".into(),
                 request_id: rid(7),
+                clear: false,
             }
             .encode_to_vec(),
         ),

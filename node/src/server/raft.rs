@@ -88,6 +88,7 @@ impl RaftServer {
         Ok(Response::new(RaftReply {
             payload: encode(&result),
             responder_incarnation: self.incarnation,
+            data_format: crate::store::DATA_FORMAT,
         }))
     }
 }

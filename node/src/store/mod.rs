@@ -36,11 +36,14 @@ use std::sync::Arc;
 /// Version of the data dir layout; a dir of another version is refused. Format 2: log entries
 /// carry batches of commands, the state machine lives in the snapshot plus the log. Format 3:
 /// the state also holds the permissions policy. Format 4: every client command carries its
-/// sender (session and principal) and every event its real actor (`format3`). An older dir
-/// (and backup) is read and upgraded in place: its log is rewritten before the identity
-/// says 4, its snapshot is read as it is and replaced by the next one. Older binaries then
-/// refuse the dir rather than misread it.
-pub const DATA_FORMAT: u32 = 4;
+/// sender (session and principal) and every event its real actor (`format3`). Format 5: one
+/// more command, `Op::Unassign`, and its event; a format-4 dir is format 5 as it is, and the
+/// leader proposes the new command only once every member said it reads format 5
+/// (`server::baton::Ctx::format_gate`). An older dir (and backup) is read and upgraded in
+/// place: a format 2 or 3 log is rewritten before the identity says the new format, its
+/// snapshot is read as it is and replaced by the next one. Older binaries then refuse the
+/// dir rather than misread it.
+pub const DATA_FORMAT: u32 = 5;
 /// The oldest format this baton reads (and upgrades).
 pub const DATA_FORMAT_OLDEST: u32 = 2;
 const IDENTITY_FILE: &str = "baton.id";
@@ -190,20 +193,22 @@ pub fn open_with(
         source,
     })?;
     if found_format < DATA_FORMAT {
-        // The log first, durably; only then does the identity say the dir is format 4. A
-        // crash in between leaves a format-3 identity over entries already rewritten, which
-        // the next start reads as format 4 entries (`LogStore::upgrade_from_format_3` skips
-        // those) and finishes.
+        // The log first, durably; only then does the identity say the new format. A crash
+        // in between leaves a format-3 identity over entries already rewritten, which the
+        // next start reads as format 4 entries (`LogStore::upgrade_from_format_3` skips
+        // those) and finishes. A format-4 log is format 5 as it is.
         tracing::info!(
             dir = %dir.display(), from = found_format, to = DATA_FORMAT,
             "upgrading the data dir format"
         );
-        log.upgrade_from_format_3()
-            .map_err(|detail| OpenError::CorruptState {
-                dir: dir.to_path_buf(),
-                node: node_id,
-                detail,
-            })?;
+        if found_format < 4 {
+            log.upgrade_from_format_3()
+                .map_err(|detail| OpenError::CorruptState {
+                    dir: dir.to_path_buf(),
+                    node: node_id,
+                    detail,
+                })?;
+        }
         set_identity_format(dir).map_err(io)?;
     }
     let sm = StateMachine::open(&dir.join("snapshots"), countdowns, watch_window, metrics)

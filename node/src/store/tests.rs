@@ -656,3 +656,31 @@ fn a_format_2_data_dir_is_upgraded_in_place() {
         .expect("refused");
     assert!(err.to_string().contains("has format 1"), "{err}");
 }
+
+#[test]
+fn a_format_4_data_dir_is_format_5_as_it_is() {
+    use openraft::testing::log_id;
+    use openraft::{Entry, EntryPayload};
+    let dir = tempfile::tempdir().unwrap();
+    let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
+    drop(sm);
+    let entry: Entry<TypeConfig> = Entry {
+        log_id: log_id(1, 1, 3),
+        payload: EntryPayload::Blank,
+    };
+    log.write_raw_for_tests(3, &encode(&entry));
+    drop(log);
+    let id_path = dir.path().join(IDENTITY_FILE);
+    let mut id: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
+    id["format"] = 4.into();
+    std::fs::write(&id_path, serde_json::to_vec(&id).unwrap()).unwrap();
+    let (log, _sm) = reopen(dir.path());
+    let id: serde_json::Value = serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
+    assert_eq!(id["format"], 5);
+    assert_eq!(
+        decode_whole::<Entry<TypeConfig>>(&log.read_raw_for_tests(3)).unwrap(),
+        entry,
+        "the log is kept as it is"
+    );
+}

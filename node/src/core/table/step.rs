@@ -428,6 +428,27 @@ impl Step<'_> {
         Outcome::Assigned { record }
     }
 
+    /// Clears the assignment, recording who did and which it was. A key with none (or no
+    /// key at all) is left as it is, with no event: clearing is idempotent.
+    pub(super) fn unassign(&mut self, by: &str, reason: &str) -> Outcome {
+        let Some(was) = self.assignment() else {
+            let record = self
+                .table
+                .cases
+                .get(self.key)
+                .map(|c| c.record.clone())
+                .unwrap_or_default();
+            return Outcome::Assigned { record };
+        };
+        self.case_mut().record.assigned_to = None;
+        let detail = join(&format!("was to {} by {}", was.to, was.by), reason);
+        let token = self.lease().map(|l| l.token).unwrap_or(0);
+        let actor = self.actor(by, None);
+        self.event(EventKind::Unassigned, actor, token, detail);
+        let record = self.table.cases[self.key].record.clone();
+        Outcome::Assigned { record }
+    }
+
     pub(super) fn offer_handoff(
         &mut self,
         token: u64,
