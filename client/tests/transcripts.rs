@@ -1,3 +1,6 @@
+//! Every console block in the README and `docs/` is checked (the one exception, the
+//! README's `baton-node dev` banner, is compared with the real one by `node/tests/dev.rs`).
+//!
 //! Every checked console block in the README and `docs/` is a test: its commands run
 //! against a fresh 3-node cluster, in order, and what they print must be what the block
 //! shows. A block is checked when the line before its ```` ```console ```` fence is
@@ -45,8 +48,9 @@ use std::time::Duration;
 
 use common::{cli_bin, Cluster};
 
-/// Checked blocks there must be at least (the README's walkthrough, Sessions, handoff).
-const CHECKED_BLOCKS_MIN: usize = 3;
+/// Checked blocks there must be at least (the README's walkthrough, cluster status,
+/// Sessions, handoff, board, watch and guard).
+const CHECKED_BLOCKS_MIN: usize = 7;
 
 /// How long a command that prints nothing runs before its `meanwhile` command.
 const MEANWHILE_AFTER: Duration = Duration::from_secs(2);
@@ -416,8 +420,8 @@ async fn every_checked_transcript_in_the_readme_and_docs_reproduces() {
     for file in &files {
         checked += check_file(file).await;
     }
-    // The README's walkthrough, Sessions and handoff blocks at least: a marker lost in an
-    // edit must not pass silently.
+    // The README's blocks at least (CHECKED_BLOCKS_MIN): a marker lost in an edit must not
+    // pass silently.
     assert!(
         checked >= CHECKED_BLOCKS_MIN,
         "{checked} checked transcripts in {files:?}, fewer than {CHECKED_BLOCKS_MIN}"

@@ -17,6 +17,27 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// The banner the README shows under its `baton-node dev --nodes 3` command, with its data
+/// dir as `DIR`.
+fn readme_banner() -> String {
+    let readme = include_str!("../../README.md");
+    let command = "$ cargo run --release --bin baton-node -- dev --nodes 3\n";
+    let at = readme
+        .find(command)
+        .expect("the README shows the dev command")
+        + command.len();
+    let mut banner = String::new();
+    for line in readme[at..].lines().take_while(|l| *l != "```") {
+        let line = match line.split_once("data in ") {
+            Some((head, _)) => format!("{head}data in DIR"),
+            None => line.to_owned(),
+        };
+        banner.push_str(&line);
+        banner.push('\n');
+    }
+    banner
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_cluster_starts_serves_claims_and_stops_on_ctrl_c() {
     let dir = tempfile::tempdir().unwrap();
@@ -37,11 +58,16 @@ async fn dev_cluster_starts_serves_claims_and_stops_on_ctrl_c() {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut banner = String::new();
+        let mut endpoints_line = String::new();
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             banner.push_str(&line);
             banner.push('\n');
             if line.starts_with("endpoints:") {
-                let _ = tx.send((line, banner.clone()));
+                endpoints_line = line.clone();
+            }
+            // The banner's last line.
+            if line.starts_with("stop:") {
+                let _ = tx.send((endpoints_line.clone(), banner.clone()));
             }
         }
     });
@@ -61,6 +87,12 @@ async fn dev_cluster_starts_serves_claims_and_stops_on_ctrl_c() {
         .map(String::from)
         .collect();
     assert_eq!(endpoints.len(), 3);
+    // The banner is the one the README shows, but for the data dir and the ports.
+    let mut shown = banner.replace(&dir.path().display().to_string(), "DIR");
+    for (i, endpoint) in endpoints.iter().enumerate() {
+        shown = shown.replace(endpoint, &format!("127.0.0.1:{}", 7001 + i));
+    }
+    assert_eq!(shown, readme_banner(), "README.md's dev banner drifted");
 
     let client = Client::connect(ClientConfig {
         endpoints: endpoints.clone(),
