@@ -222,7 +222,7 @@ impl Client {
                 BatonClient::new(channel).board(request).await
             })
             .await?;
-        convert::board(answer.body)
+        convert::board(answer.body, answer.endpoint)
     }
 
     /// Asks whether `token` is the current one of `key`: what a resource guarded by fencing

@@ -132,8 +132,9 @@ pub(crate) fn probe(response: pb::ProbeResponse) -> Result<Probe, Error> {
     })
 }
 
-pub(crate) fn board(response: pb::BoardResponse) -> Result<Board, Error> {
+pub(crate) fn board(response: pb::BoardResponse, answered_by: String) -> Result<Board, Error> {
     Ok(Board {
+        answered_by,
         leases: response
             .leases
             .into_iter()

@@ -197,6 +197,9 @@ pub struct Board {
     /// Keys under the prefix that no one holds but are quarantined after an involuntary
     /// expiry (key -> quarantine): claims are refused until each ends.
     pub quarantines: std::collections::BTreeMap<String, crate::QuarantineView>,
+    /// The endpoint (`host:port`) of the node that answered (not in the CLI's JSON).
+    #[serde(skip)]
+    pub answered_by: String,
 }
 
 /// The answer to a token check (Chubby's `CheckSequencer`), always linearizable.

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{cli_bin, free_port, node_bin, parse_json, Cluster};
+use common::{cli_bin, free_port, parse_json, AuthNode, Cluster};
 
 /// `git ARGS` in `dir` as session `session` (None: no BATON_CLIENT_ID) of `cluster`.
 fn git(cluster: &Cluster, dir: &Path, session: Option<&str>, args: &[&str]) -> Output {
@@ -330,83 +330,6 @@ async fn with_no_cluster_the_guard_fails_closed_unless_told_otherwise() {
     let open = check(true);
     assert_eq!(open.status.code(), Some(0), "{open:?}");
     assert!(stderr(&open).contains("unchecked"), "{}", stderr(&open));
-}
-
-/// A single node with bearer tokens on, killed by PID when dropped.
-struct AuthNode {
-    addr: String,
-    child: std::process::Child,
-    _dir: tempfile::TempDir,
-    tokens: std::collections::BTreeMap<&'static str, String>,
-}
-
-impl Drop for AuthNode {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl AuthNode {
-    fn start(principals: &[&'static str]) -> AuthNode {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("tokens");
-        let mut tokens = std::collections::BTreeMap::new();
-        for who in principals {
-            let out = Command::new(node_bin())
-                .args(["token", "--principal", who, "--file"])
-                .arg(&file)
-                .output()
-                .unwrap();
-            tokens.insert(*who, ok(out).trim().to_owned());
-        }
-        let addr = format!("127.0.0.1:{}", free_port());
-        let child = Command::new(node_bin())
-            .args(["--listen", &addr, "--data-dir"])
-            .arg(dir.path().join("data"))
-            .arg("--auth-tokens")
-            .arg(&file)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let node = AuthNode {
-            addr,
-            child,
-            _dir: dir,
-            tokens,
-        };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while !node
-            .baton(principals[0], "s-probe", &["probe", "ready"])
-            .status
-            .success()
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the node never answered"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        node
-    }
-
-    /// `baton ARGS` as principal `who` acting as session `session`.
-    fn command(&self, who: &str, session: &str, args: &[&str]) -> Command {
-        let mut command = Command::new(cli_bin());
-        command
-            .args(["--endpoints", &self.addr])
-            .args(args)
-            .env("BATON_AUTH_TOKEN", &self.tokens[who])
-            .env("BATON_CLIENT_ID", session)
-            .env_remove("BATON_AUTH_TOKEN_FILE")
-            .env_remove("BATON_GUARD_ALLOW_OFFLINE");
-        command
-    }
-
-    fn baton(&self, who: &str, session: &str, args: &[&str]) -> Output {
-        self.command(who, session, args).output().unwrap()
-    }
 }
 
 #[tokio::test]

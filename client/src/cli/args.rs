@@ -455,6 +455,19 @@ Codex (~/.codex/config.toml):
 Tools: probe, board, record, history, check (read-only); claim, release, update_record,
 handoff_offer, handoff_accept, handoff_decline, handoff_cancel, my_claims.")]
     Mcp(McpArgs),
+    /// Serve a live page of who holds what: the board (held by beside assigned to, live
+    /// countdowns, offers, quarantines), each key's case file and ownership timeline, and
+    /// the cluster. It reads with your endpoints, TLS, token and client id, so a secured
+    /// cluster's permissions apply to what it shows. Read-only unless --operator.
+    #[command(after_help = "Examples:
+  baton web                                  # http://127.0.0.1:8080/
+  baton web --prefix tasks/ --listen 127.0.0.1:9000
+  baton web --operator                       # a revoke button, asking for a reason
+
+The page updates from the watch stream without reloads. Anyone who reaches its port sees
+what your credentials see: it listens on loopback unless --listen names another address
+and --allow-remote is given.")]
+    Web(WebArgs),
     /// Fence a repository's files with keys: a git hook that refuses a commit touching a
     /// guarded file unless this session holds its key.
     ///
@@ -622,6 +635,24 @@ pub struct BenchArgs {
     /// default bench-0, bench-1, .... On a cluster with auth, your principal.
     #[arg(long)]
     pub holder: Option<String>,
+}
+
+/// `baton web`.
+#[derive(Debug, Args)]
+pub struct WebArgs {
+    /// Where to serve the page (host:port; port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: std::net::SocketAddr,
+    /// The prefix the board opens on ("" for every key).
+    #[arg(long, default_value = "")]
+    pub prefix: String,
+    /// Offer a revoke button on every held key (it asks for a reason).
+    #[arg(long)]
+    pub operator: bool,
+    /// Allow --listen on an address other machines can reach: anyone who reaches it sees
+    /// (and with --operator, revokes) with your credentials.
+    #[arg(long)]
+    pub allow_remote: bool,
 }
 
 /// `baton mcp`.

@@ -19,6 +19,7 @@ pub mod run;
 pub mod table;
 pub mod verify;
 pub mod watch;
+pub mod web;
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
@@ -94,7 +95,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
     // listens at all, instead of a silent wait for the retry deadline.
     let quiet = matches!(
         &cli.command,
-        Command::Mcp(_) | Command::Watch { .. } | Command::Run(_)
+        Command::Mcp(_) | Command::Watch { .. } | Command::Run(_) | Command::Web(_)
     );
     let hint = (format == args::OutputFormat::Table && !quiet)
         .then(|| tokio::spawn(hint_if_no_node_listens(client.endpoints().to_vec())));
@@ -252,6 +253,27 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
                 error_line: None,
             }
         }
+        Command::Web(web_args) => {
+            if !web::is_loopback(&web_args.listen) && !web_args.allow_remote {
+                anyhow::bail!(
+                    "--listen {} is reachable from other machines, and the page reads (and \
+                     with --operator revokes) with your credentials: add --allow-remote if \
+                     that is meant",
+                    web_args.listen
+                );
+            }
+            let settings = web::Settings {
+                listen: web_args.listen,
+                prefix: web_args.prefix,
+                operator: web_args.operator,
+            };
+            web::serve(client, settings).await?;
+            Rendered {
+                stdout: String::new(),
+                verdict: exit::Verdict::Ok,
+                error_line: None,
+            }
+        }
         Command::Guard { command } => {
             commit_guard::run(command, &client, client_id_given, format).await?
         }
@@ -271,7 +293,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
 
 /// Asks every configured endpoint for its status, then every member those answers list that
 /// was not asked yet, all in parallel; one row per node, sorted by id.
-async fn cluster_status(client: &Client) -> Vec<NodeRow> {
+pub(crate) async fn cluster_status(client: &Client) -> Vec<NodeRow> {
     let asked = client.endpoints();
     let mut answers = ask_all(client, asked).await;
 

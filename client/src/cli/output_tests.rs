@@ -270,6 +270,7 @@ fn board_table_has_the_documented_columns() {
     let out = board(
         "tasks/",
         &Board {
+            answered_by: String::new(),
             leases: vec![lease()],
             truncated: true,
             revision: 50,
@@ -319,6 +320,7 @@ fn board_json_shape() {
     let out = board(
         "",
         &Board {
+            answered_by: String::new(),
             leases: vec![lease()],
             truncated: false,
             revision: 50,
@@ -582,6 +584,7 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
         board(
             "",
             &Board {
+                answered_by: String::new(),
                 leases: vec![lease()],
                 truncated: true,
                 revision: 1,

@@ -345,6 +345,13 @@ impl Cluster {
         .unwrap()
     }
 
+    /// Kills node `id` (1-based) by PID, as a crash would.
+    pub fn kill(&mut self, id: usize) {
+        let child = &mut self.children[id - 1];
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
     /// The node logs, for a failure message.
     pub fn logs(&self) -> String {
         (1..=self.endpoints.len())
@@ -363,5 +370,83 @@ impl Drop for Cluster {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// A single node with bearer tokens on, killed by PID when dropped.
+pub struct AuthNode {
+    pub addr: String,
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+    pub tokens: std::collections::BTreeMap<&'static str, String>,
+}
+
+impl Drop for AuthNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl AuthNode {
+    pub fn start(principals: &[&'static str]) -> AuthNode {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tokens");
+        let mut tokens = std::collections::BTreeMap::new();
+        for who in principals {
+            let out = Command::new(node_bin())
+                .args(["token", "--principal", who, "--file"])
+                .arg(&file)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+            tokens.insert(*who, String::from_utf8_lossy(&out.stdout).trim().to_owned());
+        }
+        let addr = format!("127.0.0.1:{}", free_port());
+        let child = Command::new(node_bin())
+            .args(["--listen", &addr, "--data-dir"])
+            .arg(dir.path().join("data"))
+            .arg("--auth-tokens")
+            .arg(&file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let node = AuthNode {
+            addr,
+            child,
+            _dir: dir,
+            tokens,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !node
+            .baton(principals[0], "s-probe", &["probe", "ready"])
+            .status
+            .success()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the node never answered"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        node
+    }
+
+    /// `baton ARGS` as principal `who` acting as session `session`.
+    pub fn command(&self, who: &str, session: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(cli_bin());
+        command
+            .args(["--endpoints", &self.addr])
+            .args(args)
+            .env("BATON_AUTH_TOKEN", &self.tokens[who])
+            .env("BATON_CLIENT_ID", session)
+            .env_remove("BATON_AUTH_TOKEN_FILE")
+            .env_remove("BATON_GUARD_ALLOW_OFFLINE");
+        command
+    }
+
+    pub fn baton(&self, who: &str, session: &str, args: &[&str]) -> Output {
+        self.command(who, session, args).output().unwrap()
     }
 }

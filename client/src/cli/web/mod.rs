@@ -1,0 +1,449 @@
+//! `baton web`: a live page of who holds what, served by the CLI with the user's own
+//! endpoints, TLS, token and client id, so that a secured cluster's permissions apply to
+//! what the page shows.
+//!
+//! The page is three static files embedded in the binary (no build step, no CDN). Its data
+//! comes from a small JSON API over the library's calls, and its live updates from the
+//! watch stream as server-sent events:
+//! - `GET /api/board?prefix=P&after=K&limit=N`: one page of held (and quarantined) keys,
+//!   each with its record's status and summary, assignment, pending offer and quarantine,
+//!   and the revision and node of the read;
+//! - `GET /api/row?key=K`: one key's row again (the page asks after an event of the key);
+//! - `GET /api/key?key=K`: a key's case file, its ownership stints and events, its last
+//!   handoff note;
+//! - `GET /api/cluster`: every node's status, a node that does not answer shown as such;
+//! - `GET /api/events?prefix=P&from=R`: the watch stream from revision R (or the browser's
+//!   `Last-Event-ID` + 1 when it reconnects), one `change` event per history event with its
+//!   revision as id; `reload` when the revision fell out of every node's window;
+//! - `POST /api/revoke` (`--operator` only): `{"key", "reason"}`.
+//!
+//! Times left are the server's: each answer carries `remaining_ms` and the page counts down
+//! from the moment it received it on the browser's monotonic clock, never from its wall
+//! clock.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use baton_client::{
+    AssignmentInfo, Client, Error, LeaseInfo, QuarantineView, ReadMode, RecordView,
+};
+use futures::stream::{self, Stream, StreamExt};
+use serde::{Deserialize, Serialize};
+
+/// Keys on one page of the board when the page asks for none.
+pub const PAGE_KEYS_DEFAULT: u32 = 50;
+/// The most keys one page of the board may ask for (each is one record read).
+pub const PAGE_KEYS_MAX: u32 = 200;
+/// Record reads of one board page in flight at once.
+const ROW_READS_IN_FLIGHT: usize = 8;
+/// Live event streams (open pages) at once; more are refused with 503.
+pub const EVENT_STREAMS_MAX: usize = 64;
+/// The largest request body (a revoke's key and reason).
+pub const BODY_BYTES_MAX: usize = 16 * 1024;
+/// A comment line on an idle event stream this often, so that proxies keep it open.
+const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(15);
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const STYLE_CSS: &str = include_str!("assets/style.css");
+
+/// What `baton web` was asked to do.
+pub struct Settings {
+    pub listen: SocketAddr,
+    /// The prefix the page opens on.
+    pub prefix: String,
+    /// Offer the revoke button.
+    pub operator: bool,
+}
+
+struct Shared {
+    client: Client,
+    settings: Settings,
+    streams: AtomicUsize,
+}
+
+type Ctx = State<Arc<Shared>>;
+
+/// Serves the page until the process is stopped; says where on stderr once it listens.
+pub async fn serve(client: Client, settings: Settings) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+    let bound = listener.local_addr()?;
+    eprintln!(
+        "baton web: http://{bound}/ (cluster {}; {}; Ctrl-C stops it)",
+        client.endpoints().join(","),
+        if settings.operator {
+            "operator: the revoke button is on"
+        } else {
+            "read-only"
+        }
+    );
+    let shared = Arc::new(Shared {
+        client,
+        settings,
+        streams: AtomicUsize::new(0),
+    });
+    axum::serve(listener, router(shared))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/", get(page))
+        .route("/key", get(page))
+        .route("/static/app.js", get(app_js))
+        .route("/static/style.css", get(style_css))
+        .route("/api/config", get(config))
+        .route("/api/board", get(board))
+        .route("/api/row", get(row))
+        .route("/api/key", get(key_page))
+        .route("/api/cluster", get(cluster))
+        .route("/api/events", get(events))
+        .route("/api/revoke", post(revoke))
+        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .with_state(shared)
+}
+
+async fn page() -> Response {
+    asset("text/html; charset=utf-8", INDEX_HTML)
+}
+
+async fn app_js() -> Response {
+    asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+async fn style_css() -> Response {
+    asset("text/css; charset=utf-8", STYLE_CSS)
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+            // Nothing from elsewhere: no CDN, no inline script, no framing.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; frame-ancestors 'none'",
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// An API failure: the HTTP status and the error's words, as JSON.
+struct Failure(StatusCode, String);
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        (self.0, Json(serde_json::json!({ "error": self.1 }))).into_response()
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        let status = match &e {
+            Error::PermissionDenied(_) => StatusCode::FORBIDDEN,
+            Error::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            Error::InvalidArgument(_) => StatusCode::BAD_REQUEST,
+            Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::BAD_GATEWAY,
+        };
+        Failure(status, e.to_string())
+    }
+}
+
+#[derive(Serialize)]
+struct ConfigJson<'a> {
+    prefix: &'a str,
+    operator: bool,
+    endpoints: &'a [String],
+    version: &'static str,
+}
+
+async fn config(State(s): Ctx) -> Json<serde_json::Value> {
+    Json(
+        serde_json::to_value(ConfigJson {
+            prefix: &s.settings.prefix,
+            operator: s.settings.operator,
+            endpoints: s.client.endpoints(),
+            version: env!("CARGO_PKG_VERSION"),
+        })
+        .expect("the config serializes"),
+    )
+}
+
+#[derive(Deserialize)]
+struct BoardQuery {
+    #[serde(default)]
+    prefix: String,
+    #[serde(default)]
+    after: String,
+    limit: Option<u32>,
+}
+
+/// One key as the board shows it.
+#[derive(Serialize)]
+struct Row {
+    key: String,
+    lease: Option<LeaseInfo>,
+    assignment: Option<AssignmentInfo>,
+    /// Assigned to someone other than the holder.
+    mismatch: bool,
+    status: String,
+    summary: String,
+    offer: Option<OfferRow>,
+    quarantine: Option<QuarantineView>,
+    revision: u64,
+}
+
+#[derive(Serialize)]
+struct OfferRow {
+    to: String,
+    remaining_ms: u64,
+}
+
+impl Row {
+    fn of(view: RecordView) -> Row {
+        let assignment = view.record.assigned_to.clone();
+        let mismatch = match (&view.lease, &assignment) {
+            (Some(lease), Some(a)) => a.to != lease.holder_name,
+            _ => false,
+        };
+        Row {
+            offer: view.record.pending_offer.as_ref().map(|o| OfferRow {
+                to: o.to.clone(),
+                remaining_ms: u64::try_from(o.remaining.as_millis()).unwrap_or(u64::MAX),
+            }),
+            key: view.key,
+            lease: view.lease,
+            assignment,
+            mismatch,
+            status: view.record.status,
+            summary: view.record.summary,
+            quarantine: view.quarantine,
+            revision: view.revision,
+        }
+    }
+
+    /// Worth a line on the board: held, or quarantined.
+    fn shown(&self) -> bool {
+        self.lease.is_some() || self.quarantine.is_some()
+    }
+}
+
+#[derive(Serialize)]
+struct BoardJson {
+    prefix: String,
+    revision: u64,
+    answered_by: String,
+    rows: Vec<Row>,
+    /// The key to ask the next page after, when there is one.
+    next_after: Option<String>,
+}
+
+async fn board(State(s): Ctx, Query(q): Query<BoardQuery>) -> Result<Json<BoardJson>, Failure> {
+    let limit = q.limit.unwrap_or(PAGE_KEYS_DEFAULT);
+    if !(1..=PAGE_KEYS_MAX).contains(&limit) {
+        return Err(Failure(
+            StatusCode::BAD_REQUEST,
+            format!("limit {limit} is out of range: give 1 to {PAGE_KEYS_MAX} (PAGE_KEYS_MAX)"),
+        ));
+    }
+    let page = s
+        .client
+        .board(&q.prefix, limit, &q.after, ReadMode::Linearizable)
+        .await?;
+    // The held keys of the page, then the quarantined ones it covers that no one holds.
+    let mut keys: Vec<String> = page.leases.iter().map(|l| l.key.clone()).collect();
+    let last = keys.last().cloned();
+    // Quarantined keys come for the whole prefix: those in this page's range of keys.
+    keys.extend(
+        page.quarantines
+            .keys()
+            .filter(|k| **k > q.after && (!page.truncated || Some(*k) <= last.as_ref()))
+            .cloned(),
+    );
+    keys.sort();
+    keys.dedup();
+    let views: Vec<Result<RecordView, Error>> = stream::iter(keys)
+        .map(|key| {
+            let client = s.client.clone();
+            async move { client.record(&key, ReadMode::Linearizable).await }
+        })
+        .buffered(ROW_READS_IN_FLIGHT)
+        .collect()
+        .await;
+    let mut rows = Vec::new();
+    for view in views {
+        let row = Row::of(view?);
+        if row.shown() {
+            rows.push(row);
+        }
+    }
+    Ok(Json(BoardJson {
+        prefix: q.prefix,
+        revision: page.revision,
+        answered_by: page.answered_by,
+        rows,
+        next_after: if page.truncated { last } else { None },
+    }))
+}
+
+#[derive(Deserialize)]
+struct KeyQuery {
+    key: String,
+}
+
+#[derive(Serialize)]
+struct RowJson {
+    /// `None` when the key is neither held nor quarantined: the board drops it.
+    row: Option<Row>,
+}
+
+async fn row(State(s): Ctx, Query(q): Query<KeyQuery>) -> Result<Json<RowJson>, Failure> {
+    let view = s.client.record(&q.key, ReadMode::Linearizable).await?;
+    let row = Row::of(view);
+    Ok(Json(RowJson {
+        row: row.shown().then_some(row),
+    }))
+}
+
+async fn key_page(
+    State(s): Ctx,
+    Query(q): Query<KeyQuery>,
+) -> Result<Json<serde_json::Value>, Failure> {
+    let view = s.client.record(&q.key, ReadMode::Linearizable).await?;
+    let history = s.client.history(&q.key, ReadMode::Linearizable).await?;
+    Ok(Json(serde_json::json!({
+        "key": q.key,
+        "view": view,
+        "stints": history.stints(),
+        "events": history.events,
+        "dropped": history.dropped,
+    })))
+}
+
+async fn cluster(State(s): Ctx) -> Json<serde_json::Value> {
+    let nodes = super::cluster_status(&s.client).await;
+    let leader = nodes
+        .iter()
+        .filter_map(|n| n.status.as_ref())
+        .find(|st| st.state == "leader")
+        .map(|st| st.node_id);
+    Json(serde_json::json!({ "nodes": nodes, "leader": leader }))
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    #[serde(default)]
+    prefix: String,
+    #[serde(default)]
+    from: u64,
+}
+
+/// Counts an open event stream; refused beyond EVENT_STREAMS_MAX.
+struct StreamSlot(Arc<Shared>);
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.streams.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn events(
+    State(s): Ctx,
+    headers: HeaderMap,
+    Query(q): Query<EventsQuery>,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, std::convert::Infallible>>>, Failure> {
+    if s.streams.fetch_add(1, Ordering::Relaxed) >= EVENT_STREAMS_MAX {
+        s.streams.fetch_sub(1, Ordering::Relaxed);
+        return Err(Failure(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{EVENT_STREAMS_MAX} pages are open already (EVENT_STREAMS_MAX)"),
+        ));
+    }
+    let slot = StreamSlot(s.clone());
+    // A browser that reconnects says the last revision it got.
+    let resumed = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|last| last + 1);
+    let from = resumed.unwrap_or(q.from);
+    let watch = s.client.watch(&q.prefix, from);
+    let stream = watch
+        .map(move |item| {
+            let _held = &slot;
+            match item {
+                Ok(event) => SseEvent::default()
+                    .event("change")
+                    .id(event.revision.to_string())
+                    .json_data(&event)
+                    .unwrap_or_else(|_| SseEvent::default().event("trouble")),
+                Err(Error::Compacted { .. }) => SseEvent::default()
+                    .event("reload")
+                    .data("the events to go on from are gone: read the board again"),
+                Err(e) => SseEvent::default().event("trouble").data(e.to_string()),
+            }
+        })
+        .map(Ok);
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE_EVERY)))
+}
+
+#[derive(Deserialize)]
+struct RevokeBody {
+    key: String,
+    reason: String,
+}
+
+async fn revoke(
+    State(s): Ctx,
+    headers: HeaderMap,
+    Json(body): Json<RevokeBody>,
+) -> Result<Json<serde_json::Value>, Failure> {
+    if !s.settings.operator {
+        return Err(Failure(
+            StatusCode::FORBIDDEN,
+            "this page is read-only: start baton web with --operator to revoke".into(),
+        ));
+    }
+    // A page of another origin cannot send this header without a CORS preflight, which
+    // this server never grants: a revoke comes from this page.
+    if headers.get("x-baton-web").is_none() {
+        return Err(Failure(
+            StatusCode::FORBIDDEN,
+            "a revoke must come from the baton web page (X-Baton-Web header)".into(),
+        ));
+    }
+    if body.reason.trim().is_empty() {
+        return Err(Failure(
+            StatusCode::BAD_REQUEST,
+            "give a reason: the history records it with the revoke".into(),
+        ));
+    }
+    let revoked = s.client.revoke(&body.key, &body.reason).await?;
+    Ok(Json(
+        serde_json::json!({ "key": body.key, "revoked": revoked }),
+    ))
+}
+
+/// Whether `addr` is reachable only from this machine.
+pub fn is_loopback(addr: &SocketAddr) -> bool {
+    addr.ip().is_loopback()
+}

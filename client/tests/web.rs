@@ -1,0 +1,497 @@
+//! `baton web` in a real browser: headless Chromium driven through WebDriver (Debian's
+//! `chromium` and `chromium-driver`, which `.ci/run` installs), against a real 3-node
+//! cluster and a real `baton web` process, each started here and stopped by PID.
+//!
+//! Set `BATON_WEB_SCREENSHOTS=DIR` to keep the board and a key's page as PNGs (the README's
+//! come from here: `BATON_WEB_SCREENSHOTS=$PWD/docs cargo test -p baton-client --test web`).
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use baton_client::{ClaimOutcome, Client, HandoffNote, VolatileFact};
+use common::{cli_bin, free_port, AuthNode, Cluster};
+use fantoccini::{Client as Browser, ClientBuilder, Locator};
+
+/// How long the page may take to show a change: it comes from the watch stream, not a
+/// reload, so this is generous only for a loaded machine.
+const SHOWN_WITHIN: Duration = Duration::from_secs(15);
+
+/// A child process killed by PID when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Where the browser driver is: `BATON_CHROMEDRIVER`, else Debian's.
+fn chromedriver() -> String {
+    std::env::var("BATON_CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into())
+}
+
+/// Waits until something listens on `port` of loopback.
+async fn listening(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "{what} never listened on {port}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `baton web` against `endpoints` on a free port, with extra flags.
+async fn start_web(endpoints: &[String], flags: &[&str]) -> (Proc, String) {
+    start_web_as(endpoints, flags, None).await
+}
+
+/// `baton web` showing bearer token `token`, if any.
+async fn start_web_as(endpoints: &[String], flags: &[&str], token: Option<&str>) -> (Proc, String) {
+    let port = free_port();
+    let mut command = Command::new(cli_bin());
+    command.env_remove("BATON_AUTH_TOKEN_FILE");
+    match token {
+        Some(t) => command.env("BATON_AUTH_TOKEN", t),
+        None => command.env_remove("BATON_AUTH_TOKEN"),
+    };
+    let child = command
+        .args(["--endpoints", &endpoints.join(",")])
+        .args(["web", "--listen", &format!("127.0.0.1:{port}")])
+        .args(flags)
+        .env_remove("BATON_ENDPOINTS")
+        .env_remove("BATON_CLIENT_ID")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let web = Proc(child);
+    listening(port, "baton web").await;
+    (web, format!("http://127.0.0.1:{port}"))
+}
+
+/// A headless Chromium through a chromedriver of its own.
+async fn start_browser() -> (Proc, Browser) {
+    let port = free_port();
+    let driver = Proc(
+        Command::new(chromedriver())
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", chromedriver())),
+    );
+    listening(port, "chromedriver").await;
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", "--window-size=1280,800"]
+        }),
+    );
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    let browser = ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{port}"))
+        .await
+        .expect("a WebDriver session");
+    (driver, browser)
+}
+
+/// The board row of `key`, if the page shows one.
+async fn row_text(browser: &Browser, key: &str) -> Option<(String, String)> {
+    let css = format!("#board tbody tr[data-key=\"{key}\"]");
+    let row = browser.find(Locator::Css(&css)).await.ok()?;
+    let text = row.text().await.ok()?;
+    let class = row.attr("class").await.ok()?.unwrap_or_default();
+    Some((text, class))
+}
+
+/// Waits until `check` holds of the page, or fails with what the page showed.
+async fn until<F>(browser: &Browser, what: &str, mut check: F)
+where
+    F: AsyncFnMut(&Browser) -> bool,
+{
+    let deadline = Instant::now() + SHOWN_WITHIN;
+    loop {
+        if check(browser).await {
+            return;
+        }
+        if Instant::now() > deadline {
+            let body = match browser.find(Locator::Css("body")).await {
+                Ok(b) => b.text().await.unwrap_or_default(),
+                Err(e) => e.to_string(),
+            };
+            panic!("the page never showed {what}; it shows:\n{body}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn granted(outcome: ClaimOutcome) -> u64 {
+    match outcome {
+        ClaimOutcome::Granted(g) => g.lease.token,
+        other => panic!("expected a grant: {other:?}"),
+    }
+}
+
+async fn agent(cluster: &Cluster, id: &str) -> Client {
+    Client::connect(baton_client::ClientConfig {
+        client_id: Some(id.into()),
+        retry_deadline: Duration::from_secs(20),
+        ..baton_client::ClientConfig::with_endpoints(cluster.endpoints.iter().cloned())
+    })
+    .await
+    .unwrap()
+}
+
+async fn screenshot(browser: &Browser, name: &str) {
+    if let Some(dir) = std::env::var_os("BATON_WEB_SCREENSHOTS") {
+        let png = browser.screenshot().await.unwrap();
+        std::fs::write(std::path::Path::new(&dir).join(name), png).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_board_follows_claims_releases_assignments_and_handoffs_live_and_survives_a_node_kill()
+{
+    let mut cluster = Cluster::start(3).await;
+    let codex = agent(&cluster, "codex-1").await;
+    let claude = agent(&cluster, "claude-1").await;
+    let (_web, url) = start_web(&cluster.endpoints, &["--prefix", "tasks/"]).await;
+    let (_driver, browser) = start_browser().await;
+    browser.goto(&format!("{url}/")).await.unwrap();
+    until(&browser, "that it is live", async |b| {
+        let live = b.find(Locator::Id("live")).await.unwrap();
+        live.text().await.unwrap_or_default() == "live"
+    })
+    .await;
+
+    // A claim appears without a reload, naming its holder and token.
+    let token = granted(
+        codex
+            .claim(
+                "tasks/evidence-42",
+                "codex@host-b",
+                Duration::from_secs(600),
+            )
+            .await
+            .unwrap(),
+    );
+    until(&browser, "the claim of tasks/evidence-42", async |b| {
+        row_text(b, "tasks/evidence-42")
+            .await
+            .is_some_and(|(text, _)| {
+                text.contains("codex@host-b") && text.contains(&format!(" {token} "))
+            })
+    })
+    .await;
+
+    // An assignment to someone else than the holder is marked.
+    codex
+        .assign("tasks/report", "claude@host-a", "dispatcher", "write it up")
+        .await
+        .unwrap();
+    granted(
+        codex
+            .claim("tasks/report", "codex@host-b", Duration::from_secs(600))
+            .await
+            .unwrap(),
+    );
+    until(
+        &browser,
+        "the assignment mismatch on tasks/report",
+        async |b| {
+            row_text(b, "tasks/report")
+                .await
+                .is_some_and(|(text, class)| {
+                    text.contains("claude@host-a") && class.contains("mismatch")
+                })
+        },
+    )
+    .await;
+
+    // A handoff offer shows on the board, and the key's page shows the note, its volatile
+    // fact marked as needing verification with its check command.
+    let note = HandoffNote {
+        done: "domains 1-2".into(),
+        remaining: "domains 3-4".into(),
+        first_step: "rerun the verifier".into(),
+        volatile_facts: vec![VolatileFact {
+            name: "rows left".into(),
+            claimed_value: "4".into(),
+            check_command: "wc -l < todo.txt".into(),
+        }],
+        ..HandoffNote::default()
+    };
+    codex
+        .offer(
+            "tasks/evidence-42",
+            token,
+            "claude@host-a",
+            note,
+            Duration::from_secs(600),
+        )
+        .await
+        .unwrap();
+    until(&browser, "the pending offer", async |b| {
+        row_text(b, "tasks/evidence-42")
+            .await
+            .is_some_and(|(text, _)| text.contains("to claude@host-a, lapses in 9m"))
+    })
+    .await;
+    screenshot(&browser, "web-board.png").await;
+    claude
+        .accept(
+            "tasks/evidence-42",
+            "claude@host-a",
+            Duration::from_secs(600),
+        )
+        .await
+        .unwrap();
+    until(&browser, "the taker holding tasks/evidence-42", async |b| {
+        row_text(b, "tasks/evidence-42")
+            .await
+            .is_some_and(|(text, _)| text.contains("claude@host-a") && !text.contains("codex"))
+    })
+    .await;
+    browser
+        .goto(&format!("{url}/key?key=tasks%2Fevidence-42"))
+        .await
+        .unwrap();
+    until(&browser, "the key's note and timeline", async |b| {
+        let Ok(page) = b.find(Locator::Id("key-view")).await else {
+            return false;
+        };
+        let text = page.text().await.unwrap_or_default();
+        text.contains("needs verification")
+            && text.contains("wc -l < todo.txt")
+            && text.contains("rerun the verifier")
+            && text.contains("codex@host-b (token")
+            && text.contains("handed off")
+    })
+    .await;
+    screenshot(&browser, "web-key.png").await;
+
+    // A release removes the row.
+    browser.goto(&format!("{url}/")).await.unwrap();
+    until(&browser, "tasks/report", async |b| {
+        row_text(b, "tasks/report").await.is_some()
+    })
+    .await;
+    let report = codex
+        .probe("tasks/report", baton_client::ReadMode::Linearizable)
+        .await
+        .unwrap();
+    codex
+        .release("tasks/report", report.lease.unwrap().token)
+        .await
+        .unwrap();
+    until(&browser, "tasks/report gone", async |b| {
+        row_text(b, "tasks/report").await.is_none()
+    })
+    .await;
+
+    // The node `baton web` talks to first dies: the page stays live through another one.
+    cluster.kill(1);
+    granted(
+        codex
+            .claim("tasks/after-kill", "codex@host-b", Duration::from_secs(600))
+            .await
+            .unwrap(),
+    );
+    until(&browser, "a claim made after node 1 died", async |b| {
+        row_text(b, "tasks/after-kill").await.is_some()
+    })
+    .await;
+    browser.close().await.unwrap();
+}
+
+/// With auth on, the page reads with the credentials `baton web` was given: a principal
+/// without `read` on a prefix sees none of its keys, only the refusal, while the keys it may
+/// read show as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_auth_on_a_principal_without_read_on_a_prefix_does_not_see_its_keys() {
+    let node = AuthNode::start(&["ops", "viewer"]);
+    let policy = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        policy.path(),
+        "[[rule]]\nwho = [\"ops\"]\nprefixes = [\"\"]\ncan = [\"admin\"]\n\n\
+         [[rule]]\nwho = [\"viewer\"]\nprefixes = [\"public/\"]\ncan = [\"read\"]\n",
+    )
+    .unwrap();
+    let set = node.baton(
+        "ops",
+        "s-ops",
+        &["access", "set", &policy.path().display().to_string()],
+    );
+    assert!(set.status.success(), "{set:?}");
+    for key in ["secret/launch-codes", "public/lunch-menu"] {
+        let out = node.baton(
+            "ops",
+            "s-ops",
+            &["claim", key, "--holder", "ops", "--ttl", "10m"],
+        );
+        assert!(out.status.success(), "{out:?}");
+    }
+    let endpoints = [node.addr.clone()];
+    let (_web, url) = start_web_as(&endpoints, &[], Some(&node.tokens["viewer"])).await;
+    let (_driver, browser) = start_browser().await;
+    browser
+        .goto(&format!("{url}/?prefix=public/"))
+        .await
+        .unwrap();
+    until(&browser, "the public key", async |b| {
+        row_text(b, "public/lunch-menu").await.is_some()
+    })
+    .await;
+    browser
+        .goto(&format!("{url}/?prefix=secret/"))
+        .await
+        .unwrap();
+    until(&browser, "the refusal", async |b| {
+        let Ok(error) = b.find(Locator::Id("board-error")).await else {
+            return false;
+        };
+        error
+            .text()
+            .await
+            .unwrap_or_default()
+            .contains("permission")
+    })
+    .await;
+    assert!(row_text(&browser, "secret/launch-codes").await.is_none());
+    // Every key: the same refusal, and not a secret key on the page.
+    browser.goto(&format!("{url}/?prefix=")).await.unwrap();
+    until(&browser, "the refusal for every key", async |b| {
+        let Ok(error) = b.find(Locator::Id("board-error")).await else {
+            return false;
+        };
+        !error.text().await.unwrap_or_default().is_empty()
+    })
+    .await;
+    let body = browser
+        .find(Locator::Css("body"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!body.contains("launch-codes"), "{body}");
+    // The key's own page is refused too.
+    let key_api = format!("{url}/api/key?key=secret%2Flaunch-codes");
+    browser.goto(&key_api).await.unwrap();
+    let answer = browser
+        .find(Locator::Css("body"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        answer.contains("error") && !answer.contains("\"holder_name\""),
+        "{answer}"
+    );
+    browser.close().await.unwrap();
+}
+
+/// `GET path` of `base` (`http://host:port`): the status code and the body.
+fn http_get(base: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let code = answer[9..12].parse().unwrap();
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// Bad input gets a clear answer and changes nothing; the page is read-only unless
+/// --operator; it refuses to listen beyond loopback unless told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_and_refusals_of_the_page_server() {
+    let cluster = Cluster::start(1).await;
+    let (_web, url) = start_web(&cluster.endpoints, &[]).await;
+    let (code, body) = http_get(&url, "/api/board?limit=0");
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("PAGE_KEYS_MAX"), "{body}");
+    let (code, body) = http_get(&url, "/api/board?limit=201");
+    assert_eq!(code, 400, "{body}");
+    let (code, body) = http_get(&url, "/api/board?limit=200");
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = http_get(&url, "/");
+    assert_eq!(code, 200);
+    assert!(
+        body.contains("/static/app.js") && !body.contains("https://"),
+        "no CDN: {body}"
+    );
+    // A revoke on a read-only page: refused, and the lease stays.
+    let client = cluster.client().await;
+    granted(
+        client
+            .claim("tasks/kept", "codex", Duration::from_secs(600))
+            .await
+            .unwrap(),
+    );
+    let revoke = |base: &str, header: bool| {
+        use std::io::{Read, Write};
+        let addr = base.trim_start_matches("http://").to_owned();
+        let body = r#"{"key":"tasks/kept","reason":"test"}"#;
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        let extra = if header { "X-Baton-Web: 1\r\n" } else { "" };
+        write!(
+            stream,
+            "POST /api/revoke HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer[9..12].parse::<u16>().unwrap()
+    };
+    assert_eq!(revoke(&url, true), 403, "read-only page");
+    let (_operator, op_url) = start_web(&cluster.endpoints, &["--operator"]).await;
+    assert_eq!(
+        revoke(&op_url, false),
+        403,
+        "no X-Baton-Web header: not from the page"
+    );
+    let held = client
+        .probe("tasks/kept", baton_client::ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert!(held.lease.is_some(), "refused revokes changed nothing");
+    assert_eq!(revoke(&op_url, true), 200);
+    let freed = client
+        .probe("tasks/kept", baton_client::ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert!(freed.lease.is_none(), "the operator's revoke went through");
+    // Beyond loopback only when told.
+    let out = Command::new(cli_bin())
+        .args([
+            "--endpoints",
+            &cluster.endpoints[0],
+            "web",
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--allow-remote"),
+        "{out:?}"
+    );
+}
