@@ -377,15 +377,11 @@ impl Op {
                 }
                 Ok(())
             }
+            // New in format 5, so it takes the revoke's rules for a reason (the assignment's
+            // own stay as format 4 applied them).
             Op::Unassign { by, reason: r, .. } => {
                 validate::holder_name("cleared by", by)?;
-                if r.len() > REASON_BYTES_MAX {
-                    return validate::invalid(format!(
-                        "reason is {} bytes: the limit is {REASON_BYTES_MAX} bytes",
-                        r.len()
-                    ));
-                }
-                Ok(())
+                validate::reason(r)
             }
             Op::Offer {
                 token: t,
