@@ -1,0 +1,81 @@
+"""baton: single-winner claims, fencing tokens and recorded handoffs on a Raft cluster.
+
+    from baton import Client, Held
+
+    client = Client(["10.0.0.1:7001", "10.0.0.2:7001", "10.0.0.3:7001"], holder="etl@host-a")
+    try:
+        with client.lease("tasks/42", ttl=30) as lease:
+            for chunk in work():
+                lease.check()            # raises LeaseLost once the lease is not provably held
+                write(chunk, fencing_token=lease.token)
+            lease.status = "done"        # the record's final status, set on release
+    except Held as held:
+        print(f"{held.holder} holds it (token {held.token}), free in {held.free_in:.0f}s")
+"""
+
+from .client import DEFAULT_ENDPOINT, TLS, Client
+from .errors import (
+    BatonError,
+    Compacted,
+    Held,
+    InvalidArgument,
+    LeaseInfo,
+    LeaseLost,
+    Lost,
+    PermissionDenied,
+    Refused,
+    Unauthenticated,
+    Unavailable,
+)
+from .lease import Lease
+from .types import (
+    Accepted,
+    Assignment,
+    Board,
+    Event,
+    Grant,
+    HandoffNote,
+    History,
+    Offer,
+    Probe,
+    Quarantine,
+    Record,
+    RecordView,
+    TokenCheck,
+    VolatileFact,
+)
+from .watch import Watch
+
+__all__ = [
+    "Client",
+    "TLS",
+    "DEFAULT_ENDPOINT",
+    "Lease",
+    "Watch",
+    "BatonError",
+    "Unavailable",
+    "InvalidArgument",
+    "PermissionDenied",
+    "Unauthenticated",
+    "Compacted",
+    "Refused",
+    "Held",
+    "Lost",
+    "LeaseLost",
+    "LeaseInfo",
+    "Accepted",
+    "Assignment",
+    "Board",
+    "Event",
+    "Grant",
+    "HandoffNote",
+    "History",
+    "Offer",
+    "Probe",
+    "Quarantine",
+    "Record",
+    "RecordView",
+    "TokenCheck",
+    "VolatileFact",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,623 @@
+"""`Client`: baton's calls over gRPC, with the Rust client's rules.
+
+- Every write carries a `RequestId` (this process's retry slot, a sequence number, and the
+  session = `client_id`); a retry reuses it, so the cluster applies the write at most once.
+- Each attempt goes to the leader when a node named it (`x-baton-leader`), else to the
+  endpoints in rotation; a node that failed is skipped for a while. UNAVAILABLE, deadline
+  and abort are retried with jittered backoff (50 ms doubling to 1 s) until the retry
+  deadline; everything else is raised at once, typed (`errors`).
+- A grant's `safe_until` is the send time of the first attempt + TTL × (1 − drift margin),
+  on `time.monotonic()`.
+"""
+
+from __future__ import annotations
+
+import getpass
+import itertools
+import os
+import random
+import secrets
+import socket
+import threading
+import time
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import grpc
+
+from .errors import (
+    BatonError,
+    Compacted,
+    Held,
+    InvalidArgument,
+    LeaseInfo,
+    Lost,
+    PermissionDenied,
+    Refused,
+    Unauthenticated,
+    Unavailable,
+)
+from .types import (
+    Accepted,
+    Assignment,
+    Board,
+    Event,
+    Grant,
+    HandoffNote,
+    History,
+    Offer,
+    Probe,
+    Quarantine,
+    Record,
+    RecordView,
+    TokenCheck,
+    VolatileFact,
+)
+from .v1 import baton_pb2 as pb
+from .v1 import baton_pb2_grpc as rpc
+
+__all__ = ["Client", "TLS", "DEFAULT_ENDPOINT"]
+
+DEFAULT_ENDPOINT = "127.0.0.1:7001"
+#: Most endpoints one client takes (the Rust client's ENDPOINTS_MAX).
+ENDPOINTS_MAX = 64
+#: Most channels one client keeps open: its endpoints plus leaders it was pointed to.
+CHANNELS_MAX = 64
+BACKOFF_INITIAL = 0.05
+BACKOFF_MAX = 1.0
+#: How long a node that failed is not adopted as leader on another node's word.
+SUSPECT_FOR = 3.0
+LEADER_METADATA_KEY = "x-baton-leader"
+#: `Event.kind` of a node's watch progress markers (not events; they move the resume point).
+PROGRESS_KIND = "progress"
+RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.ABORTED}
+#: The largest gRPC message this client accepts (a board page, a history).
+MESSAGE_BYTES_MAX = 64 * 1024 * 1024
+
+
+class TLS:
+    """TLS to the nodes: `ca` (PEM bytes or a path) to verify them, and optionally a client
+    certificate and key (PEM bytes or paths) for mutual TLS."""
+
+    def __init__(self, ca, cert=None, key=None):
+        def read(v):
+            if v is None or isinstance(v, bytes):
+                return v
+            with open(v, "rb") as f:
+                return f.read()
+
+        self.credentials = grpc.ssl_channel_credentials(
+            root_certificates=read(ca), private_key=read(key), certificate_chain=read(cert)
+        )
+
+
+def _default_holder() -> str:
+    return os.environ.get("BATON_HOLDER") or f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def _normalize(endpoint: str) -> Tuple[str, bool]:
+    """`host:port`, `http://host:port`, `https://host:port` -> (`host:port`, is_tls)."""
+    raw = endpoint.strip()
+    tls = raw.startswith("https://")
+    for scheme in ("http://", "https://"):
+        if raw.startswith(scheme):
+            raw = raw[len(scheme):]
+    raw = raw.rstrip("/")
+    host, sep, port = raw.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise InvalidArgument(f"invalid endpoint {endpoint!r}: give host:port")
+    return raw, tls
+
+
+# ---- wire -> values ------------------------------------------------------------------------
+
+
+def _lease(p) -> LeaseInfo:
+    return LeaseInfo(
+        key=p.key,
+        holder=p.holder.name,
+        holder_client_id=p.holder.client_id,
+        token=p.token,
+        ttl=p.ttl_ms / 1000,
+        held_since_unix_ms=p.held_since_unix_ms,
+        renewed_at_unix_ms=p.renewed_at_unix_ms,
+        remaining=p.remaining_ms / 1000,
+        basis=p.basis,
+    )
+
+
+def _maybe_lease(msg, field: str) -> Optional[LeaseInfo]:
+    return _lease(getattr(msg, field)) if msg.HasField(field) else None
+
+
+def _assignment(p) -> Assignment:
+    return Assignment(p.to, p.by, p.reason, p.assigned_at_unix_ms, p.revision)
+
+
+def _maybe_assignment(msg, field: str) -> Optional[Assignment]:
+    return _assignment(getattr(msg, field)) if msg.HasField(field) else None
+
+
+def _quarantine(p) -> Quarantine:
+    return Quarantine(p.revision, p.delay_ms / 1000, p.remaining_ms / 1000)
+
+
+def _note(p) -> HandoffNote:
+    return HandoffNote(
+        commit=p.commit,
+        branch=p.branch,
+        done=p.done,
+        remaining=p.remaining,
+        blocked=p.blocked,
+        rebuild=p.rebuild,
+        first_step=p.first_step,
+        changed_files=list(p.changed_files),
+        dirty_files=list(p.dirty_files),
+        volatile_facts=[VolatileFact(f.name, f.claimed_value, f.check_command) for f in p.volatile_facts],
+    )
+
+
+def _note_pb(note) -> "pb.HandoffNote":
+    if isinstance(note, Mapping):
+        facts = note.get("volatile_facts", [])
+        note = HandoffNote(**{**note, "volatile_facts": [
+            f if isinstance(f, VolatileFact) else VolatileFact(**f) for f in facts
+        ]})
+    return pb.HandoffNote(
+        commit=note.commit,
+        branch=note.branch,
+        done=note.done,
+        remaining=note.remaining,
+        blocked=note.blocked,
+        rebuild=note.rebuild,
+        first_step=note.first_step,
+        changed_files=list(note.changed_files),
+        dirty_files=list(note.dirty_files),
+        volatile_facts=[
+            pb.VolatileFact(name=f.name, claimed_value=f.claimed_value, check_command=f.check_command)
+            for f in note.volatile_facts
+        ],
+    )
+
+
+def _offer(key: str, p) -> Offer:
+    return Offer(
+        key=key,
+        from_holder=getattr(p, "from").name,
+        from_client_id=getattr(p, "from").client_id,
+        from_token=p.from_token,
+        to=p.to,
+        note=_note(p.note),
+        offer_ttl=p.offer_ttl_ms / 1000,
+        offered_at_unix_ms=p.offered_at_unix_ms,
+        revision=p.revision,
+        remaining=p.remaining_ms / 1000,
+    )
+
+
+def _record(key: str, p) -> Record:
+    return Record(
+        status=p.status,
+        summary=p.summary,
+        fields=dict(p.fields),
+        assigned_to=_maybe_assignment(p, "assigned_to"),
+        pending_offer=_offer(key, p.pending_offer) if p.HasField("pending_offer") else None,
+        last_note=_note(p.last_note) if p.HasField("last_note") else None,
+        updated_revision=p.updated_revision,
+    )
+
+
+def _event(p) -> Event:
+    actor = p.actor if p.HasField("actor") else None
+    return Event(
+        revision=p.revision,
+        key=p.key,
+        kind=p.kind,
+        actor_name=actor.name if actor else None,
+        actor_client_id=actor.client_id if actor else None,
+        actor_principal=(actor.principal or None) if actor else None,
+        token=p.token,
+        at_unix_ms=p.at_unix_ms,
+        detail=p.detail,
+    )
+
+
+def _metadata_value(pairs, name: str):
+    for k, v in pairs or ():
+        if k == name:
+            return v
+    return None
+
+
+def _error(e: grpc.RpcError) -> BatonError:
+    """The typed error for a status the retry loop does not retry."""
+    code, message = e.code(), e.details() or ""
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidArgument(message)
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        return PermissionDenied(message)
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        return Unauthenticated(message)
+    details = _metadata_value(e.trailing_metadata(), "grpc-status-details-bin")
+    if code == grpc.StatusCode.OUT_OF_RANGE:
+        c = pb.Compacted()
+        if details:
+            c.ParseFromString(details)
+        return Compacted(message, c.requested, c.first_available)
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        r = pb.Refusal()
+        if details:
+            r.ParseFromString(details)
+        if r.reason == "stale_token":
+            return Lost(r.key, r.token, _maybe_lease(r, "lease"))
+        return Refused(
+            r.message or message,
+            reason=r.reason,
+            key=r.key,
+            lease=_maybe_lease(r, "lease"),
+            presented_token=r.token,
+            client_id=r.client_id,
+            offer_to=r.offer_to,
+            quarantine_remaining=r.quarantine_remaining_ms / 1000,
+            nodes=list(r.nodes),
+            data_format=r.data_format,
+        )
+    return BatonError(f"{code.name}: {message}")
+
+
+class Client:
+    """A client of one baton cluster. Thread-safe: share one per process.
+
+    `client_id` is the session every write acts as (leases answer to it only); an agent
+    keeps one for its whole session (`BATON_CLIENT_ID`). `holder` is the default holder
+    name of claims. `token` is a bearer token (with auth on), `tls` a `TLS`.
+    """
+
+    def __init__(
+        self,
+        endpoints: Sequence[str] | str = (DEFAULT_ENDPOINT,),
+        client_id: Optional[str] = None,
+        holder: Optional[str] = None,
+        tls: Optional[TLS] = None,
+        token: Optional[str] = None,
+        retry_deadline: float = 10.0,
+        request_timeout: float = 5.0,
+        drift_margin: float = 0.05,
+    ):
+        if isinstance(endpoints, str):
+            endpoints = [e for e in endpoints.split(",") if e.strip()]
+        if not endpoints:
+            raise InvalidArgument("no endpoints: give at least one host:port")
+        if len(endpoints) > ENDPOINTS_MAX:
+            raise InvalidArgument(f"{len(endpoints)} endpoints: at most {ENDPOINTS_MAX} (ENDPOINTS_MAX)")
+        normalized = [_normalize(e) for e in endpoints]
+        if any(t for _, t in normalized) and tls is None:
+            raise InvalidArgument("an https:// endpoint needs tls=TLS(ca=...)")
+        if not 0.0 <= drift_margin < 1.0:
+            raise InvalidArgument(f"drift_margin must be at least 0 and below 1, got {drift_margin}")
+        if retry_deadline <= 0 or request_timeout <= 0:
+            raise InvalidArgument("retry_deadline and request_timeout must be above zero")
+        self.endpoints: List[str] = [e for e, _ in normalized]
+        self.client_id = client_id or os.environ.get("BATON_CLIENT_ID") or secrets.token_hex(16)
+        if not 1 <= len(self.client_id.encode()) <= 64:
+            raise InvalidArgument("client_id must be 1 to 64 bytes")
+        self.holder = holder or _default_holder()
+        self.retry_deadline = retry_deadline
+        self.request_timeout = request_timeout
+        self.drift_margin = drift_margin
+        self._tls = tls
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._retry_id = secrets.token_hex(16)
+        self._seq = itertools.count(1)
+        self._lock = threading.Lock()
+        self._channels: Dict[str, grpc.Channel] = {}
+        self._cursor = 0
+        self._leader: Optional[str] = None
+        self._suspects: Dict[str, float] = {}
+
+    # ---- transport ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            self._channels.clear()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def leader_hint(self) -> Optional[str]:
+        return self._leader
+
+    def _channel(self, endpoint: str) -> grpc.Channel:
+        with self._lock:
+            channel = self._channels.get(endpoint)
+            if channel is None:
+                options = [
+                    ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX),
+                    ("grpc.enable_retries", 0),
+                ]
+                if self._tls is not None:
+                    channel = grpc.secure_channel(endpoint, self._tls.credentials, options)
+                else:
+                    channel = grpc.insecure_channel(endpoint, options)
+                if len(self._channels) >= CHANNELS_MAX:
+                    _, old = self._channels.popitem()
+                    old.close()
+                self._channels[endpoint] = channel
+            return channel
+
+    def _pick(self) -> str:
+        with self._lock:
+            if self._leader is not None:
+                return self._leader
+            now = time.monotonic()
+            for _ in range(len(self.endpoints)):
+                endpoint = self.endpoints[self._cursor % len(self.endpoints)]
+                if now - self._suspects.get(endpoint, -1e9) >= SUSPECT_FOR:
+                    return endpoint
+                self._cursor += 1
+            return self.endpoints[self._cursor % len(self.endpoints)]
+
+    def _failed(self, endpoint: str, suspect: bool) -> None:
+        with self._lock:
+            if suspect:
+                self._suspects[endpoint] = time.monotonic()
+            if self._leader == endpoint:
+                self._leader = None
+            if self.endpoints[self._cursor % len(self.endpoints)] == endpoint:
+                self._cursor += 1
+
+    def _learn_leader(self, metadata) -> Optional[str]:
+        raw = _metadata_value(metadata, LEADER_METADATA_KEY)
+        if not raw:
+            return None
+        try:
+            leader, _ = _normalize(raw)
+        except InvalidArgument:
+            return None
+        with self._lock:
+            if time.monotonic() - self._suspects.get(leader, -1e9) < SUSPECT_FOR:
+                return None
+            self._leader = leader
+        return leader
+
+    def _request_id(self) -> "pb.RequestId":
+        return pb.RequestId(client_id=self._retry_id, seq=next(self._seq), session=self.client_id)
+
+    def _call(self, service: str, method: str, request, deadline: Optional[float] = None):
+        """One logical request until an answer, a non-retryable error, or the deadline."""
+        deadline = deadline if deadline is not None else time.monotonic() + self.retry_deadline
+        backoff = BACKOFF_INITIAL
+        redirected = False
+        last = "no attempt was made"
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Unavailable(f"cluster unavailable: {last}")
+            endpoint = self._pick()
+            stub_class = rpc.BatonStub if service == "baton" else rpc.ClusterStub
+            stub = stub_class(self._channel(endpoint))
+            timeout = min(remaining, self.request_timeout)
+            try:
+                response, call = getattr(stub, method).with_call(
+                    request, timeout=timeout, metadata=self._metadata
+                )
+                self._learn_leader(call.initial_metadata())
+                return response
+            except grpc.RpcError as e:
+                if e.code() not in RETRYABLE:
+                    self._learn_leader(e.trailing_metadata())
+                    raise _error(e) from None
+                last = f"{endpoint}: {e.code().name}: {e.details()}"
+                leader = self._learn_leader(e.trailing_metadata()) or self._learn_leader(
+                    e.initial_metadata()
+                )
+                if leader is None:
+                    self._failed(endpoint, suspect=e.code() != grpc.StatusCode.ABORTED)
+            if leader is not None and leader != endpoint and not redirected:
+                redirected = True
+                continue
+            redirected = False
+            time.sleep(min(backoff * (0.5 + random.random() / 2), max(0.0, deadline - time.monotonic())))
+            backoff = min(backoff * 2, BACKOFF_MAX)
+
+    def _safe_until(self, sent: float, ttl: float) -> float:
+        return sent + ttl * (1.0 - self.drift_margin)
+
+    # ---- leases ---------------------------------------------------------------------------
+
+    def claim(self, key: str, ttl: float = 30.0, holder: Optional[str] = None) -> Grant:
+        """Claims `key` for `ttl` seconds. Returns the `Grant`; raises `Held` (naming the
+        holder, token, since and free-in) when someone else holds it: stand down.
+
+        A claim of a key this session already holds keeps its token and renews it."""
+        request = pb.ClaimRequest(
+            key=key,
+            holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
+            ttl_ms=int(ttl * 1000),
+            request_id=self._request_id(),
+        )
+        sent = time.monotonic()
+        answer = self._call("baton", "Claim", request)
+        if answer.WhichOneof("outcome") == "held":
+            raise Held(
+                key,
+                _lease(answer.held.lease),
+                answer.held.same_name_other_process,
+                _maybe_assignment(answer.held, "assignment"),
+            )
+        granted = answer.granted
+        lease = _lease(granted.lease)
+        return Grant(
+            lease=lease,
+            already_held=granted.already_held,
+            revision=answer.revision,
+            safe_until=self._safe_until(sent, lease.ttl),
+            assignment=_maybe_assignment(granted, "assignment"),
+        )
+
+    def renew(self, key: str, token: int, deadline: Optional[float] = None) -> Tuple[LeaseInfo, float]:
+        """Renews the lease `token` of `key`: (the lease, its new `safe_until`). Raises
+        `Lost` when the token is no longer current."""
+        request = pb.RenewRequest(key=key, token=token, request_id=self._request_id())
+        sent = time.monotonic()
+        answer = self._call("baton", "Renew", request, deadline)
+        if answer.WhichOneof("outcome") == "lost":
+            raise Lost(key, token, _maybe_lease(answer.lost, "current"))
+        lease = _lease(answer.renewed)
+        return lease, self._safe_until(sent, lease.ttl)
+
+    def release(self, key: str, token: int, status: str = "") -> LeaseInfo:
+        """Releases the lease `token` of `key` (setting the record's status in the same
+        entry, if given). Raises `Lost` when the token is no longer current."""
+        request = pb.ReleaseRequest(key=key, token=token, final_status=status, request_id=self._request_id())
+        answer = self._call("baton", "Release", request)
+        if answer.WhichOneof("outcome") == "lost":
+            raise Lost(key, token, _maybe_lease(answer.lost, "current"))
+        return _lease(answer.released)
+
+    def probe(self, key: str, stale: bool = False) -> Probe:
+        """Who holds `key` now (linearizable unless `stale`)."""
+        answer = self._call("baton", "Probe", pb.ProbeRequest(key=key, stale=stale))
+        return Probe(_maybe_lease(answer, "lease"), answer.revision)
+
+    def board(self, prefix: str = "", limit: int = 0, start_after: str = "", stale: bool = False) -> Board:
+        """Held keys under `prefix`, in key order; page on with the last key while
+        `truncated`."""
+        answer = self._call(
+            "baton", "Board", pb.BoardRequest(prefix=prefix, limit=limit, start_after=start_after, stale=stale)
+        )
+        return Board(
+            leases=[_lease(l) for l in answer.leases],
+            truncated=answer.truncated,
+            revision=answer.revision,
+            assignments={k: _assignment(a) for k, a in answer.assignments.items()},
+            quarantines={k: _quarantine(q) for k, q in answer.quarantines.items()},
+        )
+
+    def check(self, key: str, token: int) -> TokenCheck:
+        """Whether `token` is `key`'s current one (what a fenced resource asks). Always
+        linearizable."""
+        answer = self._call("baton", "CheckToken", pb.CheckTokenRequest(key=key, token=token))
+        return TokenCheck(answer.current, _maybe_lease(answer, "lease"), answer.revision)
+
+    def revoke(self, key: str, reason: str) -> Optional[LeaseInfo]:
+        """Operator force-release, with the reason recorded."""
+        answer = self._call("baton", "Revoke", pb.RevokeRequest(key=key, reason=reason, request_id=self._request_id()))
+        return _maybe_lease(answer, "revoked")
+
+    # ---- the case file --------------------------------------------------------------------
+
+    def update(
+        self,
+        key: str,
+        token: int,
+        status: Optional[str] = None,
+        summary: Optional[str] = None,
+        set_fields: Optional[Mapping[str, str]] = None,
+        remove_fields: Iterable[str] = (),
+    ) -> Record:
+        """A fenced write to `key`'s record with the current `token` of this session."""
+        patch = pb.RecordPatch(set_fields=dict(set_fields or {}), remove_fields=list(remove_fields))
+        if status is not None:
+            patch.status = status
+        if summary is not None:
+            patch.summary = summary
+        answer = self._call(
+            "baton", "Update", pb.UpdateRequest(key=key, token=token, patch=patch, request_id=self._request_id())
+        )
+        return _record(key, answer.record)
+
+    def assign(self, key: str, to: str, by: Optional[str] = None, reason: str = "") -> Record:
+        """Records who a dispatcher (`by`, default this client's holder) wants on `key`."""
+        request = pb.AssignRequest(key=key, to=to, by=by or self.holder, reason=reason, request_id=self._request_id())
+        return _record(key, self._call("baton", "Assign", request).record)
+
+    def unassign(self, key: str, by: Optional[str] = None, reason: str = "") -> Record:
+        """Clears `key`'s assignment (recorded as `unassigned`)."""
+        request = pb.AssignRequest(key=key, clear=True, by=by or self.holder, reason=reason, request_id=self._request_id())
+        return _record(key, self._call("baton", "Assign", request).record)
+
+    def record(self, key: str, stale: bool = False) -> RecordView:
+        answer = self._call("baton", "GetRecord", pb.GetRecordRequest(key=key, stale=stale))
+        return RecordView(
+            key=key,
+            record=_record(key, answer.record),
+            lease=_maybe_lease(answer, "lease"),
+            revision=answer.revision,
+            quarantine=_quarantine(answer.quarantine) if answer.HasField("quarantine") else None,
+        )
+
+    def history(self, key: str, stale: bool = False) -> History:
+        answer = self._call("baton", "History", pb.HistoryRequest(key=key, stale=stale))
+        return History(key, [_event(e) for e in answer.events], answer.dropped, answer.revision)
+
+    # ---- handoffs -------------------------------------------------------------------------
+
+    def offer(self, key: str, token: int, to: str, note=None, ttl: float = 600.0) -> Offer:
+        """Offers `key` (held with `token`) to holder name `to`, with a status note (a
+        `HandoffNote` or a dict of its fields). The record is frozen until the offer ends."""
+        request = pb.OfferRequest(
+            key=key,
+            token=token,
+            to=to,
+            note=_note_pb(note or HandoffNote()),
+            offer_ttl_ms=int(ttl * 1000),
+            request_id=self._request_id(),
+        )
+        return _offer(key, self._call("baton", "Offer", request).offer)
+
+    def accept(self, key: str, ttl: float = 30.0, holder: Optional[str] = None) -> Accepted:
+        """Takes the offer of `key` addressed to `holder`: the key is this session's with a
+        new token; the giver's is dead."""
+        request = pb.AcceptRequest(
+            key=key,
+            holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
+            ttl_ms=int(ttl * 1000),
+            request_id=self._request_id(),
+        )
+        sent = time.monotonic()
+        answer = self._call("baton", "Accept", request)
+        lease = _lease(answer.lease)
+        giver = getattr(answer, "from")
+        return Accepted(
+            lease=lease,
+            note=_note(answer.note),
+            from_holder=giver.name,
+            from_client_id=giver.client_id,
+            revision=answer.revision,
+            safe_until=self._safe_until(sent, lease.ttl),
+        )
+
+    def decline(self, key: str, holder: Optional[str] = None) -> int:
+        request = pb.DeclineRequest(
+            key=key, holder=pb.Holder(name=holder or self.holder, client_id=self.client_id), request_id=self._request_id()
+        )
+        return self._call("baton", "Decline", request).revision
+
+    def cancel(self, key: str, token: int) -> int:
+        request = pb.CancelRequest(key=key, token=token, request_id=self._request_id())
+        return self._call("baton", "Cancel", request).revision
+
+    # ---- watch and lease ------------------------------------------------------------------
+
+    def watch(self, prefix: str = "", from_revision: int = 0) -> "Watch":
+        """Every event of keys under `prefix` from `from_revision` (0: from now), in order,
+        resuming on another node after a failure with no gap and no repeat. An iterator;
+        `close()` it (or leave the `with` block) to stop."""
+        from .watch import Watch
+
+        return Watch(self, prefix, from_revision)
+
+    def lease(self, key: str, ttl: float = 30.0, holder: Optional[str] = None, status: str = ""):
+        """`with client.lease(key, ttl=30) as lease:` claims `key` (raising `Held` instead
+        of entering the block when another holds it), renews it in the background every
+        TTL/3, and releases it on exit (setting the record's final `status` if given, or
+        `lease.status` set in the block)."""
+        from .lease import Lease
+
+        return Lease(self, key, ttl, holder, status)

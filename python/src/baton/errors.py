@@ -1,0 +1,134 @@
+"""What baton's calls raise: a refusal carries its facts as attributes, never as text to parse."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+__all__ = [
+    "BatonError",
+    "Unavailable",
+    "InvalidArgument",
+    "PermissionDenied",
+    "Unauthenticated",
+    "Compacted",
+    "Refused",
+    "Held",
+    "Lost",
+    "LeaseLost",
+]
+
+
+class BatonError(Exception):
+    """Anything baton's client raises."""
+
+
+class Unavailable(BatonError):
+    """No node answered within the retry deadline (down, no quorum, no leader)."""
+
+
+class InvalidArgument(BatonError):
+    """Bad input: nothing changed. The message says what to fix."""
+
+
+class PermissionDenied(BatonError):
+    """The principal may not do this under this key."""
+
+
+class Unauthenticated(BatonError):
+    """No token, or one the cluster does not know."""
+
+
+class Compacted(BatonError):
+    """A watch asked for events older than every node's window: read again, watch from there."""
+
+    def __init__(self, message: str, requested: int = 0, first_available: int = 0):
+        super().__init__(message)
+        self.requested = requested
+        self.first_available = first_available
+
+
+class Refused(BatonError):
+    """The cluster refused the request; nothing changed.
+
+    `reason` is the cluster's word for it (`stale_token`, `wrong_session`, `frozen`,
+    `offer_pending`, `no_offer`, `not_addressee`, `offer_to_holder`, `quarantined`,
+    `key_limit`, `format_pending`, or a newer one), and the attributes are its facts:
+    `key`, `holder` / `holder_client_id` / `token` / `since_unix_ms` / `free_in` of the
+    current lease when the key is held, `client_id` (the requester's session), `offer_to`,
+    `quarantine_remaining` (seconds), `nodes` and `data_format`.
+    """
+
+    def __init__(self, message: str, reason: str = "", key: str = "", lease: Optional["LeaseInfo"] = None, **facts):
+        super().__init__(message)
+        self.message = message
+        self.reason = reason
+        self.key = key
+        self.lease = lease
+        self.holder = lease.holder if lease else None
+        self.holder_client_id = lease.holder_client_id if lease else None
+        self.token = lease.token if lease else None
+        self.since_unix_ms = lease.held_since_unix_ms if lease else None
+        self.free_in = lease.remaining if lease else None
+        self.presented_token = facts.pop("presented_token", 0)
+        self.client_id = facts.pop("client_id", "")
+        self.offer_to = facts.pop("offer_to", "")
+        self.quarantine_remaining = facts.pop("quarantine_remaining", 0.0)
+        self.nodes = facts.pop("nodes", [])
+        self.data_format = facts.pop("data_format", 0)
+        self.facts = facts
+
+
+class Held(Refused):
+    """A claim lost: someone else holds the key. Stand down.
+
+    `holder`, `holder_client_id`, `token`, `since_unix_ms` and `free_in` (seconds, the
+    answering node's estimate) name the lease that won; `assignment` is who a dispatcher
+    wanted, if anyone.
+    """
+
+    def __init__(self, key: str, lease: "LeaseInfo", same_name_other_process: bool = False, assignment=None):
+        super().__init__(
+            f"{key} is held by {lease.holder} (client {lease.holder_client_id}) with token "
+            f"{lease.token}; free in {lease.remaining:.1f}s; stand down",
+            reason="held",
+            key=key,
+            lease=lease,
+        )
+        self.same_name_other_process = same_name_other_process
+        self.assignment = assignment
+
+
+class Lost(Refused):
+    """A renew, release or write with a token that is no longer current: the caller lost the
+    key. `lease` (and `holder`, `token`, ...) is who holds it now, or None when it is free."""
+
+    def __init__(self, key: str, token: int, current: Optional["LeaseInfo"]):
+        who = f"held by {current.holder} with token {current.token}" if current else "free"
+        super().__init__(
+            f"token {token} is not current for {key}: {who}",
+            reason="stale_token",
+            key=key,
+            lease=current,
+            presented_token=token,
+        )
+
+
+class LeaseLost(BatonError):
+    """A `lease()` block's lease ended before the block did (`lease.check()` raises it)."""
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """A live lease as the cluster reported it. `remaining` is the answering node's estimate
+    of the seconds left when it answered; `ttl` is in seconds."""
+
+    key: str
+    holder: str
+    holder_client_id: str
+    token: int
+    ttl: float
+    held_since_unix_ms: int
+    renewed_at_unix_ms: int
+    remaining: float
+    basis: int

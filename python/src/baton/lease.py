@@ -1,0 +1,121 @@
+"""`Lease`: `with client.lease(key, ttl=30) as lease:` — the Rust `LeaseGuard`'s rules.
+
+The lease is held until its safe deadline: the send time of the latest successful grant or
+renewal + TTL × (1 − drift margin), on `time.monotonic()`. Only a successful renewal moves
+it. It is lost when a renewal is refused (the token is no longer current) or when the safe
+deadline passes without one, whatever the cluster answers later: each renewal is retried
+only until the safe deadline, and for at most TTL / 4. `lease.lost` is set at that moment;
+`lease.check()` compares the deadline with the clock itself, so it raises at the deadline
+even if the renewing thread has not run.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Optional
+
+from .errors import BatonError, LeaseLost, Lost
+
+#: Renewals per TTL when all goes well.
+RENEWALS_PER_TTL = 3
+#: Fraction of the renew interval drawn at random either way.
+RENEW_JITTER_FRACTION = 0.1
+#: After a failed renewal, try again every TTL / 10, but not more often than every 50 ms.
+RENEW_RETRIES_PER_TTL = 10
+RENEW_RETRY_INTERVAL_MIN = 0.05
+#: One renewal call (all its attempts) gets at most TTL / 4.
+RENEW_CALL_TTL_DIVISOR = 4
+
+
+class Lease:
+    def __init__(self, client, key: str, ttl: float, holder: Optional[str], status: str):
+        self._client = client
+        self.key = key
+        self.ttl = ttl
+        self.holder = holder
+        #: The record's final status on release (set it in the block, e.g. "done").
+        self.status = status
+        self.token = 0
+        self.safe_until = 0.0
+        self.grant = None
+        #: Set when the lease is lost (refused renewal, or the safe deadline passed).
+        self.lost = threading.Event()
+        #: Why it was lost, once it is.
+        self.loss: Optional[str] = None
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "Lease":
+        # Raises Held (naming the holder) instead of entering the block.
+        self.grant = self._client.claim(self.key, self.ttl, self.holder)
+        self.token = self.grant.token
+        self.safe_until = self.grant.safe_until
+        self._thread = threading.Thread(target=self._renew_loop, name=f"baton-lease {self.key}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.held():
+            try:
+                self._client.release(self.key, self.token, self.status)
+            except Lost:
+                self._lose("taken before the release")
+            except BatonError:
+                # The lease ends at its TTL anyway; an exception from the block wins.
+                if exc is None:
+                    raise
+
+    def held(self) -> bool:
+        """True while the lease is provably this session's (before its safe deadline)."""
+        return not self.lost.is_set() and time.monotonic() < self.safe_until
+
+    def check(self) -> None:
+        """Raises `LeaseLost` unless the lease is still provably held: call it before each
+        step that acts on the key."""
+        if not self.held():
+            self._lose("the safe deadline passed without a renewal")
+            raise LeaseLost(f"lost {self.key} (token {self.token}): {self.loss}")
+
+    def _lose(self, why: str) -> None:
+        with self._lock:
+            if not self.lost.is_set():
+                self.loss = why
+                self.lost.set()
+
+    def _renew_loop(self) -> None:
+        interval = self.ttl / RENEWALS_PER_TTL
+        retry = max(self.ttl / RENEW_RETRIES_PER_TTL, RENEW_RETRY_INTERVAL_MIN)
+        wait = interval * (1 + random.uniform(-RENEW_JITTER_FRACTION, RENEW_JITTER_FRACTION))
+        while True:
+            # Wake for the next renewal, or at the safe deadline, whichever is first.
+            until_deadline = self.safe_until - time.monotonic()
+            if self._stop.wait(max(0.0, min(wait, until_deadline))):
+                return
+            if time.monotonic() >= self.safe_until:
+                self._lose("the safe deadline passed without a renewal")
+                return
+            deadline = min(self.safe_until, time.monotonic() + self.ttl / RENEW_CALL_TTL_DIVISOR)
+            try:
+                _, safe_until = self._client.renew(self.key, self.token, deadline=deadline)
+            except Lost as e:
+                holder = e.holder or "no one"
+                self._lose(f"the token is no longer current (held by {holder} now)")
+                return
+            except BatonError as e:
+                if time.monotonic() >= self.safe_until:
+                    self._lose(f"the safe deadline passed; the last renewal failed: {e}")
+                    return
+                wait = retry
+                continue
+            if time.monotonic() >= self.safe_until:
+                # The answer came too late to count: the window had already closed.
+                self._lose("the safe deadline passed before the renewal answered")
+                return
+            self.safe_until = safe_until
+            wait = interval * (1 + random.uniform(-RENEW_JITTER_FRACTION, RENEW_JITTER_FRACTION))

@@ -1,0 +1,185 @@
+"""The Python client against a real 3-node cluster (conftest.py)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+
+from baton import Client, HandoffNote, Held, InvalidArgument, LeaseLost, Lost, Refused, VolatileFact
+from baton.v1 import baton_pb2 as pb
+
+
+def test_a_race_of_many_claimants_has_one_winner(cluster):
+    results = []
+    barrier = threading.Barrier(16)
+
+    def claimant(i):
+        client = cluster.client(holder=f"agent-{i}")
+        barrier.wait()
+        try:
+            results.append(("won", client.claim("tasks/race", ttl=30)))
+        except Held as held:
+            results.append(("held", held))
+
+    threads = [threading.Thread(target=claimant, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [r for kind, r in results if kind == "won"]
+    losers = [r for kind, r in results if kind == "held"]
+    assert len(winners) == 1, results
+    assert len(losers) == 15
+    winner = winners[0]
+    # Every loser was told who won, with the winning token.
+    assert all(h.holder == winner.lease.holder and h.token == winner.token for h in losers)
+    assert all(h.free_in > 20 and h.since_unix_ms > 0 for h in losers)
+
+
+def test_refusals_carry_their_facts_as_attributes(cluster):
+    alice = cluster.client(holder="alice")
+    bob = cluster.client(holder="bob")
+    grant = alice.claim("tasks/facts", ttl=30)
+    with pytest.raises(Held) as held:
+        bob.claim("tasks/facts", ttl=30)
+    assert (held.value.holder, held.value.token) == ("alice", grant.token)
+    assert held.value.holder_client_id == alice.client_id
+    # Alice's token from Bob's session: refused, naming the holder and the requester.
+    with pytest.raises(Refused) as refused:
+        bob.renew("tasks/facts", grant.token)
+    assert refused.value.reason == "wrong_session"
+    assert refused.value.holder == "alice" and refused.value.client_id == bob.client_id
+    # A token that is not current: Lost, naming who holds the key.
+    with pytest.raises(Lost) as lost:
+        alice.release("tasks/facts", grant.token + 1000)
+    assert lost.value.token == grant.token and lost.value.presented_token == grant.token + 1000
+    # Bad input: InvalidArgument, nothing changed.
+    with pytest.raises(InvalidArgument):
+        alice.claim("", ttl=30)
+    assert alice.probe("tasks/facts").lease.token == grant.token
+
+
+def test_a_retried_write_is_applied_once(cluster):
+    client = cluster.client(holder="once")
+    # The same request (same RequestId) sent twice: the second gets the first's answer,
+    # even after the lease was released in between.
+    request = pb.ClaimRequest(
+        key="tasks/once",
+        holder=pb.Holder(name="once", client_id=client.client_id),
+        ttl_ms=30_000,
+        request_id=client._request_id(),
+    )
+    first = client._call("baton", "Claim", request)
+    client.release("tasks/once", first.granted.lease.token)
+    again = client._call("baton", "Claim", request)
+    assert again.granted.lease.token == first.granted.lease.token
+    assert client.probe("tasks/once").lease is None, "the retry granted nothing new"
+
+
+def test_a_lease_survives_a_leader_kill_and_renews_on(cluster):
+    client = cluster.client(holder="survivor", retry_deadline=20)
+    with client.lease("tasks/survive", ttl=6) as lease:
+        token = lease.token
+        cluster.kill(cluster.leader())
+        # Two TTLs: renewals must have gone through the new leader.
+        end = time.monotonic() + 12
+        while time.monotonic() < end:
+            lease.check()
+            time.sleep(0.2)
+        assert not lease.lost.is_set()
+        assert lease.token == token
+        assert client.probe("tasks/survive").lease.token == token
+        lease.status = "done"
+    assert client.probe("tasks/survive").lease is None
+    assert client.record("tasks/survive").record.status == "done"
+
+
+def test_a_frozen_cluster_makes_lost_fire_at_the_safe_deadline_before_anyone_else_is_granted(cluster):
+    client = cluster.client(holder="frozen", retry_deadline=20)
+    rival = cluster.client(holder="rival", retry_deadline=30)
+    with client.lease("tasks/frozen", ttl=3) as lease:
+        cluster.signal_all(signal.SIGSTOP)
+        try:
+            assert lease.lost.wait(10), "lost never fired"
+            lost_at = time.monotonic()
+            # At the safe deadline, not before and not much after.
+            assert lost_at >= lease.safe_until - 0.01
+            assert lost_at - lease.safe_until < 0.5
+            with pytest.raises(LeaseLost):
+                lease.check()
+        finally:
+            cluster.signal_all(signal.SIGCONT)
+        while True:
+            try:
+                granted = rival.claim("tasks/frozen", ttl=30)
+                break
+            except Held:
+                time.sleep(0.1)
+        granted_at = time.monotonic()
+        assert lost_at < granted_at
+        assert granted.token != lease.token
+
+
+def test_watch_resumes_across_a_node_kill_with_no_gap_and_no_repeat(cluster):
+    writer = cluster.client(holder="writer")
+    watcher = cluster.client(holder="watcher", retry_deadline=20)
+    start = writer.board("jobs/").revision + 1
+    watch = watcher.watch("jobs/", start)
+    seen = []
+    done = threading.Event()
+
+    def read():
+        for event in watch:
+            seen.append(event)
+            if len([e for e in seen if e.kind == "claimed"]) == 20:
+                break
+        done.set()
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    granted = []
+    for i in range(10):
+        granted.append(writer.claim(f"jobs/{i}", ttl=60).revision)
+    # The node the watch reads from dies.
+    time.sleep(0.5)
+    watched = watcher.endpoints[watch._cursor % len(watcher.endpoints)]
+    cluster.kill(watcher.endpoints.index(watched) + 1)
+    for i in range(10, 20):
+        granted.append(writer.claim(f"jobs/{i}", ttl=60).revision)
+    assert done.wait(30), f"the watch stopped at {[e.revision for e in seen]}"
+    watch.close()
+    revisions = [e.revision for e in seen]
+    assert revisions == sorted(set(revisions)), "in order, no repeat"
+    assert [e.revision for e in seen if e.kind == "claimed"] == granted, "no gap"
+    assert all(e.actor_name == "writer" for e in seen)
+
+
+def test_handoff_moves_the_key_with_its_note(cluster):
+    giver = cluster.client(holder="codex@b")
+    taker = cluster.client(holder="claude@a")
+    grant = giver.claim("tasks/handoff", ttl=30)
+    note = HandoffNote(done="half", remaining="the rest", volatile_facts=[VolatileFact("rows", "4", "echo 4")])
+    offer = giver.offer("tasks/handoff", grant.token, "claude@a", note, ttl=60)
+    assert offer.to == "claude@a" and offer.note.done == "half"
+    accepted = taker.accept("tasks/handoff", ttl=30)
+    assert accepted.token > grant.token and accepted.from_holder == "codex@b"
+    assert accepted.note.volatile_facts[0].check_command == "echo 4"
+    with pytest.raises(Lost):
+        giver.update("tasks/handoff", grant.token, status="done")
+    taker.update("tasks/handoff", accepted.token, status="in_progress", set_fields={"pr": "7"})
+    kinds = [e.kind for e in taker.history("tasks/handoff").events]
+    assert kinds == ["claimed", "offered", "accepted", "updated"]
+
+
+def test_a_client_needs_endpoints_and_a_sane_configuration():
+    with pytest.raises(InvalidArgument):
+        Client([])
+    with pytest.raises(InvalidArgument):
+        Client(["nohost"])
+    with pytest.raises(InvalidArgument):
+        Client(["https://127.0.0.1:7001"])
+    with pytest.raises(InvalidArgument):
+        Client(["127.0.0.1:7001"], drift_margin=1.0)
