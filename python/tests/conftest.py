@@ -30,8 +30,22 @@ def free_port() -> int:
 
 
 class Cluster:
-    def __init__(self, nodes: int = 3):
+    def __init__(self, nodes: int = 3, principals=()):
         self.dir = tempfile.TemporaryDirectory(prefix="baton-py-")
+        #: Bearer tokens by principal; with any, nodes require one (--auth-tokens).
+        self.tokens = {}
+        self.extra = []
+        if principals:
+            tokens_file = pathlib.Path(self.dir.name) / "tokens"
+            for who in principals:
+                out = subprocess.run(
+                    [str(bin_dir() / "baton-node"), "token", "--principal", who, "--file", str(tokens_file)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
+                self.tokens[who] = out.stdout.strip()
+            self.extra = ["--auth-tokens", str(tokens_file)]
         self.endpoints = [f"127.0.0.1:{free_port()}" for _ in range(nodes)]
         self.initial = ",".join(f"{i + 1}={e}" for i, e in enumerate(self.endpoints))
         self.procs: dict[int, subprocess.Popen] = {}
@@ -49,6 +63,7 @@ class Cluster:
                 "--listen", self.endpoints[node - 1],
                 "--data-dir", str(data),
                 "--initial-cluster", self.initial,
+                *self.extra,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -72,8 +87,11 @@ class Cluster:
         from baton.v1 import baton_pb2_grpc as rpc
         import grpc
 
+        metadata = ()
+        if self.tokens:
+            metadata = (("authorization", f"Bearer {next(iter(self.tokens.values()))}"),)
         with grpc.insecure_channel(self.endpoints[node - 1]) as channel:
-            return rpc.ClusterStub(channel).Status(pb.StatusRequest(), timeout=1)
+            return rpc.ClusterStub(channel).Status(pb.StatusRequest(), timeout=1, metadata=metadata)
 
     def leader(self, timeout: float = 20.0) -> int:
         deadline = time.monotonic() + timeout
@@ -111,6 +129,15 @@ class Cluster:
             proc.wait()
         self.procs.clear()
         self.dir.cleanup()
+
+
+@pytest.fixture
+def secured_cluster():
+    c = Cluster(3, principals=("alice", "mallory"))
+    try:
+        yield c
+    finally:
+        c.stop()
 
 
 @pytest.fixture

@@ -8,7 +8,18 @@ import time
 
 import pytest
 
-from baton import Client, HandoffNote, Held, InvalidArgument, LeaseLost, Lost, Refused, VolatileFact
+from baton import (
+    Client,
+    HandoffNote,
+    Held,
+    InvalidArgument,
+    LeaseLost,
+    Lost,
+    PermissionDenied,
+    Refused,
+    Unauthenticated,
+    VolatileFact,
+)
 from baton.v1 import baton_pb2 as pb
 
 
@@ -183,3 +194,20 @@ def test_a_client_needs_endpoints_and_a_sane_configuration():
         Client(["https://127.0.0.1:7001"])
     with pytest.raises(InvalidArgument):
         Client(["127.0.0.1:7001"], drift_margin=1.0)
+
+
+def test_with_tokens_the_principal_is_who_acts(secured_cluster):
+    endpoints = secured_cluster.endpoints
+    with pytest.raises(Unauthenticated):
+        Client(endpoints, holder="alice").probe("tasks/secure")
+    alice = Client(endpoints, holder="alice", token=secured_cluster.tokens["alice"])
+    grant = alice.claim("tasks/secure", ttl=30)
+    # Mallory cannot act as alice, not even with her public client id.
+    mallory = Client(
+        endpoints, holder="alice", client_id=alice.client_id, token=secured_cluster.tokens["mallory"]
+    )
+    with pytest.raises((PermissionDenied, Refused)):
+        mallory.release("tasks/secure", grant.token)
+    assert alice.probe("tasks/secure").lease.token == grant.token
+    events = alice.history("tasks/secure").events
+    assert [(e.kind, e.actor_principal) for e in events] == [("claimed", "alice")]
