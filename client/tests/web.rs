@@ -495,3 +495,79 @@ async fn limits_and_refusals_of_the_page_server() {
         "{out:?}"
     );
 }
+
+/// With --operator the page revokes with the reason the operator gives (recorded in the
+/// history), pages through a board larger than a page, and shows a node that does not
+/// answer as such.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_revokes_from_the_page_it_pages_and_a_dead_node_shows() {
+    let mut cluster = Cluster::start(3).await;
+    let codex = agent(&cluster, "codex-1").await;
+    for key in ["jobs/a", "jobs/b", "jobs/c"] {
+        granted(
+            codex
+                .claim(key, "codex@host-b", Duration::from_secs(600))
+                .await
+                .unwrap(),
+        );
+    }
+    let (_web, url) = start_web(&cluster.endpoints, &["--operator"]).await;
+    let (_driver, browser) = start_browser().await;
+    // Two keys a page: the third is on the next one.
+    browser
+        .goto(&format!("{url}/?prefix=jobs/&limit=2"))
+        .await
+        .unwrap();
+    until(&browser, "the first page", async |b| {
+        row_text(b, "jobs/b").await.is_some() && row_text(b, "jobs/c").await.is_none()
+    })
+    .await;
+    browser
+        .find(Locator::Id("next"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until(&browser, "the second page", async |b| {
+        row_text(b, "jobs/c").await.is_some() && row_text(b, "jobs/a").await.is_none()
+    })
+    .await;
+    // Revoke jobs/c from its row: the page asks for the reason.
+    browser
+        .find(Locator::Css("#board tbody tr[data-key=\"jobs/c\"] button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser.send_alert_text("stuck on step 4").await.unwrap();
+    browser.accept_alert().await.unwrap();
+    until(&browser, "jobs/c gone after the revoke", async |b| {
+        row_text(b, "jobs/c").await.is_none()
+    })
+    .await;
+    let history = codex
+        .history("jobs/c", baton_client::ReadMode::Linearizable)
+        .await
+        .unwrap();
+    let last = history.events.last().unwrap();
+    assert_eq!(
+        (last.kind.as_str(), last.detail.as_str()),
+        ("revoked", "stuck on step 4")
+    );
+    // A node that dies is shown as not answering.
+    cluster.kill(2);
+    until(&browser, "node 2 not answering", async |b| {
+        let Ok(table) = b.find(Locator::Id("cluster")).await else {
+            return false;
+        };
+        table
+            .text()
+            .await
+            .unwrap_or_default()
+            .contains("does not answer")
+    })
+    .await;
+    browser.close().await.unwrap();
+}

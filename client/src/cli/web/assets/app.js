@@ -154,6 +154,7 @@ function dropRow(key) {
 async function loadBoard() {
   try {
     const q = new URLSearchParams({ prefix: state.prefix, after: state.after });
+    if (state.limit) q.set("limit", state.limit);
     const board = await api("/api/board?" + q);
     showError("board-error", null);
     document.querySelector("#board tbody").replaceChildren();
@@ -415,6 +416,8 @@ async function start() {
     return;
   }
   state.prefix = params.has("prefix") ? params.get("prefix") : config.prefix;
+  // Keys per page (the server's default, 50, unless the address says otherwise).
+  state.limit = params.get("limit") || "";
   $("prefix").value = state.prefix;
   $("filter").addEventListener("submit", (e) => {
     e.preventDefault();
