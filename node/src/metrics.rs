@@ -101,6 +101,9 @@ pub struct Metrics {
     pub connections_refused: Counter,
     /// Requests refused by a per-client limit (watches per address, writes per second).
     pub requests_limited: Counter,
+    /// Writes refused from a linearizable read on the leader, with no log entry (a claim of
+    /// a held key, a renew, release or update with a dead token).
+    pub refused_without_log: Counter,
     /// Raft exchanges with a peer that failed on TLS: a certificate or CA mismatch.
     pub peer_tls_failures: Counter,
     /// Which peers, lately, and why: for `/readyz` and the logs.
@@ -193,6 +196,7 @@ impl Metrics {
             watch_streams: Gauge::default(),
             connections_refused: Counter::default(),
             requests_limited: Counter::default(),
+            refused_without_log: Counter::default(),
             peer_tls_failures: Counter::default(),
             peer_trouble: PeerTrouble::default(),
             events: Family::default(),
@@ -260,6 +264,11 @@ impl Metrics {
                 "requests_limited",
                 "Requests refused by a per-client limit (watches per address, writes per second)",
                 &m.requests_limited,
+            ),
+            (
+                "refused_without_log",
+                "Writes refused from a linearizable read on the leader, with no log entry",
+                &m.refused_without_log,
             ),
             (
                 "peer_tls_failures",

@@ -1166,3 +1166,83 @@ async fn clearing_an_assignment_waits_until_every_member_said_it_reads_format_5(
         assert_eq!(kinds, ["assigned", "unassigned"], "node {id}");
     }
 }
+
+/// With --refusals-from-reads, a write that would change nothing (a claim of a key another
+/// session holds; a renew, release or update with a dead token or from another session) is
+/// answered by the leader from a linearizable read: no log entry, no fsync (issue 22). The answers still name the
+/// real holder, and a write that changes something still goes through the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_answered_without_a_log_entry_and_name_the_holder() {
+    let _serial = serial().await;
+    let cluster = Cluster::start_with(
+        3,
+        &["--admin-listen", "127.0.0.1:0", "--refusals-from-reads"],
+    )
+    .await;
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let alice = cluster.client().await;
+    let bob = cluster.client().await;
+    let grant = granted(alice.claim("tasks/hot", "alice", TTL).await.unwrap());
+    let admin = cluster.client_of(leader).await;
+    let before = admin.cluster_status().await.unwrap().applied_index;
+    for _ in 0..30 {
+        match bob.claim("tasks/hot", "bob", TTL).await.unwrap() {
+            ClaimOutcome::Held { lease, .. } => {
+                assert_eq!(
+                    (lease.holder_name.as_str(), lease.token),
+                    ("alice", grant.lease.token)
+                );
+            }
+            other => panic!("bob won a held key: {other:?}"),
+        }
+    }
+    // Alice's token from Bob's session, and a dead token: refused, nothing written.
+    assert!(matches!(
+        bob.renew("tasks/hot", grant.lease.token).await,
+        Err(Error::Refused(_))
+    ));
+    match alice
+        .release("tasks/hot", grant.lease.token + 1)
+        .await
+        .unwrap()
+    {
+        ReleaseOutcome::Lost { current } => {
+            assert_eq!(current.unwrap().token, grant.lease.token)
+        }
+        other => panic!("{other:?}"),
+    }
+    let patch = baton_client::RecordPatch {
+        status: Some("stolen".into()),
+        ..Default::default()
+    };
+    assert!(matches!(
+        bob.update("tasks/hot", grant.lease.token, patch).await,
+        Err(Error::Refused(_))
+    ));
+    let after = admin.cluster_status().await.unwrap().applied_index;
+    assert_eq!(
+        after,
+        before,
+        "33 refusals wrote {} log entries",
+        after - before
+    );
+    let (code, metrics) = http_get(&admin_addr(&cluster, leader).await, "/metrics").await;
+    assert_eq!(code, 200);
+    let counted: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("baton_refused_without_log_total "))
+        .expect("the metric")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(counted >= 33, "{counted}");
+    // A real change still goes through the log: the release, then Bob's grant.
+    match alice.release("tasks/hot", grant.lease.token).await.unwrap() {
+        ReleaseOutcome::Released(_) => {}
+        other => panic!("{other:?}"),
+    }
+    let bobs = granted(bob.claim("tasks/hot", "bob", TTL).await.unwrap());
+    assert!(bobs.lease.token > grant.lease.token);
+    let later = admin.cluster_status().await.unwrap().applied_index;
+    assert!(later > after, "the release and the grant were log entries");
+}

@@ -312,7 +312,18 @@ pub fn run(
     let mut first_answers = std::collections::HashMap::new();
     for revision in 1..=steps {
         let (cmd, retry) = command(rng, &a, &seen, &mut sent);
+        // What the leader would answer from a read, with no log entry: exactly what the log
+        // answers, and the log changes nothing but its memory of answers.
+        let unchanged = a.unchanged_answer(&cmd).map(|answer| (answer, a.clone()));
         let outcome = a.apply(revision, &cmd);
+        if let Some((answer, before)) = unchanged {
+            assert_eq!(answer, outcome, "{what}: the read's answer to {cmd:?}");
+            assert!(
+                a.same_but_sessions(&before),
+                "{what}: {cmd:?} changed the table although answered without the log"
+            );
+            *kinds.entry("WithoutLog".into()).or_insert(0u64) += 1;
+        }
         let kind: String = format!("{outcome:?}")
             .chars()
             .take_while(|c| c.is_alphanumeric())
@@ -403,6 +414,8 @@ mod prop_tests {
             "Accepted",
             "Declined",
             "Cancelled",
+            // Answered as the leader would from a read, with no log entry (issue 22).
+            "WithoutLog",
         ] {
             assert!(
                 kinds.get(kind).is_some_and(|n| *n > 0),

@@ -13,7 +13,7 @@ use super::access::AccessState;
 use super::case::{CaseFile, Event};
 use super::limits::{DEDUP_ANSWERS_PER_CLIENT_MAX, DEDUP_CLIENTS_MAX, KEYS_MAX};
 use super::refusal::Refusal;
-use super::types::{Lease, LogCommand, Op, Outcome, RequestId};
+use super::types::{Holder, Lease, LogCommand, Op, Outcome, RequestId};
 use super::validate;
 
 mod step;
@@ -303,6 +303,80 @@ impl LeaseTable {
 
     /// The first answer to a retried request with the revision it was decided at (0: not
     /// known), or a refusal if that answer was forgotten.
+    /// A claim of `key` by `holder` that is refused without changing anything: the key is
+    /// quarantined, or someone else holds it (a claim never renames or adopts a lease; format
+    /// 3 matched on the client id alone). `None`: the claim grants, or renews the claimant's
+    /// own lease.
+    pub(crate) fn claim_refused(
+        &self,
+        key: &str,
+        holder: &Holder,
+        format_3: bool,
+    ) -> Option<Outcome> {
+        let case = self.cases.get(key);
+        if let Some(q) = case.and_then(|c| c.quarantine.as_ref()) {
+            return Some(Outcome::Refused {
+                refusal: Refusal::Quarantined {
+                    key: key.to_owned(),
+                    revision: q.revision,
+                    delay_ms: q.delay_ms,
+                },
+            });
+        }
+        let lease = self.lease(key)?;
+        let same =
+            lease.holder == *holder || (format_3 && lease.holder.client_id == holder.client_id);
+        (!same).then(|| Outcome::Held {
+            same_name_other_process: lease.holder.name == holder.name,
+            lease: lease.clone(),
+            assignment: case.and_then(|c| c.record.assigned_to.as_deref().cloned()),
+        })
+    }
+
+    /// What applying `cmd` would answer, when it would change nothing but this table's memory
+    /// of answers for retries: a claim of a key another session holds (or a quarantined
+    /// one), a renew, release or update whose token is not the key's current one or comes
+    /// from another session than its holder's. The leader answers those from a
+    /// linearizable read instead of a log entry (issue 22). `None`: the command goes through
+    /// the log (it may change something, it is not valid, it is a format-3 or leader's
+    /// command, or it retries a request the table remembers).
+    pub fn unchanged_answer(&self, cmd: &LogCommand) -> Option<Outcome> {
+        let id = cmd.request_id.as_ref()?;
+        let session = cmd.sender.as_ref()?.client_id.as_str();
+        let valid = validate::request_id(id).is_ok()
+            && cmd.op.validate().is_ok()
+            && holder_is_sender(cmd).is_ok();
+        if !valid || self.remembered(id, &cmd.op).is_some() {
+            return None;
+        }
+        let fenced = |key: &str, token: u64| {
+            step::held_by(self.lease(key), key, token, session, false).err()
+        };
+        match &cmd.op {
+            Op::Claim { key, holder, .. } => self.claim_refused(key, holder, false),
+            Op::Renew { key, token } | Op::Release { key, token, .. } => {
+                fenced(key, *token).map(|refusal| match refusal {
+                    Refusal::StaleToken { current, .. } => Outcome::Lost {
+                        current: current.map(|l| *l),
+                    },
+                    refusal => Outcome::Refused { refusal },
+                })
+            }
+            Op::Update { key, token, .. } => {
+                fenced(key, *token).map(|refusal| Outcome::Refused { refusal })
+            }
+            _ => None,
+        }
+    }
+
+    /// Equal leases, case files and quarantine rules (the sessions' memory of answers aside).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn same_but_sessions(&self, other: &LeaseTable) -> bool {
+        self.leases == other.leases
+            && self.cases == other.cases
+            && self.quarantine_rules == other.quarantine_rules
+    }
+
     fn remembered(&self, id: &RequestId, op: &Op) -> Option<(Outcome, u64)> {
         let session = self.sessions.get(&id.client_id)?;
         if let Some(answer) = session.answers.iter().find(|a| a.seq == id.seq) {

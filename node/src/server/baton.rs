@@ -71,6 +71,8 @@ pub struct Ctx {
     pub write_timeout: Duration,
     /// What each peer said of the data format it reads (`format_gate`).
     peers: Arc<crate::peers::PeerBook>,
+    /// Answer refusals that change nothing from a read (`decide`).
+    refusals_from_reads: bool,
     /// Batches writes into log entries.
     proposer: Proposer,
     pub(super) metrics: Arc<crate::metrics::Metrics>,
@@ -101,6 +103,8 @@ pub struct ClientRules {
     pub ttl: TtlBounds,
     /// How long a write may wait to commit before the client is told to retry.
     pub write_timeout: Duration,
+    /// Answer refusals that change nothing from a read (`Ctx::decide`).
+    pub refusals_from_reads: bool,
 }
 
 impl Ctx {
@@ -126,6 +130,7 @@ impl Ctx {
             peers,
             ttl: rules.ttl,
             write_timeout: rules.write_timeout,
+            refusals_from_reads: rules.refusals_from_reads,
             leaders: Mutex::default(),
         }
     }
@@ -188,16 +193,11 @@ impl Ctx {
         op: Op,
         principal: Option<String>,
     ) -> Result<(Outcome, u64), Refusal> {
-        if let Some(o) = &origin {
-            if !self.write_rate.allow(&o.id.client_id, Instant::now()) {
-                self.metrics.requests_limited.inc();
-                return Err(Status::resource_exhausted(format!(
-                    "client {} is writing faster than this cluster allows \
-                     (client_writes_per_second); slow down",
-                    o.id.client_id
-                ))
-                .into());
-            }
+        if let Some(limited) = origin
+            .as_ref()
+            .and_then(|o| self.rate_limited(&o.id.client_id))
+        {
+            return Err(limited.into());
         }
         let (request_id, sender) = match origin {
             Some(o) => (
@@ -295,7 +295,67 @@ impl Ctx {
         }
         self.linearize().await?;
         let (lease, now) = self.sm.read(|s| (s.table.lease(key).cloned(), revision(s)));
-        Ok((token > now).then_some((lease, now)))
+        if token <= now {
+            return Ok(None);
+        }
+        self.metrics.refused_without_log.inc();
+        Ok(Some((lease, now)))
+    }
+
+    /// The refusal of a write from `client_id` beyond its writes per second, if it is.
+    fn rate_limited(&self, client_id: &str) -> Option<Status> {
+        if self.write_rate.allow(client_id, Instant::now()) {
+            return None;
+        }
+        self.metrics.requests_limited.inc();
+        Some(Status::resource_exhausted(format!(
+            "client {client_id} is writing faster than this cluster allows \
+             (client_writes_per_second); slow down"
+        )))
+    }
+
+    /// Decides a write. One that would change nothing but the memory of answers for
+    /// retries (a claim of a key another session holds or that is quarantined; a renew,
+    /// release or update with a token that is not the key's current one, or from another
+    /// session: `LeaseTable::unchanged_answer`) is answered on the leader from a
+    /// linearizable read, with no log entry and no fsync. Everything else is proposed. The
+    /// local state is asked first, so a write that will change something pays no read round.
+    /// Only with `--refusals-from-reads` (issue 22, off by default for now).
+    async fn decide(
+        &self,
+        origin: Option<convert::Origin>,
+        op: Op,
+        principal: Option<String>,
+    ) -> Result<(Outcome, u64), Refusal> {
+        if let Some(o) = origin
+            .as_ref()
+            .filter(|_| self.refusals_from_reads && self.leads())
+        {
+            let cmd = LogCommand {
+                request_id: Some(o.id.clone()),
+                leader_unix_ms: 0,
+                op: op.clone(),
+                sender: Some(Sender {
+                    client_id: o.session.clone(),
+                    principal: principal.clone(),
+                }),
+            };
+            if self.sm.read(|s| s.table.unchanged_answer(&cmd)).is_some() {
+                if let Some(limited) = self.rate_limited(&o.id.client_id) {
+                    return Err(limited.into());
+                }
+                self.linearize().await?;
+                let answered = self
+                    .sm
+                    .read(|s| s.table.unchanged_answer(&cmd).map(|a| (a, revision(s))));
+                if let Some((outcome, revision)) = answered {
+                    self.metrics.refused_without_log.inc();
+                    let outcome = answer_or_status(outcome, &self.sm)?;
+                    return Ok((outcome, revision));
+                }
+            }
+        }
+        self.propose(origin, op, principal).await
     }
 
     /// Confirms this node is the leader and has applied everything committed before now.
@@ -341,7 +401,7 @@ impl Ctx {
         who: Option<String>,
     ) -> Result<pb::ClaimResponse, Refusal> {
         let (id, op) = convert::claim(req, self.ttl)?;
-        let (outcome, revision) = self.propose(id, op, who).await?;
+        let (outcome, revision) = self.decide(id, op, who).await?;
         self.metrics.claim(match outcome {
             Outcome::Granted { .. } => "granted",
             _ => "held",
@@ -394,7 +454,7 @@ impl Ctx {
                 });
             }
         }
-        let (outcome, revision) = self.propose(id, op, who).await?;
+        let (outcome, revision) = self.decide(id, op, who).await?;
         use pb::renew_response::Outcome as O;
         let outcome = match outcome {
             Outcome::Renewed { lease } => O::Renewed(self.lease(&lease)),
@@ -421,7 +481,7 @@ impl Ctx {
                 });
             }
         }
-        let (outcome, revision) = self.propose(id, op, who).await?;
+        let (outcome, revision) = self.decide(id, op, who).await?;
         use pb::release_response::Outcome as O;
         let outcome = match outcome {
             Outcome::Released { lease } => O::Released(self.lease(&lease)),
@@ -461,7 +521,7 @@ impl Ctx {
         who: Option<String>,
     ) -> Result<pb::UpdateResponse, Refusal> {
         let (id, op) = convert::update(req)?;
-        match self.propose(id, op, who).await? {
+        match self.decide(id, op, who).await? {
             (Outcome::Updated { record }, revision) => Ok(pb::UpdateResponse {
                 record: Some(convert::pb_record(&record)),
                 revision,

@@ -130,23 +130,13 @@ impl Step<'_> {
     /// session; otherwise the refusal, with the facts. A format-3 command is bound by its
     /// token alone, as that format was.
     fn held_by_sender(&self, token: u64) -> Result<Lease, Refusal> {
-        match self.lease() {
-            Some(l) if l.token == token => {
-                if self.cmd.is_format_3() || l.holder.client_id == self.session() {
-                    Ok(l.clone())
-                } else {
-                    Err(Refusal::WrongSession {
-                        lease: Box::new(l.clone()),
-                        client_id: self.session().to_owned(),
-                    })
-                }
-            }
-            current => Err(Refusal::StaleToken {
-                key: self.key.to_owned(),
-                token,
-                current: current.cloned().map(Box::new),
-            }),
-        }
+        held_by(
+            self.lease(),
+            self.key,
+            token,
+            self.session(),
+            self.cmd.is_format_3(),
+        )
     }
 
     /// Appends this entry's event to the key's history, credited to `actor`.
@@ -185,17 +175,9 @@ impl Step<'_> {
     }
 
     pub(super) fn claim(&mut self, holder: &Holder, ttl_ms: u64) -> Outcome {
-        if let Some(q) = self
-            .table
-            .cases
-            .get(self.key)
-            .and_then(|c| c.quarantine.as_ref())
-        {
-            return Self::refused(Refusal::Quarantined {
-                key: self.key.to_owned(),
-                revision: q.revision,
-                delay_ms: q.delay_ms,
-            });
+        let format_3 = self.cmd.is_format_3();
+        if let Some(refused) = self.table.claim_refused(self.key, holder, format_3) {
+            return refused;
         }
         let assignment = self.assignment();
         match self.lease().cloned() {
@@ -217,12 +199,8 @@ impl Step<'_> {
             }
             // The same session under the same name claims again (it lost our answer, or it
             // restarted with its client id): it keeps its token and the lease is renewed.
-            // Anything else is refused below, naming the holder: a claim never renames or
-            // adopts a lease (format 3 matched on the client id alone, and renamed).
-            Some(mut lease)
-                if lease.holder == *holder
-                    || (self.cmd.is_format_3() && lease.holder.client_id == holder.client_id) =>
-            {
+            // Anything else was refused above, naming the holder (`claim_refused`).
+            Some(mut lease) => {
                 // The TTL never shrinks: another task of that process may be counting on
                 // the longer one it was granted, and restarting the countdown later with a
                 // TTL at least as long never ends it earlier.
@@ -238,11 +216,6 @@ impl Step<'_> {
                     assignment,
                 }
             }
-            Some(lease) => Outcome::Held {
-                same_name_other_process: lease.holder.name == holder.name,
-                lease,
-                assignment,
-            },
         }
     }
 
@@ -605,6 +578,35 @@ impl Step<'_> {
 const LEADER: (Option<Actor>, Attribution) = (None, Attribution::Requester);
 
 /// Joins two detail phrases with "; ", skipping empty ones.
+/// `lease` (the key's current one), if `token` is its token and `session` its holder's;
+/// otherwise the refusal, with the facts. A format-3 command is bound by its token alone, as
+/// that format was.
+pub(super) fn held_by(
+    lease: Option<&Lease>,
+    key: &str,
+    token: u64,
+    session: &str,
+    format_3: bool,
+) -> Result<Lease, Refusal> {
+    match lease {
+        Some(l) if l.token == token => {
+            if format_3 || l.holder.client_id == session {
+                Ok(l.clone())
+            } else {
+                Err(Refusal::WrongSession {
+                    lease: Box::new(l.clone()),
+                    client_id: session.to_owned(),
+                })
+            }
+        }
+        current => Err(Refusal::StaleToken {
+            key: key.to_owned(),
+            token,
+            current: current.cloned().map(Box::new),
+        }),
+    }
+}
+
 fn join(a: &str, b: &str) -> String {
     match (a.is_empty(), b.is_empty()) {
         (true, _) => b.to_string(),
