@@ -134,6 +134,14 @@ where
     }
 }
 
+/// The text of the element with id `id`, or "" when the page has none.
+async fn text_of(browser: &Browser, id: &str) -> String {
+    match browser.find(Locator::Id(id)).await {
+        Ok(element) => element.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
 fn granted(outcome: ClaimOutcome) -> u64 {
     match outcome {
         ClaimOutcome::Granted(g) => g.lease.token,
@@ -168,8 +176,7 @@ async fn the_board_follows_claims_releases_assignments_and_handoffs_live_and_sur
     let (_driver, browser) = start_browser().await;
     browser.goto(&format!("{url}/")).await.unwrap();
     until(&browser, "that it is live", async |b| {
-        let live = b.find(Locator::Id("live")).await.unwrap();
-        live.text().await.unwrap_or_default() == "live"
+        text_of(b, "live").await == "live"
     })
     .await;
 
@@ -266,10 +273,7 @@ async fn the_board_follows_claims_releases_assignments_and_handoffs_live_and_sur
         .await
         .unwrap();
     until(&browser, "the key's note and timeline", async |b| {
-        let Ok(page) = b.find(Locator::Id("key-view")).await else {
-            return false;
-        };
-        let text = page.text().await.unwrap_or_default();
+        let text = text_of(b, "key-view").await;
         text.contains("needs verification")
             && text.contains("wc -l < todo.txt")
             && text.contains("rerun the verifier")
@@ -356,24 +360,14 @@ async fn with_auth_on_a_principal_without_read_on_a_prefix_does_not_see_its_keys
         .await
         .unwrap();
     until(&browser, "the refusal", async |b| {
-        let Ok(error) = b.find(Locator::Id("board-error")).await else {
-            return false;
-        };
-        error
-            .text()
-            .await
-            .unwrap_or_default()
-            .contains("permission")
+        text_of(b, "board-error").await.contains("permission")
     })
     .await;
     assert!(row_text(&browser, "secret/launch-codes").await.is_none());
     // Every key: the same refusal, and not a secret key on the page.
     browser.goto(&format!("{url}/?prefix=")).await.unwrap();
     until(&browser, "the refusal for every key", async |b| {
-        let Ok(error) = b.find(Locator::Id("board-error")).await else {
-            return false;
-        };
-        !error.text().await.unwrap_or_default().is_empty()
+        !text_of(b, "board-error").await.is_empty()
     })
     .await;
     let body = browser
@@ -559,14 +553,7 @@ async fn an_operator_revokes_from_the_page_it_pages_and_a_dead_node_shows() {
     // A node that dies is shown as not answering.
     cluster.kill(2);
     until(&browser, "node 2 not answering", async |b| {
-        let Ok(table) = b.find(Locator::Id("cluster")).await else {
-            return false;
-        };
-        table
-            .text()
-            .await
-            .unwrap_or_default()
-            .contains("does not answer")
+        text_of(b, "cluster").await.contains("does not answer")
     })
     .await;
     browser.close().await.unwrap();

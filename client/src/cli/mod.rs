@@ -254,7 +254,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             }
         }
         Command::Web(web_args) => {
-            if !web::is_loopback(&web_args.listen) && !web_args.allow_remote {
+            if !web_args.listen.ip().is_loopback() && !web_args.allow_remote {
                 anyhow::bail!(
                     "--listen {} is reachable from other machines, and the page reads (and \
                      with --operator revokes) with your credentials: add --allow-remote if \

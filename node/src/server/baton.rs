@@ -193,28 +193,24 @@ impl Ctx {
         op: Op,
         principal: Option<String>,
     ) -> Result<(Outcome, u64), Refusal> {
-        if let Some(limited) = origin
+        self.propose_command(command(origin, op, principal)).await
+    }
+
+    /// Counts `cmd` against its client's writes per second, then appends it.
+    async fn propose_command(&self, cmd: LogCommand) -> Result<(Outcome, u64), Refusal> {
+        if let Some(limited) = cmd
+            .request_id
             .as_ref()
-            .and_then(|o| self.rate_limited(&o.id.client_id))
+            .and_then(|id| self.rate_limited(&id.client_id))
         {
             return Err(limited.into());
         }
-        let (request_id, sender) = match origin {
-            Some(o) => (
-                Some(o.id),
-                Some(Sender {
-                    client_id: o.session,
-                    principal,
-                }),
-            ),
-            None => (None, None),
-        };
-        let cmd = LogCommand {
-            request_id,
-            leader_unix_ms: wall_clock_unix_ms(),
-            op,
-            sender,
-        };
+        self.append(cmd).await
+    }
+
+    /// Appends `cmd` to the log (its writes-per-second already counted) and waits for the
+    /// outcome of its apply.
+    async fn append(&self, cmd: LogCommand) -> Result<(Outcome, u64), Refusal> {
         let written = tokio::time::timeout(self.write_timeout, self.proposer.propose(cmd)).await;
         match written {
             Err(_) => Err(Status::unavailable(format!(
@@ -327,35 +323,29 @@ impl Ctx {
         op: Op,
         principal: Option<String>,
     ) -> Result<(Outcome, u64), Refusal> {
-        if let Some(o) = origin
-            .as_ref()
+        let cmd = command(origin, op, principal);
+        let id = cmd.request_id.as_ref();
+        let local = id
             .filter(|_| self.refusals_from_reads && self.leads())
-        {
-            let cmd = LogCommand {
-                request_id: Some(o.id.clone()),
-                leader_unix_ms: 0,
-                op: op.clone(),
-                sender: Some(Sender {
-                    client_id: o.session.clone(),
-                    principal: principal.clone(),
-                }),
-            };
-            if self.sm.read(|s| s.table.unchanged_answer(&cmd)).is_some() {
-                if let Some(limited) = self.rate_limited(&o.id.client_id) {
-                    return Err(limited.into());
-                }
-                self.linearize().await?;
-                let answered = self
-                    .sm
-                    .read(|s| s.table.unchanged_answer(&cmd).map(|a| (a, revision(s))));
-                if let Some((outcome, revision)) = answered {
-                    self.metrics.refused_without_log.inc();
-                    let outcome = answer_or_status(outcome, &self.sm)?;
-                    return Ok((outcome, revision));
-                }
-            }
+            .and_then(|_| self.sm.read(|s| s.table.unchanged_answer(&cmd)));
+        let Some(client) = local.and(id).map(|id| id.client_id.clone()) else {
+            return self.propose_command(cmd).await;
+        };
+        if let Some(limited) = self.rate_limited(&client) {
+            return Err(limited.into());
         }
-        self.propose(origin, op, principal).await
+        self.linearize().await?;
+        let answered = self
+            .sm
+            .read(|s| s.table.unchanged_answer(&cmd).map(|a| (a, revision(s))));
+        match answered {
+            Some((outcome, revision)) => {
+                self.metrics.refused_without_log.inc();
+                Ok((answer_or_status(outcome, &self.sm)?, revision))
+            }
+            // It changed meanwhile: it goes through the log after all.
+            None => self.append(cmd).await,
+        }
     }
 
     /// Confirms this node is the leader and has applied everything committed before now.
@@ -934,6 +924,27 @@ impl Ctx {
 }
 
 /// The revision a read reflects; read under the same lock as the data.
+/// The log command for `op` sent by `origin` (its request id and session) as `principal`,
+/// stamped with this leader's wall clock.
+fn command(origin: Option<convert::Origin>, op: Op, principal: Option<String>) -> LogCommand {
+    let (request_id, sender) = match origin {
+        Some(o) => (
+            Some(o.id),
+            Some(Sender {
+                client_id: o.session,
+                principal,
+            }),
+        ),
+        None => (None, None),
+    };
+    LogCommand {
+        request_id,
+        leader_unix_ms: wall_clock_unix_ms(),
+        op,
+        sender,
+    }
+}
+
 fn revision(state: &SmState) -> u64 {
     state.revision
 }

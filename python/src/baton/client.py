@@ -125,8 +125,13 @@ def _lease(p) -> LeaseInfo:
     )
 
 
+def _maybe(msg, field: str, convert):
+    """`convert` of the message field `field`, or None when it is absent."""
+    return convert(getattr(msg, field)) if msg.HasField(field) else None
+
+
 def _maybe_lease(msg, field: str) -> Optional[LeaseInfo]:
-    return _lease(getattr(msg, field)) if msg.HasField(field) else None
+    return _maybe(msg, field, _lease)
 
 
 def _assignment(p) -> Assignment:
@@ -134,7 +139,7 @@ def _assignment(p) -> Assignment:
 
 
 def _maybe_assignment(msg, field: str) -> Optional[Assignment]:
-    return _assignment(getattr(msg, field)) if msg.HasField(field) else None
+    return _maybe(msg, field, _assignment)
 
 
 def _quarantine(p) -> Quarantine:
@@ -200,8 +205,8 @@ def _record(key: str, p) -> Record:
         summary=p.summary,
         fields=dict(p.fields),
         assigned_to=_maybe_assignment(p, "assigned_to"),
-        pending_offer=_offer(key, p.pending_offer) if p.HasField("pending_offer") else None,
-        last_note=_note(p.last_note) if p.HasField("last_note") else None,
+        pending_offer=_maybe(p, "pending_offer", lambda o: _offer(key, o)),
+        last_note=_maybe(p, "last_note", _note),
         updated_revision=p.updated_revision,
     )
 
@@ -549,7 +554,7 @@ class Client:
             record=_record(key, answer.record),
             lease=_maybe_lease(answer, "lease"),
             revision=answer.revision,
-            quarantine=_quarantine(answer.quarantine) if answer.HasField("quarantine") else None,
+            quarantine=_maybe(answer, "quarantine", _quarantine),
         )
 
     def history(self, key: str, stale: bool = False) -> History:

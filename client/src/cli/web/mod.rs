@@ -442,8 +442,3 @@ async fn revoke(
         serde_json::json!({ "key": body.key, "revoked": revoked }),
     ))
 }
-
-/// Whether `addr` is reachable only from this machine.
-pub fn is_loopback(addr: &SocketAddr) -> bool {
-    addr.ip().is_loopback()
-}
