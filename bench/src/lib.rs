@@ -20,6 +20,7 @@ pub mod floor;
 pub mod metrics;
 pub mod scale;
 pub mod table;
+pub mod watchers;
 
 /// Code generated from `proto/etcd.proto` and `proto/kv.proto`.
 pub mod pb {

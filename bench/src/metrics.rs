@@ -143,7 +143,7 @@ pub fn sample(text: &str, name: &str) -> Option<f64> {
 }
 
 /// `GET /metrics` over HTTP/1.1 from a node's admin port: the body.
-fn get_metrics(addr: &str) -> anyhow::Result<String> {
+pub fn get_metrics(addr: &str) -> anyhow::Result<String> {
     let socket = addr
         .parse()
         .with_context(|| format!("admin address {addr}"))?;

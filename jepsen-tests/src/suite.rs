@@ -32,7 +32,7 @@ fn options(scenario: &str, seed: u64, nodes: usize, secs: u64, out: &Path, bin: 
 pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
     vec![
         ("canary", seed, 8),
-        ("power-canary", seed, 10),
+        ("power-canary", seed, 14),
         ("read-canary", seed, 15),
         ("partition-kill", seed, 35),
         ("pause", seed, 25),
@@ -71,7 +71,7 @@ pub async fn long(
 ) -> anyhow::Result<Vec<Outcome>> {
     let start = Instant::now();
     let mut outcomes = Vec::new();
-    for (canary, secs) in [("canary", 8), ("power-canary", 10), ("read-canary", 15)] {
+    for (canary, secs) in [("canary", 8), ("power-canary", 14), ("read-canary", 15)] {
         let outcome = run::run(&options(canary, seed, nodes, secs, out, bin)).await?;
         eprintln!("{}", outcome.text());
         outcomes.push(outcome);

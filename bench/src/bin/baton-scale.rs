@@ -1,6 +1,7 @@
 //! `baton-scale`: a fresh 3-node baton cluster on loopback holds N leases at once; reports
 //! per-node memory per held lease, renew throughput against the rate the leases need, the
-//! leader's snapshot size and build time, and a restarted follower's catch-up time.
+//! leader's snapshot size and build time, and a restarted follower's catch-up time; with
+//! `--watchers`, W watch streams open at once: memory per stream, deliveries and their delay.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use baton_bench::cli::{node_bin, run_main};
 use baton_bench::scale::{self, ScaleConfig, ScaleReport};
+use baton_bench::watchers::{self, WatchersConfig};
 use clap::Parser;
 
 #[derive(Debug, Parser)]
@@ -17,15 +19,26 @@ use clap::Parser;
     about = "Hold N leases at once on a fresh local 3-node baton cluster: memory, renewals, snapshots, catch-up",
     after_help = "Example:
   cargo build --release -p baton-node -p baton-bench
-  target/release/baton-scale --leases 10000,100000,1000000"
+  target/release/baton-scale --leases 10000,100000,1000000
+  target/release/baton-scale --watchers 1000,10000"
 )]
 struct Args {
     /// The baton-node binary [default: baton-node next to this program].
     #[arg(long)]
     node_bin: Option<PathBuf>,
-    /// Lease counts, comma-separated; each gets a fresh cluster.
-    #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
-    leases: Vec<usize>,
+    /// Lease counts, comma-separated; each gets a fresh cluster [default: 10000,100000,
+    /// none when --watchers is given].
+    #[arg(long, value_delimiter = ',')]
+    leases: Option<Vec<usize>>,
+    /// Watch stream counts, comma-separated; each gets a fresh cluster.
+    #[arg(long, value_delimiter = ',')]
+    watchers: Vec<usize>,
+    /// The writer's rate while the watchers watch.
+    #[arg(long, default_value_t = 50)]
+    watch_writes_per_s: u32,
+    /// How long the writer writes while the watchers watch.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    watch_for: Duration,
     /// Claimant clients (each its own client id) that fill and renew.
     #[arg(long, default_value_t = 64)]
     claimants: usize,
@@ -58,7 +71,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("making a directory under {}", parent.display()))?;
     println!("data and logs under {}", dir.path().display());
     let mut reports: Vec<ScaleReport> = Vec::new();
-    for &leases in &args.leases {
+    let leases = args.leases.clone().unwrap_or_else(|| {
+        if args.watchers.is_empty() {
+            vec![10_000, 100_000]
+        } else {
+            Vec::new()
+        }
+    });
+    for &leases in &leases {
         let cfg = ScaleConfig {
             leases,
             claimants: args.claimants,
@@ -71,8 +91,26 @@ async fn run(args: Args) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(&report)?);
         reports.push(report);
     }
+    let mut watched = Vec::new();
+    for &count in &args.watchers {
+        let cfg = WatchersConfig {
+            watchers: count,
+            writes_per_s: args.watch_writes_per_s,
+            write_for: args.watch_for,
+        };
+        let run_dir = dir.path().join(format!("watchers-{count}"));
+        std::fs::create_dir_all(&run_dir)?;
+        let report = watchers::run(&node_bin, &run_dir, &cfg).await?;
+        println!("{}", serde_json::to_string(&report)?);
+        watched.push(report);
+    }
     println!();
-    println!("{}", scale::render(&reports));
+    if !reports.is_empty() {
+        println!("{}", scale::render(&reports));
+    }
+    if !watched.is_empty() {
+        println!("{}", watchers::render(&watched));
+    }
     if args.keep {
         let kept = dir.keep();
         println!("kept {}", kept.display());

@@ -1,0 +1,54 @@
+//! `baton-scale --watchers` end to end, as a user runs it, on a tiny size: a real 3-node
+//! cluster, watch streams on every node, and the report read back from its JSON line.
+
+use std::process::Command;
+
+#[test]
+fn every_watcher_sees_every_write_and_the_report_says_so() {
+    let out = Command::new(env!("CARGO_BIN_EXE_baton-scale"))
+        .args(["--watchers", "30", "--watch-writes-per-s", "20"])
+        .args(["--watch-for", "2s"])
+        .output()
+        .expect("run baton-scale");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "baton-scale failed:\n{stdout}\n{stderr}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON line in:\n{stdout}"));
+    let report: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(report["watchers"], 30, "{report}");
+    let writes = report["writes"].as_u64().unwrap();
+    assert!(writes >= 20, "{report}");
+    assert_eq!(report["deliveries_due"].as_u64().unwrap(), writes * 30);
+    assert_eq!(report["deliveries"], report["deliveries_due"], "{report}");
+    let (p50, p99) = (
+        report["delay_p50_ms"].as_f64().unwrap(),
+        report["delay_p99_ms"].as_f64().unwrap(),
+    );
+    assert!(p50 >= 0.0 && p99 >= p50, "{report}");
+    assert_eq!(report["bytes_per_watcher"].as_array().unwrap().len(), 3);
+    assert!(stdout.contains("delivered / due"), "{stdout}");
+}
+
+#[test]
+fn sizes_beyond_the_limits_are_refused_before_any_node_starts() {
+    for args in [
+        ["--watchers", "0"],
+        ["--watchers", "100001"],
+        ["--leases", "0"],
+        ["--leases", "1000001"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_baton-scale"))
+            .args(args)
+            .output()
+            .expect("run baton-scale");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(stderr.contains("must be 1 to"), "{args:?}: {stderr}");
+    }
+}
