@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use baton_client::{ClaimOutcome, Client, ClientConfig};
+use baton_client::{ClaimOutcome, Client, ClientConfig, ReadMode};
 use futures::StreamExt;
 use serde::Serialize;
 
@@ -104,7 +104,12 @@ pub async fn run(
         ..ClientConfig::with_endpoints(cluster.endpoints.iter().cloned())
     })
     .await?;
-    let from = writer.cluster_status().await?.applied_index + 1;
+    // Revisions count commands, not log entries: the next one comes from a probe.
+    let from = writer
+        .probe(&format!("{PREFIX}health"), ReadMode::Linearizable)
+        .await?
+        .revision
+        + 1;
 
     // Open the streams: watcher i on node i % 3, WATCHERS_PER_CONNECTION per client.
     let started = Instant::now();
@@ -135,7 +140,8 @@ pub async fn run(
             loop {
                 match tokio::time::timeout(WATCH_POLL, stream.next()).await {
                     Ok(Some(Ok(e))) => seen.push((e.revision, Instant::now())),
-                    Ok(Some(Err(_)) | None) => break,
+                    Ok(Some(Err(e))) => return Err(e.to_string()),
+                    Ok(None) => return Err("the watch stream ended".to_string()),
                     Err(_) => {}
                 }
                 // Done once the writer has stopped and its last write is here (or given up).
@@ -147,7 +153,7 @@ pub async fn run(
                     }
                 }
             }
-            seen
+            Ok(seen)
         }));
     }
     let open_until = Instant::now() + WATCH_SETTLE_LIMIT;
@@ -160,6 +166,10 @@ pub async fn run(
             .sum();
         if open >= cfg.watchers {
             break;
+        }
+        if let Some(ended) = tasks.iter().position(|t| t.is_finished()) {
+            let why = tasks.swap_remove(ended).await?.err().unwrap_or_default();
+            bail!("a watcher ended before every stream was open: {why}");
         }
         if Instant::now() > open_until {
             bail!("only {open} of {} watch streams opened", cfg.watchers);
@@ -207,7 +217,10 @@ pub async fn run(
     );
     let mut delays: Vec<f64> = Vec::new();
     for t in tasks {
-        for (revision, at) in t.await? {
+        let seen = t
+            .await?
+            .map_err(|e| anyhow::anyhow!("a watcher failed: {e}"))?;
+        for (revision, at) in seen {
             if let Some(ack) = acked.get(&revision) {
                 delays.push(at.saturating_duration_since(*ack).as_secs_f64() * 1e3);
             }

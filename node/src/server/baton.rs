@@ -76,7 +76,7 @@ pub struct Ctx {
     /// Batches writes into log entries.
     proposer: Proposer,
     /// Keys with a claim on its way into the log (`decide`).
-    claims_in_flight: Arc<ClaimsInFlight>,
+    claims_in_flight: ClaimsInFlight,
     pub(super) metrics: Arc<crate::metrics::Metrics>,
     /// One lazily connected client per leader address, for forwarding, with the TLS
     /// generation it was made with.
@@ -126,7 +126,7 @@ impl Ctx {
             write_rate: WriteRate::new(rules.writes_per_second),
             principal_rate: WriteRate::new(rules.principal_writes_per_second),
             proposer: Proposer::start(raft.clone(), metrics.clone()),
-            claims_in_flight: Arc::default(),
+            claims_in_flight: ClaimsInFlight::default(),
             metrics,
             raft,
             sm,
@@ -328,10 +328,9 @@ impl Ctx {
             // A write that changes something goes into the log, unless it is a claim and
             // another claim of the key is on its way (checked and entered in one step, so
             // that of claims arriving at once exactly one goes first).
-            match claimed.map(|key| self.claims_in_flight.try_enter(key)) {
-                None => return self.propose_command(cmd).await,
-                Some(Some(_first)) => return self.propose_command(cmd).await,
-                Some(None) => {}
+            let first = claimed.map(|key| self.claims_in_flight.try_enter(key));
+            if !matches!(first, Some(None)) {
+                return self.propose_command(cmd).await;
             }
         }
         if let Some(limited) = self.rate_limited(&client) {
