@@ -57,6 +57,8 @@ pub struct WatchersReport {
     /// writes × watchers.
     pub deliveries_due: u64,
     pub deliveries: u64,
+    /// Events a watcher got again, or after a later one (the watch promises neither).
+    pub disordered: u64,
     /// From the write's acknowledgement to the event's arrival at a watcher, over every
     /// delivery (an event can arrive before the writer hears its acknowledgement: 0).
     pub delay_p50_ms: f64,
@@ -137,9 +139,17 @@ pub async fn run(
             let mut stream = client.watch(PREFIX, from);
             let mut seen: Vec<(u64, Instant)> = Vec::new();
             let mut give_up: Option<Instant> = None;
+            let mut disordered = 0u64;
             loop {
                 match tokio::time::timeout(WATCH_POLL, stream.next()).await {
-                    Ok(Some(Ok(e))) => seen.push((e.revision, Instant::now())),
+                    Ok(Some(Ok(e))) => {
+                        // A repeat or a step back is counted, not delivered again.
+                        if seen.last().is_some_and(|s| e.revision <= s.0) {
+                            disordered += 1;
+                        } else {
+                            seen.push((e.revision, Instant::now()));
+                        }
+                    }
                     Ok(Some(Err(e))) => return Err(e.to_string()),
                     Ok(None) => return Err("the watch stream ended".to_string()),
                     Err(_) => {}
@@ -153,7 +163,7 @@ pub async fn run(
                     }
                 }
             }
-            Ok(seen)
+            Ok((seen, disordered))
         }));
     }
     let open_until = Instant::now() + WATCH_SETTLE_LIMIT;
@@ -216,10 +226,12 @@ pub async fn run(
         Ordering::Release,
     );
     let mut delays: Vec<f64> = Vec::new();
+    let mut disordered = 0;
     for t in tasks {
-        let seen = t
+        let (seen, out_of_order) = t
             .await?
             .map_err(|e| anyhow::anyhow!("a watcher failed: {e}"))?;
+        disordered += out_of_order;
         for (revision, at) in seen {
             if let Some(ack) = acked.get(&revision) {
                 delays.push(at.saturating_duration_since(*ack).as_secs_f64() * 1e3);
@@ -243,6 +255,7 @@ pub async fn run(
         writes_per_s: acked.len() as f64 / write_s,
         deliveries_due: acked.len() as u64 * cfg.watchers as u64,
         deliveries,
+        disordered,
         delay_p50_ms: pct(0.5),
         delay_p99_ms: pct(0.99),
         delay_max_ms: delays.last().copied().unwrap_or(f64::NAN),

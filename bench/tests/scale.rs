@@ -26,6 +26,7 @@ fn every_watcher_sees_every_write_and_the_report_says_so() {
     assert!(writes >= 20, "{report}");
     assert_eq!(report["deliveries_due"].as_u64().unwrap(), writes * 30);
     assert_eq!(report["deliveries"], report["deliveries_due"], "{report}");
+    assert_eq!(report["disordered"], 0, "{report}");
     let (p50, p99) = (
         report["delay_p50_ms"].as_f64().unwrap(),
         report["delay_p99_ms"].as_f64().unwrap(),
