@@ -1193,52 +1193,6 @@ async fn refusals_are_answered_without_a_log_entry_and_name_the_holder() {
     assert!(later > after, "the release and the grant were log entries");
 }
 
-/// Claims of a free key arriving at once: exactly one goes into the log and wins; the
-/// others wait for it (a read) and are refused naming the winner, spending no revision.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claims_of_a_free_key_arriving_at_once_spend_one_revision() {
-    let _serial = serial().await;
-    let cluster = Cluster::start_with(3, &["--admin-listen", "127.0.0.1:0"]).await;
-    let leader = cluster.leader(Duration::from_secs(10)).await;
-    let mut clients = Vec::new();
-    for _ in 0..20 {
-        clients.push(cluster.client_of(leader).await);
-    }
-    let before = clients[0]
-        .probe("tasks/free", ReadMode::Linearizable)
-        .await
-        .unwrap()
-        .revision;
-    let claims = clients
-        .iter()
-        .enumerate()
-        .map(|(i, c)| async move { c.claim("tasks/free", &format!("w{i}"), TTL).await });
-    let outcomes = futures::future::join_all(claims).await;
-    let mut winners = Vec::new();
-    let mut named = BTreeSet::new();
-    for outcome in outcomes {
-        match outcome.unwrap() {
-            ClaimOutcome::Granted(g) => winners.push(g.lease),
-            ClaimOutcome::Held { lease, .. } => {
-                named.insert((lease.holder_name, lease.token));
-            }
-        }
-    }
-    assert_eq!(winners.len(), 1, "{winners:?}");
-    let winner = (winners[0].holder_name.clone(), winners[0].token);
-    assert_eq!(
-        named,
-        BTreeSet::from([winner]),
-        "every loser names the winner"
-    );
-    let after = clients[0]
-        .probe("tasks/free", ReadMode::Linearizable)
-        .await
-        .unwrap()
-        .revision;
-    assert_eq!(after, before + 1, "only the grant spent a revision");
-}
-
 /// `--refusals-in-log` restores the old way: every refusal is a log entry, with the same
 /// answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

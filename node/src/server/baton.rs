@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use baton_proto::v1 as pb;
 use baton_proto::v1::baton_client::BatonClient;
 use baton_proto::LEADER_METADATA_KEY;
+use openraft::error::{CheckIsLeaderError, RaftError};
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 use tonic::Status;
@@ -75,8 +76,6 @@ pub struct Ctx {
     refusals_in_log: bool,
     /// Batches writes into log entries.
     proposer: Proposer,
-    /// Keys with a claim on its way into the log (`decide`).
-    claims_in_flight: ClaimsInFlight,
     pub(super) metrics: Arc<crate::metrics::Metrics>,
     /// One lazily connected client per leader address, for forwarding, with the TLS
     /// generation it was made with.
@@ -126,7 +125,6 @@ impl Ctx {
             write_rate: WriteRate::new(rules.writes_per_second),
             principal_rate: WriteRate::new(rules.principal_writes_per_second),
             proposer: Proposer::start(raft.clone(), metrics.clone()),
-            claims_in_flight: ClaimsInFlight::default(),
             metrics,
             raft,
             sm,
@@ -234,7 +232,7 @@ impl Ctx {
                 ))
                 .into())
             }
-            Ok(Err(ProposeError::Failed(e) | ProposeError::QuorumShort(e))) => {
+            Ok(Err(ProposeError::Failed(e))) => {
                 Err(Status::unavailable(format!("write failed: {e}")).into())
             }
         }
@@ -299,10 +297,7 @@ impl Ctx {
     /// linearizable read, with no log entry and no fsync. Everything else is proposed. The
     /// local state is asked first, so a write that will change something pays no read round.
     /// A renew or release with a token never granted (above the revision, e.g. from a
-    /// grant a lost leader acknowledged) is such a write too. A claim of a free key that
-    /// another claim of it is already on its way into the log waits for that one first
-    /// (a read), and is refused without an entry if it lost: when a contended key is freed,
-    /// its claimants' losing claims cost no log entries. `--refusals-in-log` turns all this
+    /// grant a lost leader acknowledged) is such a write too. `--refusals-in-log` turns this
     /// off (every write through the log, as before issue 22).
     async fn decide(
         &self,
@@ -311,48 +306,28 @@ impl Ctx {
         principal: Option<String>,
     ) -> Result<(Outcome, u64), Refusal> {
         let cmd = command(origin, op, principal);
-        let Some(client) = cmd
-            .request_id
-            .as_ref()
+        let id = cmd.request_id.as_ref();
+        let local = id
             .filter(|_| !self.refusals_in_log && self.leads())
-            .map(|id| id.client_id.clone())
-        else {
+            .and_then(|_| self.sm.read(|s| s.table.unchanged_answer(&cmd)));
+        let Some(client) = local.and(id).map(|id| id.client_id.clone()) else {
             return self.propose_command(cmd).await;
         };
-        let claimed = match &cmd.op {
-            Op::Claim { key, .. } => Some(key.as_str()),
-            _ => None,
-        };
-        let contended = || claimed.is_some_and(|key| self.claims_in_flight.has(key));
-        if self.sm.read(|s| s.table.unchanged_answer(&cmd)).is_none() {
-            // A write that changes something goes into the log, unless it is a claim and
-            // another claim of the key is on its way (checked and entered in one step, so
-            // that of claims arriving at once exactly one goes first).
-            let first = claimed.map(|key| self.claims_in_flight.try_enter(key));
-            if !matches!(first, Some(None)) {
-                return self.propose_command(cmd).await;
-            }
-        }
         if let Some(limited) = self.rate_limited(&client) {
             return Err(limited.into());
         }
-        for _ in 0..READ_BARRIERS_PER_WRITE_MAX {
-            self.linearize().await?;
-            let answered = self
-                .sm
-                .read(|s| s.table.unchanged_answer(&cmd).map(|a| (a, revision(s))));
-            if let Some((outcome, revision)) = answered {
+        self.linearize().await?;
+        let answered = self
+            .sm
+            .read(|s| s.table.unchanged_answer(&cmd).map(|a| (a, revision(s))));
+        match answered {
+            Some((outcome, revision)) => {
                 self.metrics.refused_without_log.inc();
-                return Ok((answer_or_status(outcome, &self.sm)?, revision));
+                Ok((answer_or_status(outcome, &self.sm)?, revision))
             }
-            // It changed meanwhile: unless another claim of the key is on its way, it goes
-            // through the log.
-            if !contended() {
-                break;
-            }
+            // It changed meanwhile: it goes through the log after all.
+            None => self.append(cmd).await,
         }
-        let _in_flight = claimed.map(|key| self.claims_in_flight.enter(key));
-        self.append(cmd).await
     }
 
     /// Confirms this node is the leader and has applied everything committed before now.
@@ -365,37 +340,23 @@ impl Ctx {
         }
         let deadline = Instant::now() + self.write_timeout;
         loop {
-            let barrier = tokio::time::timeout_at(deadline.into(), self.proposer.read_barrier());
-            match barrier.await {
-                Ok(Ok(())) => return Ok(()),
-                Ok(Err(ProposeError::NotLeader(leader))) => {
-                    return Err(Refusal::NotLeader { leader })
+            match self.raft.ensure_linearizable().await {
+                Ok(_) => return Ok(()),
+                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                    return Err(Refusal::NotLeader {
+                        leader: f.leader_node.map(|n| n.addr),
+                    })
                 }
                 // One quorum round falls short on a blip (openraft #1852): try again.
-                Ok(Err(ProposeError::QuorumShort(_))) if Instant::now() < deadline => {
+                Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))
+                    if Instant::now() < deadline =>
+                {
                     tokio::time::sleep(READ_RETRY_BACKOFF).await
                 }
-                Ok(Err(ProposeError::Busy)) => {
-                    self.metrics.requests_limited.inc();
-                    return Err(Status::resource_exhausted(format!(
-                        "the leader has {PROPOSALS_QUEUED_MAX} writes and reads waiting for the \
-                         log (PROPOSALS_QUEUED_MAX); retry with backoff"
-                    ))
-                    .into());
-                }
-                Ok(Err(ProposeError::Failed(e) | ProposeError::QuorumShort(e))) => {
+                Err(e) => {
                     return Err(Status::unavailable(format!(
-                        "cannot confirm leadership for a linearizable read ({e}); retry, or \
-                         read stale"
-                    ))
-                    .into())
-                }
-                Err(_) => {
-                    return Err(Status::unavailable(format!(
-                        "cannot confirm leadership for a linearizable read within {} ms (no \
-                         quorum?); retry, or read stale",
-                        self.write_timeout.as_millis()
-                    ))
+                    "cannot confirm leadership for a linearizable read ({e}); retry, or read stale"
+                ))
                     .into())
                 }
             }
@@ -931,57 +892,6 @@ impl Ctx {
 /// The revision a read reflects; read under the same lock as the data.
 /// The log command for `op` sent by `origin` (its request id and session) as `principal`,
 /// stamped with this leader's wall clock.
-/// Read barriers a write waits through, as long as another claim of its key is on its way
-/// into the log, before it goes into the log itself (so a key claimed without end cannot
-/// keep a claim waiting).
-const READ_BARRIERS_PER_WRITE_MAX: usize = 4;
-
-/// Keys with a claim on its way into the log, and how many. Bounded by the proposer's queue
-/// (`PROPOSALS_QUEUED_MAX`): every entry is a claim waiting there or in flight.
-#[derive(Default)]
-struct ClaimsInFlight(Mutex<HashMap<String, usize>>);
-
-/// One claim in flight; it leaves the set when dropped.
-struct InFlight<'a>(&'a ClaimsInFlight, String);
-
-impl ClaimsInFlight {
-    fn has(&self, key: &str) -> bool {
-        self.0.lock().expect("claims in flight").contains_key(key)
-    }
-
-    /// Enters a claim of `key` unless one is in flight already.
-    fn try_enter(&self, key: &str) -> Option<InFlight<'_>> {
-        let mut keys = self.0.lock().expect("claims in flight");
-        if keys.contains_key(key) {
-            return None;
-        }
-        keys.insert(key.to_owned(), 1);
-        Some(InFlight(self, key.to_owned()))
-    }
-
-    fn enter(&self, key: &str) -> InFlight<'_> {
-        *self
-            .0
-            .lock()
-            .expect("claims in flight")
-            .entry(key.to_owned())
-            .or_default() += 1;
-        InFlight(self, key.to_owned())
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        let mut keys = self.0 .0.lock().expect("claims in flight");
-        if let Some(n) = keys.get_mut(&self.1) {
-            *n -= 1;
-            if *n == 0 {
-                keys.remove(&self.1);
-            }
-        }
-    }
-}
-
 fn command(origin: Option<convert::Origin>, op: Op, principal: Option<String>) -> LogCommand {
     let (request_id, sender) = match origin {
         Some(o) => (
