@@ -217,7 +217,7 @@ pub async fn run_announcing(
                 max_ms: cfg.ttl_ms_max,
             },
             write_timeout: cfg.write_timeout,
-            refusals_in_log: cfg.refusals_in_log,
+            refusals_from_reads: cfg.refusals_from_reads,
         },
     ));
     let baton_svc =

@@ -71,9 +71,8 @@ pub struct Ctx {
     pub write_timeout: Duration,
     /// What each peer said of the data format it reads (`format_gate`).
     peers: Arc<crate::peers::PeerBook>,
-    /// Write refusals that change nothing to the log too, instead of answering them from a
-    /// read (`decide`).
-    refusals_in_log: bool,
+    /// Answer refusals that change nothing from a read (`decide`).
+    refusals_from_reads: bool,
     /// Batches writes into log entries.
     proposer: Proposer,
     pub(super) metrics: Arc<crate::metrics::Metrics>,
@@ -104,8 +103,8 @@ pub struct ClientRules {
     pub ttl: TtlBounds,
     /// How long a write may wait to commit before the client is told to retry.
     pub write_timeout: Duration,
-    /// Write refusals that change nothing to the log too (`Ctx::decide`).
-    pub refusals_in_log: bool,
+    /// Answer refusals that change nothing from a read (`Ctx::decide`).
+    pub refusals_from_reads: bool,
 }
 
 impl Ctx {
@@ -131,7 +130,7 @@ impl Ctx {
             peers,
             ttl: rules.ttl,
             write_timeout: rules.write_timeout,
-            refusals_in_log: rules.refusals_in_log,
+            refusals_from_reads: rules.refusals_from_reads,
             leaders: Mutex::default(),
         }
     }
@@ -278,6 +277,27 @@ impl Ctx {
         ))
     }
 
+    /// A renew or release whose token is above this node's revision: a grant this node has
+    /// not seen. After a linearizable read on the leader, a token still above the revision
+    /// was never granted (tokens are revisions), so it is answered as lost from that read,
+    /// with no log entry. `None`: the token is not from the future; go on and propose.
+    async fn never_granted(
+        &self,
+        key: &str,
+        token: u64,
+    ) -> Result<Option<(Option<crate::core::Lease>, u64)>, Refusal> {
+        if token <= self.sm.read(revision) {
+            return Ok(None);
+        }
+        self.linearize().await?;
+        let (lease, now) = self.sm.read(|s| (s.table.lease(key).cloned(), revision(s)));
+        if token <= now {
+            return Ok(None);
+        }
+        self.metrics.refused_without_log.inc();
+        Ok(Some((lease, now)))
+    }
+
     /// The refusal of a write from `client_id` beyond its writes per second, if it is.
     fn rate_limited(&self, client_id: &str) -> Option<Status> {
         if self.write_rate.allow(client_id, Instant::now()) {
@@ -296,9 +316,7 @@ impl Ctx {
     /// session: `LeaseTable::unchanged_answer`) is answered on the leader from a
     /// linearizable read, with no log entry and no fsync. Everything else is proposed. The
     /// local state is asked first, so a write that will change something pays no read round.
-    /// A renew or release with a token never granted (above the revision, e.g. from a
-    /// grant a lost leader acknowledged) is such a write too. `--refusals-in-log` turns this
-    /// off (every write through the log, as before issue 22).
+    /// Only with `--refusals-from-reads` (issue 22, off by default for now).
     async fn decide(
         &self,
         origin: Option<convert::Origin>,
@@ -308,7 +326,7 @@ impl Ctx {
         let cmd = command(origin, op, principal);
         let id = cmd.request_id.as_ref();
         let local = id
-            .filter(|_| !self.refusals_in_log && self.leads())
+            .filter(|_| self.refusals_from_reads && self.leads())
             .and_then(|_| self.sm.read(|s| s.table.unchanged_answer(&cmd)));
         let Some(client) = local.and(id).map(|id| id.client_id.clone()) else {
             return self.propose_command(cmd).await;
@@ -418,6 +436,14 @@ impl Ctx {
         who: Option<String>,
     ) -> Result<pb::RenewResponse, Refusal> {
         let (id, op) = convert::renew(req)?;
+        if let Op::Renew { key, token } = &op {
+            if let Some((current, revision)) = self.never_granted(key, *token).await? {
+                return Ok(pb::RenewResponse {
+                    outcome: Some(pb::renew_response::Outcome::Lost(self.lost(current))),
+                    revision,
+                });
+            }
+        }
         let (outcome, revision) = self.decide(id, op, who).await?;
         use pb::renew_response::Outcome as O;
         let outcome = match outcome {
@@ -437,6 +463,14 @@ impl Ctx {
         who: Option<String>,
     ) -> Result<pb::ReleaseResponse, Refusal> {
         let (id, op) = convert::release(req)?;
+        if let Op::Release { key, token, .. } = &op {
+            if let Some((current, revision)) = self.never_granted(key, *token).await? {
+                return Ok(pb::ReleaseResponse {
+                    outcome: Some(pb::release_response::Outcome::Lost(self.lost(current))),
+                    revision,
+                });
+            }
+        }
         let (outcome, revision) = self.decide(id, op, who).await?;
         use pb::release_response::Outcome as O;
         let outcome = match outcome {
