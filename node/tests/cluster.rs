@@ -1256,3 +1256,79 @@ async fn refusals_are_answered_without_a_log_entry_and_name_the_holder() {
     let later = admin.cluster_status().await.unwrap().applied_index;
     assert!(later > after, "the release and the grant were log entries");
 }
+
+/// A claim refused from a read is not remembered, so it may be answered that way only when
+/// no other copy of its request id can arrive later: on the client's first attempt (the
+/// `x-baton-first-attempt` header). A retry goes through the log and its refusal is
+/// remembered, so a late copy of the first attempt, reaching the leader once the key is
+/// free, gets that answer instead of a grant its client never hears of. (The chaos suite's
+/// `skew` scenario, seed 426017, found such a grant: a first attempt delayed about 3 s
+/// behind a client partition was granted after its retry had been answered "held".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_copy_of_a_refused_claim_gets_the_refusal_not_a_grant() {
+    use baton_proto::v1 as pb;
+    use baton_proto::v1::baton_client::BatonClient;
+    let _serial = serial().await;
+    let cluster = Cluster::start_with(
+        3,
+        &["--admin-listen", "127.0.0.1:0", "--refusals-from-reads"],
+    )
+    .await;
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let alice = cluster.client().await;
+    let admin = cluster.client_of(leader).await;
+    let mut raw = BatonClient::connect(format!("http://{}", cluster.nodes[&leader].addr))
+        .await
+        .unwrap();
+    let bobs_claim = |key: &str, seq: u64, first_attempt: bool| {
+        let mut req = tonic::Request::new(pb::ClaimRequest {
+            key: key.into(),
+            holder: Some(pb::Holder {
+                name: "bob".into(),
+                client_id: "bob-session".into(),
+            }),
+            ttl_ms: TTL.as_millis() as u64,
+            request_id: Some(pb::RequestId {
+                client_id: "bob-slots".into(),
+                seq,
+                session: "bob-session".into(),
+            }),
+        });
+        if first_attempt {
+            req.metadata_mut().insert(
+                baton_proto::FIRST_ATTEMPT_METADATA_KEY,
+                tonic::metadata::MetadataValue::from_static("1"),
+            );
+        }
+        req
+    };
+    let held_by = |answer: pb::ClaimResponse| match answer.outcome {
+        Some(pb::claim_response::Outcome::Held(h)) => h.lease.unwrap().token,
+        other => panic!("expected held, got {other:?}"),
+    };
+
+    // A first attempt is answered from a read: no log entry.
+    let first = granted(alice.claim("tasks/a", "alice", TTL).await.unwrap());
+    let before = admin.cluster_status().await.unwrap().applied_index;
+    let answer = raw.claim(bobs_claim("tasks/a", 1, true)).await.unwrap();
+    assert_eq!(held_by(answer.into_inner()), first.lease.token);
+    let after = admin.cluster_status().await.unwrap().applied_index;
+    assert_eq!(after, before, "a first attempt's refusal wrote a log entry");
+
+    // A retry (no header) of another request goes through the log...
+    let second = granted(alice.claim("tasks/b", "alice", TTL).await.unwrap());
+    let before = admin.cluster_status().await.unwrap().applied_index;
+    let answer = raw.claim(bobs_claim("tasks/b", 2, false)).await.unwrap();
+    assert_eq!(held_by(answer.into_inner()), second.lease.token);
+    let after = admin.cluster_status().await.unwrap().applied_index;
+    assert!(after > before, "a retry's refusal must be a log entry");
+    // ...so once the key is free, a late copy of its first attempt gets the same refusal.
+    match alice.release("tasks/b", second.lease.token).await.unwrap() {
+        ReleaseOutcome::Released(_) => {}
+        other => panic!("{other:?}"),
+    }
+    let late = raw.claim(bobs_claim("tasks/b", 2, true)).await.unwrap();
+    assert_eq!(held_by(late.into_inner()), second.lease.token);
+    let probe = alice.probe("tasks/b", ReadMode::Linearizable).await.unwrap();
+    assert!(probe.lease.is_none(), "the late copy was granted: {probe:?}");
+}

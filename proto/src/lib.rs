@@ -22,6 +22,15 @@ pub const LEADER_METADATA_KEY: &str = "x-baton-leader";
 /// forwarding again (no forwarding loops).
 pub const FORWARDED_METADATA_KEY: &str = "x-baton-forwarded";
 
+/// Request metadata key a client sets (value `1`) on the first attempt of a write, and
+/// only on it; a follower that forwards the request passes it on. It promises that no other
+/// copy of this request id is on its way: a later attempt, or a copy delayed in the network,
+/// comes without it. The leader may then answer a claim of a held key from a read, with no
+/// log entry, since no copy that could later be granted remains. Without it (a retry, an
+/// older client), every claim goes through the log, where its answer is remembered for
+/// retries. See `node/src/server/baton.rs`, `Ctx::decide`.
+pub const FIRST_ATTEMPT_METADATA_KEY: &str = "x-baton-first-attempt";
+
 /// `Event.kind` of a watch's progress marker: sent by a node, at most once per
 /// `WATCH_PROGRESS_INTERVAL_MS`, when it has moved past events of other prefixes since the
 /// last thing it sent. Its revision is the last one the watcher has been brought up to date

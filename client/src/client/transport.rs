@@ -160,6 +160,14 @@ impl Client {
             // Tell the node how long this attempt may take, so it stops working on an
             // answer nobody waits for.
             attempt_request.set_timeout(timeout);
+            // Only the first attempt says so: a node may answer it from a read, with nothing
+            // remembered, because no other copy of this request id exists yet.
+            if attempt == 1 {
+                attempt_request.metadata_mut().insert(
+                    baton_proto::FIRST_ATTEMPT_METADATA_KEY,
+                    tonic::metadata::MetadataValue::from_static("1"),
+                );
+            }
 
             let adopted_leader =
                 match tokio::time::timeout(timeout, send(channel, attempt_request)).await {

@@ -63,6 +63,16 @@ fn answer_or_status(outcome: Outcome, sm: &StateMachine) -> Result<Outcome, Stat
     }
 }
 
+/// Who sent a write, as the node that received it from the client knows.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    /// The authenticated principal (`None`: anonymous, or authentication is off).
+    pub principal: Option<String>,
+    /// The client marked this as the first attempt of its request id
+    /// (`baton_proto::FIRST_ATTEMPT_METADATA_KEY`): no other copy of it is on its way.
+    pub first_attempt: bool,
+}
+
 /// What the handlers share.
 pub struct Ctx {
     pub raft: Raft,
@@ -317,16 +327,29 @@ impl Ctx {
     /// linearizable read, with no log entry and no fsync. Everything else is proposed. The
     /// local state is asked first, so a write that will change something pays no read round.
     /// Only with `--refusals-from-reads` (issue 22, off by default for now).
+    ///
+    /// Such an answer is not remembered for retries, so it must never be contradicted by a
+    /// copy of the same request applied later. A token that is not the key's current one
+    /// never becomes current again (tokens only grow, and a grant's holder never changes), so
+    /// a renew, release or update refused for its token stays refused whichever copy
+    /// arrives. A claim refused because the key is held is not: a copy delayed in the network
+    /// (a first attempt the client gave up on, its TCP segments retransmitted seconds later)
+    /// would be granted once the key is free, a grant its client never hears of, after it
+    /// was told "held" (the chaos suite's `skew` scenario found exactly that). So a claim is
+    /// answered from a read only on the first attempt (`Caller::first_attempt`): then no
+    /// other copy exists, and every retry comes through the log, where its answer is
+    /// remembered and a late copy of any attempt gets that answer.
     async fn decide(
         &self,
         origin: Option<convert::Origin>,
         op: Op,
-        principal: Option<String>,
+        who: Caller,
     ) -> Result<(Outcome, u64), Refusal> {
-        let cmd = command(origin, op, principal);
+        let stays_refused = who.first_attempt || !matches!(op, Op::Claim { .. });
+        let cmd = command(origin, op, who.principal);
         let id = cmd.request_id.as_ref();
         let local = id
-            .filter(|_| self.refusals_from_reads && self.leads())
+            .filter(|_| self.refusals_from_reads && stays_refused && self.leads())
             .and_then(|_| self.sm.read(|s| s.table.unchanged_answer(&cmd)));
         let Some(client) = local.and(id).map(|id| id.client_id.clone()) else {
             return self.propose_command(cmd).await;
@@ -388,7 +411,7 @@ impl Ctx {
     pub(super) async fn claim(
         &self,
         req: pb::ClaimRequest,
-        who: Option<String>,
+        who: Caller,
     ) -> Result<pb::ClaimResponse, Refusal> {
         let (id, op) = convert::claim(req, self.ttl)?;
         let (outcome, revision) = self.decide(id, op, who).await?;
@@ -433,7 +456,7 @@ impl Ctx {
     pub(super) async fn renew(
         &self,
         req: pb::RenewRequest,
-        who: Option<String>,
+        who: Caller,
     ) -> Result<pb::RenewResponse, Refusal> {
         let (id, op) = convert::renew(req)?;
         if let Op::Renew { key, token } = &op {
@@ -460,7 +483,7 @@ impl Ctx {
     pub(super) async fn release(
         &self,
         req: pb::ReleaseRequest,
-        who: Option<String>,
+        who: Caller,
     ) -> Result<pb::ReleaseResponse, Refusal> {
         let (id, op) = convert::release(req)?;
         if let Op::Release { key, token, .. } = &op {
@@ -487,11 +510,11 @@ impl Ctx {
     pub(super) async fn revoke(
         &self,
         req: pb::RevokeRequest,
-        who: Option<String>,
+        who: Caller,
     ) -> Result<pb::RevokeResponse, Refusal> {
         let (id, op) = convert::revoke(req)?;
         let key = op.key().to_string();
-        let (outcome, revision) = self.propose(id, op, who).await?;
+        let (outcome, revision) = self.propose(id, op, who.principal).await?;
         match outcome {
             Outcome::Revoked { previous } => {
                 tracing::warn!(key = %key, revision, token = previous.as_ref().map(|l| l.token),
@@ -508,7 +531,7 @@ impl Ctx {
     pub(super) async fn update(
         &self,
         req: pb::UpdateRequest,
-        who: Option<String>,
+        who: Caller,
     ) -> Result<pb::UpdateResponse, Refusal> {
         let (id, op) = convert::update(req)?;
         match self.decide(id, op, who).await? {
@@ -523,13 +546,13 @@ impl Ctx {
     pub(super) async fn assign(
         &self,
         req: pb::AssignRequest,
-        who: Option<String>,
+        who: Caller,
     ) -> Result<pb::AssignResponse, Refusal> {
         let (id, op) = convert::assign(req)?;
         if matches!(op, Op::Unassign { .. }) {
             self.format_gate(5, "clearing an assignment")?;
         }
-        match self.propose(id, op, who).await? {
+        match self.propose(id, op, who.principal).await? {
             (Outcome::Assigned { record }, revision) => Ok(pb::AssignResponse {
                 record: Some(convert::pb_record(&record)),
                 revision,
@@ -592,11 +615,11 @@ impl Ctx {
     pub(super) async fn offer(
         &self,
         req: pb::OfferRequest,
-        who: Option<String>,
+        who: Caller,
     ) -> Result<pb::OfferResponse, Refusal> {
         let (id, op) = convert::offer(req)?;
         let key = op.key().to_string();
-        match self.propose(id, op, who).await? {
+        match self.propose(id, op, who.principal).await? {
             (Outcome::Offered { offer }, revision) => Ok(pb::OfferResponse {
                 offer: Some(convert::pb_offer(&key, &offer, self.sm.offer_countdowns())),
                 revision,
@@ -608,10 +631,10 @@ impl Ctx {
     pub(super) async fn accept(
         &self,
         req: pb::AcceptRequest,
-        who: Option<String>,
+        who: Caller,
     ) -> Result<pb::AcceptResponse, Refusal> {
         let (id, op) = convert::accept(req, self.ttl)?;
-        match self.propose(id, op, who).await? {
+        match self.propose(id, op, who.principal).await? {
             (Outcome::Accepted { lease, note, from }, revision) => Ok(pb::AcceptResponse {
                 lease: Some(self.lease(&lease)),
                 note: Some(convert::pb_note(&note)),
@@ -628,10 +651,10 @@ impl Ctx {
     pub(super) async fn decline(
         &self,
         req: pb::DeclineRequest,
-        who: Option<String>,
+        who: Caller,
     ) -> Result<pb::DeclineResponse, Refusal> {
         let (id, op) = convert::decline(req)?;
-        match self.propose(id, op, who).await? {
+        match self.propose(id, op, who.principal).await? {
             (Outcome::Declined, revision) => Ok(pb::DeclineResponse { revision }),
             (other, _) => Err(unexpected(other)),
         }
@@ -640,10 +663,10 @@ impl Ctx {
     pub(super) async fn cancel(
         &self,
         req: pb::CancelRequest,
-        who: Option<String>,
+        who: Caller,
     ) -> Result<pb::CancelResponse, Refusal> {
         let (id, op) = convert::cancel(req)?;
-        match self.propose(id, op, who).await? {
+        match self.propose(id, op, who.principal).await? {
             (Outcome::Cancelled, revision) => Ok(pb::CancelResponse { revision }),
             (other, _) => Err(unexpected(other)),
         }
@@ -652,10 +675,10 @@ impl Ctx {
     pub(super) async fn set_quarantine(
         &self,
         req: pb::SetQuarantineRequest,
-        who: Option<String>,
+        who: Caller,
     ) -> Result<pb::SetQuarantineResponse, Refusal> {
         let (id, op) = convert::set_quarantine(req)?;
-        match self.propose(id, op, who).await? {
+        match self.propose(id, op, who.principal).await? {
             (Outcome::QuarantineRules { rules }, revision) => {
                 tracing::warn!(?rules, revision, "quarantine rules changed");
                 Ok(pb::SetQuarantineResponse {
@@ -670,7 +693,7 @@ impl Ctx {
     pub(super) async fn set_access(
         &self,
         req: pb::SetAccessRequest,
-        who: Option<String>,
+        who: Caller,
     ) -> Result<pb::AccessResponse, Refusal> {
         if !self.auth.on() {
             return Err(Status::failed_precondition(
@@ -696,12 +719,13 @@ impl Ctx {
             ),
         };
         let by = who
+            .principal
             .clone()
             .unwrap_or_else(|| crate::core::access::ANONYMOUS.to_owned());
         let op = Op::SetAccess { policy, by };
         op.validate().map_err(convert::invalid)?;
         let id = convert::origin(req.request_id, &op)?;
-        match self.propose(id, op, who).await? {
+        match self.propose(id, op, who.principal).await? {
             (Outcome::AccessSet { version }, revision) => {
                 let mut answer = self.access_response(revision);
                 answer.version = version;

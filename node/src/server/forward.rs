@@ -5,12 +5,12 @@ use std::future::Future;
 use std::sync::Arc;
 
 use baton_proto::v1::baton_client::BatonClient;
-use baton_proto::{FORWARDED_METADATA_KEY, LEADER_METADATA_KEY};
+use baton_proto::{FIRST_ATTEMPT_METADATA_KEY, FORWARDED_METADATA_KEY, LEADER_METADATA_KEY};
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
-use super::baton::{unavailable, BatonServer, Ctx, Refusal};
+use super::baton::{unavailable, BatonServer, Caller, Ctx, Refusal};
 use super::convert;
 use crate::limits::FORWARD_TIMEOUT;
 
@@ -20,7 +20,7 @@ impl BatonServer {
         &self,
         method: &'static str,
         req: Request<Req>,
-        local: impl FnOnce(Arc<Ctx>, Req, Option<String>) -> LF,
+        local: impl FnOnce(Arc<Ctx>, Req, Caller) -> LF,
         remote: impl FnOnce(BatonClient<Channel>, Request<Req>) -> RF,
     ) -> Result<Response<Resp>, Status>
     where
@@ -31,6 +31,7 @@ impl BatonServer {
         let answer = async {
             let principal = self.ctx.auth.principal(&req)?;
             let forwarded = req.metadata().contains_key(FORWARDED_METADATA_KEY);
+            let first_attempt = req.metadata().contains_key(FIRST_ATTEMPT_METADATA_KEY);
             let bearer = req
                 .metadata()
                 .get(super::auth::AUTHORIZATION_METADATA_KEY)
@@ -50,7 +51,13 @@ impl BatonServer {
                     .principal_limited(principal.as_deref(), msg.writes())
                 {
                     Some(limited) => Err(Refusal::Status(limited)),
-                    None => local(self.ctx.clone(), msg.clone(), principal.clone()).await,
+                    None => {
+                        let who = Caller {
+                            principal: principal.clone(),
+                            first_attempt,
+                        };
+                        local(self.ctx.clone(), msg.clone(), who).await
+                    }
                 },
                 // This node's copy of the policy may be behind the leader's (a grant just
                 // made): the leader, whose copy is the latest, decides. (What this node
@@ -93,6 +100,11 @@ impl BatonServer {
                     let mut fwd = Request::new(msg);
                     fwd.metadata_mut()
                         .insert(FORWARDED_METADATA_KEY, MetadataValue::from_static("1"));
+                    // Forwarded once, never re-sent: still the client's only copy.
+                    if first_attempt {
+                        fwd.metadata_mut()
+                            .insert(FIRST_ATTEMPT_METADATA_KEY, MetadataValue::from_static("1"));
+                    }
                     // The leader learns who is asking from this node's certificate and the
                     // principal it names (empty: anonymous), or, without TLS, from the
                     // client's own token again.
