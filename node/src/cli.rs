@@ -141,12 +141,12 @@ struct Args {
     /// (not bound to a principal) instead of refusing them.
     #[arg(long, env = "BATON_ALLOW_ANONYMOUS")]
     allow_anonymous: bool,
-    /// As leader, answer a write that would change nothing (a claim of a key another
-    /// session holds, a renew, release or update with a dead token) from a linearizable
-    /// read, with no log entry. Off by default while the chaos suite's power canary is
-    /// checked with it (issue 22).
-    #[arg(long, env = "BATON_REFUSALS_FROM_READS")]
-    refusals_from_reads: bool,
+    /// Write a refusal that changes nothing (a claim of a key another session holds, a
+    /// renew, release or update with a dead token) to the log like any write, instead of
+    /// answering it as leader from a linearizable read. Costs a quorum fsync per refusal;
+    /// for comparison (issue 22).
+    #[arg(long, env = "BATON_REFUSALS_IN_LOG")]
+    refusals_in_log: bool,
     /// A permissions policy (TOML, see `baton access --help`) this node enforces until the
     /// cluster has one: give every node the same file, then make it the cluster's with
     /// `baton access set FILE` (changes after that go through `baton access set` only).
@@ -325,7 +325,7 @@ impl Args {
             c.auth_tokens = self.auth_tokens;
         }
         c.allow_anonymous |= self.allow_anonymous;
-        c.refusals_from_reads |= self.refusals_from_reads;
+        c.refusals_in_log |= self.refusals_in_log;
         if self.access_policy.is_some() {
             c.access_policy = self.access_policy;
         }

@@ -86,10 +86,10 @@ pub struct NodeConfig {
     /// A permissions policy (TOML) this node enforces until the cluster has one set with
     /// `baton access set`.
     pub access_policy: Option<PathBuf>,
-    /// As leader, answer a write that would change nothing (a claim of a held key, a renew,
-    /// release or update with a dead token) from a linearizable read instead of a log entry
-    /// (issue 22; off until the chaos suite's power canary is shown to see as well with it).
-    pub refusals_from_reads: bool,
+    /// Write a refusal that changes nothing (a claim of a held key, a renew, release or
+    /// update with a dead token) to the log like any write, instead of answering it as
+    /// leader from a linearizable read (issue 22). For comparison only.
+    pub refusals_in_log: bool,
 }
 
 impl Default for NodeConfig {
@@ -129,7 +129,7 @@ impl Default for NodeConfig {
             auth_tokens: None,
             allow_anonymous: false,
             access_policy: None,
-            refusals_from_reads: false,
+            refusals_in_log: false,
         }
     }
 }
@@ -166,8 +166,8 @@ pub struct ValidConfig {
     /// The tokens file, if tokens are on.
     pub auth_tokens: Option<PathBuf>,
     pub allow_anonymous: bool,
-    /// Refusals that change nothing are answered from reads (`NodeConfig`).
-    pub refusals_from_reads: bool,
+    /// Refusals that change nothing are written to the log too (`NodeConfig`).
+    pub refusals_in_log: bool,
     /// The policy enforced until the cluster has one, read and checked.
     pub access_policy: Option<crate::core::access::Policy>,
 }
@@ -466,7 +466,7 @@ impl NodeConfig {
             client_certs: self.tls_client_auth,
             auth_tokens: self.auth_tokens,
             allow_anonymous: self.allow_anonymous,
-            refusals_from_reads: self.refusals_from_reads,
+            refusals_in_log: self.refusals_in_log,
             access_policy,
         })
     }

@@ -104,6 +104,10 @@ pub struct Metrics {
     /// Writes refused from a linearizable read on the leader, with no log entry (a claim of
     /// a held key, a renew, release or update with a dead token).
     pub refused_without_log: Counter,
+    /// Linearizable reads this node confirmed as leader (each waits for a read-index round).
+    pub linearizable_reads: Counter,
+    /// Read-index rounds this node ran: concurrent reads share one.
+    pub read_rounds: Counter,
     /// Raft exchanges with a peer that failed on TLS: a certificate or CA mismatch.
     pub peer_tls_failures: Counter,
     /// Which peers, lately, and why: for `/readyz` and the logs.
@@ -197,6 +201,8 @@ impl Metrics {
             connections_refused: Counter::default(),
             requests_limited: Counter::default(),
             refused_without_log: Counter::default(),
+            linearizable_reads: Counter::default(),
+            read_rounds: Counter::default(),
             peer_tls_failures: Counter::default(),
             peer_trouble: PeerTrouble::default(),
             events: Family::default(),
@@ -269,6 +275,16 @@ impl Metrics {
                 "refused_without_log",
                 "Writes refused from a linearizable read on the leader, with no log entry",
                 &m.refused_without_log,
+            ),
+            (
+                "linearizable_reads",
+                "Linearizable reads confirmed by a read-index round on this node",
+                &m.linearizable_reads,
+            ),
+            (
+                "read_rounds",
+                "Read-index rounds run on this node (concurrent reads share one)",
+                &m.read_rounds,
             ),
             (
                 "peer_tls_failures",

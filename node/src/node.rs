@@ -217,7 +217,7 @@ pub async fn run_announcing(
                 max_ms: cfg.ttl_ms_max,
             },
             write_timeout: cfg.write_timeout,
-            refusals_from_reads: cfg.refusals_from_reads,
+            refusals_in_log: cfg.refusals_in_log,
         },
     ));
     let baton_svc =

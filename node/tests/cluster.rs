@@ -1177,18 +1177,106 @@ async fn clearing_an_assignment_waits_until_every_member_said_it_reads_format_5(
     }
 }
 
-/// With --refusals-from-reads, a write that would change nothing (a claim of a key another
-/// session holds; a renew, release or update with a dead token or from another session) is
-/// answered by the leader from a linearizable read: no log entry, no fsync (issue 22). The answers still name the
+/// A write that would change nothing (a claim of a key another session holds; a renew,
+/// release or update with a dead token or from another session) is answered by the leader
+/// from a linearizable read: no log entry, no fsync (issue 22). The answers still name the
 /// real holder, and a write that changes something still goes through the log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_are_answered_without_a_log_entry_and_name_the_holder() {
     let _serial = serial().await;
-    let cluster = Cluster::start_with(
-        3,
-        &["--admin-listen", "127.0.0.1:0", "--refusals-from-reads"],
-    )
-    .await;
+    let cluster = Cluster::start_with(3, &["--admin-listen", "127.0.0.1:0"]).await;
+    let (entries, counted, alice, bob, grant) = refuse_33_writes(&cluster).await;
+    assert_eq!(entries, 0, "33 refusals wrote {entries} log entries");
+    assert!(counted >= 33, "{counted}");
+    let admin = cluster
+        .client_of(cluster.leader(Duration::from_secs(10)).await)
+        .await;
+    let after = admin.cluster_status().await.unwrap().applied_index;
+    // A real change still goes through the log: the release, then Bob's grant.
+    match alice.release("tasks/hot", grant.lease.token).await.unwrap() {
+        ReleaseOutcome::Released(_) => {}
+        other => panic!("{other:?}"),
+    }
+    let bobs = granted(bob.claim("tasks/hot", "bob", TTL).await.unwrap());
+    assert!(bobs.lease.token > grant.lease.token);
+    let later = admin.cluster_status().await.unwrap().applied_index;
+    assert!(later > after, "the release and the grant were log entries");
+}
+
+/// Claims of a free key arriving at once: exactly one goes into the log and wins; the
+/// others wait for it (a read) and are refused naming the winner, spending no revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_of_a_free_key_arriving_at_once_spend_one_revision() {
+    let _serial = serial().await;
+    let cluster = Cluster::start_with(3, &["--admin-listen", "127.0.0.1:0"]).await;
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let mut clients = Vec::new();
+    for _ in 0..20 {
+        clients.push(cluster.client_of(leader).await);
+    }
+    let before = clients[0]
+        .probe("tasks/free", ReadMode::Linearizable)
+        .await
+        .unwrap()
+        .revision;
+    let claims = clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| async move { c.claim("tasks/free", &format!("w{i}"), TTL).await });
+    let outcomes = futures::future::join_all(claims).await;
+    let mut winners = Vec::new();
+    let mut named = BTreeSet::new();
+    for outcome in outcomes {
+        match outcome.unwrap() {
+            ClaimOutcome::Granted(g) => winners.push(g.lease),
+            ClaimOutcome::Held { lease, .. } => {
+                named.insert((lease.holder_name, lease.token));
+            }
+        }
+    }
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    let winner = (winners[0].holder_name.clone(), winners[0].token);
+    assert_eq!(
+        named,
+        BTreeSet::from([winner]),
+        "every loser names the winner"
+    );
+    let after = clients[0]
+        .probe("tasks/free", ReadMode::Linearizable)
+        .await
+        .unwrap()
+        .revision;
+    assert_eq!(after, before + 1, "only the grant spent a revision");
+}
+
+/// `--refusals-in-log` restores the old way: every refusal is a log entry, with the same
+/// answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_refusals_in_log_every_refusal_is_a_log_entry() {
+    let _serial = serial().await;
+    let cluster =
+        Cluster::start_with(3, &["--admin-listen", "127.0.0.1:0", "--refusals-in-log"]).await;
+    let (entries, counted, ..) = refuse_33_writes(&cluster).await;
+    assert!(
+        entries >= 33,
+        "33 refusals wrote only {entries} log entries"
+    );
+    assert_eq!(counted, 0);
+}
+
+/// Alice claims `tasks/hot`; Bob's 30 claims of it, his renew and update with her token and
+/// her release with a dead token are refused, each answer naming Alice. The log entries
+/// those 33 refusals wrote, the leader's `baton_refused_without_log_total`, both clients
+/// and Alice's grant.
+async fn refuse_33_writes(
+    cluster: &Cluster,
+) -> (
+    u64,
+    u64,
+    baton_client::Client,
+    baton_client::Client,
+    baton_client::Grant,
+) {
     let leader = cluster.leader(Duration::from_secs(10)).await;
     let alice = cluster.client().await;
     let bob = cluster.client().await;
@@ -1206,7 +1294,7 @@ async fn refusals_are_answered_without_a_log_entry_and_name_the_holder() {
             other => panic!("bob won a held key: {other:?}"),
         }
     }
-    // Alice's token from Bob's session, and a dead token: refused, nothing written.
+    // Alice's token from Bob's session, and a dead token: refused.
     assert!(matches!(
         bob.renew("tasks/hot", grant.lease.token).await,
         Err(Error::Refused(_))
@@ -1230,13 +1318,7 @@ async fn refusals_are_answered_without_a_log_entry_and_name_the_holder() {
         Err(Error::Refused(_))
     ));
     let after = admin.cluster_status().await.unwrap().applied_index;
-    assert_eq!(
-        after,
-        before,
-        "33 refusals wrote {} log entries",
-        after - before
-    );
-    let (code, metrics) = http_get(&admin_addr(&cluster, leader).await, "/metrics").await;
+    let (code, metrics) = http_get(&admin_addr(cluster, leader).await, "/metrics").await;
     assert_eq!(code, 200);
     let counted: u64 = metrics
         .lines()
@@ -1245,16 +1327,7 @@ async fn refusals_are_answered_without_a_log_entry_and_name_the_holder() {
         .trim()
         .parse()
         .unwrap();
-    assert!(counted >= 33, "{counted}");
-    // A real change still goes through the log: the release, then Bob's grant.
-    match alice.release("tasks/hot", grant.lease.token).await.unwrap() {
-        ReleaseOutcome::Released(_) => {}
-        other => panic!("{other:?}"),
-    }
-    let bobs = granted(bob.claim("tasks/hot", "bob", TTL).await.unwrap());
-    assert!(bobs.lease.token > grant.lease.token);
-    let later = admin.cluster_status().await.unwrap().applied_index;
-    assert!(later > after, "the release and the grant were log entries");
+    (after - before, counted, alice, bob, grant)
 }
 
 /// A claim refused from a read is not remembered, so it may be answered that way only when
@@ -1269,11 +1342,7 @@ async fn a_late_copy_of_a_refused_claim_gets_the_refusal_not_a_grant() {
     use baton_proto::v1 as pb;
     use baton_proto::v1::baton_client::BatonClient;
     let _serial = serial().await;
-    let cluster = Cluster::start_with(
-        3,
-        &["--admin-listen", "127.0.0.1:0", "--refusals-from-reads"],
-    )
-    .await;
+    let cluster = Cluster::start_with(3, &["--admin-listen", "127.0.0.1:0"]).await;
     let leader = cluster.leader(Duration::from_secs(10)).await;
     let alice = cluster.client().await;
     let admin = cluster.client_of(leader).await;

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use baton_proto::v1 as pb;
 use baton_proto::v1::baton_client::BatonClient;
 use baton_proto::LEADER_METADATA_KEY;
-use openraft::error::{CheckIsLeaderError, RaftError};
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 use tonic::Status;
@@ -81,10 +80,13 @@ pub struct Ctx {
     pub write_timeout: Duration,
     /// What each peer said of the data format it reads (`format_gate`).
     peers: Arc<crate::peers::PeerBook>,
-    /// Answer refusals that change nothing from a read (`decide`).
-    refusals_from_reads: bool,
+    /// Write refusals that change nothing to the log too, instead of answering them from a
+    /// read (`decide`).
+    refusals_in_log: bool,
     /// Batches writes into log entries.
     proposer: Proposer,
+    /// Keys with a claim on its way into the log (`decide`).
+    claims_in_flight: ClaimsInFlight,
     pub(super) metrics: Arc<crate::metrics::Metrics>,
     /// One lazily connected client per leader address, for forwarding, with the TLS
     /// generation it was made with.
@@ -113,8 +115,8 @@ pub struct ClientRules {
     pub ttl: TtlBounds,
     /// How long a write may wait to commit before the client is told to retry.
     pub write_timeout: Duration,
-    /// Answer refusals that change nothing from a read (`Ctx::decide`).
-    pub refusals_from_reads: bool,
+    /// Write refusals that change nothing to the log too (`Ctx::decide`).
+    pub refusals_in_log: bool,
 }
 
 impl Ctx {
@@ -134,13 +136,14 @@ impl Ctx {
             write_rate: WriteRate::new(rules.writes_per_second),
             principal_rate: WriteRate::new(rules.principal_writes_per_second),
             proposer: Proposer::start(raft.clone(), metrics.clone()),
+            claims_in_flight: ClaimsInFlight::default(),
             metrics,
             raft,
             sm,
             peers,
             ttl: rules.ttl,
             write_timeout: rules.write_timeout,
-            refusals_from_reads: rules.refusals_from_reads,
+            refusals_in_log: rules.refusals_in_log,
             leaders: Mutex::default(),
         }
     }
@@ -241,7 +244,7 @@ impl Ctx {
                 ))
                 .into())
             }
-            Ok(Err(ProposeError::Failed(e))) => {
+            Ok(Err(ProposeError::Failed(e) | ProposeError::QuorumShort(e))) => {
                 Err(Status::unavailable(format!("write failed: {e}")).into())
             }
         }
@@ -287,27 +290,6 @@ impl Ctx {
         ))
     }
 
-    /// A renew or release whose token is above this node's revision: a grant this node has
-    /// not seen. After a linearizable read on the leader, a token still above the revision
-    /// was never granted (tokens are revisions), so it is answered as lost from that read,
-    /// with no log entry. `None`: the token is not from the future; go on and propose.
-    async fn never_granted(
-        &self,
-        key: &str,
-        token: u64,
-    ) -> Result<Option<(Option<crate::core::Lease>, u64)>, Refusal> {
-        if token <= self.sm.read(revision) {
-            return Ok(None);
-        }
-        self.linearize().await?;
-        let (lease, now) = self.sm.read(|s| (s.table.lease(key).cloned(), revision(s)));
-        if token <= now {
-            return Ok(None);
-        }
-        self.metrics.refused_without_log.inc();
-        Ok(Some((lease, now)))
-    }
-
     /// The refusal of a write from `client_id` beyond its writes per second, if it is.
     fn rate_limited(&self, client_id: &str) -> Option<Status> {
         if self.write_rate.allow(client_id, Instant::now()) {
@@ -326,7 +308,12 @@ impl Ctx {
     /// session: `LeaseTable::unchanged_answer`) is answered on the leader from a
     /// linearizable read, with no log entry and no fsync. Everything else is proposed. The
     /// local state is asked first, so a write that will change something pays no read round.
-    /// Only with `--refusals-from-reads` (issue 22, off by default for now).
+    /// A renew or release with a token never granted (above the revision, e.g. from a
+    /// grant a lost leader acknowledged) is such a write too. A claim of a free key that
+    /// another claim of it is already on its way into the log waits for that one first
+    /// (a read), and is refused without an entry if it lost: when a contended key is freed,
+    /// its claimants' losing claims cost no log entries. `--refusals-in-log` turns all this
+    /// off (every write through the log, as before issue 22).
     ///
     /// Such an answer is not remembered for retries, so it must never be contradicted by a
     /// copy of the same request applied later. A token that is not the key's current one
@@ -335,9 +322,9 @@ impl Ctx {
     /// arrives. A claim refused because the key is held is not: a copy delayed in the network
     /// (a first attempt the client gave up on, its TCP segments retransmitted seconds later)
     /// would be granted once the key is free, a grant its client never hears of, after it
-    /// was told "held" (the chaos suite's `skew` scenario found exactly that). So a claim is
-    /// answered from a read only on the first attempt (`Caller::first_attempt`): then no
-    /// other copy exists, and every retry comes through the log, where its answer is
+    /// was told "held" (the chaos suite's `skew` scenario found exactly that, seed 426017).
+    /// So a claim is answered from a read only on its first attempt (`Caller::first_attempt`):
+    /// then no other copy exists, and every retry comes through the log, where its answer is
     /// remembered and a late copy of any attempt gets that answer.
     async fn decide(
         &self,
@@ -345,30 +332,52 @@ impl Ctx {
         op: Op,
         who: Caller,
     ) -> Result<(Outcome, u64), Refusal> {
-        let stays_refused = who.first_attempt || !matches!(op, Op::Claim { .. });
+        let may_read = who.first_attempt || !matches!(op, Op::Claim { .. });
         let cmd = command(origin, op, who.principal);
-        let id = cmd.request_id.as_ref();
-        let local = id
-            .filter(|_| self.refusals_from_reads && stays_refused && self.leads())
-            .and_then(|_| self.sm.read(|s| s.table.unchanged_answer(&cmd)));
-        let Some(client) = local.and(id).map(|id| id.client_id.clone()) else {
+        let claimed = match &cmd.op {
+            Op::Claim { key, .. } => Some(key.as_str()),
+            _ => None,
+        };
+        let Some(client) = cmd
+            .request_id
+            .as_ref()
+            .filter(|_| !self.refusals_in_log && may_read && self.leads())
+            .map(|id| id.client_id.clone())
+        else {
+            // A retried claim is on its way too, for first attempts of the key to wait for.
+            let _in_flight = claimed.map(|key| self.claims_in_flight.enter(key));
             return self.propose_command(cmd).await;
         };
+        let contended = || claimed.is_some_and(|key| self.claims_in_flight.has(key));
+        if self.sm.read(|s| s.table.unchanged_answer(&cmd)).is_none() {
+            // A write that changes something goes into the log, unless it is a claim and
+            // another claim of the key is on its way (checked and entered in one step, so
+            // that of claims arriving at once exactly one goes first).
+            let first = claimed.map(|key| self.claims_in_flight.try_enter(key));
+            if !matches!(first, Some(None)) {
+                return self.propose_command(cmd).await;
+            }
+        }
         if let Some(limited) = self.rate_limited(&client) {
             return Err(limited.into());
         }
-        self.linearize().await?;
-        let answered = self
-            .sm
-            .read(|s| s.table.unchanged_answer(&cmd).map(|a| (a, revision(s))));
-        match answered {
-            Some((outcome, revision)) => {
+        for _ in 0..READ_BARRIERS_PER_WRITE_MAX {
+            self.linearize().await?;
+            let answered = self
+                .sm
+                .read(|s| s.table.unchanged_answer(&cmd).map(|a| (a, revision(s))));
+            if let Some((outcome, revision)) = answered {
                 self.metrics.refused_without_log.inc();
-                Ok((answer_or_status(outcome, &self.sm)?, revision))
+                return Ok((answer_or_status(outcome, &self.sm)?, revision));
             }
-            // It changed meanwhile: it goes through the log after all.
-            None => self.append(cmd).await,
+            // It changed meanwhile: unless another claim of the key is on its way, it goes
+            // through the log.
+            if !contended() {
+                break;
+            }
         }
+        let _in_flight = claimed.map(|key| self.claims_in_flight.enter(key));
+        self.append(cmd).await
     }
 
     /// Confirms this node is the leader and has applied everything committed before now.
@@ -381,23 +390,37 @@ impl Ctx {
         }
         let deadline = Instant::now() + self.write_timeout;
         loop {
-            match self.raft.ensure_linearizable().await {
-                Ok(_) => return Ok(()),
-                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
-                    return Err(Refusal::NotLeader {
-                        leader: f.leader_node.map(|n| n.addr),
-                    })
+            let barrier = tokio::time::timeout_at(deadline.into(), self.proposer.read_barrier());
+            match barrier.await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(ProposeError::NotLeader(leader))) => {
+                    return Err(Refusal::NotLeader { leader })
                 }
                 // One quorum round falls short on a blip (openraft #1852): try again.
-                Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))
-                    if Instant::now() < deadline =>
-                {
+                Ok(Err(ProposeError::QuorumShort(_))) if Instant::now() < deadline => {
                     tokio::time::sleep(READ_RETRY_BACKOFF).await
                 }
-                Err(e) => {
+                Ok(Err(ProposeError::Busy)) => {
+                    self.metrics.requests_limited.inc();
+                    return Err(Status::resource_exhausted(format!(
+                        "the leader has {PROPOSALS_QUEUED_MAX} writes and reads waiting for the \
+                         log (PROPOSALS_QUEUED_MAX); retry with backoff"
+                    ))
+                    .into());
+                }
+                Ok(Err(ProposeError::Failed(e) | ProposeError::QuorumShort(e))) => {
                     return Err(Status::unavailable(format!(
-                    "cannot confirm leadership for a linearizable read ({e}); retry, or read stale"
-                ))
+                        "cannot confirm leadership for a linearizable read ({e}); retry, or \
+                         read stale"
+                    ))
+                    .into())
+                }
+                Err(_) => {
+                    return Err(Status::unavailable(format!(
+                        "cannot confirm leadership for a linearizable read within {} ms (no \
+                         quorum?); retry, or read stale",
+                        self.write_timeout.as_millis()
+                    ))
                     .into())
                 }
             }
@@ -459,14 +482,6 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::RenewResponse, Refusal> {
         let (id, op) = convert::renew(req)?;
-        if let Op::Renew { key, token } = &op {
-            if let Some((current, revision)) = self.never_granted(key, *token).await? {
-                return Ok(pb::RenewResponse {
-                    outcome: Some(pb::renew_response::Outcome::Lost(self.lost(current))),
-                    revision,
-                });
-            }
-        }
         let (outcome, revision) = self.decide(id, op, who).await?;
         use pb::renew_response::Outcome as O;
         let outcome = match outcome {
@@ -486,14 +501,6 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::ReleaseResponse, Refusal> {
         let (id, op) = convert::release(req)?;
-        if let Op::Release { key, token, .. } = &op {
-            if let Some((current, revision)) = self.never_granted(key, *token).await? {
-                return Ok(pb::ReleaseResponse {
-                    outcome: Some(pb::release_response::Outcome::Lost(self.lost(current))),
-                    revision,
-                });
-            }
-        }
         let (outcome, revision) = self.decide(id, op, who).await?;
         use pb::release_response::Outcome as O;
         let outcome = match outcome {
@@ -950,6 +957,57 @@ impl Ctx {
 /// The revision a read reflects; read under the same lock as the data.
 /// The log command for `op` sent by `origin` (its request id and session) as `principal`,
 /// stamped with this leader's wall clock.
+/// Read barriers a write waits through, as long as another claim of its key is on its way
+/// into the log, before it goes into the log itself (so a key claimed without end cannot
+/// keep a claim waiting).
+const READ_BARRIERS_PER_WRITE_MAX: usize = 4;
+
+/// Keys with a claim on its way into the log, and how many. Bounded by the proposer's queue
+/// (`PROPOSALS_QUEUED_MAX`): every entry is a claim waiting there or in flight.
+#[derive(Default)]
+struct ClaimsInFlight(Mutex<HashMap<String, usize>>);
+
+/// One claim in flight; it leaves the set when dropped.
+struct InFlight<'a>(&'a ClaimsInFlight, String);
+
+impl ClaimsInFlight {
+    fn has(&self, key: &str) -> bool {
+        self.0.lock().expect("claims in flight").contains_key(key)
+    }
+
+    /// Enters a claim of `key` unless one is in flight already.
+    fn try_enter(&self, key: &str) -> Option<InFlight<'_>> {
+        let mut keys = self.0.lock().expect("claims in flight");
+        if keys.contains_key(key) {
+            return None;
+        }
+        keys.insert(key.to_owned(), 1);
+        Some(InFlight(self, key.to_owned()))
+    }
+
+    fn enter(&self, key: &str) -> InFlight<'_> {
+        *self
+            .0
+            .lock()
+            .expect("claims in flight")
+            .entry(key.to_owned())
+            .or_default() += 1;
+        InFlight(self, key.to_owned())
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut keys = self.0 .0.lock().expect("claims in flight");
+        if let Some(n) = keys.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                keys.remove(&self.1);
+            }
+        }
+    }
+}
+
 fn command(origin: Option<convert::Origin>, op: Op, principal: Option<String>) -> LogCommand {
     let (request_id, sender) = match origin {
         Some(o) => (

@@ -13,10 +13,20 @@
 //! The queue of waiting commands is bounded (`PROPOSALS_QUEUED_MAX`): past it a write is
 //! refused at once (`ProposeError::Busy`, RESOURCE_EXHAUSTED) instead of waiting in memory
 //! without bound behind a slow disk or quorum.
+//!
+//! Linearizable reads queue here too (`Proposer::read_barrier`) and ride the next entry: a
+//! read is answered once an entry proposed after it arrived has committed and applied on
+//! this node. That commit is the read-index round, for free: a quorum accepted an append of
+//! this leader's term after the read arrived, so no other leader had committed anything by
+//! then, and everything committed before the read arrived is at or below that entry, now
+//! applied. A batch of reads alone (no write waiting) runs one `ensure_linearizable` round
+//! (heartbeats to a quorum) for all of them. Without this, every refusal answered from a read
+//! (issue 22) paid a heartbeat round of its own beside the writes, and 64 clients claiming 4
+//! held keys spent the CPU the holders' writes needed.
 
 use std::sync::Arc;
 
-use openraft::error::{ClientWriteError, RaftError};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::core::limits::{
@@ -42,12 +52,18 @@ pub enum ProposeError {
     Failed(String),
     /// `PROPOSALS_QUEUED_MAX` commands are already waiting: refused, nothing proposed.
     Busy,
+    /// A read's round did not hear from a quorum (a blip, openraft #1852): retry.
+    QuorumShort(String),
 }
 
-struct Pending {
-    cmd: LogCommand,
-    bytes: usize,
-    reply: oneshot::Sender<Result<Applied, ProposeError>>,
+enum Pending {
+    Write {
+        cmd: Box<LogCommand>,
+        bytes: usize,
+        reply: oneshot::Sender<Result<Applied, ProposeError>>,
+    },
+    /// A linearizable read waiting for the next entry's commit (or round).
+    Read(oneshot::Sender<Result<(), ProposeError>>),
 }
 
 /// Handle to the batching task. Cheap to clone; the task ends when every handle is dropped.
@@ -70,6 +86,15 @@ impl Proposer {
         answer.await.map_err(|_| stopped())?
     }
 
+    /// Waits until this node, as leader, has applied everything committed before the call:
+    /// the next entry proposed after it commits (or, with no write waiting, one read-index
+    /// round). Then a read of the local state is linearizable.
+    pub async fn read_barrier(&self) -> Result<(), ProposeError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Pending::Read(reply))?;
+        answer.await.map_err(|_| stopped())?
+    }
+
     /// Queues `cmd` for the next entry, or refuses it when the queue is full.
     fn enqueue(
         &self,
@@ -77,8 +102,17 @@ impl Proposer {
     ) -> Result<oneshot::Receiver<Result<Applied, ProposeError>>, ProposeError> {
         let bytes = bincode::serialized_size(&cmd).unwrap_or(u64::MAX) as usize;
         let (reply, answer) = oneshot::channel();
-        match self.tx.try_send(Pending { cmd, bytes, reply }) {
-            Ok(()) => Ok(answer),
+        self.send(Pending::Write {
+            cmd: Box::new(cmd),
+            bytes,
+            reply,
+        })?;
+        Ok(answer)
+    }
+
+    fn send(&self, pending: Pending) -> Result<(), ProposeError> {
+        match self.tx.try_send(pending) {
+            Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(_)) => Err(ProposeError::Busy),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(stopped()),
         }
@@ -96,7 +130,10 @@ trait HasBytes {
 
 impl HasBytes for Pending {
     fn bytes(&self) -> usize {
-        self.bytes
+        match self {
+            Pending::Write { bytes, .. } => *bytes,
+            Pending::Read(_) => 0,
+        }
     }
 }
 
@@ -140,8 +177,23 @@ async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, metrics: Arc<Metrics>)
         let raft = raft.clone();
         let metrics = metrics.clone();
         tokio::spawn(async move {
-            let (commands, replies): (Vec<_>, Vec<_>) =
-                batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
+            let (mut commands, mut replies, mut readers) = (Vec::new(), Vec::new(), Vec::new());
+            for p in batch {
+                match p {
+                    Pending::Write { cmd, reply, .. } => {
+                        commands.push(*cmd);
+                        replies.push(reply);
+                    }
+                    Pending::Read(reply) => readers.push(reply),
+                }
+            }
+            let readers = Readers(readers, metrics.clone());
+            if commands.is_empty() {
+                readers.answer(read_round(&raft, &metrics).await);
+                drop(slot);
+                return;
+            }
+            // The readers learn what the entry's write learns: applied, or why not.
             let n = commands.len();
             let started = std::time::Instant::now();
             let result = write_and_watch(&raft, Proposal { commands }, slot).await;
@@ -162,6 +214,7 @@ async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, metrics: Arc<Metrics>)
                     for reply in replies {
                         let _ = reply.send(Err(e.clone()));
                     }
+                    readers.answer(Err(e));
                     return;
                 }
             };
@@ -170,6 +223,7 @@ async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, metrics: Arc<Metrics>)
                     for (reply, applied) in replies.into_iter().zip(resp.data) {
                         let _ = reply.send(Ok(applied));
                     }
+                    readers.answer(Ok(()));
                 }
                 Ok(resp) => {
                     let e = ProposeError::Failed(format!(
@@ -180,6 +234,7 @@ async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, metrics: Arc<Metrics>)
                     for reply in replies {
                         let _ = reply.send(Err(e.clone()));
                     }
+                    readers.answer(Err(e));
                 }
                 Err(e) => {
                     let e = match e {
@@ -191,9 +246,39 @@ async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, metrics: Arc<Metrics>)
                     for reply in replies {
                         let _ = reply.send(Err(e.clone()));
                     }
+                    readers.answer(Err(e));
                 }
             }
         });
+    }
+}
+
+/// The reads that ride an entry.
+struct Readers(Vec<oneshot::Sender<Result<(), ProposeError>>>, Arc<Metrics>);
+
+impl Readers {
+    fn answer(self, result: Result<(), ProposeError>) {
+        if result.is_ok() {
+            self.1.linearizable_reads.inc_by(self.0.len() as u64);
+        }
+        for reader in self.0 {
+            let _ = reader.send(result.clone());
+        }
+    }
+}
+
+/// One read-index round for a batch of reads with no write to ride.
+async fn read_round(raft: &Raft, metrics: &Metrics) -> Result<(), ProposeError> {
+    metrics.read_rounds.inc();
+    match raft.ensure_linearizable().await {
+        Ok(_) => Ok(()),
+        Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+            Err(ProposeError::NotLeader(f.leader_node.map(|n| n.addr)))
+        }
+        Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e))) => {
+            Err(ProposeError::QuorumShort(e.to_string()))
+        }
+        Err(e) => Err(ProposeError::Failed(e.to_string())),
     }
 }
 
