@@ -28,7 +28,7 @@
 //! - runs of spaces → one space (table columns widen with the values).
 //!
 //! And where a block shows `…`, any word stands there: for the few values no placeholder
-//! fixes, like a token granted after a `--wait` (every claim and renewal is a Raft entry,
+//! fixes, like a token granted after a `--wait` (every grant and renewal is a Raft entry,
 //! and tokens are entry indexes, so how many came before depends on timing).
 //!
 //! To write or refresh a block, `BATON_TRANSCRIPT_SHOW=1 cargo test -p baton-client --test

@@ -1398,6 +1398,12 @@ async fn a_late_copy_of_a_refused_claim_gets_the_refusal_not_a_grant() {
     }
     let late = raw.claim(bobs_claim("tasks/b", 2, true)).await.unwrap();
     assert_eq!(held_by(late.into_inner()), second.lease.token);
-    let probe = alice.probe("tasks/b", ReadMode::Linearizable).await.unwrap();
-    assert!(probe.lease.is_none(), "the late copy was granted: {probe:?}");
+    let probe = alice
+        .probe("tasks/b", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert!(
+        probe.lease.is_none(),
+        "the late copy was granted: {probe:?}"
+    );
 }
