@@ -73,6 +73,22 @@ def test_refusals_carry_their_facts_as_attributes(cluster):
     assert alice.probe("tasks/facts").lease.token == grant.token
 
 
+def test_a_claim_of_a_held_key_spends_no_revision(cluster):
+    # The first attempt says so (x-baton-first-attempt): the leader answers it from a read,
+    # with no log entry. Without the header, each of these 20 would be an entry and a revision.
+    alice = cluster.client(holder="alice")
+    bob = cluster.client(holder="bob")
+    grant = alice.claim("tasks/quiet", ttl=30)
+    before = alice.probe("tasks/quiet").revision
+    for _ in range(20):
+        with pytest.raises(Held) as held:
+            bob.claim("tasks/quiet", ttl=30)
+        assert held.value.token == grant.token
+    spent = alice.probe("tasks/quiet").revision - before
+    # Another test's lease may expire meanwhile (an entry of the leader's); 20 would not.
+    assert spent < 20, f"20 refused claims spent {spent} revisions"
+
+
 def test_a_retried_write_is_applied_once(cluster):
     client = cluster.client(holder="once")
     # The same request (same RequestId) sent twice: the second gets the first's answer,

@@ -2,6 +2,7 @@
 
 - Every write carries a `RequestId` (this process's retry slot, a sequence number, and the
   session = `client_id`); a retry reuses it, so the cluster applies the write at most once.
+  The first attempt alone carries `x-baton-first-attempt`, as the Rust client's does.
 - Each attempt goes to the leader when a node named it (`x-baton-leader`), else to the
   endpoints in rotation; a node that failed is skipped for a while. UNAVAILABLE, deadline
   and abort are retried with jittered backoff (50 ms doubling to 1 s) until the retry
@@ -67,6 +68,9 @@ BACKOFF_MAX = 1.0
 #: How long a node that failed is not adopted as leader on another node's word.
 SUSPECT_FOR = 3.0
 LEADER_METADATA_KEY = "x-baton-leader"
+#: Sent with a request's first attempt only: the leader may then answer a claim of a held
+#: key from a read (no log entry), safe only while no other copy of the request exists.
+FIRST_ATTEMPT_METADATA = (("x-baton-first-attempt", "1"),)
 #: `Event.kind` of a node's watch progress markers (not events; they move the resume point).
 PROGRESS_KIND = "progress"
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.ABORTED}
@@ -399,17 +403,20 @@ class Client:
         backoff = BACKOFF_INITIAL
         redirected = False
         last = "no attempt was made"
+        first = True
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise Unavailable(f"cluster unavailable: {last}")
+            metadata = self._metadata + FIRST_ATTEMPT_METADATA if first else self._metadata
+            first = False
             endpoint = self._pick()
             stub_class = rpc.BatonStub if service == "baton" else rpc.ClusterStub
             stub = stub_class(self._channel(endpoint))
             timeout = min(remaining, self.request_timeout)
             try:
                 response, call = getattr(stub, method).with_call(
-                    request, timeout=timeout, metadata=self._metadata
+                    request, timeout=timeout, metadata=metadata
                 )
                 self._learn_leader(call.initial_metadata())
                 return response
