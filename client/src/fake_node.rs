@@ -18,6 +18,8 @@ pub(crate) struct Call {
     pub method: &'static str,
     /// `(client_id, seq)` of a mutating request.
     pub request_id: Option<(String, u64)>,
+    /// The request carried `x-baton-first-attempt` (recorded for claims).
+    pub first_attempt: bool,
 }
 
 #[derive(Default)]
@@ -220,9 +222,19 @@ impl FakeNode {
         method: &'static str,
         request_id: Option<&pb::RequestId>,
     ) -> Result<(), Status> {
+        self.enter_attempt(method, request_id, false)
+    }
+
+    fn enter_attempt(
+        &self,
+        method: &'static str,
+        request_id: Option<&pb::RequestId>,
+        first_attempt: bool,
+    ) -> Result<(), Status> {
         self.calls.lock().unwrap().push(Call {
             method,
             request_id: request_id.map(|id| (id.client_id.clone(), id.seq)),
+            first_attempt,
         });
         let failure = self
             .script
@@ -281,8 +293,11 @@ impl Baton for FakeNode {
         &self,
         request: Request<pb::ClaimRequest>,
     ) -> Result<Response<pb::ClaimResponse>, Status> {
+        let first_attempt = request
+            .metadata()
+            .contains_key(baton_proto::FIRST_ATTEMPT_METADATA_KEY);
         let request = request.into_inner();
-        self.enter("claim", request.request_id.as_ref())?;
+        self.enter_attempt("claim", request.request_id.as_ref(), first_attempt)?;
         *self.ttl_ms.lock().unwrap() = request.ttl_ms;
         {
             let mut held = self.held_claims.lock().unwrap();

@@ -203,6 +203,15 @@ async fn retries_reuse_the_request_id_and_follow_the_leader_hint() {
     let expected_id = Some((client.inner.retry_id.clone(), 1));
     assert!(leader_calls.iter().all(|c| c.request_id == expected_id));
     assert!(follower.calls().iter().all(|c| c.request_id == expected_id));
+    // Only the first attempt says it is one: the node may answer it from a read.
+    let firsts: Vec<bool> = follower
+        .calls()
+        .iter()
+        .chain(leader_calls.iter())
+        .map(|c| c.first_attempt)
+        .collect();
+    assert_eq!(firsts.iter().filter(|f| **f).count(), 1, "{firsts:?}");
+    assert!(follower.calls()[0].first_attempt);
     assert_eq!(client.leader_hint(), Some(leader_addr.to_string()));
 
     // The next request goes straight to the leader it learned.
