@@ -319,7 +319,9 @@ impl Ctx {
     /// copy of the same request applied later. A token that is not the key's current one
     /// never becomes current again (tokens only grow, and a grant's holder never changes), so
     /// a renew, release or update refused for its token stays refused whichever copy
-    /// arrives. A claim refused because the key is held is not: a copy delayed in the network
+    /// arrives. (A token above the revision was never granted and could be later; a late
+    /// copy could then act only if that grant went to the same session, by chance of
+    /// numbering, and a renew would only extend that session's own lease.) A claim refused because the key is held is not: a copy delayed in the network
     /// (a first attempt the client gave up on, its TCP segments retransmitted seconds later)
     /// would be granted once the key is free, a grant its client never hears of, after it
     /// was told "held" (the chaos suite's `skew` scenario found exactly that, seed 426017).
