@@ -104,7 +104,8 @@ pub struct Metrics {
     /// Writes refused from a linearizable read on the leader, with no log entry (a claim of
     /// a held key, a renew, release or update with a dead token).
     pub refused_without_log: Counter,
-    /// Linearizable reads this node confirmed as leader (each waits for a read-index round).
+    /// Linearizable reads this node confirmed as leader (each rode a log entry proposed after
+    /// it arrived, or shared a read-index round).
     pub linearizable_reads: Counter,
     /// Read-index rounds this node ran: concurrent reads share one.
     pub read_rounds: Counter,
@@ -278,7 +279,7 @@ impl Metrics {
             ),
             (
                 "linearizable_reads",
-                "Linearizable reads confirmed by a read-index round on this node",
+                "Linearizable reads confirmed as leader (by a later entry's commit or a read-index round)",
                 &m.linearizable_reads,
             ),
             (

@@ -321,13 +321,14 @@ impl Ctx {
     /// a renew, release or update refused for its token stays refused whichever copy
     /// arrives. (A token above the revision was never granted and could be later; a late
     /// copy could then act only if that grant went to the same session, by chance of
-    /// numbering, and a renew would only extend that session's own lease.) A claim refused because the key is held is not: a copy delayed in the network
-    /// (a first attempt the client gave up on, its TCP segments retransmitted seconds later)
-    /// would be granted once the key is free, a grant its client never hears of, after it
-    /// was told "held" (the chaos suite's `skew` scenario found exactly that, seed 426017).
-    /// So a claim is answered from a read only on its first attempt (`Caller::first_attempt`):
-    /// then no other copy exists, and every retry comes through the log, where its answer is
-    /// remembered and a late copy of any attempt gets that answer.
+    /// numbering, and a renew would only extend that session's own lease.) A claim refused
+    /// because the key is held is not: a copy delayed in the network (a first attempt the
+    /// client gave up on, its TCP segments retransmitted seconds later) would be granted once
+    /// the key is free, a grant its client never hears of, after it was told "held" (the
+    /// chaos suite's `skew` scenario found exactly that, seed 426017). So a claim is answered
+    /// from a read only on its first attempt (`Caller::first_attempt`): then no other copy
+    /// exists, and every retry comes through the log, where its answer is remembered and a
+    /// late copy of any attempt gets that answer.
     async fn decide(
         &self,
         origin: Option<convert::Origin>,
@@ -346,8 +347,10 @@ impl Ctx {
             .filter(|_| !self.refusals_in_log && may_read && self.leads())
             .map(|id| id.client_id.clone())
         else {
-            // A retried claim is on its way too, for first attempts of the key to wait for.
-            let _in_flight = claimed.map(|key| self.claims_in_flight.enter(key));
+            // A retried claim is on its way too: first attempts of its key wait for it.
+            let _in_flight = claimed
+                .filter(|_| !self.refusals_in_log)
+                .map(|key| self.claims_in_flight.enter(key));
             return self.propose_command(cmd).await;
         };
         let contended = || claimed.is_some_and(|key| self.claims_in_flight.has(key));
