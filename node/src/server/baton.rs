@@ -63,13 +63,13 @@ fn answer_or_status(outcome: Outcome, sm: &StateMachine) -> Result<Outcome, Stat
 }
 
 /// Who sent a write, as the node that received it from the client knows.
-#[derive(Debug, Clone, Default)]
-pub struct Caller {
+#[derive(Debug, Clone)]
+pub(super) struct Caller {
     /// The authenticated principal (`None`: anonymous, or authentication is off).
-    pub principal: Option<String>,
+    pub(super) principal: Option<String>,
     /// The client marked this as the first attempt of its request id
     /// (`baton_proto::FIRST_ATTEMPT_METADATA_KEY`): no other copy of it is on its way.
-    pub first_attempt: bool,
+    pub(super) first_attempt: bool,
 }
 
 /// What the handlers share.
