@@ -260,8 +260,12 @@ impl Filesystem for Fs {
             if let Some(size) = size {
                 let file = match fh.and_then(|fh| s.open.get(&fh.0).map(|(_, f)| f.clone())) {
                     Some(f) => f,
+                    // No handle: a truncate by path, or an open's O_TRUNC (the kernel sends
+                    // that one without the new handle). Readable too: the journal reads what
+                    // a shrink cuts off, to take it back at a cut.
                     None => Arc::new(
                         std::fs::OpenOptions::new()
+                            .read(true)
                             .write(true)
                             .open(&path)
                             .map_err(io_errno)?,
