@@ -129,7 +129,7 @@ impl Requests {
                         ..o.id
                     }),
                     Some(crate::core::Sender {
-                        client_id: o.session,
+                        client_id: o.session.into(),
                         principal: None,
                     }),
                 ),

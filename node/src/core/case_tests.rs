@@ -6,7 +6,7 @@ use super::*;
 fn holder(name: &str) -> Holder {
     Holder {
         name: name.into(),
-        client_id: format!("cid-{name}"),
+        client_id: format!("cid-{name}").into(),
     }
 }
 
@@ -29,11 +29,11 @@ fn cmd_by(name: &str, op: Op) -> LogCommand {
 fn cmd_in(t: &LeaseTable, op: Op) -> LogCommand {
     let holder = match &op {
         Op::Claim { holder, .. } | Op::Accept { holder, .. } | Op::Decline { holder, .. } => {
-            holder.name.clone()
+            holder.name.to_string()
         }
         op => t
             .lease(op.key())
-            .map_or("nobody".to_owned(), |l| l.holder.name.clone()),
+            .map_or("nobody".to_owned(), |l| l.holder.name.to_string()),
     };
     cmd_by(&holder, op)
 }
@@ -244,7 +244,7 @@ fn only_the_current_token_may_write_the_record() {
         .events
         .iter()
         .filter(|e| e.kind == EventKind::Updated)
-        .map(|e| (e.actor.as_ref().unwrap().name.clone(), e.token))
+        .map(|e| (e.actor.as_ref().unwrap().name.to_string(), e.token))
         .collect();
     assert_eq!(
         updates,

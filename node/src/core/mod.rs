@@ -46,6 +46,6 @@ pub use case::{
 pub use refusal::Refusal;
 pub use table::{Changes, ClientSession, Effect, LeaseTable, Timer};
 pub use types::{
-    Actor, Applied, FencingToken, Holder, Lease, LogCommand, Op, Outcome, Proposal, RequestId,
-    Sender,
+    Actor, Applied, FencingToken, Holder, Lease, LogCommand, Name, Op, Outcome, Proposal,
+    RequestId, Sender,
 };

@@ -51,12 +51,12 @@ fn holder(rng: &mut dyn RngCore) -> Holder {
     let i = rng.gen_range(0..NAMES.len());
     Holder {
         name: if rng.gen_ratio(1, 50) {
-            odd_string(rng)
+            odd_string(rng).into()
         } else {
-            NAMES[i].to_owned()
+            NAMES[i].into()
         },
         // Two processes may share a name: same name, other client id.
-        client_id: format!("{:032x}", i as u64 * 7 + rng.gen_range(0..2u64)),
+        client_id: format!("{:032x}", i as u64 * 7 + rng.gen_range(0..2u64)).into(),
     }
 }
 
@@ -194,11 +194,11 @@ fn command(
         Sender {
             client_id: match needed {
                 Some(id) if rng.gen_ratio(4, 5) => id,
-                _ => format!("{:032x}", rng.gen_range(0..(NAMES.len() as u64 * 7))),
+                _ => format!("{:032x}", rng.gen_range(0..(NAMES.len() as u64 * 7))).into(),
             },
             principal: match rng.gen_range(0..3) {
                 0 => None,
-                _ => Some(pick(rng, &["ann", "ops"]).to_owned()),
+                _ => Some(pick(rng, &["ann", "ops"]).into()),
             },
         }
     });

@@ -24,7 +24,7 @@ fn from(session: &str, principal: Option<&str>, seq: u64, op: Op) -> LogCommand 
         op,
         sender: Some(Sender {
             client_id: session.into(),
-            principal: principal.map(str::to_owned),
+            principal: principal.map(Name::from),
         }),
     }
 }

@@ -152,6 +152,27 @@ impl LeaseTable {
                 (lease.key.clone(), lease)
             })
             .collect();
+        // The holder's name and session, one string each again, as apply left them: its
+        // events name the same holder (a million held leases, each with its claim event).
+        for (key, lease) in &self.leases {
+            let Some(case) = self.cases.get_mut(key) else {
+                continue;
+            };
+            let holder = &lease.holder;
+            for actor in case
+                .history
+                .events
+                .iter_mut()
+                .filter_map(|e| e.actor.as_mut())
+            {
+                if actor.name == holder.name {
+                    actor.name = holder.name.clone();
+                }
+                if actor.client_id == holder.client_id {
+                    actor.client_id = holder.client_id.clone();
+                }
+            }
+        }
     }
 
     pub fn lease(&self, key: &str) -> Option<&Lease> {

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::case::{Assignment, HandoffNote, Offer, Record, RecordPatch};
-pub use super::ids::{Actor, FencingToken, Holder, RequestId, Sender};
+pub use super::ids::{Actor, FencingToken, Holder, Name, RequestId, Sender};
 pub use super::lease::Lease;
 use super::limits::{
     HOLDER_NAME_BYTES_MAX, QUARANTINE_MS_MAX, REASON_BYTES_MAX, TTL_MS_FLOOR, TTL_MS_MAX,
@@ -57,9 +57,9 @@ pub struct LogCommand {
 impl LogCommand {
     /// Who sent this command, acting as `name`; `None` for the leader's own entries and
     /// format-3 commands.
-    pub fn actor(&self, name: &str) -> Option<Actor> {
+    pub fn actor(&self, name: &Name) -> Option<Actor> {
         self.sender.as_ref().map(|s| Actor {
-            name: name.to_owned(),
+            name: name.clone(),
             client_id: s.client_id.clone(),
             principal: s.principal.clone(),
         })

@@ -26,7 +26,7 @@ use crate::admission::{WatchCounts, WriteRate};
 use crate::core::access::Policy;
 use crate::core::limits::{BOARD_LEASES_MAX, PROPOSALS_QUEUED_MAX, REQUEST_BYTES_MAX};
 use crate::core::validate;
-use crate::core::{LogCommand, Op, Outcome, Sender};
+use crate::core::{LogCommand, Name, Op, Outcome, Sender};
 use crate::expiry::wall_clock_unix_ms;
 use crate::limits::READ_RETRY_BACKOFF;
 use crate::raft_types::Raft;
@@ -651,8 +651,8 @@ impl Ctx {
                 lease: Some(self.lease(&lease)),
                 note: Some(convert::pb_note(&note)),
                 from: Some(pb::Holder {
-                    name: from.name,
-                    client_id: from.client_id,
+                    name: from.name.into(),
+                    client_id: from.client_id.into(),
                 }),
                 revision,
             }),
@@ -1018,8 +1018,8 @@ fn command(origin: Option<convert::Origin>, op: Op, principal: Option<String>) -
         Some(o) => (
             Some(o.id),
             Some(Sender {
-                client_id: o.session,
-                principal,
+                client_id: o.session.into(),
+                principal: principal.map(Name::from),
             }),
         ),
         None => (None, None),

@@ -46,7 +46,7 @@ pub fn origin(id: Option<pb::RequestId>, op: &Op) -> Result<Option<Origin>, Stat
         _ => None,
     };
     let session = match (id.session.as_str(), holder) {
-        ("", Some(holder)) => holder.client_id.clone(),
+        ("", Some(holder)) => holder.client_id.to_string(),
         (session, Some(holder)) if session != holder.client_id => {
             return Err(Status::invalid_argument(format!(
                 "the holder's client id {:?} is not the session {session:?} the request comes \
@@ -85,8 +85,8 @@ pub fn claim(req: pb::ClaimRequest, ttl: TtlBounds) -> Result<(Option<Origin>, O
         .holder
         .ok_or_else(|| Status::invalid_argument("holder is missing: give a name and client id"))?;
     let holder = Holder {
-        name: holder.name,
-        client_id: holder.client_id,
+        name: holder.name.into(),
+        client_id: holder.client_id.into(),
     };
     validate::holder(&holder).map_err(invalid)?;
     validate::ttl_ms(req.ttl_ms, ttl.min_ms, ttl.max_ms).map_err(invalid)?;
@@ -145,8 +145,8 @@ pub fn lease(lease: &Lease, countdowns: &Countdowns) -> pb::Lease {
     pb::Lease {
         key: lease.key.to_string(),
         holder: Some(pb::Holder {
-            name: lease.holder.name.clone(),
-            client_id: lease.holder.client_id.clone(),
+            name: lease.holder.name.to_string(),
+            client_id: lease.holder.client_id.to_string(),
         }),
         token: lease.token,
         ttl_ms: lease.ttl_ms,
@@ -161,8 +161,8 @@ fn holder_of(holder: Option<pb::Holder>) -> Result<Holder, Status> {
     let holder = holder
         .ok_or_else(|| Status::invalid_argument("holder is missing: give a name and client id"))?;
     let holder = Holder {
-        name: holder.name,
-        client_id: holder.client_id,
+        name: holder.name.into(),
+        client_id: holder.client_id.into(),
     };
     validate::holder(&holder).map_err(invalid)?;
     Ok(holder)
@@ -170,8 +170,8 @@ fn holder_of(holder: Option<pb::Holder>) -> Result<Holder, Status> {
 
 fn pb_holder(h: &Holder) -> pb::Holder {
     pb::Holder {
-        name: h.name.clone(),
-        client_id: h.client_id.clone(),
+        name: h.name.to_string(),
+        client_id: h.client_id.to_string(),
     }
 }
 
@@ -364,9 +364,9 @@ pub fn pb_event(key: &str, e: &Event) -> pb::Event {
         key: key.to_string(),
         kind: e.kind.as_str().to_string(),
         actor: e.actor.as_ref().map(|a| pb::Actor {
-            name: a.name.clone(),
-            client_id: a.client_id.clone(),
-            principal: a.principal.clone().unwrap_or_default(),
+            name: a.name.to_string(),
+            client_id: a.client_id.to_string(),
+            principal: a.principal.as_deref().unwrap_or_default().to_owned(),
         }),
         token: e.token,
         at_unix_ms: e.unix_ms,

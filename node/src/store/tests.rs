@@ -328,7 +328,7 @@ async fn case_files_offers_notes_and_history_survive_a_reopen_and_a_snapshot_ins
     let (_log, mut sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
     let who = |n: &str| Holder {
         name: n.into(),
-        client_id: format!("c-{n}"),
+        client_id: format!("c-{n}").into(),
     };
     let ops = vec![
         Op::Assign {
@@ -471,7 +471,7 @@ fn format_2_and_3_states_decode_with_their_events_kept_and_marked() {
             .collect()
     };
     let old = crate::core::Attribution::RecordedBeforeFormat4;
-    let bob = || Some(("bob".to_owned(), "bob-proc".to_owned(), None));
+    let bob = || Some(("bob".into(), "bob-proc".into(), None));
     assert_eq!(
         events("tasks/k"),
         vec![

@@ -10,7 +10,7 @@ use crate::core::case::{
 };
 use crate::core::limits::{FIELDS_MAX, QUARANTINE_RULES_MAX, RECORD_BYTES_MAX};
 use crate::core::refusal::Refusal;
-use crate::core::types::{Actor, Holder, Lease, LogCommand, Outcome};
+use crate::core::types::{Actor, Holder, Lease, LogCommand, Name, Outcome};
 
 /// One entry's application to one key: the table, the key, the entry's index and leader
 /// time, and where to note what changed.
@@ -106,7 +106,7 @@ impl Step<'_> {
     /// Who sent this entry's command, acting as holder name `name`. A format-3 command
     /// knows no sender: it is credited as that format did, to `lease_holder` (the holder of
     /// the lease it was made under), and marked so.
-    fn actor(&self, name: &str, lease_holder: Option<&Holder>) -> (Option<Actor>, Attribution) {
+    fn actor(&self, name: &Name, lease_holder: Option<&Holder>) -> (Option<Actor>, Attribution) {
         if self.cmd.is_format_3() {
             let actor = lease_holder.map(|h| Actor {
                 name: h.name.clone(),
@@ -115,7 +115,14 @@ impl Step<'_> {
             });
             return (actor, Attribution::RecordedBeforeFormat4);
         }
-        (self.cmd.actor(name), Attribution::Requester)
+        let mut actor = self.cmd.actor(name);
+        // Acting from the holder's own session (nearly always): share the holder's string.
+        if let (Some(a), Some(h)) = (actor.as_mut(), lease_holder) {
+            if a.client_id == h.client_id {
+                a.client_id = h.client_id.clone();
+            }
+        }
+        (actor, Attribution::Requester)
     }
 
     /// The session this request acts as ("" for the leader's own entries).
@@ -321,7 +328,7 @@ impl Step<'_> {
 
     pub(super) fn revoke(&mut self, reason: &str) -> Outcome {
         // An operator acts as no holder: the actor is its session and principal.
-        let actor = self.actor("", None);
+        let actor = self.actor(&Name::default(), None);
         if self.lease().is_none() {
             self.event(
                 EventKind::Revoked,
@@ -394,7 +401,7 @@ impl Step<'_> {
         // Format 3 credited an assignment to no one.
         let actor = match self.cmd.is_format_3() {
             true => (None, Attribution::RecordedBeforeFormat4),
-            false => self.actor(by, None),
+            false => self.actor(&Name::from(by), None),
         };
         self.event(EventKind::Assigned, actor, token, detail);
         let record = self.table.cases[self.key].record.clone();
@@ -416,7 +423,7 @@ impl Step<'_> {
         self.case_mut().record.assigned_to = None;
         let detail = join(&format!("was to {} by {}", was.to, was.by), reason);
         let token = self.lease().map(|l| l.token).unwrap_or(0);
-        let actor = self.actor(by, None);
+        let actor = self.actor(&Name::from(by), None);
         self.event(EventKind::Unassigned, actor, token, detail);
         let record = self.table.cases[self.key].record.clone();
         Outcome::Assigned { record }
@@ -472,7 +479,7 @@ impl Step<'_> {
             Some(o) if o.to != holder.name => Err(Refusal::NotAddressee {
                 key: self.key.to_owned(),
                 offer_to: o.to.clone(),
-                name: holder.name.clone(),
+                name: holder.name.to_string(),
             }),
             Some(o) => Ok(o.clone()),
         }
