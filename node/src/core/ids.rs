@@ -34,18 +34,6 @@ impl std::ops::Deref for Name {
     }
 }
 
-impl AsRef<str> for Name {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::borrow::Borrow<str> for Name {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
 impl std::fmt::Debug for Name {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(&*self.0, f)
@@ -67,12 +55,6 @@ impl From<&str> for Name {
 impl From<String> for Name {
     fn from(s: String) -> Name {
         Name(Arc::from(s))
-    }
-}
-
-impl From<&String> for Name {
-    fn from(s: &String) -> Name {
-        Name(Arc::from(s.as_str()))
     }
 }
 
@@ -103,12 +85,6 @@ impl PartialEq<String> for Name {
 impl PartialEq<Name> for String {
     fn eq(&self, other: &Name) -> bool {
         **self == *other.0
-    }
-}
-
-impl PartialEq<Name> for str {
-    fn eq(&self, other: &Name) -> bool {
-        *self == *other.0
     }
 }
 
