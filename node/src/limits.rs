@@ -68,10 +68,16 @@ pub const EXPIRE_IN_FLIGHT_MAX: usize = 256;
 // ---------------------------------------------------------------------------------------
 // Storage.
 
-/// sled's page cache. It holds only the Raft log (the state machine is in memory), of which
-/// the recent entries are what is read back (by followers' replication); sled's default of
-/// 1 GiB would keep every entry written since start resident.
-pub const SLED_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+/// sled's page cache. sled holds only the vote, the purge point and the last committed id
+/// (the log is in segment files, the state machine in memory); sled's default of 1 GiB is
+/// an upper bound it never needs here.
+pub const SLED_CACHE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Size of one Raft log segment file (`store::segments`), zeroed before use. A purge frees
+/// whole segments, and each node keeps one spare: about two of these on disk beyond the log
+/// itself. 8 MiB holds ~25,000 entries of one claim; zeroing one takes tens of milliseconds,
+/// done in the background (and once at a new node's start).
+pub const SEGMENT_BYTES: u64 = 8 * 1024 * 1024;
 
 // ---------------------------------------------------------------------------------------
 // Membership, joining, backups.

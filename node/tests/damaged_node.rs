@@ -53,6 +53,47 @@ fn damage(file: &Path, how: Damage) {
     f.sync_all().unwrap();
 }
 
+/// Damages the last segment file in `log_dir` that holds records, within what it holds
+/// (segments are zeros after their records).
+fn damage_log(log_dir: &Path, how: Damage) {
+    use std::os::unix::fs::FileExt;
+    let mut segments: Vec<_> = std::fs::read_dir(log_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    segments.sort();
+    let (file, used) = segments
+        .iter()
+        .rev()
+        .find_map(|p| {
+            let bytes = std::fs::read(p).unwrap();
+            let used = bytes.iter().rposition(|b| *b != 0)? as u64 + 1;
+            Some((p.clone(), used))
+        })
+        .expect("a segment with records");
+    assert!(
+        used > 4 * BLOCK,
+        "the log is too small to damage: {used} bytes"
+    );
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&file)
+        .unwrap();
+    match how {
+        Damage::FlippedBlock => {
+            let at = used / 2 / BLOCK * BLOCK;
+            let mut block = vec![0; BLOCK as usize];
+            f.read_exact_at(&mut block, at).unwrap();
+            block.iter_mut().for_each(|b| *b = !*b);
+            f.write_all_at(&block, at).unwrap();
+        }
+        Damage::Truncated => f.set_len(used / 2).unwrap(),
+    }
+    f.sync_all().unwrap();
+}
+
 async fn wait_for(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !check().await {
@@ -180,15 +221,16 @@ async fn a_damaged_snapshot_is_refused_not_spread_and_remove_and_join_recovers()
     }
 }
 
-/// The leader's sled store damaged while it is down (its Raft log and vote live there): a
-/// block flipped, then (on the next leader) the file cut to half. sled 0.34 drops a log's
-/// tail from a damaged block on without a word, so the node comes back with fewer entries
-/// than it acknowledged. It must not lead on that log: restarted within the election timeout
-/// it used to resume leading in the same term, on its persisted vote, and served reads
-/// without the lost entries (jepsen-tests/BUGS.md, P5). Now it must win an election first,
-/// which the others refuse it, and the new leader repairs its log.
+/// The leader's Raft log damaged while it is down: a block flipped in the middle of what its
+/// last segment holds, then (on the next leader) that segment cut to half of it. The node
+/// ends its log at the first damaged record (as sled 0.34 did, without a word, when the log
+/// lived there), so it comes back with fewer entries than it acknowledged. It must not lead
+/// on that log: restarted within the election timeout it used to resume leading in the same
+/// term, on its persisted vote, and served reads without the lost entries
+/// (jepsen-tests/BUGS.md, P5). Now it must win an election first, which the others refuse
+/// it, and the new leader repairs its log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_leader_whose_sled_log_lost_its_tail_does_not_lead_on_it() {
+async fn a_leader_whose_log_lost_its_tail_does_not_lead_on_it() {
     let _serial = serial().await;
     let (mut cluster, client) = claimed_cluster().await;
     for how in [Damage::FlippedBlock, Damage::Truncated] {
@@ -198,8 +240,7 @@ async fn a_leader_whose_sled_log_lost_its_tail_does_not_lead_on_it() {
             .await
             .unwrap();
         cluster.kill(victim);
-        let db = cluster.nodes[&victim].data_dir.join("sled").join("db");
-        damage(&db, how);
+        damage_log(&cluster.nodes[&victim].data_dir.join("log"), how);
         cluster.start_node(victim);
         // Every acknowledged claim is served, linearizably, and stays so.
         wait_for("every key served", Duration::from_secs(20), async || {

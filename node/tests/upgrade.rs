@@ -112,8 +112,8 @@ async fn a_format_3_data_dir_is_upgraded_in_place_keeping_every_event_as_recorde
     node.wait_ready();
     assert_eq!(
         identity_format(&dir),
-        5,
-        "the identity says the newest format (5) once the log is rewritten"
+        6,
+        "the identity says the newest format (6) once the log is rewritten and moved"
     );
 
     // The old events, as format 3 recorded them, marked so.

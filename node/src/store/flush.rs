@@ -1,13 +1,16 @@
-//! Group commit: one thread makes sled's writes durable for everyone waiting.
+//! Group commit: one thread makes the log's and sled's writes durable for everyone waiting.
 //!
-//! Why a thread: sled 0.34.7's concurrent `flush_async` can deadlock (sled #1308), and on
-//! Linux its `flush` is a `sync_file_range`, not an fsync. So one blocking thread calls
-//! `Db::flush` and then `sync_data` on the db file, and answers every request that arrived
-//! before it started; requests that arrive meanwhile share the next round.
+//! Each round answers every request that arrived before it started; requests that arrive
+//! meanwhile share the next round. A round syncs the log segments written since the last one
+//! (one `fdatasync` each, usually one file): that is all an append waits for. Only when a
+//! round has a waiter for sled (a vote, a purge point) does it also flush sled: sled 0.34.7's
+//! concurrent `flush_async` can deadlock (sled #1308), and on Linux its `flush` is a
+//! `sync_file_range`, not an fsync, so the thread calls `Db::flush` and then `sync_data` on
+//! the db file.
 //!
 //! sled writes a page larger than ~128 KiB to a file of its own under `blobs/` and never
-//! fsyncs it; the flusher fsyncs every blob file it has not synced yet (and the directory)
-//! in the same round, so a large page is as durable as the rest once the round completes.
+//! fsyncs it; a sled round fsyncs every blob file it has not synced yet (and the directory),
+//! so a large page is as durable as the rest once the round completes.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -23,12 +26,14 @@ use crate::metrics::Metrics;
 
 use crate::raft_types::TypeConfig;
 
+use super::segments::Segments;
+
 enum Waiter {
     /// openraft's append callback: fired once the appended entries are on disk.
     Append(LogFlushed<TypeConfig>),
-    /// Anyone else (vote, truncate, purge) waiting for durability.
+    /// Anyone waiting for sled's writes (vote, purge point) to be durable, with the log's.
     Notify(tokio::sync::oneshot::Sender<Result<(), String>>),
-    /// A thread waiting outside the runtime (the data dir upgrade at open).
+    /// The same, for a thread outside the runtime (the data dir upgrade at open).
     Blocking(mpsc::Sender<Result<(), String>>),
 }
 
@@ -39,8 +44,14 @@ pub struct Flusher {
 }
 
 impl Flusher {
-    /// Starts the flusher thread for `db`, whose main file lives in `dir/db`.
-    pub fn start(db: sled::Db, dir: &Path, metrics: Arc<Metrics>) -> io::Result<Flusher> {
+    /// Starts the flusher thread for the log `segments` and for `db`, whose main file lives
+    /// in `dir/db`.
+    pub fn start(
+        segments: Arc<Segments>,
+        db: sled::Db,
+        dir: &Path,
+        metrics: Arc<Metrics>,
+    ) -> io::Result<Flusher> {
         let file = File::open(dir.join("db"))?;
         let blobs = dir.join("blobs");
         let mut synced_blobs: HashSet<PathBuf> = HashSet::new();
@@ -53,24 +64,33 @@ impl Flusher {
                     let mut batch = vec![first];
                     batch.extend(rx.try_iter());
                     let started = std::time::Instant::now();
-                    let result = db
-                        .flush()
-                        .map(|_| ())
-                        .map_err(io::Error::other)
-                        .and_then(|()| sync_new_blobs(&blobs, &mut synced_blobs))
-                        .and_then(|()| {
-                            let synced = std::time::Instant::now();
-                            // The power-cut canary (test builds only) acknowledges without it.
-                            let done = if crate::chaos::skip_fsync() {
-                                Ok(())
-                            } else {
-                                file.sync_data()
-                            };
-                            metrics
-                                .fsync_seconds
-                                .observe(synced.elapsed().as_secs_f64());
-                            done
-                        });
+                    let needs_sled = batch.iter().any(|w| !matches!(w, Waiter::Append(_)));
+                    // Taken after the batch arrived: every write its waiters made is in it,
+                    // or in an earlier round's, which has completed.
+                    let written = segments.take_dirty();
+                    // The power-cut canary (test builds only) acknowledges without fsyncs.
+                    let skip = crate::chaos::skip_fsync();
+                    let sled_done = if needs_sled {
+                        db.flush()
+                            .map(|_| ())
+                            .map_err(io::Error::other)
+                            .and_then(|()| sync_new_blobs(&blobs, &mut synced_blobs))
+                            .and_then(|()| if skip { Ok(()) } else { file.sync_data() })
+                    } else {
+                        Ok(())
+                    };
+                    let result = sled_done.and_then(|()| {
+                        let synced = std::time::Instant::now();
+                        let done = if skip {
+                            Ok(())
+                        } else {
+                            written.iter().try_for_each(|f| f.sync_data())
+                        };
+                        metrics
+                            .fsync_seconds
+                            .observe(synced.elapsed().as_secs_f64());
+                        done
+                    });
                     metrics
                         .flush_seconds
                         .observe(started.elapsed().as_secs_f64());
@@ -100,8 +120,8 @@ impl Flusher {
             .map_err(|_| io::Error::other("flusher thread stopped"))
     }
 
-    /// Waits until everything written so far is on disk.
-    pub async fn sync(&self) -> io::Result<()> {
+    /// Waits until everything written so far, sled's writes too, is on disk.
+    pub async fn sync_sled(&self) -> io::Result<()> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.tx
             .send(Waiter::Notify(tx))

@@ -1,18 +1,26 @@
-//! The Raft log and vote on sled.
+//! The Raft log (plain segment files, `segments`) and the vote (sled).
 //!
-//! Durability: `append` writes the entries to sled (readable at once) and hands openraft's
-//! callback to the group-commit flusher, which fires it only after `flush` + fsync.
-//! `save_vote`, `truncate` and `purge` wait for the same flusher before returning. sled
-//! applies writes in the order they were made, and every flush covers all earlier writes,
-//! so durable state is always a prefix of what was issued.
+//! Durability: `append` writes the entries into the current segment (readable at once) and
+//! hands openraft's callback to the group-commit flusher, which fires it only after the
+//! segments written meanwhile are synced: one `fdatasync`. `save_vote`, `truncate` and
+//! `purge` wait for their own writes to be on disk before returning. Each flush covers every
+//! earlier write, so what is durable is always a prefix of what was issued, and a crash
+//! between flushes leaves a log that `Segments::open` ends at its first damaged record.
+//!
+//! sled keeps the small things that change rarely: the vote, the purge point, the last
+//! committed id. Before data format 6 it held the log too (tree `raft_log`, big-endian index
+//! -> entry); opening such a dir moves the log into segments (`move_log_from_sled`).
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError};
 
 use super::flush::Flusher;
+use super::segments::{Recovered, Segments};
 use super::{decode, encode};
 use crate::raft_types::{Entry, LogId, StorageError, TypeConfig, Vote};
 
@@ -20,38 +28,64 @@ const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
 const KEY_LAST_PURGED: &[u8] = b"last_purged";
 
-/// The log store; clones share the same trees (openraft's log readers are clones).
+/// The log store; clones share the same files and trees (openraft's log readers are clones).
 #[derive(Clone)]
 pub struct LogStore {
-    /// Big-endian log index -> bincode entry, so sled's order is log order.
-    log: sled::Tree,
+    segments: Arc<Segments>,
+    /// The log of data formats 2 to 5 (big-endian index -> bincode entry), read once to move
+    /// it into segments and then emptied.
+    sled_log: sled::Tree,
     /// Vote, committed log id, last purged log id.
     meta: sled::Tree,
     flusher: Flusher,
 }
 
+#[cfg(test)]
 fn index_key(index: u64) -> [u8; 8] {
     index.to_be_bytes()
 }
 
+/// The purge point stored in `meta`, read before the store (and its segments) exist.
+pub(super) fn stored_purge_point(db: &sled::Db) -> Result<Option<LogId>, String> {
+    let meta = db.open_tree("raft_meta").map_err(|e| e.to_string())?;
+    match meta.get(KEY_LAST_PURGED).map_err(|e| e.to_string())? {
+        None => Ok(None),
+        Some(bytes) => decode(&bytes).map(Some).map_err(|e| e.to_string()),
+    }
+}
+
+/// Opens the segment files in `dir` (the data dir's `log/`), given sled's purge point.
+pub(super) fn open_segments(
+    dir: &Path,
+    purged: Option<LogId>,
+) -> std::io::Result<(Arc<Segments>, Recovered)> {
+    let (segments, found) = Segments::open(dir, purged.map(|p| p.index))?;
+    Ok((Arc::new(segments), found))
+}
+
 impl LogStore {
-    pub(super) fn open(db: &sled::Db, flusher: Flusher) -> Result<LogStore, sled::Error> {
+    pub(super) fn open(
+        db: &sled::Db,
+        segments: Arc<Segments>,
+        flusher: Flusher,
+    ) -> Result<LogStore, sled::Error> {
         Ok(LogStore {
-            log: db.open_tree("raft_log")?,
+            segments,
+            sled_log: db.open_tree("raft_log")?,
             meta: db.open_tree("raft_meta")?,
             flusher,
         })
     }
 
-    /// Rewrites a format-3 log in today's format (the data dir upgrade, `super::format3`),
-    /// in one batch, and waits until it is on disk. An entry that reads as today's already
-    /// is kept: blank and membership entries are the same in both formats, and a rewrite
-    /// that completed before a crash is not redone.
+    /// Rewrites a format-3 log (still in sled) in today's entry format (the data dir
+    /// upgrade, `super::format3`), in one batch, and waits until it is on disk. An entry that
+    /// reads as today's already is kept: blank and membership entries are the same in both
+    /// formats, and a rewrite that completed before a crash is not redone.
     pub(super) fn upgrade_from_format_3(&self) -> Result<(), String> {
         use super::decode_whole;
         let mut batch = sled::Batch::default();
         let mut rewritten = 0u64;
-        for item in self.log.iter() {
+        for item in self.sled_log.iter() {
             let (key, bytes) = item.map_err(|e| e.to_string())?;
             if decode_whole::<Entry>(&bytes).is_ok() {
                 continue;
@@ -61,7 +95,9 @@ impl LogStore {
             batch.insert(key, encode(&old.upgrade()));
             rewritten += 1;
         }
-        self.log.apply_batch(batch).map_err(|e| e.to_string())?;
+        self.sled_log
+            .apply_batch(batch)
+            .map_err(|e| e.to_string())?;
         self.flusher.sync_blocking().map_err(|e| e.to_string())?;
         tracing::info!(
             entries = rewritten,
@@ -70,16 +106,71 @@ impl LogStore {
         Ok(())
     }
 
-    /// Writes `bytes` as the entry at `index`, as they are (tests of the upgrade).
-    #[cfg(test)]
-    pub(super) fn write_raw_for_tests(&self, index: u64, bytes: &[u8]) {
-        self.log.insert(index_key(index), bytes).unwrap();
+    /// Moves a log of formats 2 to 5 from sled into segments (a dir's upgrade to format 6),
+    /// and waits until it is on disk. The sled copy stays until the identity says format 6
+    /// (`forget_sled_log`), so a crash in between redoes the move from the start.
+    pub(super) fn move_log_from_sled(&self) -> Result<u64, String> {
+        self.segments.reset().map_err(|e| e.to_string())?;
+        let mut moved = 0u64;
+        let mut chunk = Vec::new();
+        for item in self.sled_log.iter() {
+            let (_, bytes) = item.map_err(|e| e.to_string())?;
+            chunk.push(decode::<Entry>(&bytes).map_err(|e| e.to_string())?);
+            if chunk.len() == 1_000 {
+                moved += chunk.len() as u64;
+                self.segments
+                    .append(std::mem::take(&mut chunk))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        moved += chunk.len() as u64;
+        self.segments.append(chunk).map_err(|e| e.to_string())?;
+        self.segments.sync().map_err(|e| e.to_string())?;
+        Ok(moved)
     }
 
-    /// The bytes of the entry at `index` (tests of the upgrade).
+    /// Empties sled's old log tree once the identity says format 6 (at every open: a crash
+    /// after the identity and before this is finished next time).
+    pub(super) fn forget_sled_log(&self) -> Result<(), String> {
+        if self.sled_log.is_empty() {
+            return Ok(());
+        }
+        self.sled_log.clear().map_err(|e| e.to_string())?;
+        self.flusher.sync_blocking().map_err(|e| e.to_string())
+    }
+
+    /// Writes `bytes` as the entry at `index` of sled's old log tree (tests of the upgrade).
+    #[cfg(test)]
+    pub(super) fn write_raw_for_tests(&self, index: u64, bytes: &[u8]) {
+        self.sled_log.insert(index_key(index), bytes).unwrap();
+    }
+
+    /// The bytes of the entry at `index` of sled's old log tree (tests of the upgrade).
     #[cfg(test)]
     pub(super) fn read_raw_for_tests(&self, index: u64) -> Vec<u8> {
-        self.log.get(index_key(index)).unwrap().unwrap().to_vec()
+        self.sled_log
+            .get(index_key(index))
+            .unwrap()
+            .unwrap()
+            .to_vec()
+    }
+
+    /// Whether sled's old log tree is empty (tests of the upgrade).
+    #[cfg(test)]
+    pub(super) fn sled_log_is_empty_for_tests(&self) -> bool {
+        self.sled_log.is_empty()
+    }
+
+    /// Waits until everything written so far is on disk (tests).
+    #[cfg(test)]
+    pub(super) async fn sync(&self) -> std::io::Result<()> {
+        self.flusher.sync_sled().await
+    }
+
+    /// The number of segment files (tests).
+    #[cfg(test)]
+    pub(super) fn segment_count(&self) -> usize {
+        self.segments.segment_count()
     }
 
     fn read_meta<T: serde::de::DeserializeOwned>(
@@ -95,50 +186,13 @@ impl LogStore {
     }
 
     /// Writes `entries` (readable at once, durable after the next flush).
-    ///
-    /// Plain inserts in log order, not a `sled::Batch`: each batch rolls sled's write buffer
-    /// twice, a blocking device write each time. Without one, a crash keeps a prefix of these
-    /// inserts (sled recovers its log up to the first missing write), which is a shorter log,
-    /// never one with a hole; and nothing here is acknowledged before the flusher's fsync.
     pub(super) fn write_entries(
         &self,
         entries: impl IntoIterator<Item = Entry>,
     ) -> Result<(), StorageError> {
-        for entry in entries {
-            self.log
-                .insert(index_key(entry.log_id.index), encode(&entry))
-                .map_err(|e| StorageIOError::write_logs(&e))?;
-        }
-        Ok(())
-    }
-
-    pub(super) async fn sync(&self) -> Result<(), StorageError> {
-        self.flusher
-            .sync()
-            .await
-            .map_err(|e| StorageIOError::write(&e).into())
-    }
-
-    /// Removes the entries in `range` (of index keys) in one batch: no hole is ever visible.
-    fn remove_entries(&self, range: impl RangeBounds<[u8; 8]>) -> Result<(), StorageError> {
-        let mut batch = sled::Batch::default();
-        for item in self.log.range(range) {
-            let (key, _) = item.map_err(|e| StorageIOError::write_logs(&e))?;
-            batch.remove(key);
-        }
-        self.log
-            .apply_batch(batch)
+        self.segments
+            .append(entries)
             .map_err(|e| StorageIOError::write_logs(&e).into())
-    }
-
-    fn last_entry_log_id(&self) -> Result<Option<LogId>, StorageError> {
-        match self.log.last().map_err(|e| StorageIOError::read_logs(&e))? {
-            None => Ok(None),
-            Some((_, bytes)) => {
-                let entry: Entry = decode(&bytes).map_err(|e| StorageIOError::read_logs(&e))?;
-                Ok(Some(entry.log_id))
-            }
-        }
     }
 }
 
@@ -148,22 +202,18 @@ impl RaftLogReader<TypeConfig> for LogStore {
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
         let start = match range.start_bound() {
-            Bound::Included(i) => Bound::Included(index_key(*i)),
-            Bound::Excluded(i) => Bound::Excluded(index_key(*i)),
-            Bound::Unbounded => Bound::Unbounded,
+            Bound::Included(i) => *i,
+            Bound::Excluded(i) => i.saturating_add(1),
+            Bound::Unbounded => 0,
         };
         let end = match range.end_bound() {
-            Bound::Included(i) => Bound::Included(index_key(*i)),
-            Bound::Excluded(i) => Bound::Excluded(index_key(*i)),
-            Bound::Unbounded => Bound::Unbounded,
+            Bound::Included(i) => i.saturating_add(1),
+            Bound::Excluded(i) => *i,
+            Bound::Unbounded => u64::MAX,
         };
-        self.log
-            .range::<[u8; 8], _>((start, end))
-            .map(|item| {
-                let (_, bytes) = item.map_err(|e| StorageIOError::read_logs(&e))?;
-                decode::<Entry>(&bytes).map_err(|e| StorageIOError::read_logs(&e).into())
-            })
-            .collect()
+        self.segments
+            .read(start, end)
+            .map_err(|e| StorageIOError::read_logs(&e).into())
     }
 }
 
@@ -172,7 +222,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let last_purged: Option<LogId> = self.read_meta(KEY_LAST_PURGED)?;
-        let last = self.last_entry_log_id()?.or(last_purged);
+        let last = self.segments.last_log_id().or(last_purged);
         Ok(LogState {
             last_purged_log_id: last_purged,
             last_log_id: last,
@@ -190,7 +240,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // A vote must be on disk before it is sent, or a restarted node could vote twice in
         // one term.
         self.flusher
-            .sync()
+            .sync_sled()
             .await
             .map_err(|e| StorageIOError::write_vote(&e).into())
     }
@@ -210,7 +260,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
         // Not synced on its own: it only lets a restart re-apply further before hearing from
-        // the leader, and it rides along with the next append's fsync.
+        // the leader, and it rides along with sled's next flush (its own, every 500 ms, or
+        // a vote's or purge's). Read back no higher than the last entry (`read_committed`).
         self.meta
             .insert(KEY_COMMITTED, encode(&committed))
             .map_err(|e| StorageIOError::write(&e))?;
@@ -218,7 +269,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
-        Ok(self.read_meta::<Option<LogId>>(KEY_COMMITTED)?.flatten())
+        let committed = self.read_meta::<Option<LogId>>(KEY_COMMITTED)?.flatten();
+        // sled may have flushed it after entries that the log lost in a crash (their flush
+        // had not completed): every entry up to it was committed, so the last one kept is.
+        let last_purged: Option<LogId> = self.read_meta(KEY_LAST_PURGED)?;
+        let last = self.segments.last_log_id().or(last_purged);
+        Ok(match (committed, last) {
+            (Some(c), Some(l)) if c.index > l.index => Some(l),
+            (Some(_), None) => None,
+            (c, _) => c,
+        })
     }
 
     async fn append<I>(
@@ -238,8 +298,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        self.remove_entries(index_key(log_id.index)..)?;
-        self.sync().await
+        // On disk when it returns (the cut bytes zeroed and synced).
+        self.segments
+            .truncate(log_id.index)
+            .map_err(|e| StorageIOError::write_logs(&e).into())
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
@@ -248,8 +310,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.meta
             .insert(KEY_LAST_PURGED, encode(&log_id))
             .map_err(|e| StorageIOError::write_logs(&e))?;
-        self.sync().await?;
-        self.remove_entries(..=index_key(log_id.index))?;
-        self.sync().await
+        self.flusher
+            .sync_sled()
+            .await
+            .map_err(|e| StorageIOError::write_logs(&e))?;
+        self.segments
+            .purge(log_id.index)
+            .map_err(|e| StorageIOError::write_logs(&e).into())
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! Layout of a data dir:
 //! - `baton.id`       which node of which cluster this dir belongs to (checked at start);
-//! - `sled/`          the sled database: trees `raft_log` (big-endian index -> entry) and
-//!   `raft_meta` (vote, committed, last purged);
+//! - `log/`           the Raft log in segment files (`segments`);
+//! - `sled/`          the sled database: tree `raft_meta` (vote, committed, last purged), and
+//!   before format 6 also `raft_log` (big-endian index -> entry);
 //! - `snapshots/`     the current snapshot file, written, fsync'd and renamed into place.
 //!
 //! The state machine's durable form is the snapshot plus the log after it (see
@@ -19,6 +20,7 @@ use crate::limits::{SLED_CACHE_BYTES, WATCH_WINDOW_EVENTS_DEFAULT};
 mod flush;
 pub mod format3;
 mod log_store;
+mod segments;
 mod state_machine;
 
 use std::path::{Path, PathBuf};
@@ -42,11 +44,15 @@ use std::sync::Arc;
 /// (`server::baton::Ctx::format_gate`). An older dir (and backup) is read and upgraded in
 /// place: a format 2 or 3 log is rewritten before the identity says the new format, its
 /// snapshot is read as it is and replaced by the next one. Older binaries then refuse the
-/// dir rather than misread it.
-pub const DATA_FORMAT: u32 = 5;
+/// dir rather than misread it. Format 6: the log is in plain segment files (`log/`), not in
+/// sled (one device wait per flush instead of two); what the log holds, and everything sent
+/// between nodes, is as in format 5. A format 2 to 5 dir's log is moved at open.
+pub const DATA_FORMAT: u32 = 6;
 /// The oldest format this baton reads (and upgrades).
 pub const DATA_FORMAT_OLDEST: u32 = 2;
 const IDENTITY_FILE: &str = "baton.id";
+/// The Raft log's segment files (`segments`), from data format 6.
+const LOG_DIR: &str = "log";
 
 /// Why a data dir cannot be used. Each message says what to do.
 #[derive(Debug, thiserror::Error)]
@@ -186,31 +192,48 @@ pub fn open_with(
                 source,
             },
         })?;
-    let flusher =
-        flush::Flusher::start(db.clone(), &dir.join("sled"), metrics.clone()).map_err(io)?;
-    let log = LogStore::open(&db, flusher).map_err(|source| OpenError::Sled {
+    let corrupt = |detail: String| OpenError::CorruptState {
+        dir: dir.to_path_buf(),
+        node: node_id,
+        detail,
+    };
+    let purged = log_store::stored_purge_point(&db).map_err(corrupt)?;
+    let (segments, found) = log_store::open_segments(&dir.join(LOG_DIR), purged).map_err(io)?;
+    if found.cut_at.is_some() || found.segments_removed > 0 {
+        tracing::warn!(
+            entries = found.entries, cut_at = ?found.cut_at, segments_removed = found.segments_removed,
+            "the log ends where a crash cut it: unacknowledged writes after it removed"
+        );
+    }
+    let flusher = flush::Flusher::start(
+        segments.clone(),
+        db.clone(),
+        &dir.join("sled"),
+        metrics.clone(),
+    )
+    .map_err(io)?;
+    let log = LogStore::open(&db, segments, flusher).map_err(|source| OpenError::Sled {
         dir: dir.to_path_buf(),
         source,
     })?;
     if found_format < DATA_FORMAT {
         // The log first, durably; only then does the identity say the new format. A crash
-        // in between leaves a format-3 identity over entries already rewritten, which the
-        // next start reads as format 4 entries (`LogStore::upgrade_from_format_3` skips
-        // those) and finishes. A format-4 log is format 5 as it is.
+        // in between leaves the old identity over a log already (partly) upgraded, which the
+        // next start finishes: `LogStore::upgrade_from_format_3` skips entries already in
+        // format 4, and the move into segments starts over from sled's copy. A format-4 log
+        // is format 5 as it is.
         tracing::info!(
             dir = %dir.display(), from = found_format, to = DATA_FORMAT,
             "upgrading the data dir format"
         );
         if found_format < 4 {
-            log.upgrade_from_format_3()
-                .map_err(|detail| OpenError::CorruptState {
-                    dir: dir.to_path_buf(),
-                    node: node_id,
-                    detail,
-                })?;
+            log.upgrade_from_format_3().map_err(corrupt)?;
         }
+        let moved = log.move_log_from_sled().map_err(corrupt)?;
+        tracing::info!(entries = moved, "log moved from sled into segment files");
         set_identity_format(dir).map_err(io)?;
     }
+    log.forget_sled_log().map_err(corrupt)?;
     let sm = StateMachine::open(&dir.join("snapshots"), countdowns, watch_window, metrics)
         .map_err(|detail| OpenError::CorruptState {
             dir: dir.to_path_buf(),

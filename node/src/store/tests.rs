@@ -1,4 +1,4 @@
-//! Storage tests: openraft's conformance suite on the sled store, and identity checks.
+//! Storage tests: openraft's conformance suite on the store, identity checks, upgrades.
 
 use std::sync::Arc;
 
@@ -21,7 +21,7 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, tempfile::TempDir> for Sle
 }
 
 #[test]
-fn sled_store_passes_openraft_storage_suite() -> Result<(), StorageError> {
+fn the_store_passes_openraft_storage_suite() -> Result<(), StorageError> {
     Suite::test_all(SledBuilder)
 }
 
@@ -423,10 +423,12 @@ async fn a_flush_round_covers_the_blob_files_sled_writes_for_large_pages() {
     let dir = tempfile::tempdir().unwrap();
     let sled_dir = dir.path().join("sled");
     let db = sled::Config::new().path(&sled_dir).open().unwrap();
-    let flusher = super::flush::Flusher::start(db.clone(), &sled_dir, Arc::default()).unwrap();
+    let (segments, _) = log_store::open_segments(&dir.path().join(LOG_DIR), None).unwrap();
+    let flusher =
+        super::flush::Flusher::start(segments, db.clone(), &sled_dir, Arc::default()).unwrap();
     // A value far over sled's ~128 KiB page limit goes to a blob file.
     db.insert(b"big", vec![7u8; 512 * 1024]).unwrap();
-    flusher.sync().await.unwrap();
+    flusher.sync_sled().await.unwrap();
     let blobs: Vec<_> = std::fs::read_dir(sled_dir.join("blobs"))
         .expect("sled wrote a blobs dir")
         .map(|e| e.unwrap().path())
@@ -434,7 +436,7 @@ async fn a_flush_round_covers_the_blob_files_sled_writes_for_large_pages() {
     assert!(!blobs.is_empty(), "sled put the large page in a blob file");
     // The round that synced it (the fsync itself cannot be observed here) succeeded; a second
     // round, with nothing new, succeeds too.
-    flusher.sync().await.unwrap();
+    flusher.sync_sled().await.unwrap();
     assert_eq!(db.get(b"big").unwrap().unwrap().len(), 512 * 1024);
 }
 
@@ -657,30 +659,51 @@ fn a_format_2_data_dir_is_upgraded_in_place() {
     assert!(err.to_string().contains("has format 1"), "{err}");
 }
 
-#[test]
-fn a_format_4_data_dir_is_format_5_as_it_is() {
+#[tokio::test]
+async fn a_format_4_or_5_data_dir_has_its_log_moved_from_sled_into_segments() {
     use openraft::testing::log_id;
-    use openraft::{Entry, EntryPayload};
-    let dir = tempfile::tempdir().unwrap();
-    let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
-    drop(sm);
-    let entry: Entry<TypeConfig> = Entry {
-        log_id: log_id(1, 1, 3),
-        payload: EntryPayload::Blank,
-    };
-    log.write_raw_for_tests(3, &encode(&entry));
-    drop(log);
-    let id_path = dir.path().join(IDENTITY_FILE);
-    let mut id: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
-    id["format"] = 4.into();
-    std::fs::write(&id_path, serde_json::to_vec(&id).unwrap()).unwrap();
-    let (log, _sm) = reopen(dir.path());
-    let id: serde_json::Value = serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
-    assert_eq!(id["format"], 5);
-    assert_eq!(
-        decode_whole::<Entry<TypeConfig>>(&log.read_raw_for_tests(3)).unwrap(),
-        entry,
-        "the log is kept as it is"
-    );
+    use openraft::{Entry, EntryPayload, RaftLogReader};
+    for old_format in [4, 5] {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
+        drop(sm);
+        let entries: Vec<Entry<TypeConfig>> = (3..=5)
+            .map(|i| Entry {
+                log_id: log_id(1, 1, i),
+                payload: EntryPayload::Blank,
+            })
+            .collect();
+        for entry in &entries {
+            log.write_raw_for_tests(entry.log_id.index, &encode(entry));
+        }
+        drop(log);
+        let id_path = dir.path().join(IDENTITY_FILE);
+        let mut id: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
+        id["format"] = old_format.into();
+        std::fs::write(&id_path, serde_json::to_vec(&id).unwrap()).unwrap();
+        // A move cut short by a crash left part of the log in segments: it starts over.
+        {
+            let (partial, _) = log_store::open_segments(&dir.path().join(LOG_DIR), None).unwrap();
+            partial.append(entries[..2].to_vec()).unwrap();
+            partial.sync().unwrap();
+        }
+        let (mut log, _sm) = reopen(dir.path());
+        let id: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
+        assert_eq!(id["format"], 6);
+        assert_eq!(
+            log.try_get_log_entries(0..).await.unwrap(),
+            entries,
+            "the log is kept, from format {old_format}"
+        );
+        assert!(
+            log.sled_log_is_empty_for_tests(),
+            "sled's copy is gone once the identity says format 6"
+        );
+        assert_eq!(log.segment_count(), 1);
+        drop((log, _sm));
+        let (mut log, _sm) = reopen(dir.path());
+        assert_eq!(log.try_get_log_entries(0..).await.unwrap(), entries);
+    }
 }

@@ -1,0 +1,285 @@
+//! The segment log's crash rules, each on real files: a torn write, a stale record behind
+//! it, a truncate, purges, a segment that does not follow.
+
+use std::path::{Path, PathBuf};
+
+use openraft::testing::log_id;
+use openraft::EntryPayload;
+
+use super::*;
+
+/// Small segments, so that a few dozen entries span several.
+const SMALL: u64 = 512;
+
+fn blank(term: u64, index: u64) -> Entry {
+    Entry {
+        log_id: log_id(term, 1, index),
+        payload: EntryPayload::Blank,
+    }
+}
+
+fn blanks(term: u64, indexes: std::ops::RangeInclusive<u64>) -> Vec<Entry> {
+    indexes.map(|i| blank(term, i)).collect()
+}
+
+fn open(dir: &Path, purged: Option<u64>) -> Segments {
+    Segments::open_sized(dir, purged, SMALL).unwrap().0
+}
+
+/// (term, index) of every kept entry.
+fn kept(log: &Segments) -> Vec<(u64, u64)> {
+    log.read(0, u64::MAX)
+        .unwrap()
+        .iter()
+        .map(|e| (e.log_id.leader_id.term, e.log_id.index))
+        .collect()
+}
+
+fn expect(term: u64, indexes: std::ops::RangeInclusive<u64>) -> Vec<(u64, u64)> {
+    indexes.map(|i| (term, i)).collect()
+}
+
+fn seg_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Where the record of `index` is: its file and the offset of its header.
+fn place(log: &Segments, dir: &Path, index: u64) -> (PathBuf, u64) {
+    let inner = log.lock();
+    let loc = inner.locs[(index - inner.first) as usize];
+    (dir.join(seg_name(loc.seq)), loc.offset)
+}
+
+fn overwrite(path: &Path, at: u64, bytes: &[u8]) {
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(bytes, at).unwrap();
+    f.sync_all().unwrap();
+}
+
+#[test]
+fn entries_survive_a_reopen_across_segments_and_reads_give_any_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), None);
+    log.append(blanks(1, 1..=40)).unwrap();
+    log.sync().unwrap();
+    let segments = log.segment_count();
+    assert!(
+        segments > 3,
+        "40 records span several {SMALL}-byte segments"
+    );
+    drop(log);
+    let log = open(dir.path(), None);
+    assert_eq!(kept(&log), expect(1, 1..=40));
+    assert_eq!(log.segment_count(), segments);
+    assert_eq!(log.last_log_id(), Some(log_id(1, 1, 40)));
+    let some: Vec<u64> = log
+        .read(17, 23)
+        .unwrap()
+        .iter()
+        .map(|e| e.log_id.index)
+        .collect();
+    assert_eq!(some, (17..23).collect::<Vec<_>>());
+    // Appends go on after the reopen, in order only.
+    log.append(blanks(2, 41..=42)).unwrap();
+    let err = log.append([blank(2, 44)]).unwrap_err();
+    assert!(err.to_string().contains("next index is 43"), "{err}");
+}
+
+#[test]
+fn a_torn_record_ends_the_log_and_the_rest_of_its_segment_is_zeroed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Segments::open_sized(dir.path(), None, 1 << 20).unwrap().0;
+    log.append(blanks(1, 1..=10)).unwrap();
+    log.sync().unwrap();
+    let (file, at) = place(&log, dir.path(), 6);
+    drop(log);
+    // One byte of record 6's entry changed: its CRC no longer matches.
+    let mut byte = [0u8; 1];
+    std::fs::File::open(&file)
+        .unwrap()
+        .read_exact_at(&mut byte, at + HEADER_BYTES as u64 + 3)
+        .unwrap();
+    overwrite(&file, at + HEADER_BYTES as u64 + 3, &[byte[0] ^ 0xff]);
+    let (log, found) = Segments::open_sized(dir.path(), None, 1 << 20).unwrap();
+    assert_eq!(kept(&log), expect(1, 1..=5));
+    assert_eq!(found.cut_at.map(|(_, o)| o), Some(at));
+    let bytes = std::fs::read(&file).unwrap();
+    assert!(
+        bytes[at as usize..].iter().all(|b| *b == 0),
+        "records 6 to 10 are zeroed on disk"
+    );
+    // The log goes on from 6.
+    log.append(blanks(2, 6..=7)).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let log = Segments::open_sized(dir.path(), None, 1 << 20).unwrap().0;
+    let mut want = expect(1, 1..=5);
+    want.extend(expect(2, 6..=7));
+    assert_eq!(kept(&log), want);
+}
+
+#[test]
+fn a_stale_record_behind_a_torn_one_never_rejoins_the_log() {
+    // A crash wrote records 7 to 10 but not 6 (pages reach the disk in any order). Without
+    // zeroing what follows the log's end, a new record 6 of the same length would end
+    // exactly where the stale 7 begins, and the next open would read 7 to 10 back: entries
+    // never acknowledged, behind an entry they never followed.
+    let dir = tempfile::tempdir().unwrap();
+    let log = Segments::open_sized(dir.path(), None, 1 << 20).unwrap().0;
+    log.append(blanks(1, 1..=10)).unwrap();
+    log.sync().unwrap();
+    let (file, at) = place(&log, dir.path(), 6);
+    drop(log);
+    overwrite(&file, at, &[0u8; HEADER_BYTES]);
+    let log = Segments::open_sized(dir.path(), None, 1 << 20).unwrap().0;
+    assert_eq!(kept(&log), expect(1, 1..=5));
+    log.append([blank(1, 6)]).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let log = Segments::open_sized(dir.path(), None, 1 << 20).unwrap().0;
+    assert_eq!(kept(&log), expect(1, 1..=6), "7 to 10 stay gone");
+}
+
+#[test]
+fn a_truncate_is_on_disk_when_it_returns_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), None);
+    log.append(blanks(1, 1..=40)).unwrap();
+    log.sync().unwrap();
+    let before = seg_files(dir.path()).len();
+    log.truncate(12).unwrap();
+    assert_eq!(kept(&log), expect(1, 1..=11));
+    assert_eq!(log.last_log_id(), Some(log_id(1, 1, 11)));
+    assert!(
+        seg_files(dir.path()).len() < before,
+        "later segments deleted"
+    );
+    // No sync after it: the truncate itself was durable.
+    drop(log);
+    let log = open(dir.path(), None);
+    assert_eq!(kept(&log), expect(1, 1..=11));
+    log.append(blanks(3, 12..=15)).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let log = open(dir.path(), None);
+    let mut want = expect(1, 1..=11);
+    want.extend(expect(3, 12..=15));
+    assert_eq!(kept(&log), want);
+    // A truncate of everything leaves an empty log that takes any next index... from the cut.
+    log.truncate(1).unwrap();
+    assert_eq!(kept(&log), vec![]);
+    assert_eq!(log.last_log_id(), None);
+    drop(log);
+    let log = open(dir.path(), None);
+    assert_eq!(kept(&log), vec![]);
+}
+
+#[test]
+fn a_purge_deletes_whole_segments_and_one_beyond_the_end_starts_a_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), None);
+    log.append(blanks(1, 1..=40)).unwrap();
+    log.sync().unwrap();
+    let before = seg_files(dir.path()).len();
+    log.purge(20).unwrap();
+    assert_eq!(kept(&log), expect(1, 21..=40));
+    let after = seg_files(dir.path()).len();
+    assert!(
+        after < before,
+        "segments of purged entries deleted: {before} -> {after}"
+    );
+    drop(log);
+    let log = open(dir.path(), Some(20));
+    assert_eq!(kept(&log), expect(1, 21..=40));
+    // A snapshot installed from the leader: everything purged, the log goes on after it.
+    log.purge(100).unwrap();
+    assert_eq!(kept(&log), vec![]);
+    assert_eq!(log.last_log_id(), None);
+    let err = log.append([blank(2, 102)]).unwrap_err();
+    assert!(err.to_string().contains("next index is 101"), "{err}");
+    // An entry at or below the purge point is in the snapshot already: not kept again.
+    log.append([blank(1, 50)]).unwrap();
+    assert_eq!(kept(&log), vec![]);
+    log.append(blanks(2, 101..=105)).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let log = open(dir.path(), Some(100));
+    assert_eq!(kept(&log), expect(2, 101..=105));
+    // A gap the purge point does not cover ends the log: with the purge point at 20 (as if
+    // the purge to 100 had not reached the disk), 101 does not follow 40.
+    drop(log);
+    let log = open(dir.path(), Some(20));
+    assert!(
+        kept(&log).iter().all(|(_, i)| *i <= 40),
+        "nothing after the gap: {:?}",
+        kept(&log)
+    );
+}
+
+#[test]
+fn a_segment_that_does_not_follow_the_log_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), None);
+    log.append(blanks(1, 1..=40)).unwrap();
+    log.sync().unwrap();
+    // Tear the first record of the second segment: the segments after it are writes that a
+    // crash left without what precedes them.
+    let second = {
+        let inner = log.lock();
+        let seq = *inner.segments.keys().nth(1).unwrap();
+        inner.locs.iter().position(|l| l.seq == seq).unwrap() as u64 + 1
+    };
+    let (file, at) = place(&log, dir.path(), second);
+    let files = seg_files(dir.path()).len();
+    drop(log);
+    overwrite(&file, at, &[0u8; HEADER_BYTES]);
+    let (log, found) = Segments::open_sized(dir.path(), None, SMALL).unwrap();
+    assert_eq!(kept(&log), expect(1, 1..=second - 1));
+    assert_eq!(
+        found.segments_removed,
+        files - 1,
+        "every segment after the first"
+    );
+    assert_eq!(seg_files(dir.path()).len(), 1);
+    // The log goes on in the first segment and beyond, and reads back whole.
+    log.append(blanks(2, second..=40)).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let log = open(dir.path(), None);
+    let mut want = expect(1, 1..=second - 1);
+    want.extend(expect(2, second..=40));
+    assert_eq!(kept(&log), want);
+}
+
+#[test]
+fn a_record_larger_than_a_segment_gets_one_of_its_own() {
+    use crate::raft_types::Node;
+    use openraft::Membership;
+    use std::collections::{BTreeMap, BTreeSet};
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), None);
+    log.append(blanks(1, 1..=3)).unwrap();
+    // A membership of many nodes, with long addresses: larger than 512 bytes.
+    let nodes: BTreeMap<u64, Node> = (1..=20)
+        .map(|id| (id, Node::new(format!("{id}.{}", "a".repeat(40)))))
+        .collect();
+    let voters: BTreeSet<u64> = nodes.keys().copied().collect();
+    let membership: Membership<u64, Node> = Membership::new(vec![voters], nodes);
+    let big = Entry {
+        log_id: log_id(1, 1, 4),
+        payload: EntryPayload::Membership(membership),
+    };
+    assert!(encode(&big).len() as u64 > SMALL);
+    log.append([big.clone(), blank(1, 5)]).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let log = open(dir.path(), None);
+    assert_eq!(kept(&log), expect(1, 1..=5));
+    assert_eq!(log.read(4, 5).unwrap(), vec![big]);
+}
