@@ -93,7 +93,8 @@ pub struct Segments {
 #[derive(Debug, Default)]
 pub struct Recovered {
     pub entries: u64,
-    /// Bytes after the log's end that were not zero (unacknowledged writes) and were zeroed.
+    /// The segment and offset where the log ended before bytes that were not zero (writes
+    /// a crash cut, never acknowledged): they were zeroed.
     pub cut_at: Option<(u64, u64)>,
     pub segments_removed: usize,
 }
@@ -223,9 +224,14 @@ impl Segments {
                 }
                 let in_sequence = match last_log_id {
                     None => purged.is_none_or(|p| index <= p + 1),
+                    // A new segment may jump ahead over purged entries only: after a purge
+                    // beyond the last entry, or past a purged segment whose deletion a crash
+                    // took back (deletions are not synced).
                     Some(prev) => {
                         (index == prev.index + 1
-                            || (at == 0 && Some(index) == purged.map(|p| p + 1)))
+                            || (at == 0
+                                && index > prev.index
+                                && purged.is_some_and(|p| index <= p + 1)))
                             && term(&entry.log_id) >= term(&prev)
                     }
                 };
@@ -248,6 +254,10 @@ impl Segments {
                 at += HEADER_BYTES + entry_bytes.len();
             }
             let size = bytes.len() as u64;
+            let leftovers = bytes[at..].iter().any(|b| *b != 0);
+            if leftovers && found.cut_at.is_none() {
+                found.cut_at = Some((seq, at as u64));
+            }
             if seg_last.is_none() {
                 // An empty segment is only ever the last; whatever follows is not the log.
                 broken = true;
@@ -276,10 +286,7 @@ impl Segments {
                 },
             );
             // Where the records stop before the zeros, the log stops too.
-            if bytes[at..].iter().any(|b| *b != 0) {
-                broken = true;
-                found.cut_at = Some((seq, at as u64));
-            }
+            broken = leftovers;
         }
         // A last entry at or below the purge point is not kept: the purge point says it.
         if last_log_id.is_some_and(|l| purged.is_some_and(|p| l.index <= p)) {
