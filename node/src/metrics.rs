@@ -91,9 +91,9 @@ pub struct Metrics {
     pub proposal_seconds: Histogram,
     /// One state machine apply call (a run of committed entries).
     pub apply_seconds: Histogram,
-    /// One group-commit round: sled flush + fdatasync.
+    /// One group-commit round: the segments' fdatasync (and sled's flush when one waits).
     pub flush_seconds: Histogram,
-    /// The fdatasync of the log file alone, within a round.
+    /// The fdatasync of the log segments alone, within a round.
     pub fsync_seconds: Histogram,
     /// Watch streams open on this node.
     pub watch_streams: Gauge,
@@ -323,12 +323,12 @@ impl Metrics {
             ),
             (
                 "flush_seconds",
-                "One log group-commit round (sled flush + fdatasync)",
+                "One log group-commit round (the segments' fdatasync, and sled's flush when a vote or purge point waits)",
                 &m.flush_seconds,
             ),
             (
                 "fsync_seconds",
-                "The fdatasync of the log file within a group-commit round",
+                "The fdatasync of the log segments within a group-commit round",
                 &m.fsync_seconds,
             ),
         ] {

@@ -202,7 +202,8 @@ pub fn open_with(
     if found.cut_at.is_some() || found.segments_removed > 0 {
         tracing::warn!(
             entries = found.entries, cut_at = ?found.cut_at, segments_removed = found.segments_removed,
-            "the log ends where a crash cut it: unacknowledged writes after it removed"
+            "log opened: what followed its last intact record was removed (writes a crash \
+             cut short, or damage)"
         );
     }
     let flusher = flush::Flusher::start(

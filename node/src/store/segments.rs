@@ -94,8 +94,9 @@ pub struct Segments {
 pub struct Recovered {
     pub entries: u64,
     /// The segment and offset where the log ended before bytes that were not zero (writes
-    /// a crash cut, never acknowledged): they were zeroed.
+    /// a crash cut short, or damage): they were zeroed.
     pub cut_at: Option<(u64, u64)>,
+    /// Segments after the log's end, removed (not counting segments wholly purged).
     pub segments_removed: usize,
 }
 
@@ -328,11 +329,11 @@ impl Segments {
             })
             .map(|(seq, _)| *seq)
             .collect();
+        found.segments_removed = to_remove.len();
         for seq in purged_segments {
             segments.remove(&seq);
             to_remove.push(dir.join(seg_name(seq)));
         }
-        found.segments_removed = to_remove.len();
         for path in &to_remove {
             std::fs::remove_file(path)?;
         }
@@ -533,17 +534,7 @@ impl Segments {
         let seq = 1;
         let size = inner.segment_bytes;
         let file = prepare(&inner.dir.join(seg_name(seq)), size)?;
-        sync_dir(&inner.dir)?;
-        inner.segments.insert(
-            seq,
-            Segment {
-                file: Arc::new(file),
-                size,
-                last: None,
-            },
-        );
-        inner.current = seq;
-        inner.write_at = 0;
+        inner.begin(seq, file, size)?;
         inner.locs.clear();
         inner.first = inner.purged.map_or(0, |p| p + 1);
         inner.last_log_id = None;
@@ -627,6 +618,11 @@ impl Inner {
             let size = need.div_ceil(4096) * 4096;
             (prepare(&path, size)?, size)
         };
+        self.begin(seq, file, size)
+    }
+
+    /// Makes the zero-filled `file` (named for `seq`) the segment written to.
+    fn begin(&mut self, seq: u64, file: File, size: u64) -> io::Result<()> {
         // The new name is on disk before any record in it is acknowledged.
         sync_dir(&self.dir)?;
         self.segments.insert(

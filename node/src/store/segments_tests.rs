@@ -26,6 +26,11 @@ fn open(dir: &Path, purged: Option<u64>) -> Segments {
     Segments::open_sized(dir, purged, SMALL).unwrap().0
 }
 
+/// A log whose first segment holds every record of a test.
+fn open_big(dir: &Path) -> Segments {
+    Segments::open_sized(dir, None, 1 << 20).unwrap().0
+}
+
 /// (term, index) of every kept entry.
 fn kept(log: &Segments) -> Vec<(u64, u64)> {
     log.read(0, u64::MAX)
@@ -94,7 +99,7 @@ fn entries_survive_a_reopen_across_segments_and_reads_give_any_range() {
 #[test]
 fn a_torn_record_ends_the_log_and_the_rest_of_its_segment_is_zeroed() {
     let dir = tempfile::tempdir().unwrap();
-    let log = Segments::open_sized(dir.path(), None, 1 << 20).unwrap().0;
+    let log = open_big(dir.path());
     log.append(blanks(1, 1..=10)).unwrap();
     log.sync().unwrap();
     let (file, at) = place(&log, dir.path(), 6);
@@ -118,7 +123,7 @@ fn a_torn_record_ends_the_log_and_the_rest_of_its_segment_is_zeroed() {
     log.append(blanks(2, 6..=7)).unwrap();
     log.sync().unwrap();
     drop(log);
-    let log = Segments::open_sized(dir.path(), None, 1 << 20).unwrap().0;
+    let log = open_big(dir.path());
     let mut want = expect(1, 1..=5);
     want.extend(expect(2, 6..=7));
     assert_eq!(kept(&log), want);
@@ -131,18 +136,18 @@ fn a_stale_record_behind_a_torn_one_never_rejoins_the_log() {
     // exactly where the stale 7 begins, and the next open would read 7 to 10 back: entries
     // never acknowledged, behind an entry they never followed.
     let dir = tempfile::tempdir().unwrap();
-    let log = Segments::open_sized(dir.path(), None, 1 << 20).unwrap().0;
+    let log = open_big(dir.path());
     log.append(blanks(1, 1..=10)).unwrap();
     log.sync().unwrap();
     let (file, at) = place(&log, dir.path(), 6);
     drop(log);
     overwrite(&file, at, &[0u8; HEADER_BYTES]);
-    let log = Segments::open_sized(dir.path(), None, 1 << 20).unwrap().0;
+    let log = open_big(dir.path());
     assert_eq!(kept(&log), expect(1, 1..=5));
     log.append([blank(1, 6)]).unwrap();
     log.sync().unwrap();
     drop(log);
-    let log = Segments::open_sized(dir.path(), None, 1 << 20).unwrap().0;
+    let log = open_big(dir.path());
     assert_eq!(kept(&log), expect(1, 1..=6), "7 to 10 stay gone");
 }
 
