@@ -201,6 +201,7 @@ impl Segments {
         let mut first = purged.map_or(0, |p| p + 1);
         let mut last_log_id: Option<LogId> = None;
         let mut end: Option<(u64, u64)> = None; // (seq, offset) where the log ends
+        let mut end_leftovers = false; // bytes that are not zero follow it
         let mut broken = false;
         let mut to_remove = Vec::new();
         for &seq in &seqs {
@@ -264,6 +265,7 @@ impl Segments {
                 broken = true;
                 if end.is_none() {
                     end = Some((seq, 0));
+                    end_leftovers = leftovers;
                     segments.insert(
                         seq,
                         Segment {
@@ -278,6 +280,7 @@ impl Segments {
                 continue;
             }
             end = Some((seq, at as u64));
+            end_leftovers = leftovers;
             segments.insert(
                 seq,
                 Segment {
@@ -317,10 +320,13 @@ impl Segments {
                 (seq, 0)
             }
         };
-        // Whatever follows the log's end in its last segment goes, on disk, before use.
-        let seg = &segments[&current];
-        write_zeros(&seg.file, write_at, seg.size)?;
-        seg.file.sync_data()?;
+        // Whatever follows the log's end in its last segment goes, on disk, before use (after
+        // a clean stop there is nothing: zeros only).
+        if end_leftovers {
+            let seg = &segments[&current];
+            write_zeros(&seg.file, write_at, seg.size)?;
+            seg.file.sync_data()?;
+        }
         // Segments wholly purged are not needed.
         let purged_segments: Vec<u64> = segments
             .iter()
@@ -387,6 +393,8 @@ impl Segments {
             }
             if let Some(next) = inner.next_index() {
                 if index != next {
+                    // What was accepted before it is written, so the files match `locs`.
+                    inner.write(batch_at, &batch)?;
                     return Err(io::Error::other(format!(
                         "log append of index {index}, but the next index is {next}"
                     )));
@@ -450,13 +458,9 @@ impl Segments {
     /// Removes the entries from `index` on, on disk, before it returns.
     pub fn truncate(&self, index: u64) -> io::Result<()> {
         let mut inner = self.lock();
-        if index < inner.first {
-            return Err(io::Error::other(format!(
-                "log truncate at {index}, below the first kept entry {}",
-                inner.first
-            )));
-        }
-        let keep = (index - inner.first) as usize;
+        // Entries below the first kept one are purged already: a cut there cuts every one.
+        let keep = index.saturating_sub(inner.first) as usize;
+        let cut_index = inner.first + keep as u64;
         let Some(cut) = inner.locs.get(keep).copied() else {
             return Ok(());
         };
@@ -485,7 +489,7 @@ impl Segments {
         inner.current = cut.seq;
         inner.write_at = cut.offset;
         inner.segments.get_mut(&cut.seq).expect("cut segment").last =
-            index.checked_sub(1).filter(|_| cut.offset > 0);
+            cut_index.checked_sub(1).filter(|_| cut.offset > 0);
         inner.last_log_id = match inner.locs.back().copied() {
             Some(loc) => Some(inner.read_log_id(loc)?),
             None => None,

@@ -297,3 +297,19 @@ fn a_record_larger_than_a_segment_gets_one_of_its_own() {
     assert_eq!(kept(&log), expect(1, 1..=5));
     assert_eq!(log.read(4, 5).unwrap(), vec![big]);
 }
+
+#[test]
+fn a_cut_below_the_first_kept_entry_cuts_every_kept_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), None);
+    log.append(blanks(1, 1..=40)).unwrap();
+    log.purge(25).unwrap();
+    // Entries 10 to 25 are purged already: the cut takes 26 to 40.
+    log.truncate(10).unwrap();
+    assert_eq!(kept(&log), vec![]);
+    log.append(blanks(2, 26..=30)).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let log = open(dir.path(), Some(25));
+    assert_eq!(kept(&log), expect(2, 26..=30));
+}
