@@ -260,23 +260,10 @@ impl Segments {
             if leftovers && found.cut_at.is_none() {
                 found.cut_at = Some((seq, at as u64));
             }
-            if seg_last.is_none() {
+            if seg_last.is_none() && end.is_some() {
                 // An empty segment is only ever the last; whatever follows is not the log.
                 broken = true;
-                if end.is_none() {
-                    end = Some((seq, 0));
-                    end_leftovers = leftovers;
-                    segments.insert(
-                        seq,
-                        Segment {
-                            file: Arc::new(file),
-                            size,
-                            last: None,
-                        },
-                    );
-                } else {
-                    to_remove.push(path);
-                }
+                to_remove.push(path);
                 continue;
             }
             end = Some((seq, at as u64));
@@ -289,8 +276,9 @@ impl Segments {
                     last: seg_last,
                 },
             );
-            // Where the records stop before the zeros, the log stops too.
-            broken = leftovers;
+            // An empty segment, or records that stop before bytes that are not zero: the log
+            // stops here.
+            broken = leftovers || seg_last.is_none();
         }
         // A last entry at or below the purge point is not kept: the purge point says it.
         if last_log_id.is_some_and(|l| purged.is_some_and(|p| l.index <= p)) {

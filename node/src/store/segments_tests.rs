@@ -31,6 +31,14 @@ fn open_big(dir: &Path) -> Segments {
     Segments::open_sized(dir, None, 1 << 20).unwrap().0
 }
 
+/// Records 1 to 10 written and synced in one big segment: its file and where record 6 is.
+fn ten_records(dir: &Path) -> (PathBuf, u64) {
+    let log = open_big(dir);
+    log.append(blanks(1, 1..=10)).unwrap();
+    log.sync().unwrap();
+    place(&log, dir, 6)
+}
+
 /// (term, index) of every kept entry.
 fn kept(log: &Segments) -> Vec<(u64, u64)> {
     log.read(0, u64::MAX)
@@ -99,11 +107,7 @@ fn entries_survive_a_reopen_across_segments_and_reads_give_any_range() {
 #[test]
 fn a_torn_record_ends_the_log_and_the_rest_of_its_segment_is_zeroed() {
     let dir = tempfile::tempdir().unwrap();
-    let log = open_big(dir.path());
-    log.append(blanks(1, 1..=10)).unwrap();
-    log.sync().unwrap();
-    let (file, at) = place(&log, dir.path(), 6);
-    drop(log);
+    let (file, at) = ten_records(dir.path());
     // One byte of record 6's entry changed: its CRC no longer matches.
     let mut byte = [0u8; 1];
     std::fs::File::open(&file)
@@ -136,11 +140,7 @@ fn a_stale_record_behind_a_torn_one_never_rejoins_the_log() {
     // exactly where the stale 7 begins, and the next open would read 7 to 10 back: entries
     // never acknowledged, behind an entry they never followed.
     let dir = tempfile::tempdir().unwrap();
-    let log = open_big(dir.path());
-    log.append(blanks(1, 1..=10)).unwrap();
-    log.sync().unwrap();
-    let (file, at) = place(&log, dir.path(), 6);
-    drop(log);
+    let (file, at) = ten_records(dir.path());
     overwrite(&file, at, &[0u8; HEADER_BYTES]);
     let log = open_big(dir.path());
     assert_eq!(kept(&log), expect(1, 1..=5));
