@@ -29,17 +29,26 @@ enum Damage {
 }
 
 fn damage(file: &Path, how: Damage) {
+    let len = std::fs::metadata(file)
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+        .len();
+    damage_within(file, len, how);
+}
+
+/// Damages `file` within its first `len` bytes (what it holds): the block in their middle
+/// flipped, or the file cut to half of them.
+fn damage_within(file: &Path, len: u64, how: Damage) {
     use std::os::unix::fs::FileExt;
+    assert!(
+        len > 4 * BLOCK,
+        "{} is too small to damage: {len} bytes",
+        file.display()
+    );
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(file)
         .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    let len = f.metadata().unwrap().len();
-    assert!(
-        len > 4 * BLOCK,
-        "the snapshot is too small to damage: {len} bytes"
-    );
     match how {
         Damage::FlippedBlock => {
             let at = len / 2 / BLOCK * BLOCK;
@@ -56,7 +65,6 @@ fn damage(file: &Path, how: Damage) {
 /// Damages the last segment file in `log_dir` that holds records, within what it holds
 /// (segments are zeros after their records).
 fn damage_log(log_dir: &Path, how: Damage) {
-    use std::os::unix::fs::FileExt;
     let mut segments: Vec<_> = std::fs::read_dir(log_dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -72,26 +80,7 @@ fn damage_log(log_dir: &Path, how: Damage) {
             Some((p.clone(), used))
         })
         .expect("a segment with records");
-    assert!(
-        used > 4 * BLOCK,
-        "the log is too small to damage: {used} bytes"
-    );
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&file)
-        .unwrap();
-    match how {
-        Damage::FlippedBlock => {
-            let at = used / 2 / BLOCK * BLOCK;
-            let mut block = vec![0; BLOCK as usize];
-            f.read_exact_at(&mut block, at).unwrap();
-            block.iter_mut().for_each(|b| *b = !*b);
-            f.write_all_at(&block, at).unwrap();
-        }
-        Damage::Truncated => f.set_len(used / 2).unwrap(),
-    }
-    f.sync_all().unwrap();
+    damage_within(&file, used, how);
 }
 
 async fn wait_for(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) {
