@@ -31,6 +31,10 @@ pub const PRINCIPAL_WRITES_PER_SECOND_DEFAULT: u32 = 50_000;
 /// Client ids whose write rate a node tracks; beyond, idle ones are forgotten first.
 pub const RATE_LIMITED_CLIENTS_MAX: usize = 100_000;
 
+/// Most threads `--worker-threads` may give a node's async runtime (the default is one per
+/// core, tokio's).
+pub const WORKER_THREADS_MAX: usize = 64;
+
 // ---------------------------------------------------------------------------------------
 // Requests and forwarding.
 

@@ -242,7 +242,9 @@ pub async fn run_announcing(
 
     tracing::info!(
         node_id = cfg.node_id, listen = %cfg.listen, advertise = %cfg.advertise,
-        data_dir = %cfg.data_dir.display(), cluster = %cfg.cluster_name, "baton node serving"
+        data_dir = %cfg.data_dir.display(), cluster = %cfg.cluster_name,
+        worker_threads = tokio::runtime::Handle::current().metrics().num_workers(),
+        "baton node serving"
     );
     serving(&cfg);
     // Nagle off on every accepted connection. `Server::tcp_nodelay` only reaches sockets that

@@ -193,3 +193,38 @@ async fn a_principal_is_limited_over_all_its_client_ids_and_others_are_not() {
     let b1 = as_principal(&b).await;
     assert!(b1.claim("pr/b", "agent-b", TTL).await.is_ok());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runtime_threads_are_set_within_their_limit() {
+    let _serial = serial().await;
+    // Out of 1..=WORKER_THREADS_MAX: refused before the data dir is touched.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    for bad in ["0", "65"] {
+        let out = std::process::Command::new(common::node_bin())
+            .args(["--worker-threads", bad, "--data-dir"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", common::text(&out.stderr));
+        assert!(
+            common::text(&out.stderr).contains(&format!("--worker-threads {bad}: must be 1 to 64")),
+            "{}",
+            common::text(&out.stderr)
+        );
+        assert!(!data.exists(), "a refused start made {}", data.display());
+    }
+    // A cluster of one-thread nodes serves, and each node's runtime has that one thread.
+    let cluster = Cluster::start_with(3, &["--worker-threads", "1"]).await;
+    let client = cluster.client_of(1).await;
+    let claimed = client.claim("limits/threads", "agent", TTL).await;
+    assert!(claimed.is_ok(), "{claimed:?}");
+    for node in cluster.nodes.values() {
+        let log = std::fs::read_to_string(&node.log).unwrap();
+        let serving = log
+            .lines()
+            .find(|line| line.contains("baton node serving"))
+            .unwrap_or_else(|| panic!("node {} did not log its start: {log}", node.id));
+        assert!(serving.contains("worker_threads=1"), "{serving}");
+    }
+}

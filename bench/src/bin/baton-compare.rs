@@ -60,6 +60,13 @@ struct Args {
     /// Keep the data directory and logs (printed at the end).
     #[arg(long)]
     keep: bool,
+    /// Runtime threads of each baton node (`baton-node --worker-threads`); 0 leaves the
+    /// node's default of one per core [default: this machine's cores / 3, at least 1: the
+    /// three nodes share the cores, each gets its share]. etcd runs with its own defaults
+    /// (GOMAXPROCS = cores), with which it did better here than with GOMAXPROCS=1. A
+    /// --node-bin older than the flag needs 0.
+    #[arg(long)]
+    node_threads: Option<usize>,
 }
 
 #[derive(Debug, Serialize)]
@@ -72,6 +79,8 @@ struct Run {
 #[derive(Debug, Serialize)]
 struct Summary {
     runs_per_cell: usize,
+    /// Each baton node's `--worker-threads` (0: the node's default, one per core).
+    node_threads: usize,
     duration_s: f64,
     warmup_s: f64,
     ttl_ms: u128,
@@ -145,7 +154,15 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
     );
 
     let mut etcd = EtcdCluster::start(&etcd_bin, 3, dir.path())?;
-    let mut baton = BatonCluster::start(&node_bin, 3, dir.path())?;
+    let node_threads = args.node_threads.unwrap_or_else(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (cores / 3).max(1)
+    });
+    let threads_arg = match node_threads {
+        0 => vec![],
+        n => vec!["--worker-threads".to_owned(), n.to_string()],
+    };
+    let mut baton = BatonCluster::start_with(&node_bin, 3, dir.path(), &threads_arg, "warn")?;
     etcd.wait_healthy(Duration::from_secs(30)).await?;
     baton.wait_healthy(Duration::from_secs(30)).await?;
     eprintln!(
@@ -284,13 +301,19 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
 
     println!(
         "baton vs etcd {}: medians of {} runs each ({} s measured after {} s warm-up, TTL {} s), \
-         3 nodes each on loopback, fsync on, data in {}",
+         3 nodes each on loopback, fsync on, data in {}; each baton node runs {}, etcd its \
+         defaults",
         etcd_version(&etcd_bin),
         args.runs,
         args.duration.as_secs_f64(),
         args.warmup.as_secs_f64(),
         args.ttl.as_secs_f64(),
-        base.display()
+        base.display(),
+        match node_threads {
+            0 => "one runtime thread per core".to_owned(),
+            1 => "1 runtime thread".to_owned(),
+            n => format!("{n} runtime threads"),
+        }
     );
     println!(
         "c/s = full cycles (claim, renew, release) per second; ratio = baton/etcd (c/s: higher \
@@ -327,6 +350,7 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
     }
     let summary = Summary {
         runs_per_cell: args.runs,
+        node_threads,
         duration_s: args.duration.as_secs_f64(),
         warmup_s: args.warmup.as_secs_f64(),
         ttl_ms: args.ttl.as_millis(),
