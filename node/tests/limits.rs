@@ -1,5 +1,6 @@
 //! The per-client limits of a real node (issue 8): connections, watch streams per client
-//! address, writes per second per client id. Each refusal leaves others unaffected.
+//! address, writes per second per client id. Each refusal leaves others unaffected. And the
+//! bound on the node's runtime threads.
 
 mod common;
 
@@ -200,15 +201,17 @@ async fn the_runtime_threads_are_set_within_their_limit() {
     // Out of 1..=WORKER_THREADS_MAX: refused before the data dir is touched.
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    for bad in ["0", "65"] {
+    let max = baton_node::limits::WORKER_THREADS_MAX;
+    for bad in [0, max + 1] {
         let out = std::process::Command::new(common::node_bin())
-            .args(["--worker-threads", bad, "--data-dir"])
+            .args(["--worker-threads", &bad.to_string(), "--data-dir"])
             .arg(&data)
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(1), "{}", common::text(&out.stderr));
         assert!(
-            common::text(&out.stderr).contains(&format!("--worker-threads {bad}: must be 1 to 64")),
+            common::text(&out.stderr)
+                .contains(&format!("--worker-threads {bad}: must be 1 to {max}")),
             "{}",
             common::text(&out.stderr)
         );
