@@ -1,6 +1,6 @@
 //! The floor under a replicated write on this machine: one serial fsync (4 KiB write +
-//! fdatasync, in the directory the clusters keep their data in) and one loopback TCP round
-//! trip (a byte each way, no gRPC).
+//! fdatasync, in the directory the clusters keep their data in) and
+//! [`ROUND_TRIPS_PER_WRITE`] loopback TCP round trips (a byte each way, no gRPC).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -94,9 +94,19 @@ pub fn round_trip(rounds: u32) -> std::io::Result<RoundTrip> {
     })
 }
 
-/// baton's single-client claim p50 over (one fsync p50 + one round trip p50).
+/// Round trips no replicated write can do without: client to leader, leader to a follower
+/// (the fsyncs of leader and follower can overlap; the round trips cannot).
+pub const ROUND_TRIPS_PER_WRITE: u64 = 2;
+
+/// The floor in µs: one fsync p50 + [`ROUND_TRIPS_PER_WRITE`] round trip p50s (issue 22's
+/// definition; baton-compare before it used one round trip).
+pub fn floor_us(fsync: &Fsync, rtt: &RoundTrip) -> u64 {
+    fsync.p50_us + ROUND_TRIPS_PER_WRITE * rtt.p50_us
+}
+
+/// baton's single-client claim p50 over [`floor_us`].
 pub fn floor_ratio(claim_p50_us: f64, fsync: &Fsync, rtt: &RoundTrip) -> Option<f64> {
-    let floor = (fsync.p50_us + rtt.p50_us) as f64;
+    let floor = floor_us(fsync, rtt) as f64;
     (floor > 0.0).then(|| claim_p50_us / floor)
 }
 
@@ -123,7 +133,8 @@ mod tests {
             p50_us: 100,
             p99_us: 100,
         };
-        assert_eq!(floor_ratio(2500.0, &fake_f, &fake_r), Some(2.5));
+        assert_eq!(floor_us(&fake_f, &fake_r), 1100);
+        assert_eq!(floor_ratio(3300.0, &fake_f, &fake_r), Some(3.0));
         let zero_f = Fsync {
             p50_us: 0,
             ..fake_f

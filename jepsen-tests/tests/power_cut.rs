@@ -9,6 +9,10 @@
 //!
 //! One node, so that nothing is repaired from a peer: what it finds is what its own fsyncs
 //! kept. Needs root and FUSE (`/dev/fuse`, fuse3's `fusermount3`), as CI runs it.
+//!
+//! And three nodes, each on a power-cut disk of its own, for the leader that writes its log
+//! while its followers write theirs: a leader whose disk stalls still commits through its
+//! followers, and its power cut loses nothing it acknowledged.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -40,6 +44,18 @@ struct Node {
 
 impl Node {
     fn start(data_dir: &Path, addr: &str, log: &Path, chaos: Option<&Path>) -> Node {
+        Node::start_member(1, &format!("1={addr}"), data_dir, addr, log, chaos)
+    }
+
+    /// Node `id` of the cluster `initial` (`1=ADDR,2=ADDR,...`).
+    fn start_member(
+        id: u64,
+        initial: &str,
+        data_dir: &Path,
+        addr: &str,
+        log: &Path,
+        chaos: Option<&Path>,
+    ) -> Node {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -47,10 +63,10 @@ impl Node {
             .unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_baton-node-chaos"));
         command
-            .args(["--node-id", "1", "--listen", addr])
+            .args(["--node-id", &id.to_string(), "--listen", addr])
             .arg("--data-dir")
             .arg(data_dir)
-            .args(["--initial-cluster", &format!("1={addr}")])
+            .args(["--initial-cluster", initial])
             .env("RUST_LOG", "info,openraft=warn")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -294,4 +310,153 @@ async fn a_node_that_acknowledges_before_its_fsync_is_caught() {
         !found.lost.is_empty() || found.not_started.is_some(),
         "the canary lost nothing: the power-cut check is blind ({found:?})"
     );
+}
+
+/// Nodes of the stalled-leader test, each on a power-cut disk of its own.
+const STALL_NODES: u64 = 3;
+/// How long a claim may take while the leader's disk is stalled (its followers' are not).
+const STALL_ACK_MAX: Duration = Duration::from_secs(10);
+
+/// The leader writes its own log while its followers write theirs, and counts itself in a
+/// quorum only once its own fsync has returned (openraft 0.9.25 with baton's patch in
+/// `vendor/openraft`, what openraft 0.10 does). So a leader whose disk stops answering still
+/// commits through its two followers and keeps leading; and what it acknowledged that way is
+/// on the followers' disks, so its power cut, which takes back every write it had not
+/// synced, loses none of it. Without the patch the leader's Raft loop waits for its own fsync
+/// before it sends the entry: nothing commits, its heartbeats stop, and a follower takes over
+/// in a new term, which this test refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_disk_stalls_commits_through_its_followers_and_its_power_cut_loses_nothing()
+{
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "/dev/fuse is missing: this test needs FUSE (run as root; apt-get install -y fuse3)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<u64> = (1..=STALL_NODES).collect();
+    let addrs: Vec<String> = ids
+        .iter()
+        .map(|_| format!("127.0.0.1:{}", port()))
+        .collect();
+    let initial = ids
+        .iter()
+        .zip(&addrs)
+        .map(|(id, addr)| format!("{id}={addr}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let path = |what: &str, id: u64| dir.path().join(format!("{what}{id}"));
+    let mut disks: Vec<Option<PowerFs>> = ids
+        .iter()
+        .map(|&id| Some(PowerFs::mount(&path("disk", id), &path("mnt", id)).unwrap()))
+        .collect();
+    let start = |id: u64| {
+        let chaos = path("chaos", id);
+        if !chaos.exists() {
+            std::fs::write(&chaos, "").unwrap();
+        }
+        Node::start_member(
+            id,
+            &initial,
+            &path("mnt", id).join("data"),
+            &addrs[id as usize - 1],
+            &path("log", id),
+            Some(&chaos),
+        )
+    };
+    let mut nodes: Vec<Node> = ids.iter().map(|&id| start(id)).collect();
+    let c = Client::connect(ClientConfig {
+        retry_deadline: Duration::from_secs(5),
+        ..ClientConfig::with_endpoints(addrs.clone())
+    })
+    .await
+    .unwrap();
+    let logs = || {
+        ids.iter()
+            .map(|&id| std::fs::read_to_string(path("log", id)).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    };
+    let deadline = Instant::now() + RECOVERY_MAX;
+    while c
+        .probe("stall/ready", ReadMode::Linearizable)
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "no leader:\n{}", logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let before = c.cluster_status().await.unwrap();
+    let leader = before.leader_id.expect("a leader answered");
+    let l = leader as usize - 1;
+
+    // The leader's disk stops answering: its flusher holds its fsyncs.
+    std::fs::write(path("chaos", leader), "stall_fsync=1\n").unwrap();
+    tokio::time::sleep(3 * baton_node::chaos::CHAOS_POLL_INTERVAL).await;
+    let claimed = tokio::time::timeout(
+        STALL_ACK_MAX,
+        c.claim("stall/task", "stall-agent", Duration::from_secs(3600)),
+    )
+    .await;
+    let Ok(Ok(ClaimOutcome::Granted(granted))) = claimed else {
+        panic!(
+            "no grant while the leader's disk stalled: {claimed:?}\n{}",
+            logs()
+        );
+    };
+    let after = c.cluster_status().await.unwrap();
+    assert_eq!(
+        (after.leader_id, after.term),
+        (Some(leader), before.term),
+        "the leader lost its leadership while its disk stalled"
+    );
+
+    // Its power goes: every write it had not synced is taken back, the grant's entry too.
+    nodes[l].kill();
+    let lost = disks[l].take().unwrap().cut(Loss::All);
+    assert_eq!(
+        lost.failed, 0,
+        "an undo failed, so the model kept unsynced state"
+    );
+    assert!(
+        lost.writes > 0 && lost.bytes > 0,
+        "the cut took nothing back: the leader's disk was not stalled ({lost:?})"
+    );
+    disks[l] = Some(PowerFs::mount(&path("disk", leader), &path("mnt", leader)).unwrap());
+    std::fs::write(path("chaos", leader), "").unwrap();
+    nodes[l] = start(leader);
+
+    // The grant is there, with its token and holder, on the cluster and on the old leader,
+    // which gets it back from its peers.
+    let holds = |probe: &baton_client::Probe| {
+        probe
+            .lease
+            .as_ref()
+            .map(|lease| (lease.token, lease.holder_name.clone()))
+            == Some((granted.lease.token, "stall-agent".to_owned()))
+    };
+    let on_old_leader = Client::connect(ClientConfig {
+        retry_deadline: Duration::from_secs(1),
+        ..ClientConfig::with_endpoints([addrs[l].clone()])
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + RECOVERY_MAX;
+    loop {
+        let quorum = c.probe("stall/task", ReadMode::Linearizable).await;
+        let local = on_old_leader.probe("stall/task", ReadMode::Stale).await;
+        if let (Ok(quorum), Ok(local)) = (&quorum, &local) {
+            assert!(holds(quorum), "the acknowledged grant is lost: {quorum:?}");
+            if holds(local) {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the old leader did not get the grant back: {quorum:?} / {local:?}\n{}",
+            logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(nodes);
+    drop(disks);
 }

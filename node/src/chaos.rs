@@ -10,6 +10,9 @@
 //!   machines, so delay is injected at the transport instead).
 //! - `skip_fsync=1`: the log flusher acknowledges appends after sled's flush without the
 //!   `fdatasync` that makes them durable: the bug the power-cut test must catch (its canary).
+//! - `stall_fsync=1`: the log flusher holds its next round (its `fdatasync`s) until the line
+//!   is gone: a disk that stops answering, on this node only. Writes still reach the page
+//!   cache; they are durable on this node only once the stall ends.
 //! - `skip_read_index=1`: a node that believes it leads answers linearizable reads from its
 //!   local state, without the read-index round that confirms it still leads: the stale-read
 //!   bug the chaos suite's `read-canary` must catch.
@@ -40,6 +43,16 @@ pub fn skip_fsync() -> bool {
     #[cfg(feature = "chaos")]
     if let Some(knobs) = imp::knobs() {
         return knobs.skip_fsync();
+    }
+    false
+}
+
+/// Whether the log flusher holds its round (a stalled disk on this node); never without the
+/// feature and the control file.
+pub fn stall_fsync() -> bool {
+    #[cfg(feature = "chaos")]
+    if let Some(knobs) = imp::knobs() {
+        return knobs.stall_fsync();
     }
     false
 }
@@ -82,11 +95,16 @@ mod imp {
         seed: AtomicU64,
         skip_fsync: AtomicU64,
         skip_read_index: AtomicU64,
+        stall_fsync: AtomicU64,
     }
 
     impl Knobs {
         pub fn skip_fsync(&self) -> bool {
             self.skip_fsync.load(Ordering::Relaxed) != 0
+        }
+
+        pub fn stall_fsync(&self) -> bool {
+            self.stall_fsync.load(Ordering::Relaxed) != 0
         }
 
         pub fn skip_read_index(&self) -> bool {
@@ -116,7 +134,8 @@ mod imp {
 
         fn load(&self, text: &str) {
             let mut rate: f64 = 1.0;
-            let (mut delay, mut jitter, mut skip_fsync, mut skip_read_index) = (0, 0, 0, 0);
+            let (mut delay, mut jitter, mut skip_fsync, mut skip_read_index, mut stall_fsync) =
+                (0, 0, 0, 0, 0);
             for line in text.lines() {
                 let Some((k, v)) = line.split_once('=') else {
                     continue;
@@ -127,6 +146,7 @@ mod imp {
                     "raft_jitter_ms" => jitter = v.trim().parse().unwrap_or(0),
                     "skip_fsync" => skip_fsync = v.trim().parse().unwrap_or(0),
                     "skip_read_index" => skip_read_index = v.trim().parse().unwrap_or(0),
+                    "stall_fsync" => stall_fsync = v.trim().parse().unwrap_or(0),
                     _ => {}
                 }
             }
@@ -139,6 +159,7 @@ mod imp {
             self.skip_fsync.store(skip_fsync, Ordering::Relaxed);
             self.skip_read_index
                 .store(skip_read_index, Ordering::Relaxed);
+            self.stall_fsync.store(stall_fsync, Ordering::Relaxed);
         }
     }
 
@@ -156,6 +177,7 @@ mod imp {
                 seed: AtomicU64::new(u64::from(std::process::id()) * 0x9E37_79B9),
                 skip_fsync: AtomicU64::new(0),
                 skip_read_index: AtomicU64::new(0),
+                stall_fsync: AtomicU64::new(0),
             }));
             if let Ok(text) = std::fs::read_to_string(&path) {
                 knobs.load(&text);
@@ -222,6 +244,7 @@ mod imp {
                 seed: AtomicU64::new(7),
                 skip_fsync: AtomicU64::new(0),
                 skip_read_index: AtomicU64::new(0),
+                stall_fsync: AtomicU64::new(0),
             };
             k.load("clock_rate=1.5\nraft_delay_ms=40\nraft_jitter_ms=0\n");
             assert_eq!(k.rate(), 1.5);
@@ -252,6 +275,7 @@ mod imp {
                 seed: AtomicU64::new(7),
                 skip_fsync: AtomicU64::new(0),
                 skip_read_index: AtomicU64::new(0),
+                stall_fsync: AtomicU64::new(0),
             }));
             let clock = SkewedClock::new(k);
             let (r0, v0) = (Instant::now(), clock.now());

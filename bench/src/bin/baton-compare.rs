@@ -1,7 +1,7 @@
 //! `baton-compare`: the `baton bench` workload against a fresh 3-node baton cluster and a
 //! fresh 3-node etcd 3.4 cluster on loopback, interleaved run by run, as one table of
 //! medians with the ratio baton/etcd per cell, each system's CPU seconds, and the floor
-//! (serial fsync + loopback round trip) under baton's single-client claim latency.
+//! (serial fsync + two loopback round trips) under baton's single-client claim latency.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -274,7 +274,7 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
         .map(|(_, _, run)| run.report.latency_us.claim.p50 as f64)
         .collect();
     let single_p50 = median(&single);
-    let floor_us = fsync.p50_us + rtt.p50_us;
+    let floor_us = floor::floor_us(&fsync, &rtt);
     let over_floor = single_p50.and_then(|p50| floor::floor_ratio(p50, &fsync, &rtt));
     let median_of =
         |f: fn(&FlushBreakdown) -> f64| median(&single_flushes.iter().map(f).collect::<Vec<_>>());
@@ -337,12 +337,13 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
     );
     println!(
         "floor: serial fsync (4 KiB + fdatasync) p50 {} us ({:.0}/s), loopback TCP rtt p50 {} us; \
-         baton 1-client claim p50 {} us = {} x (fsync + rtt = {} us)",
+         baton 1-client claim p50 {} us = {} x the floor (fsync + {} round trips = {} us)",
         fsync.p50_us,
         fsync.per_s,
         rtt.p50_us,
         single_p50.map_or("-".to_owned(), |v| format!("{v:.0}")),
         over_floor.map_or("-".to_owned(), |v| format!("{v:.2}")),
+        floor::ROUND_TRIPS_PER_WRITE,
         floor_us
     );
     if let Some(breakdown) = &breakdown {

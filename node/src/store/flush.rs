@@ -61,6 +61,10 @@ impl Flusher {
             .spawn(move || {
                 // Ends when every Flusher handle is dropped.
                 while let Ok(first) = rx.recv() {
+                    // A stalled disk (test builds only): the round waits until it answers.
+                    while crate::chaos::stall_fsync() {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
                     let mut batch = vec![first];
                     batch.extend(rx.try_iter());
                     let started = std::time::Instant::now();
