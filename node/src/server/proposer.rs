@@ -3,7 +3,8 @@
 //! openraft 0.9 appends each `client_write` as its own entry; unpatched, it also waited for
 //! that append's fsync before taking the next, so one entry per request capped a leader at one
 //! request per fsync (baton's patch, `vendor/README.md`, lets the leader go on meanwhile, but
-//! every entry still costs a flush round and a replication message). The proposer keeps at most `PROPOSALS_IN_FLIGHT_MAX` entries in flight; commands
+//! every entry still costs a flush round and a replication message). The proposer keeps at
+//! most `PROPOSALS_IN_FLIGHT_MAX` entries in flight; commands
 //! that arrive meanwhile wait and go together in the next entry (up to
 //! `PROPOSAL_COMMANDS_MAX` commands or `PROPOSAL_BYTES_MAX` bytes). An idle leader proposes a
 //! lone command at once, so batching adds no wait when there is nothing to batch.
