@@ -434,12 +434,7 @@ async fn a_leader_whose_disk_stalls_commits_through_its_followers_and_its_power_
             .map(|lease| (lease.token, lease.holder_name.clone()))
             == Some((granted.lease.token, "stall-agent".to_owned()))
     };
-    let on_old_leader = Client::connect(ClientConfig {
-        retry_deadline: Duration::from_secs(1),
-        ..ClientConfig::with_endpoints([addrs[l].clone()])
-    })
-    .await
-    .unwrap();
+    let on_old_leader = client(&addrs[l]).await;
     let deadline = Instant::now() + RECOVERY_MAX;
     loop {
         let quorum = c.probe("stall/task", ReadMode::Linearizable).await;
