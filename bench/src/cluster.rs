@@ -140,6 +140,11 @@ pub fn stat_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// Times [`EtcdCluster::start_healthy`] starts a cluster afresh when one does not come up:
+/// its ports come from [`free_port`], released before etcd binds them, so another process
+/// can take one in between and a member exits at start.
+pub const ETCD_START_ATTEMPTS: usize = 3;
+
 /// A local etcd cluster.
 #[derive(Debug)]
 pub struct EtcdCluster {
@@ -196,6 +201,35 @@ impl EtcdCluster {
             endpoints,
             logs,
         })
+    }
+
+    /// [`EtcdCluster::start`] then [`EtcdCluster::wait_healthy`], up to
+    /// [`ETCD_START_ATTEMPTS`] times, each with fresh ports and data under `dir/try-N`; the
+    /// last attempt's error if none came up.
+    pub async fn start_healthy(
+        etcd_bin: &Path,
+        members: usize,
+        dir: &Path,
+        timeout: Duration,
+    ) -> anyhow::Result<EtcdCluster> {
+        let mut attempt = 1;
+        loop {
+            let try_dir = dir.join(format!("try-{attempt}"));
+            std::fs::create_dir_all(&try_dir)?;
+            let started = EtcdCluster::start(etcd_bin, members, &try_dir);
+            let result = match started {
+                Ok(mut etcd) => etcd.wait_healthy(timeout).await.map(|()| etcd),
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(etcd) => return Ok(etcd),
+                Err(e) if attempt >= ETCD_START_ATTEMPTS => return Err(e),
+                Err(e) => {
+                    eprintln!("etcd attempt {attempt} did not come up, starting afresh: {e:#}")
+                }
+            }
+            attempt += 1;
+        }
     }
 
     /// Waits until every member answers Status and they agree on a leader, then puts the

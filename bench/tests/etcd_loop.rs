@@ -36,8 +36,9 @@ async fn etcd_loop() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut etcd = EtcdCluster::start(&etcd_bin, 3, dir.path()).unwrap();
-    etcd.wait_healthy(Duration::from_secs(15)).await.unwrap();
+    let mut etcd = EtcdCluster::start_healthy(&etcd_bin, 3, dir.path(), Duration::from_secs(15))
+        .await
+        .unwrap();
 
     let prefix = "test/etcd-loop/";
     let config = BenchConfig {
@@ -109,8 +110,9 @@ async fn wire_format() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut etcd = EtcdCluster::start(&etcd_bin, 1, dir.path()).unwrap();
-    etcd.wait_healthy(Duration::from_secs(15)).await.unwrap();
+    let mut etcd = EtcdCluster::start_healthy(&etcd_bin, 1, dir.path(), Duration::from_secs(15))
+        .await
+        .unwrap();
     let channel = baton_bench::etcd::connect(&etcd.endpoints[0], Duration::from_secs(5))
         .await
         .unwrap();

@@ -153,7 +153,8 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
         fsync.p50_us, fsync.per_s, rtt.p50_us
     );
 
-    let mut etcd = EtcdCluster::start(&etcd_bin, 3, dir.path())?;
+    let mut etcd =
+        EtcdCluster::start_healthy(&etcd_bin, 3, dir.path(), Duration::from_secs(30)).await?;
     let node_threads = args.node_threads.unwrap_or_else(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         (cores / 3).max(1)
@@ -163,7 +164,6 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
         n => vec!["--worker-threads".to_owned(), n.to_string()],
     };
     let mut baton = BatonCluster::start_with(&node_bin, 3, dir.path(), &threads_arg, "warn")?;
-    etcd.wait_healthy(Duration::from_secs(30)).await?;
     baton.wait_healthy(Duration::from_secs(30)).await?;
     eprintln!(
         "etcd {:?} (leader first) and baton {:?} are up",
