@@ -417,6 +417,21 @@ pub fn find_etcd() -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// For tests that need etcd: [`find_etcd`]'s path; `None` (after saying SKIPPING on stderr)
+/// only when `BATON_BENCH_SKIP_ETCD=1` asks to skip on purpose. Panics when etcd is missing
+/// otherwise, so that a machine without it fails the test instead of passing it unseen.
+pub fn etcd_for_test() -> Option<PathBuf> {
+    if let Some(etcd) = find_etcd() {
+        return Some(etcd);
+    }
+    eprintln!("SKIPPING: etcd is not on PATH (apt-get install -y etcd-server)");
+    assert!(
+        std::env::var("BATON_BENCH_SKIP_ETCD").is_ok_and(|v| v == "1"),
+        "etcd is not on PATH (or BATON_BENCH_ETCD); set BATON_BENCH_SKIP_ETCD=1 to skip on purpose"
+    );
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

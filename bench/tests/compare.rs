@@ -7,18 +7,12 @@
 
 use std::process::Command;
 
-use baton_bench::cluster::find_etcd;
+use baton_bench::cluster::etcd_for_test;
 use baton_bench::metrics::FLUSHES_ON_A_WRITES_PATH;
 
 #[test]
 fn a_tiny_comparison_reports_both_systems_and_where_the_single_client_claim_goes() {
-    if find_etcd().is_none() {
-        let skip = std::env::var("BATON_BENCH_SKIP_ETCD").is_ok_and(|v| v == "1");
-        eprintln!("SKIPPING: etcd is not on PATH (apt-get install -y etcd-server)");
-        assert!(
-            skip,
-            "etcd is not on PATH; set BATON_BENCH_SKIP_ETCD=1 to skip on purpose"
-        );
+    if etcd_for_test().is_none() {
         return;
     }
     let compare = env!("CARGO_BIN_EXE_baton-compare");

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use baton_bench::cluster::{find_etcd, EtcdCluster};
+use baton_bench::cluster::{etcd_for_test, EtcdCluster};
 use baton_client::BenchConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -23,16 +23,7 @@ async fn within_limit(test: impl std::future::Future<Output = ()>) {
 
 async fn etcd_loop() {
     let started = Instant::now();
-    let Some(etcd_bin) = find_etcd() else {
-        let skip = std::env::var("BATON_BENCH_SKIP_ETCD").is_ok_and(|v| v == "1");
-        eprintln!(
-            "SKIPPING the etcd integration test: etcd is not on PATH (apt-get install -y \
-             etcd-server); set BATON_BENCH_SKIP_ETCD=1 to skip it on purpose"
-        );
-        assert!(
-            skip,
-            "etcd is missing and BATON_BENCH_SKIP_ETCD=1 is not set"
-        );
+    let Some(etcd_bin) = etcd_for_test() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -100,13 +91,7 @@ async fn wire_format() {
     use baton_bench::pb::etcdserverpb::response_op::Response;
     use baton_bench::pb::etcdserverpb::*;
 
-    let Some(etcd_bin) = find_etcd() else {
-        let skip = std::env::var("BATON_BENCH_SKIP_ETCD").is_ok_and(|v| v == "1");
-        eprintln!("SKIPPING: etcd is not on PATH (apt-get install -y etcd-server)");
-        assert!(
-            skip,
-            "etcd is missing and BATON_BENCH_SKIP_ETCD=1 is not set"
-        );
+    let Some(etcd_bin) = etcd_for_test() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

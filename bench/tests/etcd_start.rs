@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use baton_bench::cluster::{find_etcd, EtcdCluster, ETCD_START_ATTEMPTS};
+use baton_bench::cluster::{etcd_for_test, EtcdCluster, ETCD_START_ATTEMPTS};
 
 /// Writes an executable script `etcd-wrapper` into `dir`: its first `failures` runs exit with
 /// status 3 at once, later runs exec `etcd` (when given) with the same arguments.
@@ -38,13 +38,7 @@ fn runs(dir: &Path) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_that_exits_at_its_first_start_is_started_afresh_and_serves() {
-    let Some(etcd_bin) = find_etcd() else {
-        let skip = std::env::var("BATON_BENCH_SKIP_ETCD").is_ok_and(|v| v == "1");
-        eprintln!("SKIPPING: etcd is not on PATH (apt-get install -y etcd-server)");
-        assert!(
-            skip,
-            "etcd is missing and BATON_BENCH_SKIP_ETCD=1 is not set"
-        );
+    let Some(etcd_bin) = etcd_for_test() else {
         return;
     };
     let bin_dir = tempfile::tempdir().unwrap();
