@@ -10,6 +10,9 @@
 //! One node, so that nothing is repaired from a peer: what it finds is what its own fsyncs
 //! kept. Needs root and FUSE (`/dev/fuse`, fuse3's `fusermount3`), as CI runs it.
 //!
+//! A disk whose fsync fails (EIO, the `fail_fsync` chaos knob): the node stops with the cause
+//! instead of serving on a state it cannot keep.
+//!
 //! And three nodes, each on a power-cut disk of its own, for the leader that writes its log
 //! while its followers write theirs: a leader whose disk stalls still commits through its
 //! followers, and its power cut loses nothing it acknowledged.
@@ -454,4 +457,64 @@ async fn a_leader_whose_disk_stalls_commits_through_its_followers_and_its_power_
     }
     drop(nodes);
     drop(disks);
+}
+
+/// A disk whose `fdatasync` fails (EIO): the node must stop, non-zero and saying why, never
+/// retrying the failed sync (after an fsync error Linux may drop the dirty pages, and a
+/// retry succeeds without them) and never serving on from a frozen state (issue 35, finding
+/// 2: openraft stopped its core, and the process went on answering reads, `/readyz` 200). A
+/// restart on a sound disk serves what is on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_fsync_stops_the_node_with_its_cause() {
+    const EXIT_WITHIN: Duration = Duration::from_secs(15);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("node.log");
+    let chaos = dir.path().join("chaos");
+    std::fs::write(&chaos, "").unwrap();
+    let data_dir = dir.path().join("node1");
+    let addr = format!("127.0.0.1:{}", port());
+    let ttl = Duration::from_secs(600);
+    let mut node = Node::start(&data_dir, &addr, &log, Some(&chaos));
+    let c = client(&addr).await;
+    serving(&mut node, &c, &log).await.unwrap();
+    let before = c.claim("eio/before", "agent", ttl).await.unwrap();
+    assert!(matches!(before, ClaimOutcome::Granted(_)), "{before:?}");
+
+    std::fs::write(&chaos, "fail_fsync=1\n").unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let during = c.claim("eio/during", "agent", ttl).await;
+    assert!(
+        !matches!(during, Ok(ClaimOutcome::Granted(_))),
+        "a claim was granted on a disk whose fsync fails: {during:?}"
+    );
+    let deadline = Instant::now() + EXIT_WITHIN;
+    let status = loop {
+        if let Some(status) = node.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the node still runs {EXIT_WITHIN:?} after its fsync failed:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let said = std::fs::read_to_string(&log).unwrap();
+    let last_words = said.lines().rev().take(5).collect::<Vec<_>>().join("\n");
+    assert_eq!(status.code(), Some(1), "{last_words}");
+    assert!(
+        last_words.contains("storage failed") && last_words.contains("os error 5"),
+        "the node does not say why it stopped:\n{last_words}"
+    );
+
+    // A sound disk again: the node starts and serves what it had acknowledged.
+    std::fs::write(&chaos, "").unwrap();
+    let mut node = Node::start(&data_dir, &addr, &log, Some(&chaos));
+    serving(&mut node, &c, &log).await.unwrap();
+    let probe = c.probe("eio/before", ReadMode::Linearizable).await.unwrap();
+    assert_eq!(
+        probe.lease.map(|l| l.holder_name).as_deref(),
+        Some("agent"),
+        "the grant acknowledged before the failure"
+    );
 }

@@ -17,7 +17,7 @@ use crate::limits::{ADMIN_ANSWER_BYTES_MAX, READY_APPLY_LAG_MAX};
 use crate::metrics::{Metrics, TableCounts};
 use crate::peers::PeerBook;
 use crate::raft_types::{NodeId, Raft};
-use crate::store::StateMachine;
+use crate::store::{RepairWatch, StateMachine};
 
 /// Why `http_get` got no answer.
 #[derive(Debug, thiserror::Error)]
@@ -110,13 +110,27 @@ pub enum NotReady {
     ApplyLag { applied: u64, last: u64 },
     #[error("this node reaches no majority of the voters over TLS")]
     CutOff,
+    #[error(
+        "this node's log was damaged (index {index}); the leader is refilling it: on disk \
+         through {durable:?} of {through}"
+    )]
+    Repairing {
+        index: u64,
+        through: u64,
+        durable: Option<u64>,
+    },
 }
 
 /// Whether this node should receive traffic, and if not, why: it must be a voter or learner
 /// of the membership it knows, known by the cluster as the data dir it runs on (`peers`,
 /// `incarnation`), follow a leader, and have applied its log to within
 /// [`READY_APPLY_LAG_MAX`].
-pub fn readiness(raft: &Raft, peers: &PeerBook, incarnation: u64) -> Result<(), NotReady> {
+pub fn readiness(
+    raft: &Raft,
+    peers: &PeerBook,
+    incarnation: u64,
+    repair: &RepairWatch,
+) -> Result<(), NotReady> {
     let rm = raft.metrics().borrow().clone();
     let membership = rm.membership_config.membership();
     if membership.nodes().next().is_none() {
@@ -132,6 +146,13 @@ pub fn readiness(raft: &Raft, peers: &PeerBook, incarnation: u64) -> Result<(), 
             node_id: rm.id,
             known,
             mine: incarnation,
+        });
+    }
+    if let Some(pending) = repair.pending() {
+        return Err(NotReady::Repairing {
+            index: pending.index,
+            through: pending.through,
+            durable: repair.durable(),
         });
     }
     if rm.current_leader.is_none() {
@@ -153,6 +174,7 @@ struct Admin {
     peers: Arc<PeerBook>,
     /// This node's data dir incarnation (`crate::peers`).
     incarnation: u64,
+    repair: RepairWatch,
 }
 
 /// What the admin port serves from: the node's Raft, state, metrics and peer book.
@@ -162,6 +184,7 @@ pub struct AdminState {
     pub metrics: Arc<Metrics>,
     pub peers: Arc<PeerBook>,
     pub incarnation: u64,
+    pub repair: RepairWatch,
 }
 
 async fn healthz() -> &'static str {
@@ -188,7 +211,7 @@ async fn readyz(State(a): State<Admin>) -> impl IntoResponse {
             .count();
         voters.len() - unreachable <= voters.len() / 2
     };
-    let ready = match readiness(&a.raft, &a.peers, a.incarnation) {
+    let ready = match readiness(&a.raft, &a.peers, a.incarnation, &a.repair) {
         Ok(()) if cut_off => Err(NotReady::CutOff),
         other => other,
     };
@@ -229,6 +252,7 @@ pub async fn serve(
         metrics,
         peers,
         incarnation,
+        repair,
     } = state;
     let app = Router::new()
         .route("/healthz", get(healthz))
@@ -240,6 +264,7 @@ pub async fn serve(
             metrics,
             peers,
             incarnation,
+            repair,
         });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {

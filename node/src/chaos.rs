@@ -13,6 +13,11 @@
 //! - `stall_fsync=1`: the log flusher holds its next round (its `fdatasync`s) until the line
 //!   is gone: a disk that stops answering, on this node only. Writes still reach the page
 //!   cache; they are durable on this node only once the stall ends.
+//! - `fail_fsync=1`: the log flusher's `fdatasync`s fail with EIO, as a failing disk's do:
+//!   the node must stop with the cause, not serve on (`store::flush`).
+//! - `trust_damaged_log=1`: opening the log takes damage before its durable end for a
+//!   crash's torn tail and cuts it silently, as baton did before data format 7: the bug the
+//!   chaos suite's `corrupt` fault must catch (its canary). Read at the node's start.
 //! - `skip_read_index=1`: a node that believes it leads answers linearizable reads from its
 //!   local state, without the read-index round that confirms it still leads: the stale-read
 //!   bug the chaos suite's `read-canary` must catch.
@@ -57,6 +62,26 @@ pub fn stall_fsync() -> bool {
     false
 }
 
+/// Whether the log flusher's syncs fail with EIO (a failing disk); never without the feature
+/// and the control file.
+pub fn fail_fsync() -> bool {
+    #[cfg(feature = "chaos")]
+    if let Some(knobs) = imp::knobs() {
+        return knobs.flag(imp::Flag::FailFsync);
+    }
+    false
+}
+
+/// Whether opening the log cuts damage silently, as before data format 7 (the `corrupt`
+/// canary); never without the feature and the control file.
+pub fn trust_damaged_log() -> bool {
+    #[cfg(feature = "chaos")]
+    if let Some(knobs) = imp::knobs() {
+        return knobs.flag(imp::Flag::TrustDamagedLog);
+    }
+    false
+}
+
 /// Whether a node that believes it leads skips the read-index round of linearizable reads
 /// (the stale-read canary); never without the feature and the control file.
 pub fn skip_read_index() -> bool {
@@ -96,9 +121,35 @@ mod imp {
         skip_fsync: AtomicU64,
         skip_read_index: AtomicU64,
         stall_fsync: AtomicU64,
+        /// The on/off knobs added since, by [`Flag`] bit.
+        flags: AtomicU64,
+    }
+
+    /// On/off knobs, each a bit of `Knobs::flags`.
+    #[derive(Clone, Copy)]
+    pub enum Flag {
+        FailFsync = 1,
+        TrustDamagedLog = 2,
     }
 
     impl Knobs {
+        fn new(seed: u64) -> Knobs {
+            Knobs {
+                rate_bits: AtomicU64::new(f64::to_bits(1.0)),
+                delay_ms: AtomicU64::new(0),
+                jitter_ms: AtomicU64::new(0),
+                seed: AtomicU64::new(seed),
+                skip_fsync: AtomicU64::new(0),
+                skip_read_index: AtomicU64::new(0),
+                stall_fsync: AtomicU64::new(0),
+                flags: AtomicU64::new(0),
+            }
+        }
+
+        pub fn flag(&self, flag: Flag) -> bool {
+            self.flags.load(Ordering::Relaxed) & flag as u64 != 0
+        }
+
         pub fn skip_fsync(&self) -> bool {
             self.skip_fsync.load(Ordering::Relaxed) != 0
         }
@@ -136,6 +187,7 @@ mod imp {
             let mut rate: f64 = 1.0;
             let (mut delay, mut jitter, mut skip_fsync, mut skip_read_index, mut stall_fsync) =
                 (0, 0, 0, 0, 0);
+            let mut flags = 0u64;
             for line in text.lines() {
                 let Some((k, v)) = line.split_once('=') else {
                     continue;
@@ -147,6 +199,8 @@ mod imp {
                     "skip_fsync" => skip_fsync = v.trim().parse().unwrap_or(0),
                     "skip_read_index" => skip_read_index = v.trim().parse().unwrap_or(0),
                     "stall_fsync" => stall_fsync = v.trim().parse().unwrap_or(0),
+                    "fail_fsync" if v.trim() == "1" => flags |= Flag::FailFsync as u64,
+                    "trust_damaged_log" if v.trim() == "1" => flags |= Flag::TrustDamagedLog as u64,
                     _ => {}
                 }
             }
@@ -160,6 +214,7 @@ mod imp {
             self.skip_read_index
                 .store(skip_read_index, Ordering::Relaxed);
             self.stall_fsync.store(stall_fsync, Ordering::Relaxed);
+            self.flags.store(flags, Ordering::Relaxed);
         }
     }
 
@@ -170,15 +225,9 @@ mod imp {
     pub fn knobs() -> Option<&'static Knobs> {
         *KNOBS.get_or_init(|| {
             let path = std::env::var_os("BATON_CHAOS_FILE")?;
-            let knobs: &'static Knobs = Box::leak(Box::new(Knobs {
-                rate_bits: AtomicU64::new(f64::to_bits(1.0)),
-                delay_ms: AtomicU64::new(0),
-                jitter_ms: AtomicU64::new(0),
-                seed: AtomicU64::new(u64::from(std::process::id()) * 0x9E37_79B9),
-                skip_fsync: AtomicU64::new(0),
-                skip_read_index: AtomicU64::new(0),
-                stall_fsync: AtomicU64::new(0),
-            }));
+            let knobs: &'static Knobs = Box::leak(Box::new(Knobs::new(
+                u64::from(std::process::id()) * 0x9E37_79B9,
+            )));
             if let Ok(text) = std::fs::read_to_string(&path) {
                 knobs.load(&text);
             }
@@ -237,15 +286,7 @@ mod imp {
 
         #[test]
         fn knobs_parse_the_control_file_and_ignore_nonsense() {
-            let k = Knobs {
-                rate_bits: AtomicU64::new(f64::to_bits(1.0)),
-                delay_ms: AtomicU64::new(0),
-                jitter_ms: AtomicU64::new(0),
-                seed: AtomicU64::new(7),
-                skip_fsync: AtomicU64::new(0),
-                skip_read_index: AtomicU64::new(0),
-                stall_fsync: AtomicU64::new(0),
-            };
+            let k = Knobs::new(7);
             k.load("clock_rate=1.5\nraft_delay_ms=40\nraft_jitter_ms=0\n");
             assert_eq!(k.rate(), 1.5);
             assert_eq!(k.raft_delay(), Duration::from_millis(40));
@@ -255,6 +296,11 @@ mod imp {
             assert!(!k.skip_read_index());
             k.load("skip_read_index=1");
             assert!(k.skip_read_index() && !k.skip_fsync());
+            assert!(!k.flag(Flag::FailFsync));
+            k.load("fail_fsync=1\ntrust_damaged_log=1");
+            assert!(k.flag(Flag::FailFsync) && k.flag(Flag::TrustDamagedLog));
+            k.load("trust_damaged_log=1");
+            assert!(!k.flag(Flag::FailFsync) && k.flag(Flag::TrustDamagedLog));
             assert_eq!(k.rate(), 1.0, "a knob not given is back to its default");
             k.load("clock_rate=-3\nnoise\n");
             assert_eq!(k.rate(), 1.0);
@@ -268,15 +314,8 @@ mod imp {
 
         #[test]
         fn a_fast_clock_runs_ahead_and_stays_monotonic_across_rate_changes() {
-            let k: &'static Knobs = Box::leak(Box::new(Knobs {
-                rate_bits: AtomicU64::new(f64::to_bits(2.0)),
-                delay_ms: AtomicU64::new(0),
-                jitter_ms: AtomicU64::new(0),
-                seed: AtomicU64::new(7),
-                skip_fsync: AtomicU64::new(0),
-                skip_read_index: AtomicU64::new(0),
-                stall_fsync: AtomicU64::new(0),
-            }));
+            let k: &'static Knobs = Box::leak(Box::new(Knobs::new(7)));
+            k.rate_bits.store(f64::to_bits(2.0), Ordering::Relaxed);
             let clock = SkewedClock::new(k);
             let (r0, v0) = (Instant::now(), clock.now());
             std::thread::sleep(Duration::from_millis(50));

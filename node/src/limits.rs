@@ -82,6 +82,24 @@ pub const SLED_CACHE_BYTES: u64 = 8 * 1024 * 1024;
 /// itself. 8 MiB holds ~25,000 entries of one claim; zeroing one takes tens of milliseconds,
 /// done in the background (and once at a new node's start).
 pub const SEGMENT_BYTES: u64 = 8 * 1024 * 1024;
+/// How long the log flusher waits without a request before it writes the log's mark (how far
+/// the log is durable: `store::segments`) and syncs it. Bounds how much of a busy log's tail
+/// a crash leaves unvouched (a damaged record there is taken for a torn tail); off every
+/// write's path, one `fdatasync` per idle spell.
+pub const MARK_IDLE: std::time::Duration = std::time::Duration::from_millis(200);
+/// Opening a damaged log reads on past the damage for whole records of an index at most this
+/// far beyond it (and marks): a bound that keeps random bytes from being checksummed.
+pub const MARK_SCAN_SPAN: u64 = 1 << 32;
+/// How often a node whose damaged log waits for its repair checks whether the leader has
+/// refilled it (then it campaigns again), and how often it says that it still waits.
+pub const REPAIR_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+pub const REPAIR_NAG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long, and for how many requests at most, the leader remembers a claim it refused from
+/// a read (no log entry), so that a copy of the same request (a proxy's or a retry policy's
+/// replay) gets the same refusal instead of a grant (`server::read_answers`). About 300 bytes
+/// each: 15 MB at most.
+pub const READ_ANSWERS_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+pub const READ_ANSWERS_MAX: usize = 50_000;
 
 // ---------------------------------------------------------------------------------------
 // Membership, joining, backups.

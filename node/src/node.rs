@@ -45,6 +45,22 @@ pub enum NodeError {
     Auth(#[from] crate::tokens::TokensError),
     #[error("cannot install the SIGHUP handler (reloads of TLS and tokens): {0}")]
     Sighup(#[source] std::io::Error),
+    #[error(
+        "the log of node {node_id} was damaged before its durable end (index {index} in {}), \
+         and this node is the cluster's only voter: no leader can refill it. The damaged files \
+         are kept in {}. Restore the node from a backup (baton-node restore), or accept the loss \
+         of what followed the damage by removing {} and starting it again",
+        file.display(), kept.display(), repair_file.display()
+    )]
+    Unrepairable {
+        node_id: crate::raft_types::NodeId,
+        index: u64,
+        file: std::path::PathBuf,
+        kept: std::path::PathBuf,
+        repair_file: std::path::PathBuf,
+    },
+    #[error("storage failed, this node stops (restart it once the disk is sound: it reads back what is truly on disk): {0}")]
+    Storage(String),
 }
 
 /// Why a node started with `--join` was not added.
@@ -98,6 +114,12 @@ pub async fn run_announcing(
         metrics.clone(),
     )?;
     let incarnation = store::incarnation(&cfg.data_dir)?;
+    let repair = log.repair_watch();
+    let mut raft_config = cfg.raft.clone();
+    if repair.pending().is_some() {
+        // No campaign until the leader refilled the damaged log (`watch_repair`).
+        raft_config.enable_elect = false;
+    }
     let peers = Arc::new(
         PeerBook::open(&cfg.data_dir).map_err(|source| OpenError::Io {
             dir: cfg.data_dir.clone(),
@@ -121,15 +143,29 @@ pub async fn run_announcing(
         outbound.clone(),
         metrics.clone(),
     );
-    let raft = Raft::new(
-        cfg.node_id,
-        Arc::new(cfg.raft.clone()),
-        network,
-        log,
-        sm.clone(),
-    )
-    .await
-    .map_err(|e| NodeError::Raft(e.into()))?;
+    let raft = Raft::new(cfg.node_id, Arc::new(raft_config), network, log, sm.clone())
+        .await
+        .map_err(|e| NodeError::Raft(e.into()))?;
+    if let Some(pending) = repair.pending() {
+        let voters: Vec<_> = raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .collect();
+        if voters == [cfg.node_id] {
+            let _ = raft.shutdown().await;
+            return Err(NodeError::Unrepairable {
+                node_id: cfg.node_id,
+                index: pending.index,
+                file: pending.file,
+                kept: pending.kept,
+                repair_file: cfg.data_dir.join("log").join(store::REPAIR_FILE),
+            });
+        }
+        tokio::spawn(watch_repair(raft.clone(), repair.clone()));
+    }
 
     let must_join = bootstrap(&raft, &cfg).await?;
     tokio::spawn(forget_removed_peers(raft.clone(), peers.clone()));
@@ -159,6 +195,7 @@ pub async fn run_announcing(
                     metrics: metrics.clone(),
                     peers: peers.clone(),
                     incarnation,
+                    repair: repair.clone(),
                 },
                 stop_rx.clone(),
             )))
@@ -236,6 +273,7 @@ pub async fn run_announcing(
         incarnation,
         peers,
         tls: cfg.tls.is_some(),
+        repair,
     })
     .max_decoding_message_size(RAFT_MESSAGE_BYTES_MAX)
     .max_encoding_message_size(RAFT_MESSAGE_BYTES_MAX);
@@ -270,6 +308,8 @@ pub async fn run_announcing(
     }
     let mut join_failed_rx = join_failed_rx;
     let mut join_error = None;
+    let mut fatal = None;
+    let raft_for_stop = raft.clone();
     let stop = async {
         tokio::pin!(shutdown);
         tokio::select! {
@@ -277,6 +317,9 @@ pub async fn run_announcing(
             // A join task that ends without failing drops its sender: that branch is then
             // disabled (the pattern does not match) and the shutdown signal still counts.
             Ok(e) = &mut join_failed_rx => join_error = Some(e),
+            // Raft stopped on its own: a storage error (a failed fsync, a full disk). The
+            // node stops with the cause instead of serving a frozen state.
+            e = raft_stopped(&raft_for_stop) => fatal = Some(e),
         }
     };
     let router = tonic::transport::Server::builder()
@@ -308,7 +351,44 @@ pub async fn run_announcing(
     if let Some(e) = join_error {
         return Err(e);
     }
+    if let Some(e) = fatal {
+        return Err(NodeError::Storage(e));
+    }
     stopped.map_err(|e| NodeError::Raft(e.into()))
+}
+
+/// Resolves, with the cause, when Raft stops by itself (openraft stops its core on a storage
+/// error); never while it runs.
+async fn raft_stopped(raft: &Raft) -> String {
+    let mut metrics = raft.metrics();
+    loop {
+        if let Err(fatal) = &metrics.borrow().running_state {
+            return fatal.to_string();
+        }
+        if metrics.changed().await.is_err() {
+            return "raft stopped".to_string();
+        }
+    }
+}
+
+/// While the damaged log waits for its repair: says so now and then; once the leader has
+/// refilled it, lets this node campaign again (votes and readiness follow the same watch).
+async fn watch_repair(raft: Raft, repair: store::RepairWatch) {
+    let mut said = std::time::Instant::now();
+    while let Some(pending) = repair.pending() {
+        if said.elapsed() >= crate::limits::REPAIR_NAG_INTERVAL {
+            tracing::error!(
+                through = pending.through, durable = ?repair.durable(),
+                kept = %pending.kept.display(),
+                "this node's log is still damaged: it waits for a leader to refill it (it \
+                 neither votes nor reports ready meanwhile); if no leader comes, the other \
+                 nodes are down too: start them (deploy/RUNBOOK.md, \"A damaged log or snapshot\")"
+            );
+            said = std::time::Instant::now();
+        }
+        tokio::time::sleep(crate::limits::REPAIR_POLL_INTERVAL).await;
+    }
+    raft.runtime_config().elect(true);
 }
 
 /// Keeps the peer book to the members: a node removed from the cluster is forgotten, so it

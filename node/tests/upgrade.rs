@@ -1,4 +1,5 @@
-//! The data format 4 upgrade on a real node (issue 15): a node of this version started on a
+//! The data format 7 upgrade (a format-6 dir's segment log is read as it is and gets marks
+//! from then on; `fixtures/format6-node`), and the data format 4 upgrade on a real node (issue 15): a node of this version started on a
 //! data dir written by format 3 (`fixtures/format3-node`, see its README) rewrites its log,
 //! keeps every event as it was recorded, marked as recorded before format 4, applies the old
 //! entries by format 3's rules (alice's write with bob's token stays applied and credited to
@@ -112,8 +113,8 @@ async fn a_format_3_data_dir_is_upgraded_in_place_keeping_every_event_as_recorde
     node.wait_ready();
     assert_eq!(
         identity_format(&dir),
-        6,
-        "the identity says the newest format (6) once the log is rewritten and moved"
+        7,
+        "the identity says the newest format (7) once the log is rewritten and moved"
     );
 
     // The old events, as format 3 recorded them, marked so.
@@ -183,5 +184,61 @@ async fn a_format_3_data_dir_is_upgraded_in_place_keeping_every_event_as_recorde
             "{key}: {probe}"
         );
     }
+    node.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_format_6_data_dir_keeps_its_log_and_writes_marks_from_then_on() {
+    let _serial = serial().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format6-node");
+    copy_dir(&fixture, &dir);
+    assert_eq!(identity_format(&dir), 6);
+
+    let node = Node::start(&dir, &tmp.path().join("node-1.log"));
+    node.wait_ready();
+    assert_eq!(identity_format(&dir), 7, "the identity says format 7");
+    // Every event the format-6 node recorded, as it recorded it.
+    let (code, history) = node.baton("alice-proc", &["history", "tasks/k", "--events"]);
+    assert_eq!(code, 0);
+    let kinds: Vec<&str> = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["claimed", "assigned", "updated", "updated"],
+        "{history}"
+    );
+    let (_, record) = node.baton("alice-proc", &["record", "tasks/k"]);
+    assert_eq!(record["record"]["status"], "done", "{record}");
+    assert_eq!(record["record"]["summary"], "half done", "{record}");
+    for key in ["tasks/k", "tasks/j"] {
+        let (_, probe) = node.baton("alice-proc", &["probe", key]);
+        assert_eq!(
+            probe["lease"]["holder_client_id"], "bob-proc",
+            "{key}: {probe}"
+        );
+    }
+    // New writes go on, the restart reads them back, and the log now has marks.
+    let (code, _) = node.baton(
+        "bob-proc",
+        &["update", "tasks/k", "--token", "1", "--status", "verified"],
+    );
+    assert_eq!(code, 0);
+    node.stop();
+    let segment = dir.join("log").join("00000000000000000001.seg");
+    let bytes = std::fs::read(&segment).unwrap();
+    assert!(
+        bytes.windows(8).any(|w| w == u64::MAX.to_le_bytes()),
+        "no mark was written"
+    );
+    let node = Node::start(&dir, &tmp.path().join("node-1b.log"));
+    node.wait_ready();
+    let (_, record) = node.baton("alice-proc", &["record", "tasks/k"]);
+    assert_eq!(record["record"]["status"], "verified", "{record}");
     node.stop();
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::peers::PeerBook;
 use crate::raft_types::{NodeId, Raft};
-use crate::store::{decode, encode};
+use crate::store::{decode, encode, RepairWatch};
 
 pub struct RaftServer {
     pub raft: Raft,
@@ -21,6 +21,8 @@ pub struct RaftServer {
     pub peers: Arc<PeerBook>,
     /// TLS is on: a sender must show a node certificate the peer CA signed.
     pub tls: bool,
+    /// While this node's damaged log waits for its repair, it grants no vote.
+    pub repair: RepairWatch,
 }
 
 impl RaftServer {
@@ -125,6 +127,17 @@ impl RaftService for RaftServer {
 
     async fn vote(&self, req: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
         let rpc = self.open(req)?;
+        // Its log lacks entries it acknowledged: a vote now could elect a leader without
+        // them (storage faults, README's Guarantees). No vote until the leader refilled it.
+        if let Some(repair) = self.repair.pending() {
+            return Err(Status::unavailable(format!(
+                "node {} votes in no election: its log was damaged and is being refilled \
+                 from the leader (through index {}, on disk through {:?})",
+                self.node_id,
+                repair.through,
+                self.repair.durable()
+            )));
+        }
         self.reply(self.raft.vote(rpc).await)
     }
 

@@ -8,6 +8,15 @@
 //! `sync_file_range`, not an fsync, so the thread calls `Db::flush` and then `sync_data` on
 //! the db file.
 //!
+//! When no request came for [`MARK_IDLE`], the thread writes the log's mark (how far it is
+//! durable, `segments`) and syncs it, off every write's path; it does so once more when the
+//! node stops cleanly. Opening tells damage from a crash's torn tail by these marks.
+//!
+//! A failed sync is never retried (after an `fsync` error Linux may have dropped the dirty
+//! pages and a second `fsync` succeeds without them): the thread answers that error to every
+//! request from then on, so openraft stops and the node exits with the cause
+//! (`crate::node`).
+//!
 //! sled writes a page larger than ~128 KiB to a file of its own under `blobs/` and never
 //! fsyncs it; a sled round fsyncs every blob file it has not synced yet (and the directory),
 //! so a large page is as durable as the rest once the round completes.
@@ -22,11 +31,12 @@ use std::sync::Arc;
 
 use openraft::storage::LogFlushed;
 
+use crate::limits::MARK_IDLE;
 use crate::metrics::Metrics;
 
 use crate::raft_types::TypeConfig;
 
-use super::segments::Segments;
+use super::segments::{Dirty, Segments};
 
 enum Waiter {
     /// openraft's append callback: fired once the appended entries are on disk.
@@ -59,8 +69,25 @@ impl Flusher {
         std::thread::Builder::new()
             .name("baton-flush".into())
             .spawn(move || {
-                // Ends when every Flusher handle is dropped.
-                while let Ok(first) = rx.recv() {
+                // The first failed sync, answered to every request after it.
+                let mut failed: Option<io::Error> = None;
+                loop {
+                    let first = match rx.recv_timeout(MARK_IDLE) {
+                        Ok(first) => first,
+                        Err(timeout) => {
+                            // Idle (or stopping: every Flusher handle dropped): the mark.
+                            if failed.is_none() {
+                                if let Err(e) = mark_idle(&segments) {
+                                    tracing::error!(error = %e, "the log's mark could not be made durable");
+                                    failed = Some(e);
+                                }
+                            }
+                            if timeout == mpsc::RecvTimeoutError::Disconnected {
+                                break;
+                            }
+                            continue;
+                        }
+                    };
                     // A stalled disk (test builds only): the round waits until it answers.
                     while crate::chaos::stall_fsync() {
                         std::thread::sleep(std::time::Duration::from_millis(5));
@@ -74,7 +101,9 @@ impl Flusher {
                     let written = segments.take_dirty();
                     // The power-cut canary (test builds only) acknowledges without fsyncs.
                     let skip = crate::chaos::skip_fsync();
-                    let sled_done = if needs_sled {
+                    let sled_done = if let Some(e) = &failed {
+                        Err(io::Error::new(e.kind(), format!("an earlier sync failed: {e}")))
+                    } else if needs_sled {
                         db.flush()
                             .map(|_| ())
                             .map_err(io::Error::other)
@@ -88,13 +117,17 @@ impl Flusher {
                         let done = if skip {
                             Ok(())
                         } else {
-                            written.iter().try_for_each(|f| f.sync_data())
+                            sync_written(&written)
                         };
                         metrics
                             .fsync_seconds
                             .observe(synced.elapsed().as_secs_f64());
-                        done
+                        done.and_then(|()| segments.flushed(&written))
                     });
+                    if let (Err(e), None) = (&result, &failed) {
+                        tracing::error!(error = %e, "a log flush failed: this node stops (it never retries a failed fsync)");
+                        failed = Some(io::Error::new(e.kind(), e.to_string()));
+                    }
                     metrics
                         .flush_seconds
                         .observe(started.elapsed().as_secs_f64());
@@ -147,6 +180,26 @@ impl Flusher {
             .map_err(|_| io::Error::other("flusher thread stopped"))?
             .map_err(io::Error::other)
     }
+}
+
+/// Syncs the files of a flush (a test build's `fail_fsync` knob fails them, as a failing
+/// disk would).
+fn sync_written(written: &Dirty) -> io::Result<()> {
+    if crate::chaos::fail_fsync() {
+        return Err(io::Error::from_raw_os_error(5)); // EIO
+    }
+    written.files.iter().try_for_each(|f| f.sync_data())
+}
+
+/// Writes and syncs the log's mark if it is due.
+fn mark_idle(segments: &Segments) -> io::Result<()> {
+    if let Some(dirty) = segments.write_mark_if_due()? {
+        if !crate::chaos::skip_fsync() {
+            sync_written(&dirty)?;
+        }
+        segments.flushed(&dirty)?;
+    }
+    Ok(())
 }
 
 /// Fsyncs the blob files sled wrote since the last call, then their directory. Forgets the

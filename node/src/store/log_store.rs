@@ -20,7 +20,7 @@ use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError};
 
 use super::flush::Flusher;
-use super::segments::{Recovered, Segments};
+use super::segments::{LogOpenError, Recovered, Repair, Segments};
 use super::{decode, encode};
 use crate::raft_types::{Entry, LogId, StorageError, TypeConfig, Vote};
 
@@ -58,12 +58,34 @@ pub(super) fn stored_purge_point(db: &sled::Db) -> Result<Option<LogId>, String>
 pub(super) fn open_segments(
     dir: &Path,
     purged: Option<LogId>,
-) -> std::io::Result<(Arc<Segments>, Recovered)> {
+) -> Result<(Arc<Segments>, Recovered), LogOpenError> {
     let (segments, found) = Segments::open(dir, purged.map(|p| p.index))?;
     Ok((Arc::new(segments), found))
 }
 
+/// Whether this node's log waits for a repair from the leader (damage found at its open): the
+/// node neither votes nor campaigns nor reports ready meanwhile. Cheap to clone.
+#[derive(Clone)]
+pub struct RepairWatch(Arc<Segments>);
+
+impl RepairWatch {
+    /// The pending repair, if any.
+    pub fn pending(&self) -> Option<Repair> {
+        self.0.repair()
+    }
+
+    /// The highest index on disk and still in the log.
+    pub fn durable(&self) -> Option<u64> {
+        self.0.durable()
+    }
+}
+
 impl LogStore {
+    /// The handle that tells whether the log waits for a repair.
+    pub fn repair_watch(&self) -> RepairWatch {
+        RepairWatch(self.segments.clone())
+    }
+
     pub(super) fn open(
         db: &sled::Db,
         segments: Arc<Segments>,

@@ -23,6 +23,9 @@ mod log_store;
 mod segments;
 mod state_machine;
 
+pub use log_store::RepairWatch;
+pub use segments::{Repair, DAMAGED_DIR, REPAIR_FILE};
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -46,8 +49,13 @@ use std::sync::Arc;
 /// snapshot is read as it is and replaced by the next one. Older binaries then refuse the
 /// dir rather than misread it. Format 6: the log is in plain segment files (`log/`), not in
 /// sled (one device wait per flush instead of two); what the log holds, and everything sent
-/// between nodes, is as in format 5. A format 2 to 5 dir's log is moved at open.
-pub const DATA_FORMAT: u32 = 6;
+/// between nodes, is as in format 5. A format 2 to 5 dir's log is moved at open. Format 7:
+/// the segments also hold marks (how far the log was durable, `segments`), by which opening
+/// tells damage from a crash's torn tail; a format-6 log is read as it is (it has no marks:
+/// its first open takes any bad record for a torn tail, as format 6 did) and gets marks from
+/// then on. A format-6 binary would take a mark for a torn record and cut the log there, so
+/// the identity says 7 from the first open on, and older binaries refuse the dir.
+pub const DATA_FORMAT: u32 = 7;
 /// The oldest format this baton reads (and upgrades).
 pub const DATA_FORMAT_OLDEST: u32 = 2;
 const IDENTITY_FILE: &str = "baton.id";
@@ -198,12 +206,24 @@ pub fn open_with(
         detail,
     };
     let purged = log_store::stored_purge_point(&db).map_err(corrupt)?;
-    let (segments, found) = log_store::open_segments(&dir.join(LOG_DIR), purged).map_err(io)?;
-    if found.cut_at.is_some() || found.segments_removed > 0 {
+    let (segments, found) =
+        log_store::open_segments(&dir.join(LOG_DIR), purged).map_err(|e| match e {
+            segments::LogOpenError::Io(source) => io(source),
+            other => corrupt(other.to_string()),
+        })?;
+    if let Some(d) = &found.damage {
+        tracing::error!(
+            file = %d.file.display(), offset = d.offset, index = d.index, through = d.through,
+            kept = %d.kept.display(),
+            "log damaged before its durable end (not a crash's torn tail): the damaged files \
+             are kept, the log is cut there, and this node neither votes nor reports ready \
+             until the leader has refilled it through index {}", d.through
+        );
+    } else if found.cut_at.is_some() || found.segments_removed > 0 {
         tracing::warn!(
             entries = found.entries, cut_at = ?found.cut_at, segments_removed = found.segments_removed,
             "log opened: what followed its last intact record was removed (writes a crash \
-             cut short, or damage)"
+             cut short: no mark vouched for them)"
         );
     }
     let flusher = flush::Flusher::start(
@@ -230,8 +250,10 @@ pub fn open_with(
         if found_format < 4 {
             log.upgrade_from_format_3().map_err(corrupt)?;
         }
-        let moved = log.move_log_from_sled().map_err(corrupt)?;
-        tracing::info!(entries = moved, "log moved from sled into segment files");
+        if found_format < 6 {
+            let moved = log.move_log_from_sled().map_err(corrupt)?;
+            tracing::info!(entries = moved, "log moved from sled into segment files");
+        }
         set_identity_format(dir).map_err(io)?;
     }
     log.forget_sled_log().map_err(corrupt)?;

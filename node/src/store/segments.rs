@@ -29,6 +29,26 @@
 //!
 //! Purging deletes whole segments whose entries are all purged; the purge point itself is
 //! kept in sled (`log_store`), written and synced before any segment goes.
+//!
+//! ## Damage is not a crash (data format 7)
+//!
+//! A crash can only leave the records written since the last completed flush torn; a record
+//! that fails its checksum *before* that point is damage (a flipped bit, a lost sector), and
+//! cutting the log there would silently drop entries this node acknowledged: with one more
+//! node down, a majority without them could then elect a leader and lose them for good. So
+//! the log records how far it was durable: after each flush, the next write puts a **mark**
+//! first (a record whose index is [`MARK_INDEX`] and whose entry is the index through which
+//! the log was on disk), and an idle log gets one from the flusher
+//! ([`Segments::write_mark_if_due`]), as a clean stop does. Opening reads on past the first
+//! bad record (every later record that is whole, in this segment and the later ones): if a mark
+//! there says the log was durable at or beyond the bad record, it is damage. Then the files
+//! from the damaged segment on are copied to `damaged/` (kept, never deleted), a repair
+//! obligation ([`REPAIR_FILE`]: hold entries through index N before voting again) is written
+//! durably, and only then is the log cut as after a crash; the node does not vote, campaign
+//! or report ready until the leader has refilled its log through N ([`Segments::repair`]).
+//! A bad record beyond the last mark is taken for a crash's torn tail, as before: the window
+//! this leaves is the last flush round of a node that stopped without a clean stop.
+//! A segment file shorter than it was made cannot say what it held: opening refuses it.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
@@ -38,7 +58,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use crate::limits::SEGMENT_BYTES;
+use serde::{Deserialize, Serialize};
+
+use crate::limits::{MARK_SCAN_SPAN, SEGMENT_BYTES};
 use crate::raft_types::{Entry, LogId};
 
 use super::{decode, encode};
@@ -48,6 +70,15 @@ const HEADER_BYTES: usize = 16;
 /// Zeros are written in chunks of this size.
 const ZERO_CHUNK_BYTES: usize = 1 << 20;
 const SPARE: &str = "spare.tmp";
+/// A new segment larger than [`SEGMENT_BYTES`] is made under this name, then renamed.
+const BIG: &str = "big.tmp";
+/// The index of a mark record: no entry has it. Its entry is the index (u64, little-endian)
+/// through which the log was durable when the mark was written.
+pub const MARK_INDEX: u64 = u64::MAX;
+/// A pending repair of damage found at an open (JSON, written durably): see [`Repair`].
+pub const REPAIR_FILE: &str = "repair.json";
+/// Where the files of a damaged log are copied before it is cut, one folder per open.
+pub const DAMAGED_DIR: &str = "damaged";
 
 /// Where a record is: its segment, the offset of its header, the length of its entry.
 #[derive(Clone, Copy, Debug)]
@@ -82,6 +113,59 @@ struct Inner {
     spare: Option<JoinHandle<io::Result<File>>>,
     /// Size of a new segment: [`SEGMENT_BYTES`], smaller in tests.
     segment_bytes: u64,
+    /// The highest index on disk (flushed) and still in the log.
+    durable: Option<u64>,
+    /// Bumped by every truncate and reset: a flush that began before one may not raise
+    /// `durable` to entries the cut removed.
+    generation: u64,
+    /// The highest `durable` written in a mark so far (0: none).
+    mark_written: u64,
+    /// Damage found at an open and not yet refilled from the leader.
+    repair: Option<Repair>,
+}
+
+/// What a flush covers: the files written since the last one, and the log's last index
+/// (in `generation`) when they were taken.
+pub struct Dirty {
+    pub files: Vec<Arc<File>>,
+    generation: u64,
+    last: Option<u64>,
+}
+
+/// Damage found before the log's durable end: the log was cut at it, and the node must hold
+/// entries through `through` again (from the leader) before it votes, campaigns or reports
+/// ready. Kept in [`REPAIR_FILE`] until then, so that a restart meanwhile still knows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repair {
+    /// The highest index this node's files show it had on disk: the marks and the whole
+    /// records found after the damage.
+    pub through: u64,
+    /// The segment file of the first damaged record, and the offset of that record.
+    pub file: PathBuf,
+    pub offset: u64,
+    /// The index that record should have had.
+    pub index: u64,
+    /// Where the damaged files were copied.
+    pub kept: PathBuf,
+}
+
+/// Why the log cannot be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum LogOpenError {
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error(
+        "log segment {} is {len} bytes, shorter than the {expected} it was made with: its end \
+         was lost, and with it what this node had acknowledged",
+        file.display()
+    )]
+    Shortened {
+        file: PathBuf,
+        len: u64,
+        expected: u64,
+    },
+    #[error("{}: unreadable ({detail})", file.display())]
+    RepairFile { file: PathBuf, detail: String },
 }
 
 /// The log's segment files. Shared by the log store's clones and the flusher.
@@ -98,6 +182,10 @@ pub struct Recovered {
     pub cut_at: Option<(u64, u64)>,
     /// Segments after the log's end, removed (not counting segments wholly purged).
     pub segments_removed: usize,
+    /// Damage found at this open (see [`Repair`]); None if the log ended as a crash leaves it.
+    pub damage: Option<Repair>,
+    /// The highest index a mark in the files vouched for.
+    pub vouched: u64,
 }
 
 fn seg_name(seq: u64) -> String {
@@ -134,6 +222,93 @@ fn prepare(path: &Path, size: u64) -> io::Result<File> {
     Ok(file)
 }
 
+/// A new segment `seq` of `size` zero bytes, made as `tmp` and renamed, so that a crash never
+/// leaves a segment shorter than it was made (which opening takes for damage).
+fn prepare_as(dir: &Path, tmp: &str, seq: u64, size: u64) -> io::Result<File> {
+    let file = prepare(&dir.join(tmp), size)?;
+    std::fs::rename(dir.join(tmp), dir.join(seg_name(seq)))?;
+    Ok(file)
+}
+
+/// Whether a segment of `len` bytes has a size this log makes: [`SEGMENT_BYTES`] (as given),
+/// or whole 4 KiB pages beyond it for a record larger than a segment.
+fn made_size(len: u64, segment_bytes: u64) -> bool {
+    len == segment_bytes || (len > segment_bytes && len.is_multiple_of(4096))
+}
+
+fn mark(durable: u64) -> Vec<u8> {
+    record(MARK_INDEX, &durable.to_le_bytes())
+}
+
+/// The value of a mark record's entry.
+fn mark_value(entry: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(entry.try_into().ok()?))
+}
+
+/// What the whole records of `bytes` from `from` on show, skipping over bytes that are not
+/// one: the highest mark, and the highest entry index at least `floor` (within
+/// [`MARK_SCAN_SPAN`] of it, so that random bytes are seldom checksummed).
+fn evidence(bytes: &[u8], from: usize, floor: u64) -> (u64, u64) {
+    let (mut marks, mut seen) = (0u64, 0u64);
+    let mut at = from;
+    while at + HEADER_BYTES <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let index = u64::from_le_bytes(bytes[at + 8..at + 16].try_into().expect("8 bytes"));
+        let plausible = len > 0
+            && at + HEADER_BYTES + len <= bytes.len()
+            && (index == MARK_INDEX && len == 8
+                || (floor..floor.saturating_add(MARK_SCAN_SPAN)).contains(&index));
+        match plausible.then(|| parse(bytes, at)).flatten() {
+            Some((MARK_INDEX, entry)) => {
+                marks = marks.max(mark_value(entry).unwrap_or(0));
+                at += HEADER_BYTES + entry.len();
+            }
+            Some((index, entry)) => {
+                seen = seen.max(index);
+                at += HEADER_BYTES + entry.len();
+            }
+            None => at += 1,
+        }
+    }
+    (marks, seen)
+}
+
+/// Reads the repair obligation in `path`, if there is one.
+fn read_repair(path: &Path) -> Result<Option<Repair>, LogOpenError> {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| LogOpenError::RepairFile {
+                    file: path.to_path_buf(),
+                    detail: e.to_string(),
+                })
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Copies the segments `seqs` of `dir` into a new folder of `damaged/`, durably; returns it.
+fn keep_aside(dir: &Path, seqs: &[u64]) -> io::Result<PathBuf> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    let parent = dir.join(DAMAGED_DIR);
+    let to = parent.join(format!("{stamp}"));
+    std::fs::create_dir_all(&to)?;
+    for seq in seqs {
+        let copy = to.join(seg_name(*seq));
+        std::fs::copy(dir.join(seg_name(*seq)), &copy)?;
+        File::open(&copy)?.sync_all()?;
+    }
+    sync_dir(&to)?;
+    sync_dir(&parent)?;
+    sync_dir(dir)?;
+    Ok(to)
+}
+
 fn record(index: u64, entry: &[u8]) -> Vec<u8> {
     let mut rec = Vec::with_capacity(HEADER_BYTES + entry.len());
     rec.extend_from_slice(&(entry.len() as u32).to_le_bytes());
@@ -168,9 +343,9 @@ fn term(log_id: &LogId) -> u64 {
 }
 
 impl Segments {
-    /// Opens the log in `dir` (made if absent), ending it where a crash cut it (see the
-    /// module doc). `purged`: the purge point kept in sled.
-    pub fn open(dir: &Path, purged: Option<u64>) -> io::Result<(Segments, Recovered)> {
+    /// Opens the log in `dir` (made if absent), ending it where a crash cut it and keeping
+    /// damage aside for repair (see the module doc). `purged`: the purge point kept in sled.
+    pub fn open(dir: &Path, purged: Option<u64>) -> Result<(Segments, Recovered), LogOpenError> {
         Segments::open_sized(dir, purged, SEGMENT_BYTES)
     }
 
@@ -179,7 +354,7 @@ impl Segments {
         dir: &Path,
         purged: Option<u64>,
         segment_bytes: u64,
-    ) -> io::Result<(Segments, Recovered)> {
+    ) -> Result<(Segments, Recovered), LogOpenError> {
         std::fs::create_dir_all(dir)?;
         let mut seqs = Vec::new();
         for item in std::fs::read_dir(dir)? {
@@ -195,6 +370,8 @@ impl Segments {
             }
         }
         seqs.sort_unstable();
+        let repair_path = dir.join(REPAIR_FILE);
+        let mut repair = read_repair(&repair_path)?;
         let mut found = Recovered::default();
         let mut segments = BTreeMap::new();
         let mut locs = VecDeque::new();
@@ -202,22 +379,36 @@ impl Segments {
         let mut last_log_id: Option<LogId> = None;
         let mut end: Option<(u64, u64)> = None; // (seq, offset) where the log ends
         let mut end_leftovers = false; // bytes that are not zero follow it
-        let mut broken = false;
+                                       // Where the log stopped before something that is not zero (a crash's torn tail, or
+                                       // damage): its segment, offset and the index that should have been there.
+        let mut broke_at: Option<(u64, u64, u64)> = None;
+        let mut marks_kept = 0u64; // the highest mark in what is kept
+        let (mut marks_after, mut seen_after) = (0u64, 0u64);
         let mut to_remove = Vec::new();
         for &seq in &seqs {
             let path = dir.join(seg_name(seq));
-            if broken {
-                to_remove.push(path);
+            let bytes = std::fs::read(&path)?;
+            let size = bytes.len() as u64;
+            let next = last_log_id.map_or(first, |l| l.index + 1);
+            if let Some((_, _, index)) = broke_at {
+                // After the log's end: read only for what it shows.
+                let (m, s) = evidence(&bytes, 0, index);
+                marks_after = marks_after.max(m);
+                seen_after = seen_after.max(s);
+                to_remove.push(seq);
                 continue;
             }
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)?;
-            let bytes = std::fs::read(&path)?;
             let mut at = 0usize;
             let mut seg_last = None;
             while let Some((index, entry_bytes)) = parse(&bytes, at) {
+                if index == MARK_INDEX {
+                    let Some(value) = mark_value(entry_bytes) else {
+                        break;
+                    };
+                    marks_kept = marks_kept.max(value);
+                    at += HEADER_BYTES + entry_bytes.len();
+                    continue;
+                }
                 let Ok(entry) = decode::<Entry>(entry_bytes) else {
                     break;
                 };
@@ -231,7 +422,7 @@ impl Segments {
                     // took back (deletions are not synced).
                     Some(prev) => {
                         (index == prev.index + 1
-                            || (at == 0
+                            || (seg_last.is_none()
                                 && index > prev.index
                                 && purged.is_some_and(|p| index <= p + 1)))
                             && term(&entry.log_id) >= term(&prev)
@@ -255,19 +446,39 @@ impl Segments {
                 seg_last = Some(index);
                 at += HEADER_BYTES + entry_bytes.len();
             }
-            let size = bytes.len() as u64;
-            let leftovers = bytes[at..].iter().any(|b| *b != 0);
-            if leftovers && found.cut_at.is_none() {
-                found.cut_at = Some((seq, at as u64));
+            if !made_size(size, segment_bytes) {
+                return Err(LogOpenError::Shortened {
+                    file: path,
+                    len: size,
+                    expected: segment_bytes,
+                });
             }
+            let leftovers = bytes[at..].iter().any(|b| *b != 0);
             if seg_last.is_none() && end.is_some() {
                 // An empty segment is only ever the last; whatever follows is not the log.
-                broken = true;
-                to_remove.push(path);
+                if leftovers || seqs.last() != Some(&seq) {
+                    broke_at = Some((seq, 0, next));
+                    let (m, s) = evidence(&bytes, 0, next);
+                    marks_after = marks_after.max(m);
+                    seen_after = seen_after.max(s);
+                }
+                to_remove.push(seq);
                 continue;
+            }
+            if leftovers {
+                found.cut_at = Some((seq, at as u64));
+                let next = last_log_id.map_or(first, |l| l.index + 1);
+                broke_at = Some((seq, at as u64, next));
+                let (m, s) = evidence(&bytes, at, next);
+                marks_after = marks_after.max(m);
+                seen_after = seen_after.max(s);
             }
             end = Some((seq, at as u64));
             end_leftovers = leftovers;
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)?;
             segments.insert(
                 seq,
                 Segment {
@@ -276,9 +487,43 @@ impl Segments {
                     last: seg_last,
                 },
             );
-            // An empty segment, or records that stop before bytes that are not zero: the log
-            // stops here.
-            broken = leftovers || seg_last.is_none();
+            if seg_last.is_none() && !leftovers {
+                // An empty segment, all zeros: the log ends here (anything after is removed,
+                // and read for what it shows).
+                broke_at = Some((seq, at as u64, next));
+            }
+        }
+        if to_remove.is_empty() && !end_leftovers {
+            // Nothing followed the log's end but zeros: it ended cleanly.
+            broke_at = None;
+        }
+        found.vouched = marks_kept.max(marks_after);
+        // Damage: a mark after the log's end vouches for the entry that should have been
+        // there. Its files are kept, and the obligation to refill it written, before the cut.
+        if let Some((seq, offset, index)) = broke_at {
+            if marks_after >= index && !crate::chaos::trust_damaged_log() {
+                let kept: Vec<u64> = seqs.iter().copied().filter(|s| *s >= seq).collect();
+                let damage = Repair {
+                    through: marks_after.max(seen_after),
+                    file: dir.join(seg_name(seq)),
+                    offset,
+                    index,
+                    kept: keep_aside(dir, &kept)?,
+                };
+                let merged = match repair.take() {
+                    Some(r) if r.through > damage.through => Repair {
+                        through: r.through,
+                        ..damage.clone()
+                    },
+                    _ => damage.clone(),
+                };
+                super::write_durably(
+                    &repair_path,
+                    &serde_json::to_vec_pretty(&merged).expect("a repair serializes"),
+                )?;
+                repair = Some(merged);
+                found.damage = Some(damage);
+            }
         }
         // A last entry at or below the purge point is not kept: the purge point says it.
         if last_log_id.is_some_and(|l| purged.is_some_and(|p| l.index <= p)) {
@@ -295,8 +540,8 @@ impl Segments {
         let (current, write_at) = match end {
             Some(end) => end,
             None => {
-                let seq = 1;
-                let file = prepare(&dir.join(seg_name(seq)), segment_bytes)?;
+                let seq = seqs.last().map_or(1, |s| s + 1);
+                let file = prepare_as(dir, SPARE, seq, segment_bytes)?;
                 segments.insert(
                     seq,
                     Segment {
@@ -313,7 +558,6 @@ impl Segments {
         if end_leftovers {
             let seg = &segments[&current];
             write_zeros(&seg.file, write_at, seg.size)?;
-            seg.file.sync_data()?;
         }
         // Segments wholly purged are not needed.
         let purged_segments: Vec<u64> = segments
@@ -326,15 +570,21 @@ impl Segments {
         found.segments_removed = to_remove.len();
         for seq in purged_segments {
             segments.remove(&seq);
-            to_remove.push(dir.join(seg_name(seq)));
+            to_remove.push(seq);
         }
-        for path in &to_remove {
-            std::fs::remove_file(path)?;
+        for seq in &to_remove {
+            std::fs::remove_file(dir.join(seg_name(*seq)))?;
+        }
+        // What is kept is on disk before it counts as durable: a process killed before its
+        // flush left writes that a restart reads back from the page cache.
+        for seg in segments.values() {
+            seg.file.sync_data()?;
         }
         sync_dir(dir)?;
         if let Some(parent) = dir.parent() {
             sync_dir(parent)?;
         }
+        let durable = last_log_id.map(|l| l.index);
         let mut inner = Inner {
             dir: dir.to_path_buf(),
             segments,
@@ -347,7 +597,12 @@ impl Segments {
             dirty: Vec::new(),
             spare: None,
             segment_bytes,
+            durable,
+            generation: 0,
+            mark_written: marks_kept,
+            repair,
         };
+        inner.check_repaired()?;
         inner.start_spare();
         Ok((
             Segments {
@@ -372,6 +627,7 @@ impl Segments {
         let mut inner = self.lock();
         let mut batch: Vec<u8> = Vec::new();
         let mut batch_at = inner.write_at;
+        inner.mark_into(&mut batch);
         for entry in entries {
             let index = entry.log_id.index;
             if inner.purged.is_some_and(|p| index <= p) {
@@ -422,9 +678,53 @@ impl Segments {
         inner.write(batch_at, &batch)
     }
 
-    /// The files written since the last call: what a flush must sync.
-    pub fn take_dirty(&self) -> Vec<Arc<File>> {
-        std::mem::take(&mut self.lock().dirty)
+    /// The files written since the last call: what a flush must sync. Once they are synced,
+    /// [`Segments::flushed`] with what this returned.
+    pub fn take_dirty(&self) -> Dirty {
+        let mut inner = self.lock();
+        Dirty {
+            files: std::mem::take(&mut inner.dirty),
+            generation: inner.generation,
+            last: inner.last_log_id.map(|l| l.index),
+        }
+    }
+
+    /// The files `dirty` named are synced: the log is durable through its last index then
+    /// (unless a truncate came in between). A repair that this completes is ended.
+    pub fn flushed(&self, dirty: &Dirty) -> io::Result<()> {
+        let mut inner = self.lock();
+        if dirty.generation == inner.generation {
+            if let Some(last) = dirty.last {
+                inner.durable = Some(inner.durable.map_or(last, |d| d.max(last)));
+            }
+        }
+        inner.check_repaired()
+    }
+
+    /// Writes a mark if the log became durable beyond the last one (an idle log, or a clean
+    /// stop: the flusher calls this when no write came for a while): the files to sync, if
+    /// one was written.
+    pub fn write_mark_if_due(&self) -> io::Result<Option<Dirty>> {
+        let mut inner = self.lock();
+        let mut batch = Vec::new();
+        let at = inner.write_at;
+        inner.mark_into(&mut batch);
+        if batch.is_empty() {
+            return Ok(None);
+        }
+        inner.write(at, &batch)?;
+        drop(inner);
+        Ok(Some(self.take_dirty()))
+    }
+
+    /// The damage this log still waits to have refilled from the leader, if any.
+    pub fn repair(&self) -> Option<Repair> {
+        self.lock().repair.clone()
+    }
+
+    /// The highest index on disk and still in the log.
+    pub fn durable(&self) -> Option<u64> {
+        self.lock().durable
     }
 
     /// The entries of indexes `start..end` that are kept.
@@ -446,6 +746,11 @@ impl Segments {
     /// Removes the entries from `index` on, on disk, before it returns.
     pub fn truncate(&self, index: u64) -> io::Result<()> {
         let mut inner = self.lock();
+        inner.generation += 1;
+        inner.durable = match (inner.durable, index.checked_sub(1)) {
+            (Some(d), Some(below)) => Some(d.min(below)),
+            _ => None,
+        };
         // Entries below the first kept one are purged already: a cut there cuts every one.
         let keep = index.saturating_sub(inner.first) as usize;
         let cut_index = inner.first + keep as u64;
@@ -512,7 +817,8 @@ impl Segments {
             inner.segments.remove(&seq);
             std::fs::remove_file(inner.dir.join(seg_name(seq)))?;
         }
-        Ok(())
+        // A snapshot installed from the leader may be what completes a repair.
+        inner.check_repaired()
     }
 
     /// Deletes every segment and starts an empty log (before moving a sled log in).
@@ -525,20 +831,24 @@ impl Segments {
         }
         let seq = 1;
         let size = inner.segment_bytes;
-        let file = prepare(&inner.dir.join(seg_name(seq)), size)?;
+        let file = prepare_as(&inner.dir, BIG, seq, size)?;
         inner.begin(seq, file, size)?;
         inner.locs.clear();
         inner.first = inner.purged.map_or(0, |p| p + 1);
         inner.last_log_id = None;
+        inner.generation += 1;
+        inner.durable = None;
+        inner.mark_written = 0;
         Ok(())
     }
 
     /// Syncs the files written since the last flush (for callers outside the flusher).
     pub fn sync(&self) -> io::Result<()> {
-        for file in self.take_dirty() {
+        let dirty = self.take_dirty();
+        for file in &dirty.files {
             file.sync_data()?;
         }
-        Ok(())
+        self.flushed(&dirty)
     }
 
     /// The number of segment files (tests).
@@ -549,6 +859,50 @@ impl Segments {
 }
 
 impl Inner {
+    /// Puts a mark at the start of `batch` (to be written at `write_at`) if the log became
+    /// durable beyond the last mark, and it fits in the current segment after an entry (a
+    /// segment never starts with a mark: its first record says where its run of indexes
+    /// begins).
+    fn mark_into(&mut self, batch: &mut Vec<u8>) {
+        let Some(durable) = self.durable else {
+            return;
+        };
+        let seg = &self.segments[&self.current];
+        let rec = mark(durable);
+        if durable <= self.mark_written
+            || seg.last.is_none()
+            || self.write_at + rec.len() as u64 > seg.size
+        {
+            return;
+        }
+        batch.extend_from_slice(&rec);
+        self.write_at += rec.len() as u64;
+        self.mark_written = durable;
+    }
+
+    /// Ends the pending repair if the log now holds, on disk, every entry through its index
+    /// (in the log, or purged into a snapshot): its file is removed, durably.
+    fn check_repaired(&mut self) -> io::Result<()> {
+        let Some(repair) = &self.repair else {
+            return Ok(());
+        };
+        let have = self.durable.unwrap_or(0).max(self.purged.unwrap_or(0));
+        if have < repair.through {
+            return Ok(());
+        }
+        tracing::info!(
+            through = repair.through, have, kept = %repair.kept.display(),
+            "the damaged log is refilled from the leader: this node votes again"
+        );
+        match std::fs::remove_file(self.dir.join(REPAIR_FILE)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        sync_dir(&self.dir)?;
+        self.repair = None;
+        Ok(())
+    }
+
     /// The index the next append must have; any, for a log that never had an entry.
     fn next_index(&self) -> Option<u64> {
         match (self.last_log_id, self.purged) {
@@ -608,7 +962,7 @@ impl Inner {
             (file, self.segment_bytes)
         } else {
             let size = need.div_ceil(4096) * 4096;
-            (prepare(&path, size)?, size)
+            (prepare_as(&self.dir, BIG, seq, size)?, size)
         };
         self.begin(seq, file, size)
     }

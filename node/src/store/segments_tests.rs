@@ -313,3 +313,190 @@ fn a_cut_below_the_first_kept_entry_cuts_every_kept_one() {
     let log = open(dir.path(), Some(25));
     assert_eq!(kept(&log), expect(2, 26..=30));
 }
+
+/// Flips one byte of the entry of the record at `at` in `file`.
+fn flip_entry_byte(file: &Path, at: u64) {
+    let mut byte = [0u8; 1];
+    let spot = at + HEADER_BYTES as u64 + 3;
+    std::fs::File::open(file)
+        .unwrap()
+        .read_exact_at(&mut byte, spot)
+        .unwrap();
+    overwrite(file, spot, &[byte[0] ^ 0xff]);
+}
+
+/// Records 1 to 10 synced, then 11 and 12 (behind the mark that says 10 is durable) synced:
+/// the file and where record 6 is.
+fn twelve_records_vouched_through_ten(dir: &Path) -> (PathBuf, u64) {
+    let log = open_big(dir);
+    log.append(blanks(1, 1..=10)).unwrap();
+    log.sync().unwrap();
+    log.append(blanks(1, 11..=12)).unwrap();
+    log.sync().unwrap();
+    assert_eq!(log.durable(), Some(12));
+    place(&log, dir, 6)
+}
+
+#[test]
+fn a_flipped_byte_before_the_durable_end_is_damage_kept_and_repaired_not_cut_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, at) = twelve_records_vouched_through_ten(dir.path());
+    let before = std::fs::read(&file).unwrap();
+    flip_entry_byte(&file, at);
+    let damaged = std::fs::read(&file).unwrap();
+    let (log, found) = Segments::open_sized(dir.path(), None, 1 << 20).unwrap();
+    let damage = found.damage.expect("damage, not a torn tail");
+    assert_eq!((damage.index, damage.offset), (6, at));
+    assert_eq!(
+        damage.through, 12,
+        "the mark (10) and the whole records after the damage (to 12)"
+    );
+    // The log is cut as after a crash, but the node knows what it lacks...
+    assert_eq!(kept(&log), expect(1, 1..=5));
+    assert_eq!(log.repair(), Some(damage.clone()));
+    // ... and the damaged file is kept, as it was.
+    let copy = damage.kept.join(file.file_name().unwrap());
+    assert_eq!(std::fs::read(&copy).unwrap(), damaged);
+    assert_ne!(damaged, before);
+    // A restart before the repair still knows it (the cut files no longer show it).
+    drop(log);
+    let (log, found) = Segments::open_sized(dir.path(), None, 1 << 20).unwrap();
+    assert!(found.damage.is_none());
+    assert_eq!(log.repair().map(|r| r.through), Some(12));
+    // The leader refills it: not repaired until entries through 12 are on disk.
+    log.append(blanks(2, 6..=11)).unwrap();
+    log.sync().unwrap();
+    assert!(log.repair().is_some(), "11 of 12 is not enough");
+    log.append([blank(2, 12)]).unwrap();
+    assert!(log.repair().is_some(), "written is not on disk");
+    log.sync().unwrap();
+    assert_eq!(log.repair(), None);
+    assert!(!dir.path().join(REPAIR_FILE).exists());
+    drop(log);
+    let (log, found) = Segments::open_sized(dir.path(), None, 1 << 20).unwrap();
+    assert!(found.damage.is_none() && log.repair().is_none());
+    let mut want = expect(1, 1..=5);
+    want.extend(expect(2, 6..=12));
+    assert_eq!(kept(&log), want);
+}
+
+#[test]
+fn a_bad_record_beyond_the_last_mark_is_a_torn_tail_and_a_canary_knob_is_not_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, _) = twelve_records_vouched_through_ten(dir.path());
+    let at = {
+        let log = open_big(dir.path());
+        place(&log, dir.path(), 11).1
+    };
+    // 11 was written after the last mark (10): a crash could have torn it.
+    flip_entry_byte(&file, at);
+    let (log, found) = Segments::open_sized(dir.path(), None, 1 << 20).unwrap();
+    assert!(found.damage.is_none(), "{:?}", found.damage);
+    assert_eq!(kept(&log), expect(1, 1..=10));
+    assert!(log.repair().is_none());
+    assert!(!crate::chaos::trust_damaged_log());
+}
+
+#[test]
+fn a_zeroed_header_before_the_durable_end_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, at) = twelve_records_vouched_through_ten(dir.path());
+    // A lost sector reads as zeros: record 6's header looks like the log's clean end.
+    overwrite(&file, at, &[0u8; HEADER_BYTES]);
+    let (log, found) = Segments::open_sized(dir.path(), None, 1 << 20).unwrap();
+    assert_eq!(found.damage.map(|d| (d.index, d.through)), Some((6, 12)));
+    assert_eq!(kept(&log), expect(1, 1..=5));
+}
+
+#[test]
+fn an_idle_mark_vouches_for_the_last_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open_big(dir.path());
+    log.append(blanks(1, 1..=10)).unwrap();
+    log.sync().unwrap();
+    let dirty = log.write_mark_if_due().unwrap().expect("a mark is due");
+    dirty.files.iter().for_each(|f| f.sync_data().unwrap());
+    log.flushed(&dirty).unwrap();
+    assert!(
+        log.write_mark_if_due().unwrap().is_none(),
+        "one mark per durable end"
+    );
+    let (file, at) = place(&log, dir.path(), 10);
+    drop(log);
+    flip_entry_byte(&file, at);
+    let (log, found) = Segments::open_sized(dir.path(), None, 1 << 20).unwrap();
+    assert_eq!(found.damage.map(|d| (d.index, d.through)), Some((10, 10)));
+    assert_eq!(kept(&log), expect(1, 1..=9));
+}
+
+#[test]
+fn a_lost_segment_in_the_middle_is_damage_and_a_segment_cut_short_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), None);
+    for i in 1..=40 {
+        log.append([blank(1, i)]).unwrap();
+        log.sync().unwrap();
+    }
+    let files = seg_files(dir.path());
+    assert!(files.len() > 3, "{files:?}");
+    drop(log);
+    let middle = &files[1];
+    std::fs::rename(middle, dir.path().join("lost")).unwrap();
+    let (log, found) = Segments::open_sized(dir.path(), None, SMALL).unwrap();
+    let damage = found
+        .damage
+        .expect("a hole before the durable end is damage");
+    assert!(damage.through >= 39, "{damage:?}");
+    assert!(log.repair().is_some());
+    let kept_files: Vec<_> = std::fs::read_dir(&damage.kept).unwrap().collect();
+    assert_eq!(
+        kept_files.len(),
+        files.len() - 2,
+        "every segment after the hole"
+    );
+    drop(log);
+
+    // A segment file shorter than it was made: what it held past the cut is unknown.
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), None);
+    log.append(blanks(1, 1..=40)).unwrap();
+    log.sync().unwrap();
+    let files = seg_files(dir.path());
+    drop(log);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&files[1])
+        .unwrap();
+    f.set_len(SMALL / 2).unwrap();
+    let err = Segments::open_sized(dir.path(), None, SMALL)
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(&err, LogOpenError::Shortened { file, .. } if *file == files[1]),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_truncate_lowers_the_durable_end_and_a_flush_from_before_it_does_not_raise_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open_big(dir.path());
+    log.append(blanks(1, 1..=10)).unwrap();
+    let before_cut = log.take_dirty();
+    log.truncate(6).unwrap();
+    assert_eq!(log.durable(), None, "nothing was flushed yet");
+    before_cut.files.iter().for_each(|f| f.sync_data().unwrap());
+    log.flushed(&before_cut).unwrap();
+    assert_eq!(
+        log.durable(),
+        None,
+        "10 is cut: the old flush does not count"
+    );
+    log.sync().unwrap();
+    assert_eq!(log.durable(), Some(5));
+    log.truncate(3).unwrap();
+    assert_eq!(log.durable(), Some(2));
+    log.append(blanks(2, 3..=4)).unwrap();
+    log.sync().unwrap();
+    assert_eq!(log.durable(), Some(4));
+}

@@ -691,7 +691,7 @@ async fn a_format_4_or_5_data_dir_has_its_log_moved_from_sled_into_segments() {
         let (mut log, _sm) = reopen(dir.path());
         let id: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
-        assert_eq!(id["format"], 6);
+        assert_eq!(id["format"], DATA_FORMAT);
         assert_eq!(
             log.try_get_log_entries(0..).await.unwrap(),
             entries,
@@ -706,4 +706,35 @@ async fn a_format_4_or_5_data_dir_has_its_log_moved_from_sled_into_segments() {
         let (mut log, _sm) = reopen(dir.path());
         assert_eq!(log.try_get_log_entries(0..).await.unwrap(), entries);
     }
+}
+
+#[tokio::test]
+async fn a_format_6_data_dir_keeps_its_segment_log_and_says_format_7() {
+    use openraft::testing::log_id;
+    use openraft::{Entry, EntryPayload, RaftLogReader};
+    let dir = tempfile::tempdir().unwrap();
+    let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
+    drop(sm);
+    let entries: Vec<Entry<TypeConfig>> = (1..=5)
+        .map(|i| Entry {
+            log_id: log_id(1, 1, i),
+            payload: EntryPayload::Blank,
+        })
+        .collect();
+    log.write_entries(entries.clone()).unwrap();
+    log.sync().await.unwrap();
+    drop(log);
+    let id_path = dir.path().join(IDENTITY_FILE);
+    let mut id: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
+    id["format"] = 6.into();
+    std::fs::write(&id_path, serde_json::to_vec(&id).unwrap()).unwrap();
+    let (mut log, _sm) = reopen(dir.path());
+    let id: serde_json::Value = serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
+    assert_eq!(id["format"], 7);
+    assert_eq!(
+        log.try_get_log_entries(0..).await.unwrap(),
+        entries,
+        "a format-6 log is read as it is, not moved from sled (which holds none)"
+    );
 }
