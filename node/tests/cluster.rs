@@ -1406,4 +1406,25 @@ async fn a_late_copy_of_a_refused_claim_gets_the_refusal_not_a_grant() {
         probe.lease.is_none(),
         "the late copy was granted: {probe:?}"
     );
+
+    // Two copies of one first attempt, headers and all (a proxy's or a gRPC retry policy's
+    // replay; issue 35, finding 3): the first is refused from a read, the key is freed, and
+    // the second gets the same refusal, not a grant its client never hears of.
+    let third = granted(alice.claim("tasks/c", "alice", TTL).await.unwrap());
+    let answer = raw.claim(bobs_claim("tasks/c", 3, true)).await.unwrap();
+    assert_eq!(held_by(answer.into_inner()), third.lease.token);
+    match alice.release("tasks/c", third.lease.token).await.unwrap() {
+        ReleaseOutcome::Released(_) => {}
+        other => panic!("{other:?}"),
+    }
+    let copy = raw.claim(bobs_claim("tasks/c", 3, true)).await.unwrap();
+    assert_eq!(held_by(copy.into_inner()), third.lease.token);
+    let probe = alice
+        .probe("tasks/c", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert!(
+        probe.lease.is_none(),
+        "the second copy of a first attempt was granted: {probe:?}"
+    );
 }

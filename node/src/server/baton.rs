@@ -87,6 +87,8 @@ pub struct Ctx {
     proposer: Proposer,
     /// Keys with a claim on its way into the log (`decide`).
     claims_in_flight: ClaimsInFlight,
+    /// Claims refused from a read, for copies of them (`decide`).
+    read_answers: super::read_answers::ReadAnswers,
     pub(super) metrics: Arc<crate::metrics::Metrics>,
     /// One lazily connected client per leader address, for forwarding, with the TLS
     /// generation it was made with.
@@ -137,6 +139,7 @@ impl Ctx {
             principal_rate: WriteRate::new(rules.principal_writes_per_second),
             proposer: Proposer::start(raft.clone(), metrics.clone()),
             claims_in_flight: ClaimsInFlight::default(),
+            read_answers: Default::default(),
             metrics,
             raft,
             sm,
@@ -328,7 +331,9 @@ impl Ctx {
     /// chaos suite's `skew` scenario found exactly that, seed 426017). So a claim is answered
     /// from a read only on its first attempt (`Caller::first_attempt`): then no other copy
     /// exists, and every retry comes through the log, where its answer is remembered and a
-    /// late copy of any attempt gets that answer.
+    /// late copy of any attempt gets that answer. A proxy or a gRPC retry policy may still
+    /// send two copies of a first attempt, headers and all: the leader remembers the claims
+    /// it refused from a read (`read_answers`), and a copy gets the same refusal.
     async fn decide(
         &self,
         origin: Option<convert::Origin>,
@@ -337,6 +342,14 @@ impl Ctx {
     ) -> Result<(Outcome, u64), Refusal> {
         let may_read = who.first_attempt || !matches!(op, Op::Claim { .. });
         let cmd = command(origin, op, who.principal);
+        let remembered = cmd
+            .request_id
+            .as_ref()
+            .filter(|_| matches!(cmd.op, Op::Claim { .. }))
+            .and_then(|id| self.read_answers.get(id));
+        if let Some((outcome, revision)) = remembered {
+            return Ok((answer_or_status(outcome, &self.sm)?, revision));
+        }
         let claimed = match &cmd.op {
             Op::Claim { key, .. } => Some(key.as_str()),
             _ => None,
@@ -373,6 +386,9 @@ impl Ctx {
                 .read(|s| s.table.unchanged_answer(&cmd).map(|a| (a, revision(s))));
             if let Some((outcome, revision)) = answered {
                 self.metrics.refused_without_log.inc();
+                if let (Some(id), true) = (&cmd.request_id, claimed.is_some()) {
+                    self.read_answers.remember(id, &outcome, revision);
+                }
                 return Ok((answer_or_status(outcome, &self.sm)?, revision));
             }
             // It changed meanwhile: unless another claim of the key is on its way, it goes

@@ -9,6 +9,7 @@ pub mod convert;
 mod forward;
 pub mod proposer;
 pub mod raft;
+mod read_answers;
 mod service;
 pub mod transport;
 mod watch_stream;
