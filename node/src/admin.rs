@@ -111,6 +111,11 @@ pub enum NotReady {
     #[error("this node reaches no majority of the voters over TLS")]
     CutOff,
     #[error(
+        "this node has not heard from a majority of the voters for {silent_ms} ms (more \
+         than an election timeout): it is cut off from the cluster"
+    )]
+    Unreached { silent_ms: u64 },
+    #[error(
         "this node's log was damaged (index {index}); the leader is refilling it: on disk \
          through {durable:?} of {through}"
     )]
@@ -123,8 +128,9 @@ pub enum NotReady {
 
 /// Whether this node should receive traffic, and if not, why: it must be a voter or learner
 /// of the membership it knows, known by the cluster as the data dir it runs on (`peers`,
-/// `incarnation`), follow a leader, and have applied its log to within
-/// [`READY_APPLY_LAG_MAX`].
+/// `incarnation`, believed only from members), have no damaged log waiting for its repair,
+/// follow a leader it still hears from (a leader: a majority that still answers it, within
+/// an election timeout), and have applied its log to within [`READY_APPLY_LAG_MAX`].
 pub fn readiness(
     raft: &Raft,
     peers: &PeerBook,
@@ -157,6 +163,22 @@ pub fn readiness(
     }
     if rm.current_leader.is_none() {
         return Err(NotReady::NoLeader);
+    }
+    // Reachability, whatever cuts it: a leader whose followers stopped answering still
+    // believes it leads (openraft 0.9 does not step down), and a learner never campaigns,
+    // so it keeps its leader. Both count as cut off after an election timeout of silence.
+    let silence_max = raft.config().election_timeout_max;
+    let silent_ms = match rm.state {
+        openraft::ServerState::Leader => rm.millis_since_quorum_ack,
+        openraft::ServerState::Learner => Some(
+            peers
+                .since_leader_spoke()
+                .map_or(u64::MAX, |d| d.as_millis() as u64),
+        ),
+        _ => None,
+    };
+    if let Some(silent_ms) = silent_ms.filter(|ms| *ms > silence_max) {
+        return Err(NotReady::Unreached { silent_ms });
     }
     let last = rm.last_log_index.unwrap_or(0);
     let applied = rm.last_applied.map(|l| l.index).unwrap_or(0);

@@ -39,6 +39,8 @@ pub struct PeerBook {
     /// not say, format 4 or older). In memory: a leader learns it afresh from its first
     /// round of replication.
     formats: Mutex<BTreeMap<NodeId, u32>>,
+    /// When a leader's replication was last accepted here (`leader_spoke`).
+    leader_spoke: Mutex<Option<std::time::Instant>>,
 }
 
 /// A peer came back with another data dir than the one it was first seen with.
@@ -69,6 +71,7 @@ impl PeerBook {
             known_as: std::sync::atomic::AtomicU64::new(0),
             members: Mutex::new(None),
             formats: Mutex::new(BTreeMap::new()),
+            leader_spoke: Mutex::new(None),
         })
     }
 
@@ -113,8 +116,12 @@ impl PeerBook {
 
     /// Adopts the incarnations a peer knows for nodes this one has no record of (never
     /// overwriting one it has, nor recording one for itself, `me`), and notes the one it
-    /// knows `me` by (see [`PeerBook::known_as`]).
-    pub fn learn(&self, me: NodeId, told: &std::collections::HashMap<NodeId, u64>) {
+    /// knows `me` by (see [`PeerBook::known_as`]), if `from`, who told, is a member: a
+    /// removed node's word about this one is stale.
+    pub fn learn(&self, me: NodeId, from: NodeId, told: &std::collections::HashMap<NodeId, u64>) {
+        if !self.is_member(from) {
+            return;
+        }
         let as_me = told.get(&me).copied().unwrap_or(0);
         self.known_as
             .store(as_me, std::sync::atomic::Ordering::Relaxed);
@@ -143,6 +150,20 @@ impl PeerBook {
             known if known == mine => None,
             known => Some(known),
         }
+    }
+
+    /// A leader's replication was accepted here just now.
+    pub fn leader_spoke(&self) {
+        *self.leader_spoke.lock().expect("peer book lock") = Some(std::time::Instant::now());
+    }
+
+    /// How long ago a leader's replication was last accepted here (`None`: never, in this
+    /// run).
+    pub fn since_leader_spoke(&self) -> Option<std::time::Duration> {
+        self.leader_spoke
+            .lock()
+            .expect("peer book lock")
+            .map(|at| at.elapsed())
     }
 
     /// Notes the data format `node` said it reads in an answer to this node.
@@ -243,7 +264,7 @@ mod tests {
         assert!(book.check(2, 0xbb).is_err());
         // What a peer knows fills the gaps, never overwrites, and never concerns this node.
         let told = std::collections::HashMap::from([(2, 0xcc), (3, 0x33), (1, 0x11)]);
-        book.learn(1, &told);
+        book.learn(1, 2, &told);
         assert!(book.check(2, 0xaa).is_ok(), "its own record stays");
         assert!(book.check(3, 0x99).is_err(), "node 3 adopted as 0x33");
         assert!(book.check(3, 0x33).is_ok());
@@ -254,7 +275,7 @@ mod tests {
         // While it is not a member, nothing is recorded of it: not from its own messages
         // (the removed leader's last ones), not from what peers still tell.
         assert!(book.check(2, 0xaa).is_ok());
-        book.learn(1, &std::collections::HashMap::from([(2, 0xaa)]));
+        book.learn(1, 2, &std::collections::HashMap::from([(2, 0xaa)]));
         assert!(!book.known().contains_key(&2), "{:?}", book.known());
         // Added again, its new data dir is recorded on first sight, and guarded.
         book.retain(&BTreeSet::from([1, 2, 3]));
@@ -271,13 +292,23 @@ mod tests {
         let book = PeerBook::open(dir.path()).unwrap();
         let mine = 0x77;
         assert_eq!(book.known_as(mine), None, "nothing told yet");
-        book.learn(1, &std::collections::HashMap::from([(1, 0x70), (2, 0x22)]));
+        book.learn(
+            1,
+            2,
+            &std::collections::HashMap::from([(1, 0x70), (2, 0x22)]),
+        );
         assert_eq!(book.known_as(mine), Some(0x70), "known by a lost data dir");
-        book.learn(1, &std::collections::HashMap::from([(1, mine)]));
+        book.learn(1, 2, &std::collections::HashMap::from([(1, mine)]));
         assert_eq!(book.known_as(mine), None, "known as itself");
-        book.learn(1, &std::collections::HashMap::from([(1, 0x70)]));
+        book.learn(1, 2, &std::collections::HashMap::from([(1, 0x70)]));
         // Removed, the leader forgets it: it is no longer known by the old one.
-        book.learn(1, &std::collections::HashMap::from([(2, 0x22)]));
+        book.learn(1, 2, &std::collections::HashMap::from([(2, 0x22)]));
         assert_eq!(book.known_as(mine), None);
+        // A removed node's word is not taken: it may still know this node by an old dir.
+        book.retain(&BTreeSet::from([1, 2, 3]));
+        book.learn(1, 4, &std::collections::HashMap::from([(1, 0x70)]));
+        assert_eq!(book.known_as(mine), None, "node 4 is no member");
+        book.learn(1, 3, &std::collections::HashMap::from([(1, 0x70)]));
+        assert_eq!(book.known_as(mine), Some(0x70), "node 3 is one");
     }
 }

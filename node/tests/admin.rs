@@ -199,3 +199,47 @@ async fn health_readiness_and_metrics_follow_the_cluster() {
     assert_eq!(code, Some(1));
     assert!(err.contains("connecting to the admin port"), "{err}");
 }
+
+/// Waits up to `within` for `/readyz` at `addr` to answer `code`; the last body.
+async fn wait_ready_code(addr: &str, code: u16, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let (got, body) = get(addr, "/readyz").await;
+        if got == code {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/readyz still {got} after {within:?}: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A leader whose followers stop answering (here SIGSTOP; a plain partition does the same)
+/// still believes it leads: openraft 0.9 does not step down. It must not say it is ready
+/// (issue 35, finding 4: readiness counted only TLS failures as unreachable), and says so
+/// again once they answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_reaches_no_majority_is_not_ready() {
+    let _serial = serial().await;
+    let cluster = Cluster::start_with(3, &["--admin-listen", "127.0.0.1:0"]).await;
+    let leader = cluster.leader(Duration::from_secs(20)).await;
+    let addr = admin_addr(&cluster, leader).await;
+    wait_ready_code(&addr, 200, Duration::from_secs(10)).await;
+    let followers: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
+    for id in &followers {
+        cluster.signal(*id, "STOP");
+    }
+    let body = wait_ready_code(&addr, 503, Duration::from_secs(10)).await;
+    assert!(body.contains("not heard from a majority"), "{body}");
+    for id in &followers {
+        cluster.signal(*id, "CONT");
+    }
+    wait_ready_code(
+        &admin_addr(&cluster, leader).await,
+        200,
+        Duration::from_secs(15),
+    )
+    .await;
+}

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::peers::PeerBook;
 use crate::raft_types::{NodeId, Raft};
 use crate::store::{decode, encode, RepairWatch};
+use openraft::raft::AppendEntriesResponse;
 
 pub struct RaftServer {
     pub raft: Raft,
@@ -81,7 +82,8 @@ impl RaftServer {
             return Err(Status::failed_precondition(replaced.to_string()));
         }
         if req.sender_incarnation != 0 {
-            self.peers.learn(self.node_id, &req.peer_incarnations);
+            self.peers
+                .learn(self.node_id, req.sender_node_id, &req.peer_incarnations);
         }
         Ok(req)
     }
@@ -122,7 +124,12 @@ impl RaftService for RaftServer {
             _ => crate::store::format3::append_entries(&req.payload),
         }
         .map_err(bad_message)?;
-        self.reply(self.raft.append_entries(rpc).await)
+        let answer = self.raft.append_entries(rpc).await;
+        if matches!(&answer, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_))) {
+            // A leader of this node's term reaches it (readiness of a learner: `admin`).
+            self.peers.leader_spoke();
+        }
+        self.reply(answer)
     }
 
     async fn vote(&self, req: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
