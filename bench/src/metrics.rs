@@ -22,10 +22,9 @@ pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct FlushCounters {
     /// Group-commit rounds (`baton_flush_seconds_count`).
     pub flushes: f64,
-    /// Time in those rounds: sled's write of its buffer plus the fsync
-    /// (`baton_flush_seconds_sum`).
+    /// Time in those rounds (`baton_flush_seconds_sum`).
     pub flush_s: f64,
-    /// The fsync part (`fdatasync` of the db file, `baton_fsync_seconds_sum`).
+    /// The fsync part (the log segments' `fdatasync`, `baton_fsync_seconds_sum`).
     pub fsync_s: f64,
 }
 
@@ -59,8 +58,8 @@ pub struct FlushBreakdown {
     pub flushes: u64,
     /// Mean time of one round, µs.
     pub flush_mean_us: f64,
-    /// The fsync's share of it (the log segments' `fdatasync`), µs; the rest is sled's flush
-    /// when a vote or purge point waits in the round, and the round's bookkeeping.
+    /// The fsync's share of it (the log segments' `fdatasync`), µs; the rest is the round's
+    /// bookkeeping (before data format 7 also sled's flush when a vote waited in the round).
     pub fsync_mean_us: f64,
 }
 
@@ -124,7 +123,7 @@ impl WriteBreakdown {
         format!(
             "where baton's 1-client claim p50 ({:.0} us) goes: {} flush on the path (a \
              follower's; the leader's runs meanwhile) {:.0} us, each {:.0} us = the log's fdatasync {:.0} us + the rest of \
-             the round (sled, when a vote waits) {:.0} us ({} flushes); 2 loopback round trips {:.0} us; the rest \
+             the round {:.0} us ({} flushes); 2 loopback round trips {:.0} us; the rest \
              {:.0} us is CPU and wake-ups (CPU per operation over the 3 nodes: {:.0} us)",
             self.claim_p50_us,
             FLUSHES_ON_A_WRITES_PATH,
@@ -241,7 +240,7 @@ mod tests {
             "1 flush on the path",
             "250 us",
             "fdatasync 100 us",
-            "the round (sled, when a vote waits) 150 us",
+            "the round 150 us",
             "rest 740 us",
             "3 nodes: 1300 us",
         ] {

@@ -1,5 +1,5 @@
 //! `baton-node dev`: a local cluster of several nodes in one process, for trying baton and
-//! for agents' local development. Each node is a full node (own listener, own sled data dir,
+//! for agents' local development. Each node is a full node (own listener, own data dir,
 //! Raft over real loopback sockets); only the process is shared.
 
 use std::future::Future;

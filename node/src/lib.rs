@@ -2,7 +2,7 @@
 //!
 //! Layout:
 //! - `core`    the pure lease state machine (no I/O, no clock);
-//! - `store`   openraft log store and state machine on sled (fsync'd);
+//! - `store`   openraft log store (segment files) and state machine (snapshots), fsync'd;
 //! - `expiry`  per-node lease countdowns and the leader's `Expire` proposals;
 //! - `network` the Raft transport over tonic;
 //! - `server`  the gRPC services (Baton, Cluster, Raft) and request forwarding;
@@ -22,7 +22,7 @@
 //! `server::convert` validates it into a `core::Op` from its `Origin` (request id and
 //! session), and a follower forwards it to the leader; `server::proposer` batches
 //! concurrent commands into one `core::Proposal` per `Raft::client_write`; openraft appends
-//! it to the sled log (fsync'd) and replicates it; once committed,
+//! it to its log (fsync'd) and replicates it; once committed,
 //! `store::StateMachine::apply` runs `core::LeaseTable::apply` for each command with the
 //! next revision (the fencing token of a grant), carries out the `core::Effect`s it reports
 //! (the lease's countdown in `expiry::Countdowns`) and publishes its events to `watch`; the

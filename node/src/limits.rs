@@ -72,9 +72,8 @@ pub const EXPIRE_IN_FLIGHT_MAX: usize = 256;
 // ---------------------------------------------------------------------------------------
 // Storage.
 
-/// sled's page cache. sled holds only the vote, the purge point and the last committed id
-/// (the log is in segment files, the state machine in memory); sled's default of 1 GiB is
-/// an upper bound it never needs here.
+/// sled's page cache, when an older data dir's sled database is read once at its upgrade
+/// (`store::legacy`); sled's default of 1 GiB is an upper bound it never needs here.
 pub const SLED_CACHE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Size of one Raft log segment file (`store::segments`), zeroed before use. A purge frees

@@ -91,7 +91,7 @@ pub struct Metrics {
     pub proposal_seconds: Histogram,
     /// One state machine apply call (a run of committed entries).
     pub apply_seconds: Histogram,
-    /// One group-commit round: the segments' fdatasync (and sled's flush when one waits).
+    /// One group-commit round: the segments' fdatasync and its bookkeeping.
     pub flush_seconds: Histogram,
     /// The fdatasync of the log segments alone, within a round.
     pub fsync_seconds: Histogram,
@@ -323,7 +323,7 @@ impl Metrics {
             ),
             (
                 "flush_seconds",
-                "One log group-commit round (the segments' fdatasync, and sled's flush when a vote or purge point waits)",
+                "One log group-commit round (the segments' fdatasync and its bookkeeping)",
                 &m.flush_seconds,
             ),
             (

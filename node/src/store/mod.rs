@@ -1,11 +1,14 @@
-//! Durable storage: the openraft log store and state machine on one sled database.
+//! Durable storage: the openraft log store and state machine, in plain files.
 //!
 //! Layout of a data dir:
 //! - `baton.id`       which node of which cluster this dir belongs to (checked at start);
-//! - `log/`           the Raft log in segment files (`segments`);
-//! - `sled/`          the sled database: tree `raft_meta` (vote, committed, last purged), and
-//!   before format 6 also `raft_log` (big-endian index -> entry);
-//! - `snapshots/`     the current snapshot file, written, fsync'd and renamed into place.
+//! - `LOCK`           locked while a node has the dir open (`meta`);
+//! - `raft.meta`      the vote, the purge point and the last committed id (`meta`);
+//! - `log/`           the Raft log in segment files (`segments`), its damaged files kept in
+//!   `log/damaged/` and a pending repair in `log/repair.json`;
+//! - `snapshots/`     the current snapshot file, written, fsync'd and renamed into place;
+//! - before format 7, `sled/`: a sled database with the meta (tree `raft_meta`) and, before
+//!   format 6, the log (tree `raft_log`), read once to upgrade the dir (`legacy`).
 //!
 //! The state machine's durable form is the snapshot plus the log after it (see
 //! `state_machine`).
@@ -15,11 +18,13 @@
 #![allow(clippy::result_large_err)]
 
 pub use crate::durable::write_durably;
-use crate::limits::{SLED_CACHE_BYTES, WATCH_WINDOW_EVENTS_DEFAULT};
+use crate::limits::WATCH_WINDOW_EVENTS_DEFAULT;
 
 mod flush;
 pub mod format3;
+mod legacy;
 mod log_store;
+mod meta;
 mod segments;
 mod state_machine;
 
@@ -54,7 +59,9 @@ use std::sync::Arc;
 /// tells damage from a crash's torn tail; a format-6 log is read as it is (it has no marks:
 /// its first open takes any bad record for a torn tail, as format 6 did) and gets marks from
 /// then on. A format-6 binary would take a mark for a torn record and cut the log there, so
-/// the identity says 7 from the first open on, and older binaries refuse the dir.
+/// the identity says 7 from the first open on, and older binaries refuse the dir. Format 7
+/// also keeps the vote, purge point and committed id in a checksummed file of its own
+/// (`meta`) instead of sled: sled's are read once at the upgrade, and its dir removed.
 pub const DATA_FORMAT: u32 = 7;
 /// The oldest format this baton reads (and upgrades).
 pub const DATA_FORMAT_OLDEST: u32 = 2;
@@ -98,7 +105,7 @@ pub enum OpenError {
     #[error(
         "data dir {dir} is in use: another process holds its lock ({}); stop the node \
          that runs on it, or give this one another --data-dir",
-        dir.join("sled").join("db").display()
+        dir.join(meta::LOCK_FILE).display()
     )]
     InUse { dir: PathBuf },
     #[error("data dir {dir}: cannot open the sled store (corrupt or unreadable): {source}")]
@@ -178,34 +185,35 @@ pub fn open_with(
         dir: dir.to_path_buf(),
         source,
     };
-    let found_format = check_identity(dir, node_id, cluster_name)?;
-    let db = sled::Config::new()
-        .path(dir.join("sled"))
-        .cache_capacity(SLED_CACHE_BYTES)
-        .open()
-        .map_err(|source| match &source {
-            // sled takes an exclusive lock on its db file; another process has it. sled
-            // 0.34.7 (pinned) reports that as an `Other` error with this text around the
-            // `WouldBlock` from flock.
-            sled::Error::Io(e)
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.to_string().starts_with("could not acquire lock on") =>
-            {
-                OpenError::InUse {
-                    dir: dir.to_path_buf(),
-                }
-            }
-            _ => OpenError::Sled {
-                dir: dir.to_path_buf(),
-                source,
-            },
-        })?;
     let corrupt = |detail: String| OpenError::CorruptState {
         dir: dir.to_path_buf(),
         node: node_id,
         detail,
     };
-    let purged = log_store::stored_purge_point(&db).map_err(corrupt)?;
+    let found_format = check_identity(dir, node_id, cluster_name)?;
+    let meta = Arc::new(meta::MetaFile::open(dir).map_err(|e| match e {
+        meta::MetaError::InUse { .. } => OpenError::InUse {
+            dir: dir.to_path_buf(),
+        },
+        meta::MetaError::Io { source, .. } => io(source),
+        damaged @ meta::MetaError::Damaged { .. } => corrupt(damaged.to_string()),
+    })?);
+    // An older dir: sled's meta (formats 2 to 6) and log (2 to 5) are read once and written
+    // over durably; only then does the identity say the new format (a crash in between
+    // redoes it from sled, which nothing writes to any more).
+    let legacy = match found_format < DATA_FORMAT {
+        true => legacy::Legacy::open(dir)?,
+        false => None,
+    };
+    if let Some(old) = &legacy {
+        tracing::info!(
+            dir = %dir.display(), from = found_format, to = DATA_FORMAT,
+            "upgrading the data dir format"
+        );
+        let was = old.meta().map_err(corrupt)?;
+        meta.save(|m| *m = was).map_err(io)?;
+    }
+    let purged = meta.get().purged;
     let (segments, found) =
         log_store::open_segments(&dir.join(LOG_DIR), purged).map_err(|e| match e {
             segments::LogOpenError::Io(source) => io(source),
@@ -226,56 +234,37 @@ pub fn open_with(
              cut short: no mark vouched for them)"
         );
     }
-    let flusher = flush::Flusher::start(
-        segments.clone(),
-        db.clone(),
-        &dir.join("sled"),
-        metrics.clone(),
-    )
-    .map_err(io)?;
-    let log = LogStore::open(&db, segments, flusher).map_err(|source| OpenError::Sled {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
+    let flusher = flush::Flusher::start(segments.clone(), metrics.clone()).map_err(io)?;
+    let log = LogStore::open(segments, meta, flusher);
     if found_format < DATA_FORMAT {
-        // The log first, durably; only then does the identity say the new format. A crash
-        // in between leaves the old identity over a log already (partly) upgraded, which the
-        // next start finishes: `LogStore::upgrade_from_format_3` skips entries already in
-        // format 4, and the move into segments starts over from sled's copy. A format-4 log
-        // is format 5 as it is.
-        tracing::info!(
-            dir = %dir.display(), from = found_format, to = DATA_FORMAT,
-            "upgrading the data dir format"
-        );
-        if found_format < 4 {
-            log.upgrade_from_format_3().map_err(corrupt)?;
-        }
-        if found_format < 6 {
-            let moved = log.move_log_from_sled().map_err(corrupt)?;
+        if let (Some(old), true) = (&legacy, found_format < 6) {
+            let moved = log.replace_log(old.log().map_err(corrupt)?).map_err(io)?;
             tracing::info!(entries = moved, "log moved from sled into segment files");
         }
         set_identity_format(dir).map_err(io)?;
     }
-    log.forget_sled_log().map_err(corrupt)?;
+    // sled is not used from format 7 on: its dir goes once the identity says so (also when
+    // a crash came between the two).
+    drop(legacy);
+    let sled_dir = dir.join(legacy::SLED_DIR);
+    if sled_dir.exists() {
+        std::fs::remove_dir_all(&sled_dir).map_err(io)?;
+        tracing::info!(dir = %sled_dir.display(), "sled's files removed: format 7 keeps none");
+    }
     let sm = StateMachine::open(&dir.join("snapshots"), countdowns, watch_window, metrics)
         .map_err(|detail| OpenError::CorruptState {
             dir: dir.to_path_buf(),
             node: node_id,
             detail,
         })?;
-    // What sled 0.34 writes at its first open and never syncs, made durable before anything
-    // is acknowledged (found by the power-cut test; jepsen-tests/BUGS.md, P1 and P2):
-    // - its `conf` file: a power cut that tore it (its checksum lost, its settings kept)
-    //   left a store sled refuses to open ("Read corrupted data"), so the node would not start;
-    // - the names of a new data dir (the dir itself, sled's directory and files, the
-    //   snapshots directory), durable only once their directories are synced: a cut before
-    //   anything else synced them lost the whole data dir, every acknowledged write with it.
-    // Done at every open (a few fsyncs), so a dir made by an earlier version is covered too.
-    let sled_dir = dir.join("sled");
-    crate::durable::sync_file(&sled_dir.join("conf")).map_err(io)?;
+    // The names of a new data dir (the dir itself, its log, lock and snapshots directories),
+    // durable only once their directories are synced: a power cut before anything else
+    // synced them lost the whole data dir, every acknowledged write with it (found by the
+    // power-cut test; jepsen-tests/BUGS.md, P1). Done at every open (a few fsyncs), so a dir
+    // made by an earlier version is covered too.
+    crate::durable::sync_file(&dir.join(meta::LOCK_FILE)).map_err(io)?;
     crate::durable::sync_dirs(&[
-        &sled_dir.join("blobs"),
-        &sled_dir,
+        &dir.join(LOG_DIR),
         &dir.join("snapshots"),
         dir,
         // A relative data dir's parent is "" (the working directory).

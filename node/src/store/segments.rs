@@ -28,7 +28,7 @@
 //! (a snapshot installed from the leader), where the next entry starts a new segment.
 //!
 //! Purging deletes whole segments whose entries are all purged; the purge point itself is
-//! kept in sled (`log_store`), written and synced before any segment goes.
+//! kept in the meta file (`meta`), written durably before any segment goes.
 //!
 //! ## Damage is not a crash (data format 7)
 //!
@@ -344,7 +344,7 @@ fn term(log_id: &LogId) -> u64 {
 
 impl Segments {
     /// Opens the log in `dir` (made if absent), ending it where a crash cut it and keeping
-    /// damage aside for repair (see the module doc). `purged`: the purge point kept in sled.
+    /// damage aside for repair (see the module doc). `purged`: the purge point kept in the meta file.
     pub fn open(dir: &Path, purged: Option<u64>) -> Result<(Segments, Recovered), LogOpenError> {
         Segments::open_sized(dir, purged, SEGMENT_BYTES)
     }
@@ -821,7 +821,7 @@ impl Segments {
         inner.check_repaired()
     }
 
-    /// Deletes every segment and starts an empty log (before moving a sled log in).
+    /// Deletes every segment and starts an empty log (before moving an older dir's sled log in).
     pub fn reset(&self) -> io::Result<()> {
         let mut inner = self.lock();
         let seqs: Vec<u64> = inner.segments.keys().copied().collect();

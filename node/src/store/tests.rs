@@ -418,28 +418,6 @@ async fn case_files_offers_notes_and_history_survive_a_reopen_and_a_snapshot_ins
     );
 }
 
-#[tokio::test]
-async fn a_flush_round_covers_the_blob_files_sled_writes_for_large_pages() {
-    let dir = tempfile::tempdir().unwrap();
-    let sled_dir = dir.path().join("sled");
-    let db = sled::Config::new().path(&sled_dir).open().unwrap();
-    let (segments, _) = log_store::open_segments(&dir.path().join(LOG_DIR), None).unwrap();
-    let flusher =
-        super::flush::Flusher::start(segments, db.clone(), &sled_dir, Arc::default()).unwrap();
-    // A value far over sled's ~128 KiB page limit goes to a blob file.
-    db.insert(b"big", vec![7u8; 512 * 1024]).unwrap();
-    flusher.sync_sled().await.unwrap();
-    let blobs: Vec<_> = std::fs::read_dir(sled_dir.join("blobs"))
-        .expect("sled wrote a blobs dir")
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert!(!blobs.is_empty(), "sled put the large page in a blob file");
-    // The round that synced it (the fsync itself cannot be observed here) succeeded; a second
-    // round, with nothing new, succeeds too.
-    flusher.sync_sled().await.unwrap();
-    assert_eq!(db.get(b"big").unwrap().unwrap().len(), 512 * 1024);
-}
-
 /// Encodings written by the code of data format 3 (`fixtures/`, made by that code: see
 /// `fixtures/README.md`): the state after bob's claim of `tasks/k`, alice's update with bob's
 /// token from her own process (which format 3 applied and credited to bob), alice's stale
@@ -605,13 +583,15 @@ fn a_format_3_log_entry_is_rewritten_as_commands_without_a_sender() {
     use openraft::{Entry, EntryPayload};
     // Not readable as today's format (so the upgrade cannot mistake it) ...
     assert!(decode_whole::<Entry<TypeConfig>>(ENTRY_FORMAT_3).is_err());
-    // ... and rewritten whole by the upgrade at open.
+    // ... and read whole, upgraded, from an older dir's sled log at open.
     let dir = tempfile::tempdir().unwrap();
-    let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
-    drop(sm);
-    log.write_raw_for_tests(7, ENTRY_FORMAT_3);
-    log.upgrade_from_format_3().unwrap();
-    let entry: Entry<TypeConfig> = decode_whole(&log.read_raw_for_tests(7)).unwrap();
+    legacy::write_for_tests(
+        dir.path(),
+        &meta::Meta::default(),
+        &[(7, ENTRY_FORMAT_3.to_vec())],
+    );
+    let old = legacy::Legacy::open(dir.path()).unwrap().unwrap();
+    let entry = old.log().unwrap().remove(0);
     let EntryPayload::Normal(proposal) = entry.payload else {
         panic!("a normal entry");
     };
@@ -624,14 +604,13 @@ fn a_format_3_log_entry_is_rewritten_as_commands_without_a_sender() {
         table.apply(i as u64 + 1, cmd);
     }
     assert_eq!(table.case("tasks/k").unwrap().record.status, "done");
-    // Running the upgrade again changes nothing (a rewrite that completed before a crash).
-    log.upgrade_from_format_3().unwrap();
+    // Reading it again gives the same (an upgrade a crash cut short is redone from sled).
     assert_eq!(
-        decode_whole::<Entry<TypeConfig>>(&log.read_raw_for_tests(7)).unwrap(),
-        Entry {
+        old.log().unwrap(),
+        vec![Entry {
             log_id: log_id(1, 1, 7),
             payload: EntryPayload::Normal(proposal),
-        }
+        }]
     );
 }
 
@@ -660,23 +639,32 @@ fn a_format_2_data_dir_is_upgraded_in_place() {
 }
 
 #[tokio::test]
-async fn a_format_4_or_5_data_dir_has_its_log_moved_from_sled_into_segments() {
+async fn a_format_4_or_5_data_dir_has_its_log_and_meta_moved_from_sled() {
+    use openraft::storage::RaftLogStorage;
     use openraft::testing::log_id;
     use openraft::{Entry, EntryPayload, RaftLogReader};
     for old_format in [4, 5] {
         let dir = tempfile::tempdir().unwrap();
-        let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
-        drop(sm);
+        drop(open(dir.path(), 1, "t", countdowns()).unwrap());
         let entries: Vec<Entry<TypeConfig>> = (3..=5)
             .map(|i| Entry {
                 log_id: log_id(1, 1, i),
                 payload: EntryPayload::Blank,
             })
             .collect();
-        for entry in &entries {
-            log.write_raw_for_tests(entry.log_id.index, &encode(entry));
-        }
-        drop(log);
+        let vote = openraft::Vote::new(1, 2);
+        legacy::write_for_tests(
+            dir.path(),
+            &meta::Meta {
+                vote: Some(vote),
+                committed: Some(log_id(1, 1, 4)),
+                purged: Some(log_id(1, 1, 2)),
+            },
+            &entries
+                .iter()
+                .map(|e| (e.log_id.index, encode(e)))
+                .collect::<Vec<_>>(),
+        );
         let id_path = dir.path().join(IDENTITY_FILE);
         let mut id: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
@@ -697,14 +685,25 @@ async fn a_format_4_or_5_data_dir_has_its_log_moved_from_sled_into_segments() {
             entries,
             "the log is kept, from format {old_format}"
         );
+        assert_eq!(
+            log.read_vote().await.unwrap(),
+            Some(vote),
+            "the vote is kept"
+        );
+        assert_eq!(
+            log.get_log_state().await.unwrap().last_purged_log_id,
+            Some(log_id(1, 1, 2)),
+            "the purge point is kept"
+        );
         assert!(
-            log.sled_log_is_empty_for_tests(),
-            "sled's copy is gone once the identity says format 6"
+            !dir.path().join("sled").exists(),
+            "sled's files are gone once the identity says format 7"
         );
         assert_eq!(log.segment_count(), 1);
         drop((log, _sm));
         let (mut log, _sm) = reopen(dir.path());
         assert_eq!(log.try_get_log_entries(0..).await.unwrap(), entries);
+        assert_eq!(log.read_vote().await.unwrap(), Some(vote));
     }
 }
 
