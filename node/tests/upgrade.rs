@@ -199,6 +199,10 @@ async fn a_format_6_data_dir_keeps_its_log_and_writes_marks_from_then_on() {
     let node = Node::start(&dir, &tmp.path().join("node-1.log"));
     node.wait_ready();
     assert_eq!(identity_format(&dir), 7, "the identity says format 7");
+    assert!(
+        dir.join("raft.meta").exists() && !dir.join("sled").exists(),
+        "the vote and purge point moved out of sled, and sled's files gone"
+    );
     // Every event the format-6 node recorded, as it recorded it.
     let (code, history) = node.baton("alice-proc", &["history", "tasks/k", "--events"]);
     assert_eq!(code, 0);
