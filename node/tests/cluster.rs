@@ -1392,20 +1392,8 @@ async fn a_late_copy_of_a_refused_claim_gets_the_refusal_not_a_grant() {
     let after = admin.cluster_status().await.unwrap().applied_index;
     assert!(after > before, "a retry's refusal must be a log entry");
     // ...so once the key is free, a late copy of its first attempt gets the same refusal.
-    match alice.release("tasks/b", second.lease.token).await.unwrap() {
-        ReleaseOutcome::Released(_) => {}
-        other => panic!("{other:?}"),
-    }
-    let late = raw.claim(bobs_claim("tasks/b", 2, true)).await.unwrap();
-    assert_eq!(held_by(late.into_inner()), second.lease.token);
-    let probe = alice
-        .probe("tasks/b", ReadMode::Linearizable)
-        .await
-        .unwrap();
-    assert!(
-        probe.lease.is_none(),
-        "the late copy was granted: {probe:?}"
-    );
+    let late = bobs_claim("tasks/b", 2, true);
+    freed_then_copy_refused(&alice, &mut raw, "tasks/b", second.lease.token, late).await;
 
     // Two copies of one first attempt, headers and all (a proxy's or a gRPC retry policy's
     // replay; issue 35, finding 3): the first is refused from a read, the key is freed, and
@@ -1413,18 +1401,28 @@ async fn a_late_copy_of_a_refused_claim_gets_the_refusal_not_a_grant() {
     let third = granted(alice.claim("tasks/c", "alice", TTL).await.unwrap());
     let answer = raw.claim(bobs_claim("tasks/c", 3, true)).await.unwrap();
     assert_eq!(held_by(answer.into_inner()), third.lease.token);
-    match alice.release("tasks/c", third.lease.token).await.unwrap() {
+    let copy = bobs_claim("tasks/c", 3, true);
+    freed_then_copy_refused(&alice, &mut raw, "tasks/c", third.lease.token, copy).await;
+}
+
+/// Alice releases `key` (her grant `token`), then `copy` (a copy of a claim refused while she
+/// held it) is sent: it must get that refusal again, naming `token`, and grant nothing.
+async fn freed_then_copy_refused(
+    alice: &baton_client::Client,
+    raw: &mut baton_proto::v1::baton_client::BatonClient<tonic::transport::Channel>,
+    key: &str,
+    token: u64,
+    copy: tonic::Request<baton_proto::v1::ClaimRequest>,
+) {
+    use baton_proto::v1::claim_response::Outcome;
+    match alice.release(key, token).await.unwrap() {
         ReleaseOutcome::Released(_) => {}
         other => panic!("{other:?}"),
     }
-    let copy = raw.claim(bobs_claim("tasks/c", 3, true)).await.unwrap();
-    assert_eq!(held_by(copy.into_inner()), third.lease.token);
-    let probe = alice
-        .probe("tasks/c", ReadMode::Linearizable)
-        .await
-        .unwrap();
-    assert!(
-        probe.lease.is_none(),
-        "the second copy of a first attempt was granted: {probe:?}"
-    );
+    match raw.claim(copy).await.unwrap().into_inner().outcome {
+        Some(Outcome::Held(h)) => assert_eq!(h.lease.unwrap().token, token),
+        other => panic!("the copy got {other:?}, not the refusal"),
+    }
+    let probe = alice.probe(key, ReadMode::Linearizable).await.unwrap();
+    assert!(probe.lease.is_none(), "the copy was granted: {probe:?}");
 }
