@@ -377,10 +377,12 @@ impl Segments {
         let mut locs = VecDeque::new();
         let mut first = purged.map_or(0, |p| p + 1);
         let mut last_log_id: Option<LogId> = None;
-        let mut end: Option<(u64, u64)> = None; // (seq, offset) where the log ends
-        let mut end_leftovers = false; // bytes that are not zero follow it
-                                       // Where the log stopped before something that is not zero (a crash's torn tail, or
-                                       // damage): its segment, offset and the index that should have been there.
+        // The segment and offset where the log ends.
+        let mut end: Option<(u64, u64)> = None;
+        // Bytes that are not zero follow the log's end.
+        let mut end_leftovers = false;
+        // Where the log stopped before something that is not zero (a crash's torn tail, or
+        // damage): its segment, offset and the index that should have been there.
         let mut broke_at: Option<(u64, u64, u64)> = None;
         let mut marks_kept = 0u64; // the highest mark in what is kept
         let (mut marks_after, mut seen_after) = (0u64, 0u64);
