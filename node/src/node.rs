@@ -358,16 +358,13 @@ pub async fn run_announcing(
 }
 
 /// Resolves, with the cause, when Raft stops by itself (openraft stops its core on a storage
-/// error); never while it runs.
+/// error); never while it runs. Polled: a watch of the metrics would wake at every entry.
 async fn raft_stopped(raft: &Raft) -> String {
-    let mut metrics = raft.metrics();
     loop {
-        if let Err(fatal) = &metrics.borrow().running_state {
+        if let Err(fatal) = &raft.metrics().borrow().running_state {
             return fatal.to_string();
         }
-        if metrics.changed().await.is_err() {
-            return "raft stopped".to_string();
-        }
+        tokio::time::sleep(crate::limits::FATAL_POLL_INTERVAL).await;
     }
 }
 
