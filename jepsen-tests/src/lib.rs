@@ -13,6 +13,8 @@
 //! - `nemesis`  faults and their schedule;
 //! - `powerfs`  a FUSE filesystem that forgets unsynced writes on a power cut (used by
 //!   `tests/power_cut.rs`; not yet by a nemesis of the suite);
+//! - `sickdisk` a damaged log and a failing disk on one node, and the checks of how the node
+//!   copes;
 //! - `run`      one scenario end to end; `suite` the CI and long suites.
 
 pub mod check;
@@ -23,5 +25,6 @@ pub mod net;
 pub mod powerfs;
 pub mod report;
 pub mod run;
+pub mod sickdisk;
 pub mod suite;
 pub mod workload;
