@@ -36,7 +36,8 @@
 //! - Metadata other than names and lengths (permissions, times) is not rolled back.
 //! - Hard links, symlinks, extended attributes and `mmap` writes are not supported (baton's
 //!   data dir uses none; `mmap` is refused at open by `direct_io`).
-//! - Corruption of synced data: that is the "damaged node" fault, done on the backing files.
+//! - Corruption of synced data: that is the `corrupt` fault ([`crate::sickdisk`]), done on a
+//!   stopped node's files.
 //!
 //! The mount is single-threaded and sends every write through (no writeback cache), so it is
 //! slower than a disk; it is for the chaos suite, not for benchmarks.
