@@ -503,7 +503,9 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
 
     // A node under repair is watched from the first fault to the last readiness check.
     let corrupt = scenario.faults.contains(&Fault::Corrupt);
-    let watch_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Set when the checks need the samples, and when the run ends early (an error, a
+    // dropped future): the watch never outlives its run.
+    let watch_stop = StopOnDrop(Arc::new(std::sync::atomic::AtomicBool::new(false)));
     let watch = corrupt.then(|| {
         let nodes: Vec<WatchedNode> = {
             let cluster = bed.cluster.lock().expect("cluster lock");
@@ -518,7 +520,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
                 })
                 .collect()
         };
-        tokio::spawn(watch_repairs(nodes, rec.clone(), watch_stop.clone()))
+        tokio::spawn(watch_repairs(nodes, rec.clone(), watch_stop.0.clone()))
     });
 
     // Faults.
@@ -556,7 +558,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     rec.nemesis("heal", "stop", "all faults healed; final reads", 0.0);
 
     let ready = readiness(&bed).await;
-    watch_stop.store(true, Ordering::Relaxed);
+    drop(watch_stop);
     let repair_samples = match watch {
         Some(task) => task.await.unwrap_or_else(|e| {
             worker_panics.push(Violation::general(format!("the repair watch died: {e}")));
@@ -815,6 +817,15 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
 pub const REPAIR_WATCH_EVERY: Duration = Duration::from_millis(100);
 /// How long the repair watch waits for a node's status or `/readyz`.
 pub const REPAIR_ASK_LIMIT: Duration = Duration::from_millis(500);
+
+/// Raises its flag when dropped.
+struct StopOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
 
 /// A node as the repair watch sees it (fixed for the run).
 struct WatchedNode {
