@@ -20,6 +20,7 @@ use nix::unistd::Pid;
 
 use crate::net::Net;
 use crate::powerfs::{Loss, Lost, PowerFs};
+use crate::sickdisk::{self, Damage, DamageKind};
 
 /// The port every node listens on (each has its own address).
 pub const NODE_PORT: u16 = 7001;
@@ -59,6 +60,9 @@ pub struct NodeSettings {
     /// The `skip_read_index` chaos knob on every node: a node that believes it leads answers
     /// linearizable reads from its own state (a canary the read checks must catch).
     pub skip_read_index: bool,
+    /// The `trust_damaged_log` chaos knob on every node: opening a damaged log cuts it
+    /// silently and the node votes on it (a canary the `corrupt` fault must catch).
+    pub trust_damaged_log: bool,
 }
 
 /// One node.
@@ -91,6 +95,8 @@ pub struct NodeProc {
     /// How the last run of the process ended when it ended by itself (not by a signal of
     /// the harness), with the end of its log: a node that refused to start.
     pub exited: Option<String>,
+    /// The exit code of that run (None: ended by a signal).
+    pub exit_code: Option<i32>,
 }
 
 /// The cluster.
@@ -151,6 +157,7 @@ impl Cluster {
                 fs: None,
                 join: None,
                 exited: None,
+                exit_code: None,
             });
         }
         let mut cluster = Cluster {
@@ -247,7 +254,10 @@ impl Cluster {
         let (up, status) = match node.child.as_mut() {
             Some(c) => match c.try_wait() {
                 Ok(None) => (true, None),
-                Ok(Some(status)) => (false, Some(status.to_string())),
+                Ok(Some(status)) => {
+                    node.exit_code = status.code();
+                    (false, Some(status.to_string()))
+                }
                 Err(e) => (false, Some(e.to_string())),
             },
             None => (false, None),
@@ -306,6 +316,40 @@ impl Cluster {
         }
         node.join = Some(others);
         Ok(())
+    }
+
+    /// Takes how node `id` ended by itself (its exit code and the end of its log), so that an
+    /// end a fault expected is not counted as a node that refused to start.
+    pub fn take_exit(&mut self, id: u64) -> Option<(Option<i32>, String)> {
+        let node = self.node_mut(id);
+        let how = node.exited.take()?;
+        Some((node.exit_code.take(), how))
+    }
+
+    /// Node `id`'s disk fails every sync with EIO (`on`), or is sound again (with `power`,
+    /// while it is mounted; see [`PowerFs::fail_syncs`]).
+    pub fn fail_syncs(&self, id: u64, on: bool) {
+        if let Some(fs) = &self.node(id).fs {
+            fs.fail_syncs(on);
+        }
+    }
+
+    /// Syncs node `id`'s disk answered EIO, and when the first was (with `power`).
+    pub fn failed_syncs(&self, id: u64) -> (u64, Option<std::time::Instant>) {
+        self.node(id)
+            .fs
+            .as_ref()
+            .map_or((0, None), |fs| fs.failed_syncs())
+    }
+
+    /// Damages the log of node `id`, which must be down, as `kind` says at a spot chosen by
+    /// `pick` (see [`sickdisk::damage_log`]).
+    pub fn damage_log(&mut self, id: u64, kind: DamageKind, pick: u64) -> anyhow::Result<Damage> {
+        anyhow::ensure!(!self.is_up(id), "node {id} must be down to damage its log");
+        let node = self.node(id);
+        let log_dir = node.data_dir.join(sickdisk::LOG_DIR);
+        sickdisk::damage_log(id, &log_dir, kind, pick)
+            .with_context(|| format!("damaging node {id}'s log in {}", log_dir.display()))
     }
 
     /// Node `id`'s disk freezes at its next fsync of unsynced writes (with `power`), so that
@@ -384,12 +428,13 @@ impl Cluster {
         let node = self.node(id);
         let text = format!(
             "clock_rate={}\nraft_delay_ms={}\nraft_jitter_ms={}\nskip_fsync={}\n\
-             skip_read_index={}\n",
+             skip_read_index={}\ntrust_damaged_log={}\n",
             node.rate,
             node.delay_ms.0,
             node.delay_ms.1,
             u8::from(self.settings.skip_fsync),
-            u8::from(self.settings.skip_read_index)
+            u8::from(self.settings.skip_read_index),
+            u8::from(self.settings.trust_damaged_log)
         );
         // Write-then-rename so the node never reads half a file.
         let tmp = node.chaos_file.with_extension("tmp");

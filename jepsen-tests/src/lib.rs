@@ -11,8 +11,10 @@
 //! - `cluster`  the node processes (kill -9, SIGSTOP, restart, chaos control files);
 //! - `workload` the workers and the history recorder;
 //! - `nemesis`  faults and their schedule;
-//! - `powerfs`  a FUSE filesystem that forgets unsynced writes on a power cut (used by
-//!   `tests/power_cut.rs`; not yet by a nemesis of the suite);
+//! - `powerfs`  a FUSE filesystem that forgets unsynced writes on a power cut, and can fail
+//!   every sync with EIO (the `power` and `eio` faults, and `tests/power_cut.rs`);
+//! - `sickdisk` a damaged log and a failing disk on one node, and the checks of how the node
+//!   copes;
 //! - `run`      one scenario end to end; `suite` the CI and long suites.
 
 pub mod check;
@@ -23,5 +25,6 @@ pub mod net;
 pub mod powerfs;
 pub mod report;
 pub mod run;
+pub mod sickdisk;
 pub mod suite;
 pub mod workload;

@@ -13,6 +13,7 @@ use rand::{Rng, SeedableRng};
 use crate::cluster::Cluster;
 use crate::net::Net;
 use crate::powerfs::{Loss, Lost};
+use crate::sickdisk::{Damage, DamageKind, EioRecord, EIO_EXIT_LIMIT};
 use crate::workload::Recorder;
 
 /// The documented drift bound the scenarios stay within when skew is "within bound": node
@@ -25,6 +26,15 @@ pub const SKEW_OVER_RATE: f64 = 2.0;
 pub const FROZEN_CUT_SHARE: f64 = 0.75;
 /// How long a power cut waits for a victim's next fsync of unsynced writes to freeze.
 pub const FREEZE_WAIT: Duration = Duration::from_secs(2);
+/// How long the laggards of a `corrupt` fault are down while writes go on, in ms.
+pub const CORRUPT_LAG_MS: std::ops::Range<u64> = 2000..3000;
+/// How long a `corrupt` fault holds, whatever the pace: the victim and the laggards are up
+/// without the up-to-date nodes long enough to elect a leader (election timeout at most
+/// 1 s, and a start) if the victim votes on its cut log, in ms.
+pub const CORRUPT_HOLD_MS: std::ops::Range<u64> = 3000..4000;
+/// How long an `eio` fault waits for its victim's first failed sync before it gives up
+/// waiting for the node to stop (the judge says whether it did, in time).
+pub const EIO_FIRST_SYNC_WAIT: Duration = Duration::from_secs(5);
 /// How long a membership change (a removal; a join until the node is a voter) may take
 /// before it counts as failed.
 pub const MEMBERSHIP_LIMIT: Duration = Duration::from_secs(30);
@@ -75,6 +85,18 @@ pub enum Fault {
     /// A node's disk is wiped under it (SIGKILL, data dir gone), then the documented
     /// recovery: remove it, and it joins again on the empty dir when the fault heals.
     WipeDisk,
+    /// A damaged log where its vote decides: a minority lags (down while writes go on), the
+    /// victim is killed and one bit flipped or one sector zeroed in its log (see
+    /// [`crate::sickdisk`]), the up-to-date rest killed, then the victim and the laggards
+    /// started (the victim's vote decides whether a leader without the latest writes is
+    /// elected), and the rest started again when the fault heals.
+    Corrupt,
+    /// One node's disk fails every sync with EIO (data dirs on power-cut filesystems): the
+    /// node must stop; when the fault heals its disk loses what it never synced (a power
+    /// cut) and it is started again on a sound disk.
+    EioOne,
+    /// The same with the leader.
+    EioLeader,
 }
 
 impl Fault {
@@ -101,6 +123,9 @@ impl Fault {
             Fault::ReplaceVoter => "replace-voter",
             Fault::ReplaceLeader => "replace-leader",
             Fault::WipeDisk => "wipe-disk",
+            Fault::Corrupt => "corrupt",
+            Fault::EioOne => "eio-one",
+            Fault::EioLeader => "eio-leader",
         }
     }
 }
@@ -119,6 +144,10 @@ pub struct Bed {
     pub lose_all: bool,
     /// Membership changes, and those that failed.
     pub membership: Mutex<MembershipLog>,
+    /// Every damage the `corrupt` fault did.
+    pub damages: Mutex<Vec<Damage>>,
+    /// What every `eio` fault saw.
+    pub eio: Mutex<Vec<EioRecord>>,
 }
 
 /// What the membership nemeses did.
@@ -273,6 +302,9 @@ enum Undo {
     /// The node joins again (`--join`) and becomes a voter.
     Join(u64),
     Delay(Vec<u64>),
+    /// A power cut of the node's failing disk (what it never synced is gone), then a start
+    /// on a sound one.
+    SoundDisk(u64),
 }
 
 /// Starts `fault`; returns how to heal it and a description.
@@ -286,7 +318,9 @@ async fn start(bed: &Bed, fault: Fault, rng: &mut StdRng) -> anyhow::Result<(Und
         | Fault::PauseLeader
         | Fault::PowerLeader
         | Fault::ReplaceVoter
-        | Fault::ReplaceLeader => bed.leader().await,
+        | Fault::ReplaceLeader
+        | Fault::EioOne
+        | Fault::EioLeader => bed.leader().await,
         _ => None,
     };
     let random = |rng: &mut StdRng| ids[rng.gen_range(0..n)];
@@ -505,6 +539,100 @@ async fn start(bed: &Bed, fault: Fault, rng: &mut StdRng) -> anyhow::Result<(Und
                 0.0,
             )
         }
+        Fault::Corrupt => {
+            let mut order = ids.clone();
+            order.shuffle(rng);
+            let (lagging, rest) = order.split_at((n - 1) / 2);
+            let (victim, current) = (rest[0], rest[1..].to_vec());
+            let lag = format!("nodes {lagging:?} down while writes go on");
+            for b in lagging {
+                bed.cluster().kill9(*b);
+            }
+            bed.rec.nemesis("corrupt-lag", "start", &lag, 0.0);
+            tokio::time::sleep(Duration::from_millis(rng.gen_range(CORRUPT_LAG_MS))).await;
+            // The victim first: from then on nothing more is acknowledged, so every write
+            // the up-to-date nodes hold, the victim holds too.
+            bed.cluster().kill9(victim);
+            for c in &current {
+                bed.cluster().kill9(*c);
+            }
+            bed.rec.nemesis("corrupt-lag", "stop", &lag, 0.0);
+            let kind = if rng.gen_bool(0.5) {
+                DamageKind::FlippedBit
+            } else {
+                DamageKind::ZeroedSector
+            };
+            let damage = bed.cluster().damage_log(victim, kind, rng.gen())?;
+            bed.cluster().launch(victim)?;
+            for b in lagging {
+                bed.cluster().launch(*b)?;
+            }
+            let d = format!(
+                "node {victim}'s log damaged ({kind:?} at byte {} of the {} used in {}), \
+                 started with the laggards {lagging:?}; {current:?} down until the fault ends",
+                damage.offset,
+                damage.used,
+                damage
+                    .file
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            );
+            bed.damages.lock().expect("damages lock").push(damage);
+            (Undo::Restart(current), d, 0.0)
+        }
+        Fault::EioOne | Fault::EioLeader => {
+            let v = match (fault, leader) {
+                (Fault::EioLeader, Some(l)) => l,
+                _ => random(rng),
+            };
+            let start_ns = bed.rec.now_ns();
+            let start = std::time::Instant::now();
+            bed.cluster().fail_syncs(v, true);
+            // Until the node stops, or has had its first failed sync and the time to stop
+            // after it (the judge decides whether that was in time).
+            let exit = loop {
+                if !bed.cluster().is_up(v) {
+                    let how = bed.cluster().take_exit(v);
+                    let (code, text) = how.unwrap_or((None, "gone".into()));
+                    break Some((bed.rec.now_ns(), code, text));
+                }
+                let first = bed.cluster().failed_syncs(v).1;
+                let waited = match first {
+                    Some(at) => at.elapsed() > EIO_EXIT_LIMIT * 2,
+                    None => start.elapsed() > EIO_FIRST_SYNC_WAIT,
+                };
+                if waited {
+                    break None;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            };
+            let (failed_syncs, first) = bed.cluster().failed_syncs(v);
+            let first_failed_ns = first.map(|at| bed.rec.ns_of(at));
+            let d = format!(
+                "node {v}'s disk fails every sync: {failed_syncs} failed, {}",
+                match (&exit, first_failed_ns) {
+                    (Some((t, code, _)), Some(f)) => format!(
+                        "the node stopped {} ms after the first (exit code {code:?})",
+                        t.saturating_sub(f) / 1_000_000
+                    ),
+                    (Some((_, code, _)), None) => {
+                        format!("the node stopped before any (exit code {code:?})")
+                    }
+                    (None, _) => "the node runs on".into(),
+                }
+            );
+            bed.eio.lock().expect("eio lock").push(EioRecord {
+                node: v,
+                led: leader == Some(v),
+                start_ns,
+                failed_syncs,
+                first_failed_ns,
+                exit,
+                restarted_ns: None,
+            });
+            (Undo::SoundDisk(v), d, 0.0)
+        }
     })
 }
 
@@ -533,6 +661,28 @@ async fn undo(bed: &Bed, undo: Undo) -> anyhow::Result<()> {
         Undo::Delay(ids) => {
             for id in ids {
                 bed.cluster().set_delay(id, 0, 0);
+            }
+            Ok(())
+        }
+        Undo::SoundDisk(id) => {
+            let loss = Loss::All;
+            let lost = bed.cluster().power_cut(id, loss);
+            bed.cuts.lock().expect("cuts lock").push(Cut {
+                node: id,
+                loss,
+                lost,
+            });
+            bed.cluster().launch(id)?;
+            let now = bed.rec.now_ns();
+            if let Some(r) = bed
+                .eio
+                .lock()
+                .expect("eio lock")
+                .iter_mut()
+                .rev()
+                .find(|r| r.node == id)
+            {
+                r.restarted_ns = Some(now);
             }
             Ok(())
         }
@@ -580,6 +730,7 @@ pub async fn run_schedule(
     while std::time::Instant::now() < until {
         let fault = faults[rng.gen_range(0..faults.len())];
         let hold = match fault {
+            Fault::Corrupt => Duration::from_millis(rng.gen_range(CORRUPT_HOLD_MS)),
             _ if pace == Pace::Brisk => Duration::from_millis(rng.gen_range(BRISK_HOLD_MS)),
             Fault::PauseOne | Fault::PauseLeader => bed.ttl.mul_f64(rng.gen_range(1.0..3.0)),
             // Long enough for the majority to elect a new leader (after the old one's lease

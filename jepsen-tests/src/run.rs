@@ -15,6 +15,7 @@ use crate::cluster::{libfaketime, Cluster, NodeSettings};
 use crate::history::{Call, CheckParams, CheckResult, Kind, Reply, RunMeta, Verdict, Violation};
 use crate::nemesis::{self, Bed, Fault, Pace, SKEW_OVER_RATE, SKEW_WITHIN};
 use crate::net::{self, Net};
+use crate::sickdisk::{self, RepairSample};
 use crate::workload::{self, Ctx, Recorder, Slot};
 
 /// The clients' drift margin (baton's default): workers believe in a lease until
@@ -30,6 +31,10 @@ pub const READY_LIMIT: Duration = Duration::from_secs(15);
 
 /// Wall-clock offsets of nodes 1..5 in scenarios with `wall_offsets`.
 pub const WALL_OFFSETS_S: [i64; 5] = [300, -300, 120, -45, 600];
+
+/// Where sled 0.34 panics when a node whose disk failed its sync drops its database on the
+/// way out (`pagecache::logger::Log`'s drop unwraps the EIO of its last flush): BUGS.md, P7.
+pub const SLED_DROP_ON_FAILED_DISK_PANIC: &str = "sled-0.34.7/src/pagecache/logger.rs";
 
 /// A run with fewer of these than the minimum proves nothing: it fails.
 pub const MIN_OK_CLAIMS: u64 = 10;
@@ -70,6 +75,10 @@ pub struct Scenario {
     pub read_canary: bool,
     /// How fast faults follow each other.
     pub pace: Pace,
+    /// The damaged-log canary: nodes take damage before their log's durable end for a
+    /// crash's torn tail, cut it silently and vote on it (`trust_damaged_log`), as baton did
+    /// before data format 7. The run passes only if the checks catch it.
+    pub corrupt_canary: bool,
 }
 
 impl Scenario {
@@ -79,6 +88,8 @@ impl Scenario {
             Some("nodes that acknowledge before their fsync lost power")
         } else if self.read_canary {
             Some("nodes that skip the read-index round answered linearizable reads")
+        } else if self.corrupt_canary {
+            Some("nodes that take a damaged log for a torn tail and vote on it had logs damaged")
         } else {
             None
         }
@@ -98,6 +109,9 @@ pub const SCENARIOS: &[&str] = &[
     "power-all",
     "membership",
     "read-canary",
+    "corrupt",
+    "corrupt-canary",
+    "eio",
 ];
 
 /// Checkers whose failure in a canary scenario counts as catching it (not the minimum counts:
@@ -132,6 +146,7 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
         pinned_readers: true,
         read_canary: false,
         pace: Pace::Steady,
+        corrupt_canary: false,
     };
     Some(match name {
         "partition-kill" => {
@@ -210,6 +225,17 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
             power_canary: true,
             pace: Pace::Brisk,
             ..s(vec![PowerAll], baton, BaseSkew::None, false)
+        },
+        // One node's log damaged where its vote decides (see `Fault::Corrupt`).
+        "corrupt" => s(vec![Corrupt], baton, BaseSkew::None, false),
+        "corrupt-canary" => Scenario {
+            corrupt_canary: true,
+            ..s(vec![Corrupt], baton, BaseSkew::None, false)
+        },
+        // One node's disk fails its syncs (the power-cut filesystem answers EIO).
+        "eio" => Scenario {
+            power: true,
+            ..s(vec![EioOne, EioLeader], baton, BaseSkew::None, false)
         },
         _ => return None,
     })
@@ -355,6 +381,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         power: scenario.power,
         skip_fsync: scenario.power_canary,
         skip_read_index: scenario.read_canary,
+        trust_damaged_log: scenario.corrupt_canary,
     };
     // Wall clocks minutes apart (libfaketime; monotonic clocks untouched): offsets between
     // machines must not matter to baton.
@@ -377,6 +404,8 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         cuts: Default::default(),
         lose_all: scenario.power_canary,
         membership: Default::default(),
+        damages: Default::default(),
+        eio: Default::default(),
     };
     if bed.await_recovery(RECOVERY_LIMIT).await.is_none() {
         anyhow::bail!(
@@ -472,6 +501,28 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         }
     }
 
+    // A node under repair is watched from the first fault to the last readiness check.
+    let corrupt = scenario.faults.contains(&Fault::Corrupt);
+    // Set when the checks need the samples, and when the run ends early (an error, a
+    // dropped future): the watch never outlives its run.
+    let watch_stop = StopOnDrop(Arc::new(std::sync::atomic::AtomicBool::new(false)));
+    let watch = corrupt.then(|| {
+        let nodes: Vec<WatchedNode> = {
+            let cluster = bed.cluster.lock().expect("cluster lock");
+            cluster
+                .nodes
+                .iter()
+                .map(|n| WatchedNode {
+                    id: n.id,
+                    addr: n.addr.clone(),
+                    admin: n.admin.clone(),
+                    data_dir: n.data_dir.clone(),
+                })
+                .collect()
+        };
+        tokio::spawn(watch_repairs(nodes, rec.clone(), watch_stop.0.clone()))
+    });
+
     // Faults.
     let until = Instant::now() + opts.duration;
     let injected =
@@ -507,6 +558,14 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     rec.nemesis("heal", "stop", "all faults healed; final reads", 0.0);
 
     let ready = readiness(&bed).await;
+    drop(watch_stop);
+    let repair_samples = match watch {
+        Some(task) => task.await.unwrap_or_else(|e| {
+            worker_panics.push(Violation::general(format!("the repair watch died: {e}")));
+            Vec::new()
+        }),
+        None => Vec::new(),
+    };
     // Every node must be running now, and none may have ended by itself on the way.
     let not_started: Vec<String> = {
         let mut cluster = bed.cluster.lock().expect("cluster lock");
@@ -526,6 +585,16 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     let panics = bed.cluster.lock().expect("cluster lock").panics();
     let cuts = bed.cuts.lock().expect("cuts lock").clone();
     let membership = bed.membership.lock().expect("membership lock").clone();
+    let damages = bed.damages.lock().expect("damages lock").clone();
+    let eio_records = bed.eio.lock().expect("eio lock").clone();
+    let damage_found: Vec<(u64, usize)> = bed
+        .cluster
+        .lock()
+        .expect("cluster lock")
+        .nodes
+        .iter()
+        .map(|n| (n.id, sickdisk::damage_found(&n.data_dir)))
+        .collect();
     drop(bed);
 
     // Check.
@@ -652,18 +721,49 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     }) {
         results.push(membership_result(&membership));
     }
+    if corrupt {
+        results.push(sickdisk::judge_damaged_nodes(
+            &damages,
+            &repair_samples,
+            &damage_found,
+        ));
+    }
+    let fails_disks = scenario
+        .faults
+        .iter()
+        .any(|f| matches!(f, Fault::EioOne | Fault::EioLeader));
+    if fails_disks {
+        results.push(sickdisk::judge_eio(&eio_records, &history.ops()));
+    }
+    // A known panic on the way out of a node whose disk failed: reported, not failed, in the
+    // scenarios that fail disks (BUGS.md, P7), until baton no longer drops sled on a failed
+    // disk. Any other panic fails.
+    let (known, panics): (Vec<String>, Vec<String>) = panics
+        .into_iter()
+        .partition(|line| fails_disks && line.contains(SLED_DROP_ON_FAILED_DISK_PANIC));
     let died = panics.len() + worker_panics.len();
     results.push(result(
         "no-panic",
-        if died == 0 {
-            Verdict::Pass
-        } else {
+        if died > 0 {
             Verdict::Fail
+        } else if !known.is_empty() {
+            Verdict::Reported
+        } else {
+            Verdict::Pass
         },
         format!(
-            "{} panic lines in node logs, {} workers died",
+            "{} panic lines in node logs, {} workers died{}",
             panics.len(),
-            worker_panics.len()
+            worker_panics.len(),
+            if known.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {} known panics of sled flushing on a failed disk as a stopping node \
+                     drops it (BUGS.md P7: reported, not failed)",
+                    known.len()
+                )
+            }
         ),
         panics
             .into_iter()
@@ -711,6 +811,75 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         serde_json::to_string_pretty(&outcome)?,
     )?;
     Ok(outcome)
+}
+
+/// How often the repair watch looks for each node's repair obligation.
+pub const REPAIR_WATCH_EVERY: Duration = Duration::from_millis(100);
+/// How long the repair watch waits for a node's status or `/readyz`.
+pub const REPAIR_ASK_LIMIT: Duration = Duration::from_millis(500);
+
+/// Raises its flag when dropped.
+struct StopOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A node as the repair watch sees it (fixed for the run).
+struct WatchedNode {
+    id: u64,
+    addr: String,
+    admin: String,
+    data_dir: PathBuf,
+}
+
+/// Until `stop`: whenever a node's `log/repair.json` exists, asks the node whether it leads
+/// and whether it is ready, and keeps the answer if the file still exists after it (the
+/// node removes it only once refilled, so the answer was given under repair).
+async fn watch_repairs(
+    nodes: Vec<WatchedNode>,
+    rec: Arc<Recorder>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<RepairSample> {
+    let endpoints: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
+    let config = baton_client::ClientConfig {
+        request_timeout: REPAIR_ASK_LIMIT,
+        retry_deadline: REPAIR_ASK_LIMIT,
+        ..baton_client::ClientConfig::with_endpoints(endpoints)
+    };
+    let mut samples = Vec::new();
+    let Ok(client) = baton_client::Client::connect(config).await else {
+        return samples;
+    };
+    while !stop.load(Ordering::Relaxed) {
+        for node in &nodes {
+            if !sickdisk::under_repair(&node.data_dir) {
+                continue;
+            }
+            let t_ns = rec.now_ns();
+            let (status, ready) = tokio::join!(
+                client.status_of(&node.addr),
+                tokio::time::timeout(
+                    REPAIR_ASK_LIMIT,
+                    baton_node::admin::http_get(&node.admin, "/readyz")
+                )
+            );
+            let leader = status.is_ok_and(|s| s.state == "leader");
+            let ready = matches!(ready, Ok(Ok(a)) if a.status == 200);
+            if sickdisk::under_repair(&node.data_dir) {
+                samples.push(RepairSample {
+                    node: node.id,
+                    t_ns,
+                    leader,
+                    ready,
+                });
+            }
+        }
+        tokio::time::sleep(REPAIR_WATCH_EVERY).await;
+    }
+    samples
 }
 
 /// After healing, every node says it is ready (`/readyz` answers 200) within
@@ -832,11 +1001,22 @@ fn canary_result(what: &str, results: Vec<CheckResult>) -> CheckResult {
             })
         })
         .collect();
+    // Checks that failed but do not count as catching it (what else the bug broke).
+    let also: Vec<&str> = results
+        .iter()
+        .filter(|r| r.verdict == Verdict::Fail && !CANARY_CATCHERS.contains(&r.checker.as_str()))
+        .map(|r| r.checker.as_str())
+        .collect();
+    let also = if also.is_empty() {
+        String::new()
+    } else {
+        format!(" (also failed: {})", also.join(", "))
+    };
     if caught.is_empty() {
         result(
             "canary-caught",
             Verdict::Fail,
-            format!("{what} and no check noticed: the checks are blind to this bug"),
+            format!("{what} and no check noticed: the checks are blind to this bug{also}"),
             Vec::new(),
         )
     } else {
@@ -845,7 +1025,7 @@ fn canary_result(what: &str, results: Vec<CheckResult>) -> CheckResult {
             "canary-caught",
             Verdict::Pass,
             format!(
-                "{what} and {} caught it: the checks can see this bug",
+                "{what} and {} caught it: the checks can see this bug{also}",
                 names.join(", ")
             ),
             violations,

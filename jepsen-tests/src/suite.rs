@@ -25,23 +25,30 @@ fn options(scenario: &str, seed: u64, nodes: usize, secs: u64, out: &Path, bin: 
 }
 
 /// The CI suite: partitions + kills, pauses, skew within the bound (with wall-clock offsets,
-/// delay and partitions), power cuts (mixed, and all nodes at once), membership changes, and
-/// the three canaries (unfenced writes, acknowledging before fsync, skipping the read-index);
-/// 3 nodes. `(scenario, seed,
-/// fault-phase seconds)`.
+/// delay and partitions), power cuts (mixed, and all nodes at once), membership changes, a
+/// damaged log where its vote decides, a disk whose syncs fail, and the four canaries
+/// (unfenced writes, acknowledging before fsync, skipping the read-index, voting on a
+/// damaged log); 3 nodes. `(scenario, seed, fault-phase seconds)`.
 pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
     vec![
         ("canary", seed, 8),
         ("power-canary", seed, 14),
         ("read-canary", seed, 15),
+        ("corrupt-canary", seed, CORRUPT_CANARY_S),
         ("partition-kill", seed, 35),
         ("pause", seed, 25),
         ("skew", seed, 30),
         ("power", seed, 25),
         ("power-all", seed, 30),
         ("membership", seed, 25),
+        ("corrupt", seed, 25),
+        ("eio", seed, 20),
     ]
 }
+
+/// Fault phase of the damaged-log canary: one `corrupt` fault (1.5–3 s of writes, the
+/// laggards down 2–3 s, held 3–4 s) fits, a second rarely starts.
+pub const CORRUPT_CANARY_S: u64 = 12;
 
 /// Runs `runs` one after another on 3 nodes.
 pub async fn run_all(
@@ -58,10 +65,10 @@ pub async fn run_all(
     Ok(outcomes)
 }
 
-/// The long suite: the three canaries once, then the fault matrix, partitions + kills,
+/// The long suite: the four canaries once, then the fault matrix, partitions + kills,
 /// pauses, skew within the bound and over it, power cuts (mixed; all nodes), membership
-/// changes, in turn with consecutive seeds, on `nodes` nodes, each with a 2-minute fault
-/// phase, until `total` has passed.
+/// changes, damaged logs, failing syncs, in turn with consecutive seeds, on `nodes` nodes,
+/// each with a 2-minute fault phase, until `total` has passed.
 pub async fn long(
     seed: u64,
     nodes: usize,
@@ -71,7 +78,12 @@ pub async fn long(
 ) -> anyhow::Result<Vec<Outcome>> {
     let start = Instant::now();
     let mut outcomes = Vec::new();
-    for (canary, secs) in [("canary", 8), ("power-canary", 14), ("read-canary", 15)] {
+    for (canary, secs) in [
+        ("canary", 8),
+        ("power-canary", 14),
+        ("read-canary", 15),
+        ("corrupt-canary", CORRUPT_CANARY_S),
+    ] {
         let outcome = run::run(&options(canary, seed, nodes, secs, out, bin)).await?;
         eprintln!("{}", outcome.text());
         outcomes.push(outcome);
@@ -85,6 +97,8 @@ pub async fn long(
         "power",
         "power-all",
         "membership",
+        "corrupt",
+        "eio",
     ];
     let mut i = 0u64;
     while start.elapsed() < total {

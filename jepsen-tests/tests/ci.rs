@@ -1,8 +1,10 @@
 //! The CI-sized chaos suite (README's test command runs it): the canary, the power canary,
 //! the stale-read canary, partitions + kills, pauses, skew within the bound with wall-clock offsets, and power cuts
 //! (one node, the leader, a minority, all at once; data dirs on power-cut filesystems), and
-//! membership changes (a voter, the leader, a wiped disk: removed, joined again), each
-//! on a fresh 3-node cluster of real processes in network namespaces. Fails on any violation,
+//! membership changes (a voter, the leader, a wiped disk: removed, joined again), a damaged log
+//! where its node's vote decides (`corrupt`, and its canary: nodes that vote on a damaged
+//! log), and a disk whose syncs fail (`eio`), each on a fresh 3-node cluster of real processes
+//! in network namespaces. Fails on any violation,
 //! on an empty pass, on an undecided checker, on a node that does not start again, and on a
 //! canary the checkers did not catch.
 //!

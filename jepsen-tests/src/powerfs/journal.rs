@@ -5,7 +5,10 @@
 //! cache), and the journal records how to take it back:
 //!
 //! - a **write** or **truncate** of a file records the bytes and length it replaced; an
-//!   `fsync`/`fdatasync` of the file forgets them (its data is durable);
+//!   `fsync`/`fdatasync` of the file forgets them (its data is durable); a *failed* one
+//!   ([`Journal::sync_failed`]) leaves them to be taken back for good, as Linux does after a
+//!   failed fsync ("fsyncgate": the pages are marked clean, and a later fsync that succeeds
+//!   does not write them);
 //! - a **create**, **mkdir**, **unlink**, **rmdir** or **rename** records how to take the name
 //!   change back (an unlinked file or directory is kept in a hidden graveyard until then);
 //!   it is durable once every directory it changed was `fsync`ed after it (POSIX: a new,
@@ -55,6 +58,8 @@ struct DataUndo {
     len: u64,
     /// A write may be torn; a truncate is taken back whole or not at all.
     tearable: bool,
+    /// An fsync of the file failed after this change: no later fsync makes it durable.
+    sync_failed: bool,
 }
 
 /// A name change, to take it back.
@@ -174,6 +179,7 @@ impl Journal {
                 old_len,
                 len: 0,
                 tearable: false,
+                sync_failed: false,
             });
         }
         file.set_len(len)?;
@@ -204,6 +210,7 @@ impl Journal {
             old_len,
             len,
             tearable,
+            sync_failed: false,
         });
         Ok(())
     }
@@ -213,10 +220,29 @@ impl Journal {
         self.data.get(&id).is_some_and(|undo| !undo.is_empty())
     }
 
-    /// `fsync`/`fdatasync` of file `id`: its data is durable.
+    /// `fsync`/`fdatasync` of file `id`: its data is durable, except the changes an
+    /// earlier failed sync left behind ([`Journal::sync_failed`]).
     pub fn synced(&mut self, id: u64) {
-        if let Some(undo) = self.data.remove(&id) {
-            self.unsynced_bytes -= undo.iter().map(|u| u.old.len()).sum::<usize>();
+        if let Some(undo) = self.data.get_mut(&id) {
+            let before: usize = undo.iter().map(|u| u.old.len()).sum();
+            undo.retain(|u| u.sync_failed);
+            let after: usize = undo.iter().map(|u| u.old.len()).sum();
+            self.unsynced_bytes -= before - after;
+            if undo.is_empty() {
+                self.data.remove(&id);
+            }
+        }
+    }
+
+    /// An `fsync`/`fdatasync` of file `id` failed: its changes so far never become durable,
+    /// whatever a later sync answers (Linux marks the failed pages clean and forgets the
+    /// error once reported), so a cut takes them back. A later write over the same bytes is
+    /// taken back with them: stricter than the page cache, which would write that page again.
+    pub fn sync_failed(&mut self, id: u64) {
+        if let Some(undo) = self.data.get_mut(&id) {
+            for u in undo {
+                u.sync_failed = true;
+            }
         }
     }
 

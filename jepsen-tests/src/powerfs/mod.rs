@@ -20,6 +20,10 @@
 //!   (of both directories, for a rename across two), as POSIX says; ext4's habit of
 //!   committing a new file's name along with its data on `fsync` is not relied on.
 //! - Reads see every change (synced or not), as the page cache would.
+//! - A failing disk ([`PowerFs::fail_syncs`]): every `fsync`, `fdatasync` and directory
+//!   fsync answers EIO, and what the failed file sync should have made durable never becomes
+//!   so, even after a later sync succeeds (Linux after a failed fsync: "fsyncgate"); a cut
+//!   takes it back.
 //! - Where the cut lands: at any moment, or, after [`PowerFs::freeze_at_next_fsync`], while
 //!   a write waits for its fsync (the disk stops answering at that fsync; the process is
 //!   killed and never hears back). Power is lost per disk: a rack cut freezes each node's
@@ -32,7 +36,8 @@
 //! - Metadata other than names and lengths (permissions, times) is not rolled back.
 //! - Hard links, symlinks, extended attributes and `mmap` writes are not supported (baton's
 //!   data dir uses none; `mmap` is refused at open by `direct_io`).
-//! - Corruption of synced data: that is the "damaged node" fault, done on the backing files.
+//! - Corruption of synced data: that is the `corrupt` fault ([`crate::sickdisk`]), done on a
+//!   stopped node's files.
 //!
 //! The mount is single-threaded and sends every write through (no writeback cache), so it is
 //! slower than a disk; it is for the chaos suite, not for benchmarks.
@@ -45,7 +50,7 @@ use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
@@ -78,6 +83,11 @@ struct State {
     /// The disk is frozen: an `fsync` is held unanswered, and with it every later call
     /// (the mount answers one call at a time), until the cut.
     frozen: bool,
+    /// The disk is failing: every sync answers EIO.
+    fail_syncs: bool,
+    /// Syncs answered EIO so far, and when the first was.
+    failed_syncs: u64,
+    first_failed: Option<Instant>,
 }
 
 impl State {
@@ -504,6 +514,11 @@ impl Filesystem for Fs {
         if s.off {
             return reply.error(Errno::EIO);
         }
+        if s.fail_syncs {
+            s.journal.sync_failed(ino.0);
+            s.failed();
+            return reply.error(Errno::EIO);
+        }
         if s.armed && s.journal.is_unsynced(ino.0) {
             // The power goes while this file's last writes wait for their fsync: the call
             // is never answered (the caller is killed first), so the cut takes them back.
@@ -579,6 +594,10 @@ impl Filesystem for Fs {
         reply: ReplyEmpty,
     ) {
         let mut s = self.state();
+        if s.fail_syncs {
+            s.failed();
+            return reply.error(Errno::EIO);
+        }
         match s.path(ino) {
             Ok(rel) => {
                 s.journal.dir_synced(&rel);
@@ -621,6 +640,12 @@ impl Fs {
 }
 
 impl State {
+    /// A sync was answered EIO.
+    fn failed(&mut self) {
+        self.failed_syncs += 1;
+        self.first_failed.get_or_insert_with(Instant::now);
+    }
+
     fn add_handle(&mut self, ino: u64, file: File) -> Result<u64, Errno> {
         if self.open.len() >= OPEN_FILES_MAX {
             return Err(Errno::EMFILE);
@@ -695,6 +720,9 @@ impl PowerFs {
                 off: false,
                 armed: false,
                 frozen: false,
+                fail_syncs: false,
+                failed_syncs: 0,
+                first_failed: None,
             }),
         });
         let mut config = fuser::Config::default();
@@ -731,6 +759,19 @@ impl PowerFs {
     /// write and its fsync, where a chance cut rarely does (the mount syncs in microseconds).
     pub fn freeze_at_next_fsync(&self) {
         self.state().armed = true;
+    }
+
+    /// A failing disk (`on`) or a sound one again: while failing, every file and directory
+    /// sync answers EIO, and the file's changes so far stay unsynced for good (a cut takes
+    /// them back even after a later sync succeeds), as on Linux after a failed fsync.
+    pub fn fail_syncs(&self, on: bool) {
+        self.state().fail_syncs = on;
+    }
+
+    /// Syncs answered EIO so far, and when the first one was.
+    pub fn failed_syncs(&self) -> (u64, Option<Instant>) {
+        let s = self.state();
+        (s.failed_syncs, s.first_failed)
     }
 
     /// Whether an armed freeze has happened.

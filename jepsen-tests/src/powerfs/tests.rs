@@ -419,3 +419,65 @@ fn creating_over_a_non_empty_file_truncates_it_and_a_cut_takes_that_back() {
         "the unsynced truncate and write are taken back"
     );
 }
+
+#[test]
+fn after_a_failed_sync_a_later_sync_does_not_make_those_writes_durable() {
+    let (dir, mut j) = journal();
+    let root = dir.path();
+    let f = open_rw(root, "log");
+    j.write(3, &f, 0, b"durable;").unwrap();
+    j.synced(3);
+    j.write(3, &f, 8, b"failed;").unwrap();
+    j.sync_failed(3);
+    j.write(3, &f, 15, b"later").unwrap();
+    // The retried sync "succeeds": only what was written after the failure is durable.
+    j.synced(3);
+    assert!(j.is_unsynced(3), "the failed writes stay unsynced");
+    assert_eq!(j.unsynced_bytes(), 0, "they replaced no old bytes");
+    assert_eq!(read(root, "log").unwrap(), b"durable;failed;later");
+    let lost = j.cut(Loss::All, |_| Some("log".into()));
+    assert_eq!((lost.writes, lost.bytes), (1, 7));
+    // What the lost write replaced comes back; the length is the one before it.
+    assert_eq!(read(root, "log").unwrap(), b"durable;");
+    // A sync with nothing failed behind it makes everything durable, as before.
+    j.write(3, &f, 8, b"again").unwrap();
+    j.sync_failed(4);
+    j.synced(3);
+    assert!(!j.is_unsynced(3));
+}
+
+#[test]
+fn through_a_real_mount_a_failing_disk_answers_eio_and_its_writes_never_become_durable() {
+    let (_dir, backing, mnt, fs) = mounted();
+    let mut log = std::fs::File::create(mnt.join("log")).unwrap();
+    std::fs::File::open(&mnt).unwrap().sync_all().unwrap();
+    log.write_all(b"durable;").unwrap();
+    log.sync_data().unwrap();
+    assert_eq!(fs.failed_syncs(), (0, None));
+    fs.fail_syncs(true);
+    log.write_all(b"failed;").unwrap();
+    let e = log.sync_data().unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    let e = log.sync_all().unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    let e = std::fs::File::open(&mnt).unwrap().sync_all().unwrap_err();
+    assert_eq!(
+        e.raw_os_error(),
+        Some(libc::EIO),
+        "a directory sync fails too: {e}"
+    );
+    let (failed, first) = fs.failed_syncs();
+    assert_eq!(failed, 3);
+    assert!(first.is_some());
+    // Sound again: the retried sync succeeds, and the write it failed is still lost at a cut.
+    fs.fail_syncs(false);
+    log.write_all(b"later").unwrap();
+    log.sync_data().unwrap();
+    assert_eq!(
+        std::fs::read(mnt.join("log")).unwrap(),
+        b"durable;failed;later"
+    );
+    drop(log);
+    fs.cut(Loss::All);
+    assert_eq!(read(&backing, "log").unwrap(), b"durable;");
+}
