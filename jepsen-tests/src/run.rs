@@ -32,10 +32,6 @@ pub const READY_LIMIT: Duration = Duration::from_secs(15);
 /// Wall-clock offsets of nodes 1..5 in scenarios with `wall_offsets`.
 pub const WALL_OFFSETS_S: [i64; 5] = [300, -300, 120, -45, 600];
 
-/// Where sled 0.34 panics when a node whose disk failed its sync drops its database on the
-/// way out (`pagecache::logger::Log`'s drop unwraps the EIO of its last flush): BUGS.md, P7.
-pub const SLED_DROP_ON_FAILED_DISK_PANIC: &str = "sled-0.34.7/src/pagecache/logger.rs";
-
 /// A run with fewer of these than the minimum proves nothing: it fails.
 pub const MIN_OK_CLAIMS: u64 = 10;
 pub const MIN_OK_WRITES: u64 = 5;
@@ -735,35 +731,19 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     if fails_disks {
         results.push(sickdisk::judge_eio(&eio_records, &history.ops()));
     }
-    // A known panic on the way out of a node whose disk failed: reported, not failed, in the
-    // scenarios that fail disks (BUGS.md, P7), until baton no longer drops sled on a failed
-    // disk. Any other panic fails.
-    let (known, panics): (Vec<String>, Vec<String>) = panics
-        .into_iter()
-        .partition(|line| fails_disks && line.contains(SLED_DROP_ON_FAILED_DISK_PANIC));
+    // Any panic fails (sled's on a failed disk, BUGS.md P7, went with sled at data format 7).
     let died = panics.len() + worker_panics.len();
     results.push(result(
         "no-panic",
         if died > 0 {
             Verdict::Fail
-        } else if !known.is_empty() {
-            Verdict::Reported
         } else {
             Verdict::Pass
         },
         format!(
-            "{} panic lines in node logs, {} workers died{}",
+            "{} panic lines in node logs, {} workers died",
             panics.len(),
             worker_panics.len(),
-            if known.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; {} known panics of sled flushing on a failed disk as a stopping node \
-                     drops it (BUGS.md P7: reported, not failed)",
-                    known.len()
-                )
-            }
         ),
         panics
             .into_iter()

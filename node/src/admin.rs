@@ -17,7 +17,7 @@ use crate::limits::{ADMIN_ANSWER_BYTES_MAX, READY_APPLY_LAG_MAX};
 use crate::metrics::{Metrics, TableCounts};
 use crate::peers::PeerBook;
 use crate::raft_types::{NodeId, Raft};
-use crate::store::{RepairWatch, StateMachine};
+use crate::store::{StateMachine, StorageWatch};
 
 /// Why `http_get` got no answer.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +115,8 @@ pub enum NotReady {
          than an election timeout): it is cut off from the cluster"
     )]
     Unreached { silent_ms: u64 },
+    #[error("this node's storage failed ({why}): it stops")]
+    StorageFailed { why: String },
     #[error(
         "this node's log was damaged (index {index}); the leader is refilling it: on disk \
          through {durable:?} of {through}"
@@ -135,8 +137,11 @@ pub fn readiness(
     raft: &Raft,
     peers: &PeerBook,
     incarnation: u64,
-    repair: &RepairWatch,
+    repair: &StorageWatch,
 ) -> Result<(), NotReady> {
+    if let Some(why) = repair.failure() {
+        return Err(NotReady::StorageFailed { why });
+    }
     let rm = raft.metrics().borrow().clone();
     let membership = rm.membership_config.membership();
     if membership.nodes().next().is_none() {
@@ -196,7 +201,7 @@ struct Admin {
     peers: Arc<PeerBook>,
     /// This node's data dir incarnation (`crate::peers`).
     incarnation: u64,
-    repair: RepairWatch,
+    repair: StorageWatch,
 }
 
 /// What the admin port serves from: the node's Raft, state, metrics and peer book.
@@ -206,7 +211,7 @@ pub struct AdminState {
     pub metrics: Arc<Metrics>,
     pub peers: Arc<PeerBook>,
     pub incarnation: u64,
-    pub repair: RepairWatch,
+    pub repair: StorageWatch,
 }
 
 async fn healthz() -> &'static str {

@@ -96,6 +96,8 @@ pub const REPAIR_NAG_INTERVAL: std::time::Duration = std::time::Duration::from_s
 /// How often a node checks whether its Raft core stopped on a storage error (then it exits
 /// with the cause, `node::raft_stopped`).
 pub const FATAL_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+/// How long a node whose storage failed lets its gRPC server drain before it stops anyway.
+pub const FATAL_EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 /// How long, and for how many requests at most, the leader remembers a claim it refused from
 /// a read (no log entry), so that a copy of the same request (a proxy's or a retry policy's
 /// replay) gets the same refusal instead of a grant (`server::read_answers`). About 300 bytes

@@ -114,7 +114,7 @@ pub async fn run_announcing(
         metrics.clone(),
     )?;
     let incarnation = store::incarnation(&cfg.data_dir)?;
-    let repair = log.repair_watch();
+    let repair = log.storage_watch();
     let mut raft_config = cfg.raft.clone();
     if repair.pending().is_some() {
         // No campaign until the leader refilled the damaged log (`watch_repair`).
@@ -238,9 +238,11 @@ pub async fn run_announcing(
              authenticated principal may do everything"
         );
     }
+    let storage_for_stop = repair.clone();
     let ctx = Arc::new(baton::Ctx::new(
         raft.clone(),
         sm.clone(),
+        repair.clone(),
         peers.clone(),
         metrics.clone(),
         outbound.clone(),
@@ -308,7 +310,8 @@ pub async fn run_announcing(
     }
     let mut join_failed_rx = join_failed_rx;
     let mut join_error = None;
-    let mut fatal = None;
+    let fatal = std::sync::OnceLock::<String>::new();
+    let fatal_now = tokio::sync::Notify::new();
     let raft_for_stop = raft.clone();
     let stop = async {
         tokio::pin!(shutdown);
@@ -317,9 +320,12 @@ pub async fn run_announcing(
             // A join task that ends without failing drops its sender: that branch is then
             // disabled (the pattern does not match) and the shutdown signal still counts.
             Ok(e) = &mut join_failed_rx => join_error = Some(e),
-            // Raft stopped on its own: a storage error (a failed fsync, a full disk). The
+            // Storage failed (a failed fsync, a full disk), or Raft stopped on its own: the
             // node stops with the cause instead of serving a frozen state.
-            e = raft_stopped(&raft_for_stop) => fatal = Some(e),
+            e = raft_stopped(&raft_for_stop, &storage_for_stop) => {
+                let _ = fatal.set(e);
+                fatal_now.notify_one();
+            }
         }
     };
     let router = tonic::transport::Server::builder()
@@ -328,16 +334,34 @@ pub async fn run_announcing(
         .add_service(baton_svc)
         .add_service(cluster_svc)
         .add_service(raft_svc);
-    let served = match server_tls {
-        None => router.serve_with_incoming_shutdown(incoming, stop).await,
+    let tls_config = match server_tls {
+        None => None,
         Some(config) => {
             let (reload, config) = tokio::sync::watch::channel(config);
             if let Some(files) = cfg.tls.clone() {
                 crate::tls::reload_on_sighup(files, reload, outbound).map_err(NodeError::Sighup)?;
             }
-            let incoming = crate::tls::accept(incoming, config);
-            router.serve_with_incoming_shutdown(incoming, stop).await
+            Some(config)
         }
+    };
+    let serve = async {
+        match tls_config {
+            None => router.serve_with_incoming_shutdown(incoming, stop).await,
+            Some(config) => {
+                let incoming = crate::tls::accept(incoming, config);
+                router.serve_with_incoming_shutdown(incoming, stop).await
+            }
+        }
+    };
+    let served = tokio::select! {
+        served = serve => served,
+        // After a storage failure the server drains its connections for at most
+        // FATAL_EXIT_GRACE: writes waiting on a log that no longer flushes would hold the
+        // node up until their timeouts.
+        () = async {
+            fatal_now.notified().await;
+            tokio::time::sleep(crate::limits::FATAL_EXIT_GRACE).await;
+        } => Ok(()),
     };
 
     tracing::info!(node_id = cfg.node_id, "shutting down");
@@ -351,16 +375,21 @@ pub async fn run_announcing(
     if let Some(e) = join_error {
         return Err(e);
     }
-    if let Some(e) = fatal {
+    if let Some(e) = fatal.into_inner() {
         return Err(NodeError::Storage(e));
     }
     stopped.map_err(|e| NodeError::Raft(e.into()))
 }
 
-/// Resolves, with the cause, when Raft stops by itself (openraft stops its core on a storage
-/// error); never while it runs. Polled: a watch of the metrics would wake at every entry.
-async fn raft_stopped(raft: &Raft) -> String {
+/// Resolves, with the cause, when a write to the disk failed or Raft stopped by itself
+/// (openraft stops its core on a storage error); never while both are well. Polled: a watch
+/// of the metrics would wake at every entry. (Reads are refused from the failure on, at once:
+/// `server::baton`.)
+async fn raft_stopped(raft: &Raft, storage: &store::StorageWatch) -> String {
     loop {
+        if let Some(why) = storage.failure() {
+            return why;
+        }
         if let Err(fatal) = &raft.metrics().borrow().running_state {
             return fatal.to_string();
         }
@@ -370,7 +399,7 @@ async fn raft_stopped(raft: &Raft) -> String {
 
 /// While the damaged log waits for its repair: says so now and then; once the leader has
 /// refilled it, lets this node campaign again (votes and readiness follow the same watch).
-async fn watch_repair(raft: Raft, repair: store::RepairWatch) {
+async fn watch_repair(raft: Raft, repair: store::StorageWatch) {
     let mut said = std::time::Instant::now();
     while let Some(pending) = repair.pending() {
         if said.elapsed() >= crate::limits::REPAIR_NAG_INTERVAL {

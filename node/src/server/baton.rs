@@ -89,6 +89,8 @@ pub struct Ctx {
     claims_in_flight: ClaimsInFlight,
     /// Claims refused from a read, for copies of them (`decide`).
     read_answers: super::read_answers::ReadAnswers,
+    /// Whether this node's disk failed: then it answers no read (`read_gate`).
+    storage: crate::store::StorageWatch,
     pub(super) metrics: Arc<crate::metrics::Metrics>,
     /// One lazily connected client per leader address, for forwarding, with the TLS
     /// generation it was made with.
@@ -125,12 +127,14 @@ impl Ctx {
     pub fn new(
         raft: Raft,
         sm: StateMachine,
+        storage: crate::store::StorageWatch,
         peers: Arc<crate::peers::PeerBook>,
         metrics: Arc<crate::metrics::Metrics>,
         tls: Arc<crate::tls::Outbound>,
         rules: ClientRules,
     ) -> Ctx {
         Ctx {
+            storage,
             tls,
             auth: rules.auth,
             watches: Arc::default(),
@@ -401,8 +405,38 @@ impl Ctx {
         self.append(cmd).await
     }
 
-    /// Confirms this node is the leader and has applied everything committed before now.
+    /// Lets a read through: refused once this node's disk failed (its state may be about to
+    /// go, and the node stops), linearized unless `stale`.
+    async fn read_gate(&self, stale: bool) -> Result<(), Refusal> {
+        self.storage_sound()?;
+        if !stale {
+            self.linearize().await?;
+        }
+        Ok(())
+    }
+
+    /// UNAVAILABLE once a write or sync of this node's storage failed.
+    fn storage_sound(&self) -> Result<(), Refusal> {
+        match self.storage.failure() {
+            None => Ok(()),
+            Some(why) => Err(Status::unavailable(format!(
+                "this node's storage failed ({why}): it answers nothing more and stops; ask \
+                 another node"
+            ))
+            .into()),
+        }
+    }
+
+    /// Confirms this node is the leader and has applied everything committed before now
+    /// (and that its storage has not failed meanwhile).
     async fn linearize(&self) -> Result<(), Refusal> {
+        self.storage_sound()?;
+        let confirmed = self.linearize_unchecked().await;
+        self.storage_sound()?;
+        confirmed
+    }
+
+    async fn linearize_unchecked(&self) -> Result<(), Refusal> {
         if crate::chaos::skip_read_index()
             && self.raft.metrics().borrow().state == openraft::ServerState::Leader
         {
@@ -767,9 +801,7 @@ impl Ctx {
         &self,
         req: pb::GetAccessRequest,
     ) -> Result<pb::AccessResponse, Refusal> {
-        if !req.stale {
-            self.linearize().await?;
-        }
+        self.read_gate(req.stale).await?;
         Ok(self.access_response(self.sm.read(revision)))
     }
 
@@ -804,9 +836,7 @@ impl Ctx {
         req: pb::GetRecordRequest,
     ) -> Result<pb::GetRecordResponse, Refusal> {
         validate::key(&req.key).map_err(convert::invalid)?;
-        if !req.stale {
-            self.linearize().await?;
-        }
+        self.read_gate(req.stale).await?;
         let offers = self.sm.offer_countdowns();
         let (record, lease, quarantine, revision) = self.sm.read(|s| {
             let case = s.table.case(&req.key);
@@ -839,9 +869,7 @@ impl Ctx {
         &self,
         req: pb::GetQuarantineRequest,
     ) -> Result<pb::GetQuarantineResponse, Refusal> {
-        if !req.stale {
-            self.linearize().await?;
-        }
+        self.read_gate(req.stale).await?;
         Ok(self.sm.read(|s| pb::GetQuarantineResponse {
             rules_ms: s
                 .table
@@ -858,9 +886,7 @@ impl Ctx {
         req: pb::HistoryRequest,
     ) -> Result<pb::HistoryResponse, Refusal> {
         validate::key(&req.key).map_err(convert::invalid)?;
-        if !req.stale {
-            self.linearize().await?;
-        }
+        self.read_gate(req.stale).await?;
         Ok(self.sm.read(|s| {
             let (events, dropped) = match s.table.case(&req.key) {
                 Some(case) => (
@@ -883,9 +909,7 @@ impl Ctx {
 
     pub(super) async fn probe(&self, req: pb::ProbeRequest) -> Result<pb::ProbeResponse, Refusal> {
         validate::key(&req.key).map_err(convert::invalid)?;
-        if !req.stale {
-            self.linearize().await?;
-        }
+        self.read_gate(req.stale).await?;
         let (lease, revision) = self
             .sm
             .read(|s| (s.table.lease(&req.key).cloned(), revision(s)));
@@ -908,9 +932,7 @@ impl Ctx {
             }
             n => n,
         };
-        if !req.stale {
-            self.linearize().await?;
-        }
+        self.read_gate(req.stale).await?;
         let (leases, truncated, revision, assignments) = self.sm.read(|s| {
             let (page, truncated) = s.table.board(&req.prefix, &req.start_after, limit);
             let assignments: std::collections::HashMap<String, pb::Assignment> = page

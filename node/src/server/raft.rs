@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::peers::PeerBook;
 use crate::raft_types::{NodeId, Raft};
-use crate::store::{decode, encode, RepairWatch};
+use crate::store::{decode, encode, StorageWatch};
 use openraft::raft::AppendEntriesResponse;
 
 pub struct RaftServer {
@@ -23,7 +23,7 @@ pub struct RaftServer {
     /// TLS is on: a sender must show a node certificate the peer CA signed.
     pub tls: bool,
     /// While this node's damaged log waits for its repair, it grants no vote.
-    pub repair: RepairWatch,
+    pub repair: StorageWatch,
 }
 
 impl RaftServer {

@@ -48,7 +48,8 @@ impl Flusher {
                             // Idle (or stopping: every Flusher handle dropped): the mark.
                             if failed.is_none() {
                                 if let Err(e) = mark_idle(&segments) {
-                                    tracing::error!(error = %e, "the log's mark could not be made durable");
+                                    tracing::error!(error = %e, "the log's mark could not be made durable: this node stops");
+                                    segments.set_failure(format!("the log's mark could not be made durable: {e}"));
                                     failed = Some(e);
                                 }
                             }
@@ -83,6 +84,7 @@ impl Flusher {
                     };
                     if let (Err(e), None) = (&result, &failed) {
                         tracing::error!(error = %e, "a log flush failed: this node stops (it never retries a failed fsync)");
+                        segments.set_failure(format!("a log flush failed: {e}"));
                         failed = Some(io::Error::new(e.kind(), e.to_string()));
                     }
                     metrics

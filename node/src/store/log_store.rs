@@ -42,12 +42,19 @@ pub(super) fn open_segments(
     Ok((Arc::new(segments), found))
 }
 
-/// Whether this node's log waits for a repair from the leader (damage found at its open): the
-/// node neither votes nor campaigns nor reports ready meanwhile. Cheap to clone.
+/// What the rest of the node must know of its storage: whether its log waits for a repair
+/// from the leader (damage found at its open: the node neither votes nor campaigns nor reports
+/// ready meanwhile), and whether a write to the disk failed (the node answers no read and
+/// stops). Cheap to clone.
 #[derive(Clone)]
-pub struct RepairWatch(Arc<Segments>);
+pub struct StorageWatch(Arc<Segments>);
 
-impl RepairWatch {
+impl StorageWatch {
+    /// Why the storage failed, if it did: a failed sync or write of the log or its meta.
+    pub fn failure(&self) -> Option<String> {
+        self.0.failure()
+    }
+
     /// The pending repair, if any.
     pub fn pending(&self) -> Option<Repair> {
         self.0.repair()
@@ -70,8 +77,8 @@ async fn blocking<T: Send + 'static>(
 
 impl LogStore {
     /// The handle that tells whether the log waits for a repair.
-    pub fn repair_watch(&self) -> RepairWatch {
-        RepairWatch(self.segments.clone())
+    pub fn storage_watch(&self) -> StorageWatch {
+        StorageWatch(self.segments.clone())
     }
 
     pub(super) fn open(segments: Arc<Segments>, meta: Arc<MetaFile>, flusher: Flusher) -> LogStore {
@@ -111,9 +118,11 @@ impl LogStore {
         &self,
         entries: impl IntoIterator<Item = Entry>,
     ) -> Result<(), StorageError> {
-        self.segments
-            .append(entries)
-            .map_err(|e| StorageIOError::write_logs(&e).into())
+        self.segments.append(entries).map_err(|e| {
+            self.segments
+                .set_failure(format!("a log write failed: {e}"));
+            StorageIOError::write_logs(&e).into()
+        })
     }
 }
 
@@ -160,7 +169,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let (meta, vote) = (self.meta.clone(), *vote);
         blocking(move || meta.save(|m| m.vote = Some(vote)))
             .await
-            .map_err(|e| StorageIOError::write_vote(&e).into())
+            .map_err(|e| {
+                self.segments
+                    .set_failure(format!("the vote's write failed: {e}"));
+                StorageIOError::write_vote(&e).into()
+            })
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
@@ -216,9 +229,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         // On disk when it returns (the cut bytes zeroed and synced).
-        self.segments
-            .truncate(log_id.index)
-            .map_err(|e| StorageIOError::write_logs(&e).into())
+        self.segments.truncate(log_id.index).map_err(|e| {
+            self.segments
+                .set_failure(format!("a log truncate failed: {e}"));
+            StorageIOError::write_logs(&e).into()
+        })
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
@@ -227,7 +242,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let meta = self.meta.clone();
         blocking(move || meta.save(|m| m.purged = Some(log_id)))
             .await
-            .map_err(|e| StorageIOError::write_logs(&e))?;
+            .map_err(|e| {
+                self.segments
+                    .set_failure(format!("the purge point's write failed: {e}"));
+                StorageIOError::write_logs(&e)
+            })?;
         self.segments
             .purge(log_id.index)
             .map_err(|e| StorageIOError::write_logs(&e).into())

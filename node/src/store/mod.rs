@@ -28,7 +28,7 @@ mod meta;
 mod segments;
 mod state_machine;
 
-pub use log_store::RepairWatch;
+pub use log_store::StorageWatch;
 pub use segments::{Repair, DAMAGED_DIR, REPAIR_FILE};
 
 use std::path::{Path, PathBuf};

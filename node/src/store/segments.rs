@@ -171,6 +171,8 @@ pub enum LogOpenError {
 /// The log's segment files. Shared by the log store's clones and the flusher.
 pub struct Segments {
     inner: Mutex<Inner>,
+    /// The first failed write or sync of the log or its meta (`set_failure`).
+    failure: Mutex<Option<String>>,
 }
 
 /// What `open` found: how much of the files was the log, for the log line.
@@ -609,6 +611,7 @@ impl Segments {
         Ok((
             Segments {
                 inner: Mutex::new(inner),
+                failure: Mutex::new(None),
             },
             found,
         ))
@@ -717,6 +720,20 @@ impl Segments {
         inner.write(at, &batch)?;
         drop(inner);
         Ok(Some(self.take_dirty()))
+    }
+
+    /// Records that a write or sync of the storage failed (the first cause is kept): from
+    /// now on the node answers no read, and stops (`crate::node`).
+    pub fn set_failure(&self, why: String) {
+        self.failure
+            .lock()
+            .expect("failure lock")
+            .get_or_insert(why);
+    }
+
+    /// Why the storage failed, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().expect("failure lock").clone()
     }
 
     /// The damage this log still waits to have refilled from the leader, if any.
