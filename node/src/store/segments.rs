@@ -247,6 +247,22 @@ fn mark_value(entry: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(entry.try_into().ok()?))
 }
 
+/// What the files after the log's end show: the highest mark, and the highest entry index.
+#[derive(Default)]
+struct Evidence {
+    marks: u64,
+    seen: u64,
+}
+
+impl Evidence {
+    /// Adds what the whole records of `bytes` from `from` on show (`evidence`).
+    fn read(&mut self, bytes: &[u8], from: usize, floor: u64) {
+        let (marks, seen) = evidence(bytes, from, floor);
+        self.marks = self.marks.max(marks);
+        self.seen = self.seen.max(seen);
+    }
+}
+
 /// What the whole records of `bytes` from `from` on show, skipping over bytes that are not
 /// one: the highest mark, and the highest entry index at least `floor` (within
 /// [`MARK_SCAN_SPAN`] of it, so that random bytes are seldom checksummed).
@@ -387,7 +403,7 @@ impl Segments {
         // damage): its segment, offset and the index that should have been there.
         let mut broke_at: Option<(u64, u64, u64)> = None;
         let mut marks_kept = 0u64; // the highest mark in what is kept
-        let (mut marks_after, mut seen_after) = (0u64, 0u64);
+        let mut after = Evidence::default();
         let mut to_remove = Vec::new();
         for &seq in &seqs {
             let path = dir.join(seg_name(seq));
@@ -396,9 +412,7 @@ impl Segments {
             let next = last_log_id.map_or(first, |l| l.index + 1);
             if let Some((_, _, index)) = broke_at {
                 // After the log's end: read only for what it shows.
-                let (m, s) = evidence(&bytes, 0, index);
-                marks_after = marks_after.max(m);
-                seen_after = seen_after.max(s);
+                after.read(&bytes, 0, index);
                 to_remove.push(seq);
                 continue;
             }
@@ -462,9 +476,7 @@ impl Segments {
                 // An empty segment is only ever the last; whatever follows is not the log.
                 if leftovers || seqs.last() != Some(&seq) {
                     broke_at = Some((seq, 0, next));
-                    let (m, s) = evidence(&bytes, 0, next);
-                    marks_after = marks_after.max(m);
-                    seen_after = seen_after.max(s);
+                    after.read(&bytes, 0, next);
                 }
                 to_remove.push(seq);
                 continue;
@@ -473,9 +485,7 @@ impl Segments {
                 found.cut_at = Some((seq, at as u64));
                 let next = last_log_id.map_or(first, |l| l.index + 1);
                 broke_at = Some((seq, at as u64, next));
-                let (m, s) = evidence(&bytes, at, next);
-                marks_after = marks_after.max(m);
-                seen_after = seen_after.max(s);
+                after.read(&bytes, at, next);
             }
             end = Some((seq, at as u64));
             end_leftovers = leftovers;
@@ -501,14 +511,14 @@ impl Segments {
             // Nothing followed the log's end but zeros: it ended cleanly.
             broke_at = None;
         }
-        found.vouched = marks_kept.max(marks_after);
+        found.vouched = marks_kept.max(after.marks);
         // Damage: a mark after the log's end vouches for the entry that should have been
         // there. Its files are kept, and the obligation to refill it written, before the cut.
         if let Some((seq, offset, index)) = broke_at {
-            if marks_after >= index && !crate::chaos::trust_damaged_log() {
+            if after.marks >= index && !crate::chaos::trust_damaged_log() {
                 let kept: Vec<u64> = seqs.iter().copied().filter(|s| *s >= seq).collect();
                 let damage = Repair {
-                    through: marks_after.max(seen_after),
+                    through: after.marks.max(after.seen),
                     file: dir.join(seg_name(seq)),
                     offset,
                     index,
