@@ -63,6 +63,9 @@ pub struct NodeSettings {
     /// The `trust_damaged_log` chaos knob on every node: opening a damaged log cuts it
     /// silently and the node votes on it (a canary the `corrupt` fault must catch).
     pub trust_damaged_log: bool,
+    /// The `decide_copies_afresh` chaos knob on every node: the leader decides every copy of
+    /// a claim afresh (a canary the `copies` faults must catch).
+    pub decide_copies_afresh: bool,
 }
 
 /// One node.
@@ -428,13 +431,14 @@ impl Cluster {
         let node = self.node(id);
         let text = format!(
             "clock_rate={}\nraft_delay_ms={}\nraft_jitter_ms={}\nskip_fsync={}\n\
-             skip_read_index={}\ntrust_damaged_log={}\n",
+             skip_read_index={}\ntrust_damaged_log={}\ndecide_copies_afresh={}\n",
             node.rate,
             node.delay_ms.0,
             node.delay_ms.1,
             u8::from(self.settings.skip_fsync),
             u8::from(self.settings.skip_read_index),
-            u8::from(self.settings.trust_damaged_log)
+            u8::from(self.settings.trust_damaged_log),
+            u8::from(self.settings.decide_copies_afresh)
         );
         // Write-then-rename so the node never reads half a file.
         let tmp = node.chaos_file.with_extension("tmp");

@@ -170,6 +170,7 @@ pub enum Kind {
 pub enum Line {
     Op(OpEvent),
     Nemesis(NemesisEvent),
+    Wire(WireEvent),
 }
 
 /// An invocation or completion of a client operation.
@@ -211,6 +212,51 @@ pub struct NemesisEvent {
     #[serde(default)]
     pub skew: f64,
     pub t_ns: Nanos,
+}
+
+/// An answer to one copy of a claim, as the harness's proxy saw it on the wire
+/// ([`crate::copies`]): every attempt, and every copy the `copies` faults made, whether or not
+/// its client was still waiting for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireEvent {
+    pub idx: u64,
+    /// The claiming process's client id (the session its leases are bound to).
+    pub client: String,
+    /// The request id: the client instance's retry id and the request's sequence number.
+    pub retry_id: String,
+    pub seq: u64,
+    pub key: String,
+    /// When the proxy received the request (the copy's own send time is later).
+    pub sent_ns: Nanos,
+    /// The node the proxy sent it to, and the node that decided it (the leader a follower
+    /// forwarded it to, or the same).
+    pub node: String,
+    pub decided_by: String,
+    /// The request said it was its client's first attempt.
+    pub first_attempt: bool,
+    /// `original` (sent on at once), `delayed` (held back by a fault, the client's own
+    /// attempt) or `copy` (a second copy a fault made; its answer went to nobody).
+    pub copy: String,
+    pub answer: WireAnswer,
+    /// When the answer came back.
+    pub t_ns: Nanos,
+}
+
+/// What a node answered a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "a", rename_all = "kebab-case")]
+pub enum WireAnswer {
+    Granted {
+        token: u64,
+    },
+    /// Refused: held with `token`.
+    Held {
+        token: u64,
+    },
+    /// A gRPC error status (not an answer about the key), or no answer at all (`code` -1).
+    Status {
+        code: i32,
+    },
 }
 
 /// A whole operation: invocation and completion paired.
@@ -321,13 +367,24 @@ impl History {
         out
     }
 
+    /// Every claim answer the proxy saw, in the order they came back.
+    pub fn wire(&self) -> Vec<&WireEvent> {
+        self.lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Wire(w) => Some(w),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The largest clock-rate deviation any skew fault applied in the run.
     pub fn max_skew(&self) -> f64 {
         self.lines
             .iter()
             .filter_map(|l| match l {
                 Line::Nemesis(n) => Some(n.skew),
-                Line::Op(_) => None,
+                Line::Op(_) | Line::Wire(_) => None,
             })
             .fold(0.0, f64::max)
     }
@@ -339,6 +396,7 @@ impl History {
             .map(|l| match l {
                 Line::Op(e) => e.t_ns,
                 Line::Nemesis(n) => n.t_ns,
+                Line::Wire(w) => w.t_ns,
             })
             .max()
             .unwrap_or(0)

@@ -15,10 +15,13 @@
 //!   every sync with EIO (the `power` and `eio` faults, and `tests/power_cut.rs`);
 //! - `sickdisk` a damaged log and a failing disk on one node, and the checks of how the node
 //!   copes;
+//! - `copies`   a claim proxy that delays first attempts and sends copies of them, and
+//!   records every answer on the wire;
 //! - `run`      one scenario end to end; `suite` the CI and long suites.
 
 pub mod check;
 pub mod cluster;
+pub mod copies;
 pub mod history;
 pub mod nemesis;
 pub mod net;

@@ -5,12 +5,14 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use anyhow::Context;
 use baton_client::{Client, ClientConfig};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use crate::cluster::Cluster;
+use crate::copies::Mode;
 use crate::net::Net;
 use crate::powerfs::{Loss, Lost};
 use crate::sickdisk::{Damage, DamageKind, EioRecord, EIO_EXIT_LIMIT};
@@ -97,6 +99,12 @@ pub enum Fault {
     EioOne,
     /// The same with the leader.
     EioLeader,
+    /// Every first attempt of a claim held back by the harness's proxy past the client's
+    /// request timeout, so that it reaches the cluster after its retry ([`crate::copies`]).
+    ClientDelay,
+    /// Every first attempt of a claim sent twice by the harness's proxy, the copy up to
+    /// 1.5 s later, headers and all ([`crate::copies`]).
+    ClientCopies,
 }
 
 impl Fault {
@@ -126,6 +134,8 @@ impl Fault {
             Fault::Corrupt => "corrupt",
             Fault::EioOne => "eio-one",
             Fault::EioLeader => "eio-leader",
+            Fault::ClientDelay => "client-delay",
+            Fault::ClientCopies => "client-copies",
         }
     }
 }
@@ -148,6 +158,9 @@ pub struct Bed {
     pub damages: Mutex<Vec<Damage>>,
     /// What every `eio` fault saw.
     pub eio: Mutex<Vec<EioRecord>>,
+    /// The claim proxies between the workers and the nodes, in scenarios with the
+    /// `client-delay` and `client-copies` faults.
+    pub proxies: Option<crate::copies::Proxies>,
 }
 
 /// What the membership nemeses did.
@@ -287,6 +300,9 @@ impl Bed {
 
     /// Heals everything: network whole, nodes resumed and running, clocks and links normal.
     pub fn heal_all(&self) -> anyhow::Result<()> {
+        if let Some(p) = &self.proxies {
+            p.set(Mode::Pass);
+        }
         self.net.heal()?;
         self.cluster().heal()
     }
@@ -305,6 +321,8 @@ enum Undo {
     /// A power cut of the node's failing disk (what it never synced is gone), then a start
     /// on a sound one.
     SoundDisk(u64),
+    /// The proxies pass claims on as they come.
+    Proxies,
 }
 
 /// Starts `fault`; returns how to heal it and a description.
@@ -415,6 +433,26 @@ async fn start(bed: &Bed, fault: Fault, rng: &mut StdRng) -> anyhow::Result<(Und
                 "50ms + 0-80ms on every node".into(),
                 0.0,
             )
+        }
+        Fault::ClientDelay | Fault::ClientCopies => {
+            let proxies = bed
+                .proxies
+                .as_ref()
+                .context("the client-delay and client-copies faults need the claim proxies")?;
+            let (mode, detail) = if fault == Fault::ClientDelay {
+                let r = crate::copies::DELAY_MS;
+                let detail = format!("first attempts of claims held {}-{} ms", r.start, r.end);
+                (Mode::DelayFirst, detail)
+            } else {
+                let r = crate::copies::COPY_AFTER_MS;
+                let detail = format!(
+                    "first attempts of claims sent again {}-{} ms later",
+                    r.start, r.end
+                );
+                (Mode::Duplicate, detail)
+            };
+            proxies.set(mode);
+            (Undo::Proxies, detail, 0.0)
         }
         Fault::KillOne | Fault::KillLeader | Fault::KillAll => {
             let victims = match fault {
@@ -661,6 +699,12 @@ async fn undo(bed: &Bed, undo: Undo) -> anyhow::Result<()> {
         Undo::Delay(ids) => {
             for id in ids {
                 bed.cluster().set_delay(id, 0, 0);
+            }
+            Ok(())
+        }
+        Undo::Proxies => {
+            if let Some(p) = &bed.proxies {
+                p.set(Mode::Pass);
             }
             Ok(())
         }

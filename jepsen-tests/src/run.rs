@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::check;
 use crate::cluster::{libfaketime, Cluster, NodeSettings};
+use crate::copies::Proxies;
 use crate::history::{Call, CheckParams, CheckResult, Kind, Reply, RunMeta, Verdict, Violation};
 use crate::nemesis::{self, Bed, Fault, Pace, SKEW_OVER_RATE, SKEW_WITHIN};
 use crate::net::{self, Net};
@@ -75,9 +76,20 @@ pub struct Scenario {
     /// crash's torn tail, cut it silently and vote on it (`trust_damaged_log`), as baton did
     /// before data format 7. The run passes only if the checks catch it.
     pub corrupt_canary: bool,
+    /// The copies canary: leaders decide every copy of a claim afresh
+    /// (`decide_copies_afresh`), as baton did before the chaos suite's seed 426017. The run
+    /// passes only if the checks catch it.
+    pub copies_canary: bool,
 }
 
 impl Scenario {
+    /// The scenario has the faults of the claim proxies (late and copied first attempts).
+    fn copies(&self) -> bool {
+        self.faults
+            .iter()
+            .any(|f| matches!(f, Fault::ClientDelay | Fault::ClientCopies))
+    }
+
     /// A canary scenario: its run passes only if a check fails.
     fn canary(&self) -> Option<&'static str> {
         if self.power_canary {
@@ -86,6 +98,8 @@ impl Scenario {
             Some("nodes that skip the read-index round answered linearizable reads")
         } else if self.corrupt_canary {
             Some("nodes that take a damaged log for a torn tail and vote on it had logs damaged")
+        } else if self.copies_canary {
+            Some("leaders that decide every copy of a claim afresh got late and copied claims")
         } else {
             None
         }
@@ -108,6 +122,8 @@ pub const SCENARIOS: &[&str] = &[
     "corrupt",
     "corrupt-canary",
     "eio",
+    "copies",
+    "copies-canary",
 ];
 
 /// Checkers whose failure in a canary scenario counts as catching it (not the minimum counts:
@@ -121,6 +137,7 @@ const CANARY_CATCHERS: &[&str] = &[
     "recovery",
     "nodes-start",
     "no-panic",
+    "copies",
 ];
 
 /// The scenario called `name`, for a cluster of `nodes`.
@@ -143,6 +160,7 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
         read_canary: false,
         pace: Pace::Steady,
         corrupt_canary: false,
+        copies_canary: false,
     };
     Some(match name {
         "partition-kill" => {
@@ -232,6 +250,22 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
         "eio" => Scenario {
             power: true,
             ..s(vec![EioOne, EioLeader], baton, BaseSkew::None, false)
+        },
+        // Late and copied first attempts of claims (the harness's proxy, `crate::copies`).
+        "copies" => s(
+            vec![ClientDelay, ClientCopies],
+            baton,
+            BaseSkew::None,
+            false,
+        ),
+        "copies-canary" => Scenario {
+            copies_canary: true,
+            ..s(
+                vec![ClientDelay, ClientCopies],
+                baton,
+                BaseSkew::None,
+                false,
+            )
         },
         _ => return None,
     })
@@ -378,6 +412,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         skip_fsync: scenario.power_canary,
         skip_read_index: scenario.read_canary,
         trust_damaged_log: scenario.corrupt_canary,
+        decide_copies_afresh: scenario.copies_canary,
     };
     // Wall clocks minutes apart (libfaketime; monotonic clocks untouched): offsets between
     // machines must not matter to baton.
@@ -392,6 +427,10 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     };
     let cluster = Cluster::start(&net, &node_dir, settings, &offsets)?;
     let rec = Arc::new(Recorder::new());
+    let proxies = match scenario.copies() {
+        true => Some(Proxies::start(&cluster.endpoints(), rec.clone(), opts.seed).await?),
+        false => None,
+    };
     let bed = Bed {
         cluster: Mutex::new(cluster),
         net,
@@ -402,6 +441,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         membership: Default::default(),
         damages: Default::default(),
         eio: Default::default(),
+        proxies,
     };
     if bed.await_recovery(RECOVERY_LIMIT).await.is_none() {
         anyhow::bail!(
@@ -453,7 +493,11 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     // Workers.
     let ctx = Arc::new(Ctx {
         rec: rec.clone(),
-        endpoints: bed.cluster.lock().expect("cluster lock").endpoints(),
+        // Through the claim proxies where the scenario has them.
+        endpoints: match &bed.proxies {
+            Some(p) => p.endpoints.clone(),
+            None => bed.cluster.lock().expect("cluster lock").endpoints(),
+        },
         ttl: opts.ttl,
         drift_margin: DRIFT_MARGIN,
         stop: Default::default(),
@@ -730,6 +774,9 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         .any(|f| matches!(f, Fault::EioOne | Fault::EioLeader));
     if fails_disks {
         results.push(sickdisk::judge_eio(&eio_records, &history.ops()));
+    }
+    if scenario.copies() {
+        results.push(check::copies::check(&history.ops(), &history.wire(), true));
     }
     // Any panic fails (sled's on a failed disk, BUGS.md P7, went with sled at data format 7).
     let died = panics.len() + worker_panics.len();

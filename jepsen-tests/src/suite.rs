@@ -26,15 +26,17 @@ fn options(scenario: &str, seed: u64, nodes: usize, secs: u64, out: &Path, bin: 
 
 /// The CI suite: partitions + kills, pauses, skew within the bound (with wall-clock offsets,
 /// delay and partitions), power cuts (mixed, and all nodes at once), membership changes, a
-/// damaged log where its vote decides, a disk whose syncs fail, and the four canaries
-/// (unfenced writes, acknowledging before fsync, skipping the read-index, voting on a
-/// damaged log); 3 nodes. `(scenario, seed, fault-phase seconds)`.
+/// damaged log where its vote decides, a disk whose syncs fail, late and copied claims, and
+/// the five canaries (unfenced writes, acknowledging before fsync, skipping the read-index,
+/// voting on a damaged log, deciding copies of a claim afresh); 3 nodes. `(scenario, seed,
+/// fault-phase seconds)`.
 pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
     vec![
         ("canary", seed, 8),
         ("power-canary", seed, 14),
         ("read-canary", seed, 15),
         ("corrupt-canary", seed, CORRUPT_CANARY_S),
+        ("copies-canary", seed, COPIES_CANARY_S),
         ("partition-kill", seed, 35),
         ("pause", seed, 25),
         ("skew", seed, 30),
@@ -43,8 +45,13 @@ pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
         ("membership", seed, 25),
         ("corrupt", seed, 25),
         ("eio", seed, 20),
+        ("copies", seed, 20),
     ]
 }
+
+/// Fault phase of the copies canary: two or three `client-delay` and `client-copies` faults
+/// (3–6 s each, 2–4 s apart, the first 1.5–3 s in).
+pub const COPIES_CANARY_S: u64 = 20;
 
 /// Fault phase of the damaged-log canary: one `corrupt` fault (1.5–3 s of writes, the
 /// laggards down 2–3 s, held 3–4 s) fits, a second rarely starts.
@@ -65,9 +72,9 @@ pub async fn run_all(
     Ok(outcomes)
 }
 
-/// The long suite: the four canaries once, then the fault matrix, partitions + kills,
+/// The long suite: the five canaries once, then the fault matrix, partitions + kills,
 /// pauses, skew within the bound and over it, power cuts (mixed; all nodes), membership
-/// changes, damaged logs, failing syncs, in turn with consecutive seeds, on `nodes` nodes,
+/// changes, damaged logs, failing syncs, late and copied claims, in turn with consecutive seeds, on `nodes` nodes,
 /// each with a 2-minute fault phase, until `total` has passed.
 pub async fn long(
     seed: u64,
@@ -83,6 +90,7 @@ pub async fn long(
         ("power-canary", 14),
         ("read-canary", 15),
         ("corrupt-canary", CORRUPT_CANARY_S),
+        ("copies-canary", COPIES_CANARY_S),
     ] {
         let outcome = run::run(&options(canary, seed, nodes, secs, out, bin)).await?;
         eprintln!("{}", outcome.text());
@@ -99,6 +107,7 @@ pub async fn long(
         "membership",
         "corrupt",
         "eio",
+        "copies",
     ];
     let mut i = 0u64;
     while start.elapsed() < total {

@@ -26,7 +26,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::history::{
     decode_list, encode_list, Call, Elem, History, Holding, Kind, Line, Nanos, NemesisEvent,
-    OpEvent, Reply,
+    OpEvent, Reply, WireEvent,
 };
 
 /// Operations on one key before its workers move on to a fresh key.
@@ -100,6 +100,11 @@ impl Recorder {
                 t_ns,
             })
         });
+    }
+
+    /// Records an answer the proxy saw (`idx` and `t_ns` are filled in here).
+    pub fn wire(&self, event: WireEvent) {
+        self.push(|idx, t_ns| Line::Wire(WireEvent { idx, t_ns, ..event }));
     }
 
     fn op(

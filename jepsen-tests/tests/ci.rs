@@ -3,7 +3,8 @@
 //! (one node, the leader, a minority, all at once; data dirs on power-cut filesystems), and
 //! membership changes (a voter, the leader, a wiped disk: removed, joined again), a damaged log
 //! where its node's vote decides (`corrupt`, and its canary: nodes that vote on a damaged
-//! log), and a disk whose syncs fail (`eio`), each on a fresh 3-node cluster of real processes
+//! log), a disk whose syncs fail (`eio`), and late and copied claims (`copies`, and its
+//! canary: leaders that decide every copy afresh), each on a fresh 3-node cluster of real processes
 //! in network namespaces. Fails on any violation,
 //! on an empty pass, on an undecided checker, on a node that does not start again, and on a
 //! canary the checkers did not catch.

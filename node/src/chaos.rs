@@ -18,6 +18,11 @@
 //! - `trust_damaged_log=1`: opening the log takes damage before its durable end for a
 //!   crash's torn tail and cuts it silently, as baton did before data format 7: the bug the
 //!   chaos suite's `corrupt` fault must catch (its canary). Read at the node's start.
+//! - `decide_copies_afresh=1`: the leader decides every copy of a claim afresh, as baton did
+//!   before the chaos suite's seed 426017: any attempt, a retry too, may be refused from a
+//!   read, and no refusal from a read is remembered (`server::read_answers`), so a late or
+//!   duplicated copy of a refused claim may be granted. The bug the chaos suite's `copies`
+//!   faults must catch (its canary).
 //! - `skip_read_index=1`: a node that believes it leads answers linearizable reads from its
 //!   local state, without the read-index round that confirms it still leads: the stale-read
 //!   bug the chaos suite's `read-canary` must catch.
@@ -82,6 +87,16 @@ pub fn trust_damaged_log() -> bool {
     false
 }
 
+/// Whether the leader decides every copy of a claim afresh (the `copies` canary); never
+/// without the feature and the control file.
+pub fn decide_copies_afresh() -> bool {
+    #[cfg(feature = "chaos")]
+    if let Some(knobs) = imp::knobs() {
+        return knobs.flag(imp::Flag::DecideCopiesAfresh);
+    }
+    false
+}
+
 /// Whether a node that believes it leads skips the read-index round of linearizable reads
 /// (the stale-read canary); never without the feature and the control file.
 pub fn skip_read_index() -> bool {
@@ -130,6 +145,7 @@ mod imp {
     pub enum Flag {
         FailFsync = 1,
         TrustDamagedLog = 2,
+        DecideCopiesAfresh = 4,
     }
 
     impl Knobs {
@@ -201,6 +217,9 @@ mod imp {
                     "stall_fsync" => stall_fsync = v.trim().parse().unwrap_or(0),
                     "fail_fsync" if v.trim() == "1" => flags |= Flag::FailFsync as u64,
                     "trust_damaged_log" if v.trim() == "1" => flags |= Flag::TrustDamagedLog as u64,
+                    "decide_copies_afresh" if v.trim() == "1" => {
+                        flags |= Flag::DecideCopiesAfresh as u64
+                    }
                     _ => {}
                 }
             }
@@ -299,6 +318,9 @@ mod imp {
             assert!(!k.flag(Flag::FailFsync));
             k.load("fail_fsync=1\ntrust_damaged_log=1");
             assert!(k.flag(Flag::FailFsync) && k.flag(Flag::TrustDamagedLog));
+            assert!(!k.flag(Flag::DecideCopiesAfresh));
+            k.load("decide_copies_afresh=1");
+            assert!(k.flag(Flag::DecideCopiesAfresh) && !k.flag(Flag::FailFsync));
             k.load("trust_damaged_log=1");
             assert!(!k.flag(Flag::FailFsync) && k.flag(Flag::TrustDamagedLog));
             assert_eq!(k.rate(), 1.0, "a knob not given is back to its default");

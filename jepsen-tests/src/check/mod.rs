@@ -7,6 +7,8 @@
 //! - [`intervals`]: the windows in which workers believed they held a key never overlap, and
 //!   the client library's safe deadlines are never later than it promises;
 //! - [`fencing`]: no write with a stale token was accepted;
+//! - [`copies`]: every answer to any copy of a claim (late first attempts, retries, copies a
+//!   proxy made) is the one its client heard;
 //! - [`lists`]: the record lists workers append to lose, duplicate, corrupt or invent nothing
 //!   (also run on the unfenced canary's memory lists, where it must find lost updates).
 //!
@@ -16,6 +18,7 @@
 //! All checkers are linear or near-linear except the WGL search, which has a per-key time
 //! budget ([`CheckParams::wgl_budget_ms`]) and answers Unknown when it runs out.
 
+pub mod copies;
 pub mod fencing;
 pub mod intervals;
 pub mod lists;

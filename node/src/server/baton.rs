@@ -344,12 +344,14 @@ impl Ctx {
         op: Op,
         who: Caller,
     ) -> Result<(Outcome, u64), Refusal> {
-        let may_read = who.first_attempt || !matches!(op, Op::Claim { .. });
+        // The chaos suite's `copies` canary decides every copy afresh, as before seed 426017.
+        let afresh = crate::chaos::decide_copies_afresh();
+        let may_read = afresh || who.first_attempt || !matches!(op, Op::Claim { .. });
         let cmd = command(origin, op, who.principal);
         let remembered = cmd
             .request_id
             .as_ref()
-            .filter(|_| matches!(cmd.op, Op::Claim { .. }))
+            .filter(|_| !afresh && matches!(cmd.op, Op::Claim { .. }))
             .and_then(|id| self.read_answers.get(id));
         if let Some((outcome, revision)) = remembered {
             return Ok((answer_or_status(outcome, &self.sm)?, revision));
@@ -390,7 +392,7 @@ impl Ctx {
                 .read(|s| s.table.unchanged_answer(&cmd).map(|a| (a, revision(s))));
             if let Some((outcome, revision)) = answered {
                 self.metrics.refused_without_log.inc();
-                if let (Some(id), true) = (&cmd.request_id, claimed.is_some()) {
+                if let (Some(id), true) = (&cmd.request_id, claimed.is_some() && !afresh) {
                     self.read_answers.remember(id, &outcome, revision);
                 }
                 return Ok((answer_or_status(outcome, &self.sm)?, revision));
