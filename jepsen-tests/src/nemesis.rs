@@ -15,7 +15,7 @@ use crate::cluster::Cluster;
 use crate::copies::Mode;
 use crate::net::Net;
 use crate::powerfs::{Loss, Lost};
-use crate::sickdisk::{Damage, DamageKind, EioRecord, EIO_EXIT_LIMIT};
+use crate::sickdisk::{self, Damage, DamageKind, EioRecord, EIO_EXIT_LIMIT};
 use crate::workload::Recorder;
 
 /// The documented drift bound the scenarios stay within when skew is "within bound": node
@@ -647,6 +647,10 @@ async fn start(bed: &Bed, fault: Fault, rng: &mut StdRng) -> anyhow::Result<(Und
             };
             let (failed_syncs, first) = bed.cluster().failed_syncs(v);
             let first_failed_ns = first.map(|at| bed.rec.ns_of(at));
+            let noticed_ns = exit.as_ref().and_then(|_| {
+                let log = bed.cluster().node(v).log.clone();
+                sickdisk::failure_noticed_at(&log).map(|at| bed.rec.ns_of_wall(at))
+            });
             let d = format!(
                 "node {v}'s disk fails every sync: {failed_syncs} failed, {}",
                 match (&exit, first_failed_ns) {
@@ -666,6 +670,7 @@ async fn start(bed: &Bed, fault: Fault, rng: &mut StdRng) -> anyhow::Result<(Und
                 start_ns,
                 failed_syncs,
                 first_failed_ns,
+                noticed_ns,
                 exit,
                 restarted_ns: None,
             });

@@ -218,6 +218,10 @@ pub struct EioRecord {
     /// Syncs the disk failed, and when the first one did.
     pub failed_syncs: u64,
     pub first_failed_ns: Option<Nanos>,
+    /// When the node itself learned of it (its log's line [`FLUSH_FAILED`], written just
+    /// after it stopped answering reads), on the history's clock: between the failed sync
+    /// and this moment no process can know.
+    pub noticed_ns: Option<Nanos>,
     /// When the harness saw the process gone, its exit code (None: killed by a signal) and
     /// how it ended (the end of its log).
     pub exit: Option<(Nanos, Option<i32>, String)>,
@@ -225,9 +229,22 @@ pub struct EioRecord {
     pub restarted_ns: Option<Nanos>,
 }
 
+/// What a node logs the moment its log flush fails (`node/src/store/flush.rs`).
+pub const FLUSH_FAILED: &str = "a log flush failed: this node stops";
+
+/// The time of the last [`FLUSH_FAILED`] line in a node's log (RFC 3339 at the line's start).
+pub fn failure_noticed_at(log: &Path) -> Option<std::time::SystemTime> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let line = text.lines().rev().find(|l| l.contains(FLUSH_FAILED))?;
+    humantime::parse_rfc3339_weak(line.split_whitespace().next()?.trim_end_matches('Z')).ok()
+}
+
 /// The `eio` check: every node whose disk failed a sync stopped by itself, with a non-zero
 /// exit code and the cause, within [`EIO_EXIT_LIMIT`] of the first failed sync; and, if it
-/// led, no read pinned to it (`reader-n<id>`) was answered between that sync and its restart.
+/// led, no read pinned to it (`reader-n<id>`) sent after it learned of the failure (its
+/// `noticed_ns`; the failed sync's time when its log does not say) was answered before its
+/// restart. A read sent earlier may have been answered in the moments before the node's sync
+/// returned the error: nothing can refuse it then.
 pub fn judge_eio(records: &[EioRecord], ops: &[Op]) -> CheckResult {
     let mut violations = Vec::new();
     let mut relayed = 0;
@@ -280,10 +297,12 @@ pub fn judge_eio(records: &[EioRecord], ops: &[Op]) -> CheckResult {
         // the sound node's, whenever the request was first sent.
         let reader = format!("reader-n{}", r.node);
         let until = r.restarted_ns.unwrap_or(Nanos::MAX);
+        let knew = r.noticed_ns.unwrap_or(first);
         let answered = ops.iter().filter(|o| {
             o.name == reader
                 && o.kind == Kind::Ok
-                && o.ret_ns.is_some_and(|t| t >= first && t < until)
+                && o.inv_ns >= knew
+                && o.ret_ns.is_some_and(|t| t < until)
         });
         if !r.led {
             relayed += answered.count();
@@ -294,8 +313,8 @@ pub fn judge_eio(records: &[EioRecord], ops: &[Op]) -> CheckResult {
                 key: Some(o.key.clone()),
                 t_ns: o.ret_ns,
                 message: format!(
-                    "node {}, the leader, answered a {} after its fsync failed and before it \
-                     was restarted",
+                    "node {}, the leader, answered a {} sent after it learned its fsync failed \
+                     and before it was restarted",
                     r.node,
                     o.call.name()
                 ),

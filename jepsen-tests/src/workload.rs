@@ -50,6 +50,8 @@ pub const BELIEF_MARGIN: Duration = Duration::from_millis(150);
 /// The history being written, on the harness's one clock.
 pub struct Recorder {
     start: Instant,
+    /// The wall-clock time at `start` (to place node log lines on the history's clock).
+    start_wall: std::time::SystemTime,
     lines: Mutex<Vec<Line>>,
     next_idx: AtomicU64,
     next_process: AtomicU64,
@@ -60,6 +62,7 @@ impl Recorder {
     pub fn new() -> Recorder {
         Recorder {
             start: Instant::now(),
+            start_wall: std::time::SystemTime::now(),
             lines: Mutex::new(Vec::new()),
             next_idx: AtomicU64::new(0),
             next_process: AtomicU64::new(0),
@@ -73,6 +76,14 @@ impl Recorder {
 
     pub fn instant_at(&self, ns: Nanos) -> Instant {
         self.start + Duration::from_nanos(ns)
+    }
+
+    /// A wall-clock time (a node's log line, on this machine's clock) as nanoseconds on the
+    /// history's clock.
+    pub fn ns_of_wall(&self, at: std::time::SystemTime) -> Nanos {
+        at.duration_since(self.start_wall)
+            .map(|d| d.as_nanos() as Nanos)
+            .unwrap_or(0)
     }
 
     /// An instant as nanoseconds on the history's clock.

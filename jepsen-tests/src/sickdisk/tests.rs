@@ -149,6 +149,7 @@ fn stopped(node: u64, after_ms: u64, code: Option<i32>, how: &str) -> EioRecord 
         start_ns: 10 * S,
         failed_syncs: 3,
         first_failed_ns: Some(10 * S + 1_000_000),
+        noticed_ns: Some(10 * S + 1_500_000),
         exit: Some((10 * S + 1_000_000 + after_ms * 1_000_000, code, how.into())),
         restarted_ns: Some(20 * S),
     }
@@ -170,6 +171,26 @@ fn read_by(name: &str, inv: Nanos, kind: Kind) -> Op {
         inv_ns: inv,
         ret_ns: (kind != Kind::Info).then_some(inv + 1_000_000),
     }
+}
+
+#[test]
+fn the_moment_a_node_learned_its_flush_failed_is_read_from_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("n1.log");
+    std::fs::write(
+        &log,
+        format!(
+            "2026-12-04T11:30:00.000001Z ERROR baton_node::store::flush: {FLUSH_FAILED} (old)\n\
+             2026-12-04T11:34:21.643842Z ERROR baton_node::store::flush: {FLUSH_FAILED} (it \
+             never retries a failed fsync) error=Input/output error (os error 5)\n\
+             baton-node: error: storage failed, this node stops\n"
+        ),
+    )
+    .unwrap();
+    let at = failure_noticed_at(&log).unwrap();
+    let want = humantime::parse_rfc3339("2026-12-04T11:34:21.643842Z").unwrap();
+    assert_eq!(at, want);
+    assert_eq!(failure_noticed_at(&dir.path().join("none.log")), None);
 }
 
 #[test]
@@ -217,6 +238,17 @@ fn a_node_that_runs_on_stops_late_or_quietly_or_answers_fails_the_eio_check() {
     let r = judge_eio(&[stopped(2, 40, Some(1), &how)], &answered);
     assert_eq!(r.verdict, Verdict::Fail);
     assert_eq!(r.violations[0].key.as_deref(), Some("lr/0"));
+    // Sent after the failed sync but before the node could know (its sync had not returned):
+    // nothing could refuse it. Without the node's word, the failed sync's time counts.
+    let early = [read_by("reader-n2", 10 * S + 1_200_000, Kind::Ok)];
+    let r = judge_eio(&[stopped(2, 40, Some(1), &how)], &early);
+    assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+    let unknown = EioRecord {
+        noticed_ns: None,
+        ..stopped(2, 40, Some(1), &how)
+    };
+    let r = judge_eio(&[unknown], &early);
+    assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
     // A follower relays what the leader answers: counted, not failed.
     let follower = EioRecord {
         led: false,

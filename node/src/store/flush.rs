@@ -83,8 +83,9 @@ impl Flusher {
                         }
                     };
                     if let (Err(e), None) = (&result, &failed) {
-                        tracing::error!(error = %e, "a log flush failed: this node stops (it never retries a failed fsync)");
+                        // Reads are refused from here on; the log line comes after.
                         segments.set_failure(format!("a log flush failed: {e}"));
+                        tracing::error!(error = %e, "a log flush failed: this node stops (it never retries a failed fsync)");
                         failed = Some(io::Error::new(e.kind(), e.to_string()));
                     }
                     metrics
