@@ -152,6 +152,12 @@ pub(crate) fn board(response: pb::BoardResponse, answered_by: String) -> Result<
             .into_iter()
             .map(|(key, q)| (key, quarantine(q)))
             .collect(),
+        unclaimed: response
+            .unclaimed
+            .into_iter()
+            .map(|(key, a)| (key, assignment(a)))
+            .collect(),
+        unclaimed_truncated: response.unclaimed_truncated,
     })
 }
 

@@ -420,6 +420,8 @@ impl Baton for FakeNode {
             revision: FAKE_BOARD_REVISION,
             assignments: Default::default(),
             quarantines: Default::default(),
+            unclaimed: Default::default(),
+            unclaimed_truncated: false,
         }))
     }
 

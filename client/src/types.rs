@@ -197,6 +197,11 @@ pub struct Board {
     /// Keys under the prefix that no one holds but are quarantined after an involuntary
     /// expiry (key -> quarantine): claims are refused until each ends.
     pub quarantines: std::collections::BTreeMap<String, crate::QuarantineView>,
+    /// Keys under the prefix that no one holds but a dispatcher assigned (key ->
+    /// assignment): tasks waiting for their assignee to claim them.
+    pub unclaimed: std::collections::BTreeMap<String, crate::AssignmentInfo>,
+    /// More unclaimed keys match: ask again with `start_after` = the last of them.
+    pub unclaimed_truncated: bool,
     /// The endpoint (`host:port`) of the node that answered (not in the CLI's JSON).
     #[serde(skip)]
     pub answered_by: String,

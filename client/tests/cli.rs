@@ -345,3 +345,48 @@ fn board_table_and_revoke() {
     let (_, v) = node.json(&["probe", "team/a"]);
     assert_eq!(v["lease"], Value::Null);
 }
+
+#[test]
+fn the_board_shows_assigned_keys_nobody_holds_until_they_are_claimed() {
+    let node = start_node();
+    for key in ["work/1", "work/2"] {
+        let out = node.baton(&[
+            "assign",
+            key,
+            "--to",
+            "claude@a",
+            "--by",
+            "dispatcher",
+            "--reason",
+            "triage",
+        ]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let out = node.baton(&["claim", "work/3", "--holder", "carol", "--ttl", "30s"]);
+    assert!(out.status.success());
+    let out = node.baton(&["board", "work/"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("assigned, unclaimed"), "{table}");
+    assert!(
+        table.contains("  work/1  to claude@a by dispatcher since ") && table.contains("work/2"),
+        "{table}"
+    );
+    let (code, v) = node.json(&["board", "work/", "--unclaimed"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["leases"], serde_json::json!([]), "{v}");
+    assert_eq!(v["unclaimed"]["work/1"]["to"], "claude@a", "{v}");
+    assert_eq!(v["unclaimed"]["work/1"]["by"], "dispatcher", "{v}");
+    assert!(
+        v["unclaimed"]["work/1"]["assigned_at_unix_ms"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    // Claimed by its assignee (or anyone), it is no longer waiting.
+    let out = node.baton(&["claim", "work/1", "--holder", "claude@a", "--ttl", "30s"]);
+    assert!(out.status.success());
+    let (_, v) = node.json(&["board", "work/", "--unclaimed", "--limit", "1"]);
+    let waiting: Vec<&String> = v["unclaimed"].as_object().unwrap().keys().collect();
+    assert_eq!(waiting, ["work/2"], "{v}");
+    assert_eq!(v["unclaimed_truncated"], false, "{v}");
+}

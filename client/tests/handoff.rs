@@ -469,11 +469,11 @@ fn accept_verify_runs_each_check_and_reports_a_changed_value() {
     assert_eq!(v["last_note"]["volatile_facts"][0]["name"], "count", "{v}");
     // Each command is shown before it runs.
     assert!(
-        stderr.contains("checking count: sh -c 'echo 5'"),
+        stderr.contains("checking count with the giver's command: sh -c 'echo 5'"),
         "{stderr}"
     );
     assert!(
-        stderr.contains("checking same: sh -c 'echo yes'"),
+        stderr.contains("checking same with the giver's command: sh -c 'echo yes'"),
         "{stderr}"
     );
     assert!(stdout.contains("needs verification"), "{stdout}");

@@ -61,6 +61,23 @@ async fn call(session: &Session, tool: &str, args: Value) -> Value {
     }
 }
 
+/// Calls `tool` and returns the text of the tool error it must answer with.
+async fn call_refused(session: &Session, tool: &str, args: Value) -> String {
+    let result = session
+        .call_tool(
+            CallToolRequestParams::new(tool.to_owned())
+                .with_arguments(args.as_object().cloned().unwrap_or_default()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        result.is_error,
+        Some(true),
+        "{tool} did not fail: {result:?}"
+    );
+    serde_json::to_string(&result.content).unwrap()
+}
+
 /// The notices of a result, as (what, key) pairs.
 fn notices(reply: &Value) -> Vec<(String, String)> {
     reply["notices"]
@@ -235,7 +252,8 @@ async fn a_handoff_shows_a_changed_fact_and_the_giver_hears_who_took_it() {
     let dir = tempfile::tempdir().unwrap();
     // Short leases, so the giver's guard learns of the handoff within a second.
     let a = agent(&cluster, "s-a", "claude@a", &["--ttl", "3s"], dir.path()).await;
-    let b = agent(&cluster, "s-b", "codex@b", &[], dir.path()).await;
+    let b = agent(&cluster, "s-b", "codex@b", &["--run-checks"], dir.path()).await;
+    let b_plain = agent(&cluster, "s-b2", "codex@b", &[], dir.path()).await;
     let granted = call(&a, "claim", json!({"key": "tasks/h"})).await;
     assert_eq!(granted["result"]["outcome"], "granted", "{granted}");
     let offer = call(
@@ -254,7 +272,24 @@ async fn a_handoff_shows_a_changed_fact_and_the_giver_hears_who_took_it() {
     .await;
     assert_eq!(offer["result"]["outcome"], "offered", "{offer}");
 
-    let accepted = call(&b, "handoff_accept", json!({"key": "tasks/h"})).await;
+    // The giver's commands run only on a server started with --run-checks; asked elsewhere,
+    // the accept is refused and changes nothing (the offer still stands).
+    let refused = call_refused(
+        &b_plain,
+        "handoff_accept",
+        json!({"key": "tasks/h", "run_checks": true}),
+    )
+    .await;
+    assert!(refused.contains("--run-checks"), "{refused}");
+    let still = call(&b_plain, "probe", json!({"key": "tasks/h"})).await;
+    assert!(still.to_string().contains("claude@a"), "{still}");
+
+    let accepted = call(
+        &b,
+        "handoff_accept",
+        json!({"key": "tasks/h", "run_checks": true}),
+    )
+    .await;
     let result = &accepted["result"];
     assert_eq!(result["outcome"], "accepted", "{accepted}");
     assert!(result["token"].as_u64().unwrap() > granted["result"]["token"].as_u64().unwrap());
@@ -285,8 +320,49 @@ async fn a_handoff_shows_a_changed_fact_and_the_giver_hears_who_took_it() {
         "{next}"
     );
     assert_eq!(next["result"]["held"], json!([]), "{next}");
+
+    // By default nothing the giver wrote runs: each fact comes back with its command.
+    let marker = dir.path().join("ran");
+    let back = call(
+        &b,
+        "handoff_offer",
+        json!({
+            "key": "tasks/h", "to": "claude@a", "git": false,
+            "done": "wrote the report", "remaining": "send it", "first_step": "send it",
+            "facts": [{"name": "pages", "value": "3",
+                       "check_command": format!("touch {}; echo 3", marker.display())}]
+        }),
+    )
+    .await;
+    assert_eq!(back["result"]["outcome"], "offered", "{back}");
+    let taken = call(&a, "handoff_accept", json!({"key": "tasks/h"})).await;
+    let result = &taken["result"];
+    assert_eq!(result["outcome"], "accepted", "{taken}");
+    assert!(!marker.exists(), "the giver's check command ran: {taken}");
+    let unchecked = &result["details"]["unchecked_facts"];
+    assert_eq!(unchecked[0]["name"], "pages", "{taken}");
+    assert!(
+        unchecked[0]["check_command"]
+            .as_str()
+            .unwrap()
+            .starts_with("touch "),
+        "{taken}"
+    );
+    assert!(
+        result["details"]["facts"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("pages: UNCHECKED"),
+        "{taken}"
+    );
+    let instruction = result["instruction"].as_str().unwrap();
+    assert!(
+        instruction.contains("UNCHECKED") && instruction.contains("codex@b"),
+        "{instruction}"
+    );
     a.cancel().await.unwrap();
     b.cancel().await.unwrap();
+    b_plain.cancel().await.unwrap();
 }
 
 #[tokio::test]

@@ -200,11 +200,22 @@ async fn the_board_follows_claims_releases_assignments_and_handoffs_live_and_sur
     })
     .await;
 
-    // An assignment to someone else than the holder is marked.
+    // An assignment of a key no one holds shows as a task waiting for its assignee; once
+    // someone else claims it, the assignment to someone else than the holder is marked.
     codex
         .assign("tasks/report", "claude@host-a", "dispatcher", "write it up")
         .await
         .unwrap();
+    until(
+        &browser,
+        "the unclaimed assignment of tasks/report",
+        async |b| {
+            row_text(b, "tasks/report").await.is_some_and(|(text, _)| {
+                text.contains("unclaimed") && text.contains("claude@host-a")
+            })
+        },
+    )
+    .await;
     granted(
         codex
             .claim("tasks/report", "codex@host-b", Duration::from_secs(600))

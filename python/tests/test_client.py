@@ -201,6 +201,18 @@ def test_handoff_moves_the_key_with_its_note(cluster):
     assert kinds == ["claimed", "offered", "accepted", "updated"]
 
 
+def test_the_board_lists_assigned_keys_nobody_holds(cluster):
+    dispatcher = cluster.client(holder="dispatcher")
+    dispatcher.assign("queue/1", to="claude@a", reason="triage")
+    dispatcher.assign("queue/2", to="claude@a")
+    board = dispatcher.board("queue/")
+    assert sorted(board.unclaimed) == ["queue/1", "queue/2"] and not board.unclaimed_truncated
+    assert board.unclaimed["queue/1"].to == "claude@a" and board.unclaimed["queue/1"].reason == "triage"
+    cluster.client(holder="claude@a").claim("queue/1", ttl=30)
+    board = dispatcher.board("queue/")
+    assert list(board.unclaimed) == ["queue/2"] and [l.key for l in board.leases] == ["queue/1"]
+
+
 def test_a_client_needs_endpoints_and_a_sane_configuration():
     with pytest.raises(InvalidArgument):
         Client([])

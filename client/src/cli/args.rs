@@ -246,7 +246,8 @@ the assignment only says who a dispatcher wanted.")]
     #[command(after_help = "Examples:
   baton board
   baton board tasks/ --limit 50
-  baton board tasks/ --start-after tasks/evidence-42   # the next page")]
+  baton board tasks/ --start-after tasks/evidence-42   # the next page
+  baton board tasks/ --unclaimed                       # assigned, waiting for their assignee")]
     Board {
         /// Show keys starting with this prefix ("" or omitted: all keys).
         #[arg(default_value = "")]
@@ -260,6 +261,9 @@ the assignment only says who a dispatcher wanted.")]
         /// Answer from the contacted node's local state (faster, may be behind).
         #[arg(long)]
         stale: bool,
+        /// Show only the keys a dispatcher assigned that no one holds yet.
+        #[arg(long)]
+        unclaimed: bool,
     },
     /// Check whether TOKEN is the current fencing token of KEY (exit 3 if not).
     #[command(after_help = "Examples:
@@ -672,6 +676,11 @@ pub struct McpArgs {
     /// Also offer the operator tools: revoke, quarantine, cluster_status, access.
     #[arg(long)]
     pub operator: bool,
+    /// Let handoff_accept run the giver's check commands here when the agent asks
+    /// (run_checks: true). Without it they are returned for the agent to run: they are
+    /// written by whoever offered the handoff and would run with this server's rights.
+    #[arg(long)]
+    pub run_checks: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -751,7 +760,10 @@ Exits 3 when refused (stale token, an offer already pending).")]
 
 --verify runs each volatile fact's check command (sh -c, in the current directory; each
 command is shown on stderr before it runs) and prints claimed vs. actual values, then
-compares the note's commit with this checkout's HEAD.
+compares the note's commit with this checkout's HEAD. The commands are the giver's (whoever
+offered the handoff wrote them) and run with your rights: read them first (handoff show
+without --verify). Each runs without a terminal (no stdin, its own process group, output
+captured) and is killed after 60s.
 Exits 3 when refused (no offer, or addressed to another name); 5 when accepted but --verify
 found a CHANGED fact or another commit (you hold the key; trust what was found, not the note).")]
     Accept {

@@ -174,10 +174,10 @@ fn verdict_of(verification: Option<&Verification>) -> Verdict {
     }
 }
 
-/// Shows each check command on stderr before it runs.
+/// Shows each check command on stderr before it runs, and whose it is.
 fn announce_check(fact: &baton_client::VolatileFact) {
     eprintln!(
-        "checking {}: sh -c {}",
+        "checking {} with the giver's command: sh -c {}",
         fact.name,
         shell_word(&fact.check_command)
     );

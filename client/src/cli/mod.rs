@@ -206,11 +206,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             limit,
             start_after,
             stale,
+            unclaimed,
         } => {
             let board = client
                 .board(&prefix, limit, &start_after, read_mode(stale))
                 .await?;
-            output::board(&prefix, &board, format)
+            output::board(&prefix, &board, unclaimed, format)
         }
         Command::Check { key, token } => {
             let check = client.check_token(&key, token).await?;
@@ -245,6 +246,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
                 )?,
                 operator: mcp_args.operator,
                 workdir: std::env::current_dir()?,
+                run_checks: mcp_args.run_checks,
             };
             mcp::serve(client, settings).await?;
             Rendered {

@@ -256,8 +256,26 @@ pub fn assignment_line(assignment: &AssignmentInfo, holder: Option<&str>, yours:
     format!("assigned to {assignment}{aside}\n")
 }
 
-/// `baton board`.
-pub fn board(prefix: &str, board: &Board, format: OutputFormat) -> Rendered {
+/// `baton board`; with `unclaimed_only`, only the keys assigned and not held (`--unclaimed`:
+/// the JSON then has no leases, quarantines or assignments of held keys).
+pub fn board(prefix: &str, board: &Board, unclaimed_only: bool, format: OutputFormat) -> Rendered {
+    if unclaimed_only {
+        let only = Board {
+            leases: Vec::new(),
+            truncated: false,
+            assignments: Default::default(),
+            quarantines: Default::default(),
+            ..board.clone()
+        };
+        let mut text = unclaimed_text(prefix, &only);
+        if only.unclaimed.is_empty() {
+            text = match prefix {
+                "" => "no assigned key is waiting to be claimed\n".to_owned(),
+                _ => format!("no assigned key under {prefix:?} is waiting to be claimed\n"),
+            };
+        }
+        return Rendered::new(format, &only, text, Verdict::Ok);
+    }
     let mut text = if board.leases.is_empty() {
         if prefix.is_empty() {
             "no leases held\n".to_owned()
@@ -277,6 +295,7 @@ pub fn board(prefix: &str, board: &Board, format: OutputFormat) -> Rendered {
             ));
         }
     }
+    text.push_str(&unclaimed_text(prefix, board));
     if let (true, Some(last)) = (board.truncated, board.leases.last()) {
         let prefix_arg = if prefix.is_empty() {
             String::new()
@@ -289,6 +308,39 @@ pub fn board(prefix: &str, board: &Board, format: OutputFormat) -> Rendered {
         ));
     }
     Rendered::new(format, board, text, Verdict::Ok)
+}
+
+/// The board's section of assigned keys no one holds: to whom, by whom, since when.
+fn unclaimed_text(prefix: &str, board: &Board) -> String {
+    if board.unclaimed.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from("assigned, unclaimed (no one holds them yet):\n");
+    for (key, a) in &board.unclaimed {
+        let reason = if a.reason.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", a.reason)
+        };
+        text.push_str(&format!(
+            "  {key}  to {} by {} since {}{reason}\n",
+            a.to,
+            a.by,
+            utc(a.assigned_at_unix_ms)
+        ));
+    }
+    if let (true, Some(last)) = (board.unclaimed_truncated, board.unclaimed.keys().last()) {
+        let prefix_arg = if prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{} ", shell_word(prefix))
+        };
+        text.push_str(&format!(
+            "more unclaimed keys match: baton board {prefix_arg}--unclaimed --start-after {}\n",
+            shell_word(last)
+        ));
+    }
+    text
 }
 
 /// `baton check`: a token that is not current exits 3.

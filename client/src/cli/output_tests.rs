@@ -288,7 +288,14 @@ fn board_table_has_the_documented_columns() {
                 },
             )]
             .into(),
+            unclaimed: [(
+                "tasks/waiting".to_string(),
+                crate::cli::records::tests::assignment(),
+            )]
+            .into(),
+            unclaimed_truncated: false,
         },
+        false,
         OutputFormat::Table,
     );
     let mut lines = out.stdout.lines();
@@ -311,7 +318,64 @@ fn board_table_has_the_documented_columns() {
     );
     assert_eq!(
         lines.next().unwrap(),
+        "assigned, unclaimed (no one holds them yet):"
+    );
+    let waiting = lines.next().unwrap();
+    assert!(
+        waiting.starts_with("  tasks/waiting  to alice by dispatcher since ")
+            && waiting.ends_with(": verify four evidence domains"),
+        "{waiting}"
+    );
+    assert_eq!(
+        lines.next().unwrap(),
         "more leases match: baton board tasks/ --start-after tasks/evidence-42"
+    );
+}
+
+#[test]
+fn board_unclaimed_shows_only_the_waiting_keys_and_pages_them() {
+    let full = Board {
+        answered_by: String::new(),
+        leases: vec![lease()],
+        truncated: true,
+        revision: 50,
+        assignments: [(
+            "tasks/evidence-42".to_string(),
+            crate::cli::records::tests::assignment(),
+        )]
+        .into(),
+        quarantines: Default::default(),
+        unclaimed: [(
+            "tasks/waiting".to_string(),
+            crate::cli::records::tests::assignment(),
+        )]
+        .into(),
+        unclaimed_truncated: true,
+    };
+    let out = board("tasks/", &full, true, OutputFormat::Table);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines[0], "assigned, unclaimed (no one holds them yet):");
+    assert!(
+        lines[1].starts_with("  tasks/waiting  to alice"),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines[2],
+        "more unclaimed keys match: baton board tasks/ --unclaimed --start-after tasks/waiting"
+    );
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    let json = json_of(&board("tasks/", &full, true, OutputFormat::Json));
+    assert_eq!(json["leases"], json!([]));
+    assert_eq!(json["unclaimed"]["tasks/waiting"]["to"], "alice");
+    let none = Board {
+        unclaimed: Default::default(),
+        unclaimed_truncated: false,
+        ..full
+    };
+    let out = board("tasks/", &none, true, OutputFormat::Table);
+    assert_eq!(
+        out.stdout,
+        "no assigned key under \"tasks/\" is waiting to be claimed\n"
     );
 }
 
@@ -326,12 +390,16 @@ fn board_json_shape() {
             revision: 50,
             assignments: Default::default(),
             quarantines: Default::default(),
+            unclaimed: Default::default(),
+            unclaimed_truncated: false,
         },
+        false,
         OutputFormat::Json,
     );
     assert_eq!(
         json_of(&out),
-        json!({"leases": [lease_json()], "truncated": false, "revision": 50, "assignments": {}, "quarantines": {}})
+        json!({"leases": [lease_json()], "truncated": false, "revision": 50, "assignments": {},
+               "quarantines": {}, "unclaimed": {}, "unclaimed_truncated": false})
     );
 }
 
@@ -590,7 +658,10 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
                 revision: 1,
                 assignments: [("tasks/evidence-42".to_string(), assignment())].into(),
                 quarantines: Default::default(),
+                unclaimed: Default::default(),
+                unclaimed_truncated: false,
             },
+            false,
             f,
         ),
         check(

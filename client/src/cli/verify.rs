@@ -93,6 +93,12 @@ impl Verification {
 /// Checks `note` against the checkout in `dir`: each volatile fact's command runs there
 /// with `sh -c`, one after another; `announce` is called with each fact before its command
 /// runs, so that a person sees what runs (and what hangs).
+///
+/// The commands are the giver's: whoever offered the handoff wrote them, and they run with
+/// the taker's rights. Each runs within `timeout`, in its own process group, with no
+/// standard input and its output captured, so it cannot read the terminal or outlive the
+/// check; callers run them only when the taker asked (`--verify`, MCP `run_checks` on a
+/// server started with `--run-checks`).
 pub async fn verify(
     note: &HandoffNote,
     dir: &Path,
@@ -104,6 +110,15 @@ pub async fn verify(
         announce(fact);
         facts.push(check_fact(fact, dir, timeout).await);
     }
+    Verification {
+        facts,
+        ..compare_checkout(note, dir)
+    }
+}
+
+/// Compares the note's commit and dirty files with the checkout in `dir`, running none of
+/// the note's check commands (they are the giver's: see [`verify`]); `facts` is empty.
+pub fn compare_checkout(note: &HandoffNote, dir: &Path) -> Verification {
     let commit = check_commit(&note.commit, dir);
     let (local_dirty_files, dirty_files_not_in_note) = match git::snapshot(dir) {
         Ok(state) => {
@@ -119,7 +134,7 @@ pub async fn verify(
     };
     Verification {
         commit,
-        facts,
+        facts: Vec::new(),
         local_dirty_files,
         dirty_files_not_in_note,
     }
@@ -139,6 +154,9 @@ pub async fn check_fact(fact: &VolatileFact, dir: &Path, timeout: Duration) -> F
         .arg("-c")
         .arg(&fact.check_command)
         .current_dir(dir)
+        // Its own process group: not the terminal's foreground group, so it cannot read
+        // the terminal (SIGTTIN) nor take its signals.
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

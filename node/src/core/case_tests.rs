@@ -120,6 +120,41 @@ fn kinds(t: &LeaseTable, key: &str) -> Vec<&'static str> {
 }
 
 #[test]
+fn the_board_lists_assigned_keys_nobody_holds_until_one_is_claimed() {
+    let mut t = LeaseTable::default();
+    for (i, key) in ["tasks/1", "tasks/2", "tasks/3", "other/1"]
+        .iter()
+        .enumerate()
+    {
+        let op = Op::Assign {
+            key: (*key).into(),
+            to: "claude".into(),
+            by: "dispatcher".into(),
+            reason: "triage".into(),
+        };
+        let assigned = t.apply(i as u64 + 1, &cmd_in(&t, op));
+        assert!(matches!(assigned, Outcome::Assigned { .. }), "{assigned:?}");
+    }
+    assert!(matches!(
+        claim(&mut t, 5, "tasks/2", "codex"),
+        Outcome::Granted { .. }
+    ));
+    let keys = |page: Vec<(&str, &Assignment)>| -> Vec<String> {
+        page.into_iter().map(|(k, _)| k.to_string()).collect()
+    };
+    let (page, more) = t.unclaimed("tasks/", "", 10);
+    assert_eq!(page[0].1.to, "claude");
+    assert_eq!(page[0].1.by, "dispatcher");
+    assert_eq!(keys(page), ["tasks/1", "tasks/3"]);
+    assert!(!more);
+    let (page, more) = t.unclaimed("tasks/", "", 1);
+    assert_eq!((keys(page), more), (vec!["tasks/1".to_string()], true));
+    let (page, more) = t.unclaimed("tasks/", "tasks/1", 1);
+    assert_eq!((keys(page), more), (vec!["tasks/3".to_string()], false));
+    assert_eq!(t.unclaimed("", "", 10).0.len(), 3);
+}
+
+#[test]
 fn an_assignment_reserves_nothing_and_the_winner_is_told_of_it() {
     let mut t = LeaseTable::default();
     let assigned = t.apply(

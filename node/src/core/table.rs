@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::access::AccessState;
-use super::case::{CaseFile, Event};
+use super::case::{Assignment, CaseFile, Event};
 use super::limits::{DEDUP_ANSWERS_PER_CLIENT_MAX, DEDUP_CLIENTS_MAX, KEYS_MAX};
 use super::refusal::Refusal;
 use super::types::{Holder, Lease, LogCommand, Op, Outcome, RequestId};
@@ -252,6 +252,32 @@ impl LeaseTable {
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(_, l)| &**l);
         let page: Vec<&Lease> = matching.by_ref().take(limit).collect();
+        let truncated = matching.next().is_some();
+        (page, truncated)
+    }
+
+    /// Keys that start with `prefix`, after `start_after`, that no one holds but a dispatcher
+    /// assigned, at most `limit` of them, with their assignments; the flag says whether more
+    /// match. Walks the prefix's case files (at most `KEYS_MAX`).
+    pub fn unclaimed(
+        &self,
+        prefix: &str,
+        start_after: &str,
+        limit: usize,
+    ) -> (Vec<(&str, &Assignment)>, bool) {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        let lower = if start_after.is_empty() || start_after < prefix {
+            Included(prefix)
+        } else {
+            Excluded(start_after)
+        };
+        let mut matching = self
+            .cases
+            .range::<str, _>((lower, Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .filter(|(k, _)| !self.leases.contains_key(&***k))
+            .filter_map(|(k, c)| Some((&**k, c.record.assigned_to.as_deref()?)));
+        let page: Vec<(&str, &Assignment)> = matching.by_ref().take(limit).collect();
         let truncated = matching.next().is_some();
         (page, truncated)
     }

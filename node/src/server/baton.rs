@@ -935,8 +935,13 @@ impl Ctx {
             n => n,
         };
         self.read_gate(req.stale).await?;
-        let (leases, truncated, revision, assignments) = self.sm.read(|s| {
+        let (leases, truncated, revision, assignments, unclaimed) = self.sm.read(|s| {
             let (page, truncated) = s.table.board(&req.prefix, &req.start_after, limit);
+            let (free, more) = s.table.unclaimed(&req.prefix, &req.start_after, limit);
+            let unclaimed: std::collections::HashMap<String, pb::Assignment> = free
+                .into_iter()
+                .map(|(k, a)| (k.to_string(), convert::assignment(a)))
+                .collect();
             let assignments: std::collections::HashMap<String, pb::Assignment> = page
                 .iter()
                 .filter_map(|l| {
@@ -945,7 +950,7 @@ impl Ctx {
                 })
                 .collect();
             let page = page.into_iter().cloned().collect::<Vec<_>>();
-            (page, truncated, revision(s), assignments)
+            (page, truncated, revision(s), assignments, (unclaimed, more))
         });
         // Quarantined keys: this node's countdowns find them, its state confirms each.
         let candidates =
@@ -977,6 +982,8 @@ impl Ctx {
             revision,
             assignments,
             quarantines,
+            unclaimed: unclaimed.0,
+            unclaimed_truncated: unclaimed.1,
         })
     }
 

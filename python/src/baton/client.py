@@ -499,7 +499,7 @@ class Client:
 
     def board(self, prefix: str = "", limit: int = 0, start_after: str = "", stale: bool = False) -> Board:
         """Held keys under `prefix`, in key order; page on with the last key while
-        `truncated`."""
+        `truncated`. `unclaimed`: the keys a dispatcher assigned that no one holds yet."""
         answer = self._call(
             "baton", "Board", pb.BoardRequest(prefix=prefix, limit=limit, start_after=start_after, stale=stale)
         )
@@ -509,6 +509,8 @@ class Client:
             revision=answer.revision,
             assignments={k: _assignment(a) for k, a in answer.assignments.items()},
             quarantines={k: _quarantine(q) for k, q in answer.quarantines.items()},
+            unclaimed={k: _assignment(a) for k, a in answer.unclaimed.items()},
+            unclaimed_truncated=answer.unclaimed_truncated,
         )
 
     def check(self, key: str, token: int) -> TokenCheck:

@@ -79,6 +79,9 @@ class Board:
     revision: int
     assignments: Dict[str, Assignment]
     quarantines: Dict[str, Quarantine]
+    # Keys assigned by a dispatcher that no one holds yet (key -> assignment).
+    unclaimed: Dict[str, Assignment]
+    unclaimed_truncated: bool
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,9 @@ pub struct Settings {
     pub operator: bool,
     /// Where git state is read for a handoff and facts are checked on accept.
     pub workdir: PathBuf,
+    /// `handoff_accept` may run the giver's check commands when the agent asks
+    /// (`run_checks`); without it the commands are only returned.
+    pub run_checks: bool,
 }
 
 /// Serves MCP on stdin/stdout until the client goes away, then leaves every lease to lapse

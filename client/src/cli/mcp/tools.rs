@@ -238,8 +238,10 @@ pub struct OfferToolArgs {
 pub struct AcceptArgs {
     /// The key offered to you.
     pub key: String,
-    /// Re-run each volatile fact's check command here and compare the commit (default true).
-    pub verify: Option<bool>,
+    /// Run the giver's check commands here and compare (default false: each fact comes back
+    /// with its command, for you to read and run). Refused unless this server was started
+    /// with --run-checks: the commands are written by whoever offered the handoff.
+    pub run_checks: Option<bool>,
 }
 
 /// A revocation.
@@ -419,7 +421,9 @@ impl Baton {
 
     #[tool(
         description = "Every held key under a prefix: holder, token, time left, and the \
-        assignment beside it. Look here to see who works on what before you pick a task.",
+        assignment beside it; and in `unclaimed`, the keys assigned that no one holds yet \
+        (to whom, by whom, since when). Look here to see who works on what before you pick \
+        a task.",
         annotations(read_only_hint = true)
     )]
     async fn board(
@@ -784,14 +788,26 @@ impl Baton {
 
     #[tool(
         description = "Accept a handoff offered to you: you get the key with a new \
-        token and the giver's note. With verify (the default), each volatile fact's check \
-        command is run here and compared: MATCH or CHANGED. Trust a CHANGED fact's new \
-        value, not the note's."
+        token and the giver's note, its commit compared with your checkout. Each volatile \
+        fact comes back UNCHECKED with the giver's check command: read it, run it if you \
+        trust it, and trust what you find over the note's value. With run_checks (only on a \
+        server started with --run-checks) the commands are run here: MATCH or CHANGED."
     )]
     async fn handoff_accept(
         &self,
         Parameters(args): Parameters<AcceptArgs>,
     ) -> Result<Json<Reply<Outcome>>, String> {
+        let run_checks = args.run_checks.unwrap_or(false);
+        if run_checks && !self.settings.run_checks {
+            return self
+                .failed(
+                    "run_checks is refused: this server was not started with --run-checks, \
+                     and the check commands are the giver's; accept without it, and run the \
+                     commands you trust yourself"
+                        .to_owned(),
+                )
+                .await;
+        }
         let ttl = self.settings.ttl;
         let (accepted, guard) = match self
             .client
@@ -804,21 +820,52 @@ impl Baton {
         let token = guard.token();
         let safe_for_ms = millis_until(guard.safe_until());
         self.book.insert(guard).await;
-        let verification = if args.verify.unwrap_or(true) {
-            Some(
-                verify::verify(
-                    &accepted.note,
-                    &self.settings.workdir,
-                    CHECK_TIMEOUT,
-                    |_| {},
-                )
-                .await,
-            )
+        let dir = &self.settings.workdir;
+        let verification = if run_checks {
+            verify::verify(&accepted.note, dir, CHECK_TIMEOUT, |_| {}).await
         } else {
-            None
+            verify::compare_checkout(&accepted.note, dir)
         };
-        let changed = verification.as_ref().is_some_and(|v| v.found_differences());
-        let table = verification.as_ref().map(fact_table);
+        let changed = verification.found_differences();
+        let mut table = fact_table(&verification);
+        let unchecked: Vec<Value> = if run_checks {
+            Vec::new()
+        } else {
+            accepted
+                .note
+                .volatile_facts
+                .iter()
+                .map(|f| {
+                    table.push(format!(
+                        "{}: UNCHECKED (note: {}; the giver's check: {})",
+                        f.name,
+                        f.claimed_value.trim(),
+                        f.check_command
+                    ));
+                    serde_json::json!({
+                        "name": f.name,
+                        "claimed_value": f.claimed_value,
+                        "check_command": f.check_command,
+                    })
+                })
+                .collect()
+        };
+        let mut instruction = format!("you own {} (token {token})", args.key);
+        if changed {
+            instruction.push_str(
+                ". Some facts CHANGED since the note was written, or the commit differs: \
+                 trust what you find now, not the note",
+            );
+        }
+        if !unchecked.is_empty() {
+            instruction.push_str(&format!(
+                ". {} facts are UNCHECKED: their check commands were written by {}; read \
+                 each, run those you trust, and trust what they print over the note's values",
+                unchecked.len(),
+                accepted.from.name
+            ));
+        }
+        instruction.push_str("; start from the note's first step");
         self.reply(Outcome {
             outcome: "accepted".into(),
             key: args.key.clone(),
@@ -829,20 +876,9 @@ impl Baton {
                 "note": note_json(&accepted.note),
                 "verification": verification,
                 "facts": table,
+                "unchecked_facts": unchecked,
             })),
-            instruction: if changed {
-                format!(
-                    "you own {} (token {token}). Some facts CHANGED since the note was \
-                     written: trust the values found now, not the note's; start from the \
-                     note's first step",
-                    args.key
-                )
-            } else {
-                format!(
-                    "you own {} (token {token}); start from the note's first step",
-                    args.key
-                )
-            },
+            instruction,
             ..Outcome::default()
         })
         .await

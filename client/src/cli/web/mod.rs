@@ -242,8 +242,9 @@ impl Row {
     }
 
     /// Worth a line on the board: held, or quarantined.
+    /// Held, quarantined, or assigned and waiting for its assignee.
     fn shown(&self) -> bool {
-        self.lease.is_some() || self.quarantine.is_some()
+        self.lease.is_some() || self.quarantine.is_some() || self.assignment.is_some()
     }
 }
 
@@ -269,18 +270,30 @@ async fn board(State(s): Ctx, Query(q): Query<BoardQuery>) -> Result<Json<BoardJ
         .client
         .board(&q.prefix, limit, &q.after, ReadMode::Linearizable)
         .await?;
-    // The held keys of the page, then the quarantined ones it covers that no one holds.
+    // The held keys of the page, then the quarantined and the assigned ones it covers that no
+    // one holds.
     let mut keys: Vec<String> = page.leases.iter().map(|l| l.key.clone()).collect();
-    let last = keys.last().cloned();
-    // Quarantined keys come for the whole prefix: those in this page's range of keys.
+    // The page ends where the first of its truncated lists ends (held, or unclaimed keys).
+    let ends = [
+        page.truncated.then(|| keys.last().cloned()).flatten(),
+        page.unclaimed_truncated
+            .then(|| page.unclaimed.keys().last().cloned())
+            .flatten(),
+    ];
+    let last = ends.into_iter().flatten().min();
+    let truncated = last.is_some();
+    // Quarantined and assigned-but-unclaimed keys come for the whole prefix: those in this
+    // page's range of keys.
     keys.extend(
         page.quarantines
             .keys()
-            .filter(|k| **k > q.after && (!page.truncated || Some(*k) <= last.as_ref()))
+            .chain(page.unclaimed.keys())
+            .filter(|k| **k > q.after && (!truncated || Some(*k) <= last.as_ref()))
             .cloned(),
     );
     keys.sort();
     keys.dedup();
+    keys.retain(|k| !truncated || Some(k) <= last.as_ref());
     let views: Vec<Result<RecordView, Error>> = stream::iter(keys)
         .map(|key| {
             let client = s.client.clone();
@@ -301,7 +314,7 @@ async fn board(State(s): Ctx, Query(q): Query<BoardQuery>) -> Result<Json<BoardJ
         revision: page.revision,
         answered_by: page.answered_by,
         rows,
-        next_after: if page.truncated { last } else { None },
+        next_after: last,
     }))
 }
 
@@ -312,7 +325,7 @@ struct KeyQuery {
 
 #[derive(Serialize)]
 struct RowJson {
-    /// `None` when the key is neither held nor quarantined: the board drops it.
+    /// `None` when the key is neither held, quarantined nor assigned: the board drops it.
     row: Option<Row>,
 }
 

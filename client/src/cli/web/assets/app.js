@@ -78,8 +78,10 @@ function renderRow(row, at) {
   keyCell.append(link);
   tr.append(keyCell);
   const lease = row.lease;
-  tr.append(el("td", lease ? lease.holder_name : "-", "holder"));
   const a = row.assignment;
+  // An assigned key no one holds is a task waiting for its assignee: "unclaimed".
+  const holder = lease ? lease.holder_name : a ? "unclaimed" : "-";
+  tr.append(el("td", holder, lease || !a ? "holder" : "holder unclaimed"));
   tr.append(el("td", a ? a.to : "-", "assigned"));
   tr.append(el("td", lease ? lease.token : "-", "num token"));
   const expires = el("td", "", "num expires");
@@ -90,7 +92,8 @@ function renderRow(row, at) {
     expires.textContent = "-";
   }
   tr.append(expires);
-  tr.append(el("td", lease ? utc(lease.held_since_unix_ms) : "-", "since"));
+  const since = lease ? lease.held_since_unix_ms : a ? a.assigned_at_unix_ms : 0;
+  tr.append(el("td", since ? utc(since) : "-", "since"));
   const status = el("td", row.status || "", "status");
   if (row.summary) {
     status.append(el("br"));
