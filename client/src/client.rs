@@ -16,7 +16,7 @@ use crate::convert;
 use crate::error::Error;
 use crate::handoff::{Accepted, HandoffNote, OfferView};
 use crate::history::History;
-use crate::record::{Record, RecordPatch, RecordView};
+use crate::record::{Assigned, Record, RecordPatch, RecordView};
 mod transport;
 
 use crate::types::{
@@ -277,7 +277,8 @@ impl Client {
         convert::updated(key, answer.body)
     }
 
-    /// Records that dispatcher `by` wants agent `to` on `key`, and why. Returns the record.
+    /// Records that dispatcher `by` wants agent `to` on `key`, and why. Returns the record
+    /// and who holds the key now.
     ///
     /// An assignment is routing metadata: it reserves nothing, needs no token, and anyone's
     /// claim still wins the key. Claims answer with it, so a claimant learns that a
@@ -288,7 +289,7 @@ impl Client {
         to: &str,
         by: &str,
         reason: &str,
-    ) -> Result<Record, Error> {
+    ) -> Result<Assigned, Error> {
         let request = pb::AssignRequest {
             key: key.to_owned(),
             to: to.to_owned(),
@@ -305,7 +306,7 @@ impl Client {
     ///
     /// Needs every member on data format 5: during a rolling upgrade the leader refuses it
     /// (`FailedPrecondition`, naming the nodes not yet upgraded) and nothing changes.
-    pub async fn unassign(&self, key: &str, by: &str, reason: &str) -> Result<Record, Error> {
+    pub async fn unassign(&self, key: &str, by: &str, reason: &str) -> Result<Assigned, Error> {
         let request = pb::AssignRequest {
             key: key.to_owned(),
             to: String::new(),
@@ -317,7 +318,7 @@ impl Client {
         self.send_assign(key, request).await
     }
 
-    async fn send_assign(&self, key: &str, request: pb::AssignRequest) -> Result<Record, Error> {
+    async fn send_assign(&self, key: &str, request: pb::AssignRequest) -> Result<Assigned, Error> {
         let answer = self
             .call("assign", request, |channel, request| async move {
                 BatonClient::new(channel).assign(request).await

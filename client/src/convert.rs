@@ -9,7 +9,7 @@ use baton_proto::v1 as pb;
 use crate::error::{Error, Refusal, RefusalReason};
 use crate::handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
 use crate::history::{Event, History};
-use crate::record::{Record, RecordPatch, RecordView};
+use crate::record::{Assigned, Record, RecordPatch, RecordView};
 use crate::types::{
     safe_deadline, AccessChange, AccessView, ActorInfo, AssignmentInfo, Board, ClaimOutcome,
     ClusterStatus, Grant, HolderInfo, LeaseInfo, Member, Membership, Probe, ReleaseOutcome,
@@ -294,8 +294,12 @@ pub(crate) fn updated(key: &str, response: pb::UpdateResponse) -> Result<Record,
     required_record(key, response.record, "update reply")
 }
 
-pub(crate) fn assigned(key: &str, response: pb::AssignResponse) -> Result<Record, Error> {
-    required_record(key, response.record, "assign reply")
+pub(crate) fn assigned(key: &str, response: pb::AssignResponse) -> Result<Assigned, Error> {
+    Ok(Assigned {
+        record: required_record(key, response.record, "assign reply")?,
+        lease: optional_lease(response.lease)?,
+        revision: response.revision,
+    })
 }
 
 pub(crate) fn record_view(key: &str, response: pb::GetRecordResponse) -> Result<RecordView, Error> {

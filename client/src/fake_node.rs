@@ -514,6 +514,7 @@ impl Baton for FakeNode {
                 ..Default::default()
             }),
             revision: 71,
+            lease: None,
         }))
     }
 

@@ -105,7 +105,7 @@ pub use error::{Error, Refusal, RefusalReason};
 pub use guard::{GuardedClaim, LeaseGuard, LossReason};
 pub use handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
 pub use history::{Event, History, Stint};
-pub use record::{QuarantineView, Record, RecordPatch, RecordView};
+pub use record::{Assigned, QuarantineView, Record, RecordPatch, RecordView};
 pub use types::{
     safe_deadline, AccessChange, AccessView, ActorInfo, AssignmentInfo, Board, ClaimOutcome,
     ClusterStatus, Grant, HolderInfo, LeaseInfo, Member, Membership, Probe, ReadMode,

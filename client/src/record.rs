@@ -89,6 +89,17 @@ impl RecordPatch {
     }
 }
 
+/// The answer to an assignment or its clearing: the record after it, and who holds the key
+/// (read right after it applied). An assignment reserves nothing: a holder keeps the key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Assigned {
+    pub record: Record,
+    /// The key's lease; `None` when no one holds it.
+    pub lease: Option<LeaseInfo>,
+    /// Revision of the assignment.
+    pub revision: u64,
+}
+
 /// A key's record together with its lease, as one read saw them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RecordView {

@@ -389,4 +389,16 @@ fn the_board_shows_assigned_keys_nobody_holds_until_they_are_claimed() {
     let waiting: Vec<&String> = v["unclaimed"].as_object().unwrap().keys().collect();
     assert_eq!(waiting, ["work/2"], "{v}");
     assert_eq!(v["unclaimed_truncated"], false, "{v}");
+    // Assigning a key someone else holds says who holds it (and records it all the same).
+    let out = node.baton(&["assign", "work/1", "--to", "bob", "--by", "dispatcher"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("held by claude@a (token ") && text.contains("reserves nothing"),
+        "{text}"
+    );
+    let (code, v) = node.json(&["assign", "work/2", "--to", "bob", "--by", "dispatcher"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["lease"], Value::Null, "{v}");
+    assert_eq!(v["record"]["assigned_to"]["to"], "bob", "{v}");
 }

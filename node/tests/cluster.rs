@@ -1150,7 +1150,7 @@ async fn clearing_an_assignment_waits_until_every_member_said_it_reads_format_5(
     let deadline = Instant::now() + Duration::from_secs(20);
     let record = loop {
         match client.unassign("tasks/u1", "lead", "done elsewhere").await {
-            Ok(record) => break record,
+            Ok(answer) => break answer.record,
             Err(Error::Refused(r)) if Instant::now() < deadline => {
                 assert_eq!(r.reason, baton_client::RefusalReason::FormatPending);
                 tokio::time::sleep(Duration::from_millis(200)).await;

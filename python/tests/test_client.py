@@ -211,6 +211,9 @@ def test_the_board_lists_assigned_keys_nobody_holds(cluster):
     cluster.client(holder="claude@a").claim("queue/1", ttl=30)
     board = dispatcher.board("queue/")
     assert list(board.unclaimed) == ["queue/2"] and [l.key for l in board.leases] == ["queue/1"]
+    # An assignment of a key someone else holds says who holds it.
+    again = dispatcher.assign("queue/1", to="codex@b")
+    assert again.record.assigned_to.to == "codex@b" and again.lease.holder == "claude@a"
 
 
 def test_a_client_needs_endpoints_and_a_sane_configuration():

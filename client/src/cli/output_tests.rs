@@ -699,12 +699,24 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
             },
             f,
         ),
-        records::assigned("tasks/x", &records::tests::sample_record(), f),
+        records::assigned(
+            "tasks/x",
+            &baton_client::Assigned {
+                record: records::tests::sample_record(),
+                lease: None,
+                revision: 12,
+            },
+            f,
+        ),
         records::unassigned(
             "tasks/x",
-            &baton_client::Record {
-                assigned_to: None,
-                ..records::tests::sample_record()
+            &baton_client::Assigned {
+                record: baton_client::Record {
+                    assigned_to: None,
+                    ..records::tests::sample_record()
+                },
+                lease: None,
+                revision: 12,
             },
             f,
         ),

@@ -1,7 +1,7 @@
 //! What the record commands print: `update`, `assign`, `record`, `history`, and the
 //! refusal of any fenced write.
 
-use baton_client::{Event, History, Record, RecordView, Refusal, Stint};
+use baton_client::{Assigned, Event, History, Record, RecordView, Refusal, Stint};
 use serde::Serialize;
 
 use super::args::OutputFormat;
@@ -75,6 +75,15 @@ struct RecordJson<'a> {
     record: &'a Record,
 }
 
+/// `baton assign` as JSON: the record, and the key's lease (`null` when free).
+#[derive(Serialize)]
+struct AssignJson<'a> {
+    outcome: &'static str,
+    key: &'a str,
+    record: &'a Record,
+    lease: Option<&'a baton_client::LeaseInfo>,
+}
+
 /// `baton update`: the record as changed.
 pub fn updated(key: &str, record: &Record, format: OutputFormat) -> Rendered {
     let json = RecordJson {
@@ -91,30 +100,47 @@ pub fn updated(key: &str, record: &Record, format: OutputFormat) -> Rendered {
 }
 
 /// `baton assign --clear`.
-pub fn unassigned(key: &str, record: &Record, format: OutputFormat) -> Rendered {
-    let json = RecordJson {
+pub fn unassigned(key: &str, answer: &Assigned, format: OutputFormat) -> Rendered {
+    let json = AssignJson {
         outcome: "unassigned",
         key,
-        record,
+        record: &answer.record,
+        lease: answer.lease.as_ref(),
     };
     let text = format!("{key} has no assignment now\n");
     Rendered::new(format, json, text, Verdict::Ok)
 }
 
-/// `baton assign`.
-pub fn assigned(key: &str, record: &Record, format: OutputFormat) -> Rendered {
-    let json = RecordJson {
+/// `baton assign`: the assignment, and who holds the key now, so that an assigner learns at
+/// once when someone else does (the assignment is recorded all the same, as routing).
+pub fn assigned(key: &str, answer: &Assigned, format: OutputFormat) -> Rendered {
+    let record = &answer.record;
+    let json = AssignJson {
         outcome: "assigned",
         key,
         record,
+        lease: answer.lease.as_ref(),
     };
-    let text = match &record.assigned_to {
-        Some(assignment) => format!(
+    let text = match (&record.assigned_to, &answer.lease) {
+        (Some(assignment), Some(lease)) if lease.holder_name != assignment.to => format!(
+            "assigned {key} to {assignment}\nheld by {} (token {}, since {}): an assignment \
+             reserves nothing; {} keeps {key} until its lease ends, then {} may claim it\n",
+            lease.holder_name,
+            lease.token,
+            utc(lease.held_since_unix_ms),
+            lease.holder_name,
+            assignment.to
+        ),
+        (Some(assignment), Some(_)) => format!(
+            "assigned {key} to {assignment}\n{} holds it already\n",
+            assignment.to
+        ),
+        (Some(assignment), None) => format!(
             "assigned {key} to {assignment}\nan assignment reserves nothing: {} must still \
              probe and claim {key}, and anyone's claim wins it\n",
             assignment.to
         ),
-        None => format!("assigned {key}\n"),
+        (None, _) => format!("assigned {key}\n"),
     };
     Rendered::new(format, json, text, Verdict::Ok)
 }
@@ -530,13 +556,45 @@ pub(crate) mod tests {
         assert_eq!(json["record"]["pending_offer"], serde_json::Value::Null);
     }
 
+    fn answer(lease: Option<LeaseInfo>) -> Assigned {
+        Assigned {
+            record: sample_record(),
+            lease,
+            revision: 12,
+        }
+    }
+
     #[test]
     fn assign_says_it_reserves_nothing() {
-        let out = assigned("tasks/x", &sample_record(), OutputFormat::Table);
+        let out = assigned("tasks/x", &answer(None), OutputFormat::Table);
         assert!(out.stdout.starts_with(
             "assigned tasks/x to alice by dispatcher: verify four evidence domains\n"
         ));
-        assert!(out.stdout.contains("reserves nothing"));
+        assert!(out.stdout.contains("alice must still probe and claim"));
+        let json: serde_json::Value =
+            serde_json::from_str(&assigned("tasks/x", &answer(None), OutputFormat::Json).stdout)
+                .unwrap();
+        assert_eq!(json["lease"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn assign_of_a_key_someone_else_holds_says_who() {
+        let out = assigned("tasks/x", &answer(Some(lease())), OutputFormat::Table);
+        let holder = &lease().holder_name;
+        assert!(
+            out.stdout.contains(&format!(
+                "held by {holder} (token {}, since ",
+                lease().token
+            )) && out.stdout.contains("an assignment reserves nothing"),
+            "{}",
+            out.stdout
+        );
+        let json: serde_json::Value = serde_json::from_str(
+            &assigned("tasks/x", &answer(Some(lease())), OutputFormat::Json).stdout,
+        )
+        .unwrap();
+        assert_eq!(json["lease"]["holder_name"], holder.as_str());
+        assert_eq!(json["outcome"], "assigned");
     }
 
     #[test]

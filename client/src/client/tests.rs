@@ -338,7 +338,8 @@ async fn claims_name_the_assignment_and_assign_returns_it() {
     let record = client
         .assign("tasks/x", "alice", "dispatcher", "verify")
         .await
-        .unwrap();
+        .unwrap()
+        .record;
     assert_eq!(record.assigned_to.as_ref().unwrap().to, "alice");
 
     // Someone else's claim wins all the same, and is told about the assignment.

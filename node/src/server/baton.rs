@@ -612,6 +612,7 @@ impl Ctx {
         req: pb::AssignRequest,
         who: Caller,
     ) -> Result<pb::AssignResponse, Refusal> {
+        let key = req.key.clone();
         let (id, op) = convert::assign(req)?;
         if matches!(op, Op::Unassign { .. }) {
             self.format_gate(5, "clearing an assignment")?;
@@ -620,6 +621,11 @@ impl Ctx {
             (Outcome::Assigned { record }, revision) => Ok(pb::AssignResponse {
                 record: Some(convert::pb_record(&record)),
                 revision,
+                // The assigner learns at once whether someone else holds the key.
+                lease: self
+                    .sm
+                    .read(|s| s.table.lease(&key).cloned())
+                    .map(|l| self.lease(&l)),
             }),
             (other, _) => Err(unexpected(other)),
         }

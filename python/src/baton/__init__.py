@@ -30,6 +30,7 @@ from .errors import (
 from .lease import Lease
 from .types import (
     Accepted,
+    Assigned,
     Assignment,
     Board,
     Event,
@@ -64,6 +65,7 @@ __all__ = [
     "LeaseLost",
     "LeaseInfo",
     "Accepted",
+    "Assigned",
     "Assignment",
     "Board",
     "Event",

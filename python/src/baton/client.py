@@ -39,6 +39,7 @@ from .errors import (
 )
 from .types import (
     Accepted,
+    Assigned,
     Assignment,
     Board,
     Event,
@@ -132,6 +133,10 @@ def _lease(p) -> LeaseInfo:
 def _maybe(msg, field: str, convert):
     """`convert` of the message field `field`, or None when it is absent."""
     return convert(getattr(msg, field)) if msg.HasField(field) else None
+
+
+def _assigned(key: str, answer) -> Assigned:
+    return Assigned(_record(key, answer.record), _maybe_lease(answer, "lease"), answer.revision)
 
 
 def _maybe_lease(msg, field: str) -> Optional[LeaseInfo]:
@@ -546,15 +551,16 @@ class Client:
         )
         return _record(key, answer.record)
 
-    def assign(self, key: str, to: str, by: Optional[str] = None, reason: str = "") -> Record:
-        """Records who a dispatcher (`by`, default this client's holder) wants on `key`."""
+    def assign(self, key: str, to: str, by: Optional[str] = None, reason: str = "") -> Assigned:
+        """Records who a dispatcher (`by`, default this client's holder) wants on `key`; the
+        answer says who holds the key now (an assignment reserves nothing)."""
         request = pb.AssignRequest(key=key, to=to, by=by or self.holder, reason=reason, request_id=self._request_id())
-        return _record(key, self._call("baton", "Assign", request).record)
+        return _assigned(key, self._call("baton", "Assign", request))
 
-    def unassign(self, key: str, by: Optional[str] = None, reason: str = "") -> Record:
+    def unassign(self, key: str, by: Optional[str] = None, reason: str = "") -> Assigned:
         """Clears `key`'s assignment (recorded as `unassigned`)."""
         request = pb.AssignRequest(key=key, clear=True, by=by or self.holder, reason=reason, request_id=self._request_id())
-        return _record(key, self._call("baton", "Assign", request).record)
+        return _assigned(key, self._call("baton", "Assign", request))
 
     def record(self, key: str, stale: bool = False) -> RecordView:
         answer = self._call("baton", "GetRecord", pb.GetRecordRequest(key=key, stale=stale))

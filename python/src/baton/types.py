@@ -140,6 +140,16 @@ class Record:
 
 
 @dataclass(frozen=True)
+class Assigned:
+    """The answer to `assign`/`unassign`: the record after it, and who holds the key (read
+    right after it applied; None when no one does). An assignment reserves nothing."""
+
+    record: Record
+    lease: Optional[LeaseInfo]
+    revision: int
+
+
+@dataclass(frozen=True)
 class RecordView:
     key: str
     record: Record
