@@ -44,16 +44,21 @@ async fn agent(
     ().serve(transport).await.unwrap()
 }
 
-/// Calls `tool` and returns its structured result (`{"result", "notices"}`); a tool error
-/// fails the test with its text.
-async fn call(session: &Session, tool: &str, args: Value) -> Value {
-    let result = session
+/// Calls `tool` with `args` (a JSON object) and returns the whole result.
+async fn call_raw(session: &Session, tool: &str, args: Value) -> rmcp::model::CallToolResult {
+    session
         .call_tool(
             CallToolRequestParams::new(tool.to_owned())
                 .with_arguments(args.as_object().cloned().unwrap_or_default()),
         )
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Calls `tool` and returns its structured result (`{"result", "notices"}`); a tool error
+/// fails the test with its text.
+async fn call(session: &Session, tool: &str, args: Value) -> Value {
+    let result = call_raw(session, tool, args).await;
     assert_ne!(result.is_error, Some(true), "{tool} failed: {result:?}");
     match result.structured_content {
         Some(content) => content,
@@ -63,13 +68,7 @@ async fn call(session: &Session, tool: &str, args: Value) -> Value {
 
 /// Calls `tool` and returns the text of the tool error it must answer with.
 async fn call_refused(session: &Session, tool: &str, args: Value) -> String {
-    let result = session
-        .call_tool(
-            CallToolRequestParams::new(tool.to_owned())
-                .with_arguments(args.as_object().cloned().unwrap_or_default()),
-        )
-        .await
-        .unwrap();
+    let result = call_raw(session, tool, args).await;
     assert_eq!(
         result.is_error,
         Some(true),

@@ -297,13 +297,9 @@ pub fn board(prefix: &str, board: &Board, unclaimed_only: bool, format: OutputFo
     }
     text.push_str(&unclaimed_text(prefix, board));
     if let (true, Some(last)) = (board.truncated, board.leases.last()) {
-        let prefix_arg = if prefix.is_empty() {
-            String::new()
-        } else {
-            format!("{} ", shell_word(prefix))
-        };
         text.push_str(&format!(
-            "more leases match: baton board {prefix_arg}--start-after {}\n",
+            "more leases match: baton board {}--start-after {}\n",
+            prefix_arg(prefix),
             shell_word(&last.key)
         ));
     }
@@ -330,17 +326,23 @@ fn unclaimed_text(prefix: &str, board: &Board) -> String {
         ));
     }
     if let (true, Some(last)) = (board.unclaimed_truncated, board.unclaimed.keys().last()) {
-        let prefix_arg = if prefix.is_empty() {
-            String::new()
-        } else {
-            format!("{} ", shell_word(prefix))
-        };
         text.push_str(&format!(
-            "more unclaimed keys match: baton board {prefix_arg}--unclaimed --start-after {}\n",
+            "more unclaimed keys match: baton board {}--unclaimed --start-after {}\n",
+            prefix_arg(prefix),
             shell_word(last)
         ));
     }
     text
+}
+
+/// The board's prefix as an argument for the next page's command (with its space), or
+/// nothing.
+fn prefix_arg(prefix: &str) -> String {
+    if prefix.is_empty() {
+        String::new()
+    } else {
+        format!("{} ", shell_word(prefix))
+    }
 }
 
 /// `baton check`: a token that is not current exits 3.

@@ -240,15 +240,9 @@ impl LeaseTable {
     /// Leases whose key starts with `prefix`, after `start_after`, at most `limit` of them;
     /// the flag says whether more match.
     pub fn board(&self, prefix: &str, start_after: &str, limit: usize) -> (Vec<&Lease>, bool) {
-        use std::ops::Bound::{Excluded, Included, Unbounded};
-        let lower = if start_after.is_empty() || start_after < prefix {
-            Included(prefix)
-        } else {
-            Excluded(start_after)
-        };
         let mut matching = self
             .leases
-            .range::<str, _>((lower, Unbounded))
+            .range::<str, _>(page_range(prefix, start_after))
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(_, l)| &**l);
         let page: Vec<&Lease> = matching.by_ref().take(limit).collect();
@@ -265,15 +259,9 @@ impl LeaseTable {
         start_after: &str,
         limit: usize,
     ) -> (Vec<(&str, &Assignment)>, bool) {
-        use std::ops::Bound::{Excluded, Included, Unbounded};
-        let lower = if start_after.is_empty() || start_after < prefix {
-            Included(prefix)
-        } else {
-            Excluded(start_after)
-        };
         let mut matching = self
             .cases
-            .range::<str, _>((lower, Unbounded))
+            .range::<str, _>(page_range(prefix, start_after))
             .take_while(|(k, _)| k.starts_with(prefix))
             .filter(|(k, _)| !self.leases.contains_key(&***k))
             .filter_map(|(k, c)| Some((&**k, c.record.assigned_to.as_deref()?)));
@@ -602,5 +590,19 @@ fn holder_is_sender(cmd: &LogCommand) -> Result<(), validate::InvalidInput> {
             )))
         }
         _ => Ok(()),
+    }
+}
+
+/// The keys a page of a board starts at: from `prefix`, or after `start_after` when that is
+/// past it. The caller stops where keys no longer start with `prefix`.
+fn page_range<'a>(
+    prefix: &'a str,
+    start_after: &'a str,
+) -> (std::ops::Bound<&'a str>, std::ops::Bound<&'a str>) {
+    use std::ops::Bound::{Excluded, Included, Unbounded};
+    if start_after.is_empty() || start_after < prefix {
+        (Included(prefix), Unbounded)
+    } else {
+        (Excluded(start_after), Unbounded)
     }
 }
