@@ -319,6 +319,20 @@ async fn a_node_that_acknowledges_before_its_fsync_is_caught() {
 const STALL_NODES: u64 = 3;
 /// How long a claim may take while the leader's disk is stalled (its followers' are not).
 const STALL_ACK_MAX: Duration = Duration::from_secs(10);
+/// The (leader, term) every node in `addrs` reports, if they all report the same.
+async fn agreement(c: &Client, addrs: &[String]) -> Option<(u64, u64)> {
+    let mut seen = None;
+    for addr in addrs {
+        let status = c.status_of(addr).await.ok()?;
+        let this = (status.leader_id?, status.term);
+        if seen.is_some_and(|s| s != this) {
+            return None;
+        }
+        seen = Some(this);
+    }
+    seen
+}
+
 /// The same when the leader's whole device stops answering: an election may come first.
 const DEVICE_STALL_ACK_MAX: Duration = Duration::from_secs(25);
 
@@ -419,6 +433,27 @@ async fn stalled_leader(how: Stall) {
     {
         assert!(Instant::now() < deadline, "no leader:\n{}", logs());
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A settled leader: every node names the same leader in the same term, twice, a second
+    // apart (on a loaded machine a follower that missed the first heartbeats may still
+    // call an election just after the first leader answers).
+    let mut agreed = None;
+    while agreed.is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "no settled leader:
+{}",
+            logs()
+        );
+        let now = agreement(&c, &addrs).await;
+        if now.is_some() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if agreement(&c, &addrs).await == now {
+                agreed = now;
+            }
+        } else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
     let before = c.cluster_status().await.unwrap();
     let leader = before.leader_id.expect("a leader answered");
