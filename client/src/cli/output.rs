@@ -263,9 +263,12 @@ pub fn board(prefix: &str, board: &Board, unclaimed_only: bool, format: OutputFo
         let only = Board {
             leases: Vec::new(),
             truncated: false,
+            revision: board.revision,
             assignments: Default::default(),
             quarantines: Default::default(),
-            ..board.clone()
+            unclaimed: board.unclaimed.clone(),
+            unclaimed_truncated: board.unclaimed_truncated,
+            answered_by: board.answered_by.clone(),
         };
         let mut text = unclaimed_text(prefix, &only);
         if only.unclaimed.is_empty() {

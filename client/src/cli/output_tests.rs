@@ -265,20 +265,33 @@ fn probe_shows_the_holder_and_the_assignment_side_by_side() {
     );
 }
 
+/// A truncated page: one held key with an assignment, and one assigned key no one holds.
+fn waiting_board() -> Board {
+    Board {
+        answered_by: String::new(),
+        leases: vec![lease()],
+        truncated: true,
+        revision: 50,
+        assignments: [(
+            "tasks/evidence-42".to_string(),
+            crate::cli::records::tests::assignment(),
+        )]
+        .into(),
+        quarantines: Default::default(),
+        unclaimed: [(
+            "tasks/waiting".to_string(),
+            crate::cli::records::tests::assignment(),
+        )]
+        .into(),
+        unclaimed_truncated: false,
+    }
+}
+
 #[test]
 fn board_table_has_the_documented_columns() {
     let out = board(
         "tasks/",
         &Board {
-            answered_by: String::new(),
-            leases: vec![lease()],
-            truncated: true,
-            revision: 50,
-            assignments: [(
-                "tasks/evidence-42".to_string(),
-                crate::cli::records::tests::assignment(),
-            )]
-            .into(),
             quarantines: [(
                 "tasks/printer".to_string(),
                 baton_client::QuarantineView {
@@ -288,12 +301,7 @@ fn board_table_has_the_documented_columns() {
                 },
             )]
             .into(),
-            unclaimed: [(
-                "tasks/waiting".to_string(),
-                crate::cli::records::tests::assignment(),
-            )]
-            .into(),
-            unclaimed_truncated: false,
+            ..waiting_board()
         },
         false,
         OutputFormat::Table,
@@ -335,22 +343,8 @@ fn board_table_has_the_documented_columns() {
 #[test]
 fn board_unclaimed_shows_only_the_waiting_keys_and_pages_them() {
     let full = Board {
-        answered_by: String::new(),
-        leases: vec![lease()],
-        truncated: true,
-        revision: 50,
-        assignments: [(
-            "tasks/evidence-42".to_string(),
-            crate::cli::records::tests::assignment(),
-        )]
-        .into(),
-        quarantines: Default::default(),
-        unclaimed: [(
-            "tasks/waiting".to_string(),
-            crate::cli::records::tests::assignment(),
-        )]
-        .into(),
         unclaimed_truncated: true,
+        ..waiting_board()
     };
     let out = board("tasks/", &full, true, OutputFormat::Table);
     let lines: Vec<&str> = out.stdout.lines().collect();

@@ -186,6 +186,18 @@ mod tests {
             .collect()
     }
 
+    /// Client "c"'s claim `op` (request 3), its original answered `told` by n1 and a copy of
+    /// it `answer` by `by`.
+    fn copied(op: Op, told: WireAnswer, by: &str, answer: WireAnswer) -> (Op, Vec<WireEvent>) {
+        (
+            op,
+            vec![
+                wire("c", 3, 100, "original", "n1", told),
+                wire("c", 3, 100, "copy", by, answer),
+            ],
+        )
+    }
+
     fn run(cases: Vec<(Op, Vec<WireEvent>)>, expect_late: bool) -> CheckResult {
         let ops: Vec<Op> = cases.iter().map(|(o, _)| o.clone()).collect();
         let events: Vec<WireEvent> = cases.into_iter().flat_map(|(_, w)| w).collect();
@@ -202,12 +214,11 @@ mod tests {
     #[test]
     fn a_copy_granted_after_its_client_was_told_held_fails() {
         let mut cases = late(MIN_LATE_COMPARED, "n1");
-        cases.push((
+        cases.push(copied(
             claim_held("c", "other", 7, 100, 110),
-            vec![
-                wire("c", 3, 100, "original", "n1", WireAnswer::Held { token: 7 }),
-                wire("c", 3, 100, "copy", "n1", WireAnswer::Granted { token: 9 }),
-            ],
+            WireAnswer::Held { token: 7 },
+            "n1",
+            WireAnswer::Granted { token: 9 },
         ));
         let r = run(cases, true);
         assert_eq!(r.verdict, Verdict::Fail, "{}", r.summary);
@@ -243,12 +254,11 @@ mod tests {
     #[test]
     fn a_claim_that_heard_nothing_compares_nothing() {
         let mut cases = late(MIN_LATE_COMPARED, "n1");
-        cases.push((
+        cases.push(copied(
             claim_info("c", 100),
-            vec![
-                wire("c", 3, 100, "original", "n1", WireAnswer::Held { token: 7 }),
-                wire("c", 3, 100, "copy", "n1", WireAnswer::Granted { token: 9 }),
-            ],
+            WireAnswer::Held { token: 7 },
+            "n1",
+            WireAnswer::Granted { token: 9 },
         ));
         let r = run(cases, true);
         assert_eq!(r.verdict, Verdict::Pass, "{}", r.summary);
@@ -257,12 +267,11 @@ mod tests {
     #[test]
     fn a_contradiction_across_leaders_is_listed_not_failed() {
         let mut cases = late(MIN_LATE_COMPARED, "n1");
-        cases.push((
+        cases.push(copied(
             claim_held("c", "other", 7, 100, 110),
-            vec![
-                wire("c", 3, 100, "original", "n1", WireAnswer::Held { token: 7 }),
-                wire("c", 3, 100, "copy", "n2", WireAnswer::Granted { token: 9 }),
-            ],
+            WireAnswer::Held { token: 7 },
+            "n2",
+            WireAnswer::Granted { token: 9 },
         ));
         let r = run(cases, true);
         assert_eq!(r.verdict, Verdict::Pass, "{}", r.summary);

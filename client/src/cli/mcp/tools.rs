@@ -828,28 +828,20 @@ impl Baton {
         };
         let changed = verification.found_differences();
         let mut table = fact_table(&verification);
-        let unchecked: Vec<Value> = if run_checks {
-            Vec::new()
+        // Not run here: each fact goes back with the giver's command.
+        let unchecked = if run_checks {
+            &[][..]
         } else {
-            accepted
-                .note
-                .volatile_facts
-                .iter()
-                .map(|f| {
-                    table.push(format!(
-                        "{}: UNCHECKED (note: {}; the giver's check: {})",
-                        f.name,
-                        f.claimed_value.trim(),
-                        f.check_command
-                    ));
-                    serde_json::json!({
-                        "name": f.name,
-                        "claimed_value": f.claimed_value,
-                        "check_command": f.check_command,
-                    })
-                })
-                .collect()
+            &accepted.note.volatile_facts[..]
         };
+        table.extend(unchecked.iter().map(|f| {
+            format!(
+                "{}: UNCHECKED (note: {}; the giver's check: {})",
+                f.name,
+                f.claimed_value.trim(),
+                f.check_command
+            )
+        }));
         let mut instruction = format!("you own {} (token {token})", args.key);
         if changed {
             instruction.push_str(
