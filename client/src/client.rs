@@ -47,6 +47,8 @@ struct Inner {
     /// moves on only when that endpoint fails, so a client sticks with a node that works.
     cursor: AtomicUsize,
     routing: Mutex<Routing>,
+    /// The session's endings stream and the guards that follow it (`crate::endings`).
+    feed: Arc<crate::endings::Feed>,
 }
 
 /// Where to send requests; guarded by one mutex, held only for map lookups.
@@ -83,8 +85,14 @@ impl Client {
                 next_seq: AtomicU64::new(1),
                 cursor: AtomicUsize::new(0),
                 routing: Mutex::new(Routing::default()),
+                feed: Arc::default(),
             }),
         }
+    }
+
+    /// The session's endings feed, shared by clones.
+    pub(crate) fn feed(&self) -> Arc<crate::endings::Feed> {
+        Arc::clone(&self.inner.feed)
     }
 
     /// This client's id: the `Holder.client_id` of its claims.

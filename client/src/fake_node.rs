@@ -258,6 +258,15 @@ impl FakeNode {
 #[tonic::async_trait]
 impl Baton for FakeNode {
     type WatchStream = EventStream;
+    type EndingsStream = futures::stream::BoxStream<'static, Result<pb::LeaseEnding, Status>>;
+
+    /// As a node older than the endings stream answers: the guards renew only.
+    async fn endings(
+        &self,
+        _request: Request<pb::EndingsRequest>,
+    ) -> Result<Response<Self::EndingsStream>, Status> {
+        Err(Status::unimplemented("this fake node pushes no endings"))
+    }
 
     async fn watch(
         &self,

@@ -7,6 +7,9 @@
 //! latest successful grant or renewal + TTL × (1 − drift margin), on this process's
 //! monotonic clock (see [`crate::safe_deadline`]). Only a successful renewal moves it. The
 //! guard reports the lease lost when
+//! - the cluster pushes that the lease ended (revoked, handed off, expired): at once, as the
+//!   ending entry applies on the leader, through the session's one endings stream
+//!   ([`crate::endings`]): [`LossReason::Ended`], or
 //! - a renewal is refused (the token is no longer current): [`LossReason::Taken`], or
 //! - the safe deadline passes with no successful renewal: [`LossReason::DeadlinePassed`],
 //!   whatever the cluster answers later. Each renewal is retried only until the safe
@@ -75,6 +78,9 @@ pub enum LossReason {
     /// A renewal was refused for another reason than the token (e.g. the guard's client
     /// acts as another session than the lease's): it can never succeed, so the guard stops.
     Refused(Box<crate::error::Refusal>),
+    /// The cluster pushed that the lease ended, with the facts: how, by whom, why, and who
+    /// holds the key now.
+    Ended(Box<crate::endings::Ending>),
 }
 
 impl std::fmt::Display for LossReason {
@@ -94,6 +100,7 @@ impl std::fmt::Display for LossReason {
                 write!(f, "safe deadline passed before a renewal was answered")
             }
             LossReason::Refused(refusal) => write!(f, "a renewal was refused: {refusal}"),
+            LossReason::Ended(ending) => write!(f, "{ending}"),
         }
     }
 }
@@ -161,12 +168,14 @@ impl LeaseGuard {
             lost: None,
         });
         let (stop_tx, stop_rx) = oneshot::channel();
+        let followed = client.follow_lease(&key, token);
         let task = tokio::spawn(keep_alive(
             client.clone(),
             key.clone(),
             token,
             state_tx,
             stop_rx,
+            followed,
         ));
         LeaseGuard {
             client,
@@ -243,6 +252,18 @@ impl LeaseGuard {
         }
     }
 
+    /// A future, independent of the guard's lifetime, that completes with the reason when
+    /// the lease is lost, or with `None` when the guard stops without a loss (released,
+    /// abandoned, dropped). For a task that must say so the moment it happens (an MCP
+    /// server's notification) while the guard itself stays where it is kept.
+    pub fn loss_signal(&self) -> impl std::future::Future<Output = Option<LossReason>> + Send {
+        let mut state = self.state.clone();
+        async move {
+            let lost = state.wait_for(|state| state.lost.is_some()).await;
+            lost.ok().and_then(|state| state.lost.clone())
+        }
+    }
+
     /// Stops renewing, then releases the key with the guard's token. A guard that was
     /// already lost gets [`ReleaseOutcome::Lost`] (or an error if the cluster is still
     /// unreachable); that is harmless.
@@ -293,7 +314,10 @@ impl Drop for LeaseGuard {
         // A taken lease is someone else's now; anything else (held, or past its deadline
         // with the cluster unreachable) may still be ours on the cluster, and a release with
         // our token frees it sooner than the TTL would.
-        let taken = matches!(self.state.borrow().lost, Some(LossReason::Taken { .. }));
+        let taken = matches!(
+            self.state.borrow().lost,
+            Some(LossReason::Taken { .. } | LossReason::Ended(_))
+        );
         if taken {
             return;
         }
@@ -343,7 +367,20 @@ async fn keep_alive(
     token: u64,
     state: watch::Sender<GuardState>,
     mut stop: oneshot::Receiver<()>,
+    followed: Option<crate::endings::Registration>,
 ) {
+    // The pushed ending, if the session's stream follows this lease; a feed that went
+    // away tells nothing, and the renewals still decide.
+    let mut followed = followed;
+    let mut ended = std::pin::pin!(async move {
+        match followed.as_mut() {
+            Some(registration) => match (&mut registration.ended).await {
+                Ok(ending) => ending,
+                Err(_) => std::future::pending().await,
+            },
+            None => std::future::pending().await,
+        }
+    });
     let (mut safe_until, mut ttl) = {
         let state = state.borrow();
         (state.safe_until, state.lease.ttl)
@@ -363,6 +400,10 @@ async fn keep_alive(
         tokio::select! {
             biased;
             _ = &mut stop => return,
+            ending = &mut ended => {
+                lose(LossReason::Ended(Box::new(ending)));
+                return;
+            }
             () = tokio::time::sleep_until(safe_until.into()) => {
                 lose(LossReason::DeadlinePassed { last_error });
                 return;
@@ -378,6 +419,10 @@ async fn keep_alive(
         let outcome = tokio::select! {
             biased;
             _ = &mut stop => return,
+            ending = &mut ended => {
+                lose(LossReason::Ended(Box::new(ending)));
+                return;
+            }
             () = tokio::time::sleep_until(safe_until.into()) => {
                 lose(LossReason::DeadlinePassed { last_error });
                 return;
@@ -434,8 +479,22 @@ impl Client {
         holder_name: &str,
         ttl: Duration,
     ) -> Result<GuardedClaim, Error> {
+        self.guard_room()?;
         let outcome = self.claim(key, holder_name, ttl).await?;
         Ok(self.guard(outcome))
+    }
+
+    /// Refuses another guard past [`crate::endings::LEASES_PER_SESSION_MAX`], before
+    /// anything is claimed.
+    fn guard_room(&self) -> Result<(), Error> {
+        if self.feed_full() {
+            return Err(Error::InvalidArgument(format!(
+                "this session follows {} leases already (LEASES_PER_SESSION_MAX); release \
+                 some, or use another client (another session)",
+                crate::endings::LEASES_PER_SESSION_MAX
+            )));
+        }
+        Ok(())
     }
 
     /// Claims `key`; while it is held, claims again as soon as a watch on the key reports
@@ -505,7 +564,7 @@ impl Client {
     }
 
     /// [`Client::accept`], then a guard that keeps the new lease alive. The giver's guard,
-    /// if it had one, reports its lease taken at its next renewal.
+    /// if it had one, hears at once that its lease was handed off.
     ///
     /// # Panics
     /// Outside a tokio runtime.
@@ -515,6 +574,7 @@ impl Client {
         holder_name: &str,
         ttl: Duration,
     ) -> Result<(Accepted, LeaseGuard), Error> {
+        self.guard_room()?;
         let accepted = self.accept(key, holder_name, ttl).await?;
         let guard = LeaseGuard::start(self.clone(), accepted.grant());
         Ok((accepted, guard))
@@ -528,6 +588,7 @@ impl Client {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<GuardedClaim, Error> {
+        self.guard_room()?;
         let outcome = self.claim_wait(key, holder_name, ttl, timeout).await?;
         Ok(self.guard(outcome))
     }

@@ -84,6 +84,7 @@ pub mod bench;
 pub mod client;
 pub mod config;
 mod convert;
+pub mod endings;
 pub mod error;
 #[cfg(test)]
 mod fake_node;
@@ -101,6 +102,7 @@ pub use client::Client;
 pub use config::{
     normalize_endpoint, BearerToken, ClientConfig, ClientTls, ValidConfig, DEFAULT_ENDPOINT,
 };
+pub use endings::{EndedHow, Ending};
 pub use error::{Error, Refusal, RefusalReason};
 pub use guard::{GuardedClaim, LeaseGuard, LossReason};
 pub use handoff::{Accepted, HandoffNote, OfferView, VolatileFact};

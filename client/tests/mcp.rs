@@ -26,6 +26,19 @@ async fn agent(
     extra: &[&str],
     dir: &Path,
 ) -> Session {
+    ().serve(agent_transport(cluster, session, holder, extra, dir))
+        .await
+        .unwrap()
+}
+
+/// `baton mcp` as a child process, as [`agent`] starts it.
+fn agent_transport(
+    cluster: &Cluster,
+    session: &str,
+    holder: &str,
+    extra: &[&str],
+    dir: &Path,
+) -> TokioChildProcess {
     let mut command = tokio::process::Command::new(cli_bin());
     command
         .arg("--endpoints")
@@ -41,11 +54,60 @@ async fn agent(
         .stderr(Stdio::from(log))
         .spawn()
         .unwrap();
-    ().serve(transport).await.unwrap()
+    transport
+}
+
+/// The `notifications/message` a session's client received, their data in order.
+#[derive(Clone, Default)]
+struct Heard(std::sync::Arc<std::sync::Mutex<Vec<Value>>>);
+
+impl Heard {
+    /// The first message, waiting at most `within` for it.
+    async fn first_within(&self, within: Duration) -> Value {
+        let until = std::time::Instant::now() + within;
+        loop {
+            if let Some(first) = self.0.lock().unwrap().first() {
+                return first.clone();
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "no notifications/message within {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[allow(deprecated)]
+impl rmcp::ClientHandler for Heard {
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(params.data);
+    }
+}
+
+/// [`agent`], with a client that keeps the server's `notifications/message`.
+async fn agent_listening(
+    cluster: &Cluster,
+    session: &str,
+    holder: &str,
+    extra: &[&str],
+    dir: &Path,
+) -> (RunningService<RoleClient, Heard>, Heard) {
+    let heard = Heard::default();
+    let transport = agent_transport(cluster, session, holder, extra, dir);
+    (heard.clone().serve(transport).await.unwrap(), heard)
 }
 
 /// Calls `tool` with `args` (a JSON object) and returns the whole result.
-async fn call_raw(session: &Session, tool: &str, args: Value) -> rmcp::model::CallToolResult {
+async fn call_raw(
+    session: &rmcp::Peer<RoleClient>,
+    tool: &str,
+    args: Value,
+) -> rmcp::model::CallToolResult {
     session
         .call_tool(
             CallToolRequestParams::new(tool.to_owned())
@@ -57,7 +119,7 @@ async fn call_raw(session: &Session, tool: &str, args: Value) -> rmcp::model::Ca
 
 /// Calls `tool` and returns its structured result (`{"result", "notices"}`); a tool error
 /// fails the test with its text.
-async fn call(session: &Session, tool: &str, args: Value) -> Value {
+async fn call(session: &rmcp::Peer<RoleClient>, tool: &str, args: Value) -> Value {
     let result = call_raw(session, tool, args).await;
     assert_ne!(result.is_error, Some(true), "{tool} failed: {result:?}");
     match result.structured_content {
@@ -67,7 +129,7 @@ async fn call(session: &Session, tool: &str, args: Value) -> Value {
 }
 
 /// Calls `tool` and returns the text of the tool error it must answer with.
-async fn call_refused(session: &Session, tool: &str, args: Value) -> String {
+async fn call_refused(session: &rmcp::Peer<RoleClient>, tool: &str, args: Value) -> String {
     let result = call_raw(session, tool, args).await;
     assert_eq!(
         result.is_error,
@@ -410,74 +472,49 @@ async fn an_idle_session_lets_its_lease_lapse_and_hears_of_it() {
 }
 
 #[tokio::test]
-async fn a_revoke_shows_up_in_the_next_result_with_who_and_why() {
+async fn a_revoke_is_announced_at_once_and_named_in_the_very_next_result() {
     let cluster = Cluster::start(3).await;
     let dir = tempfile::tempdir().unwrap();
-    // 6 s leases: renewed every 2 s, so the first write below comes well before one.
-    let a = agent(&cluster, "s-a", "claude@a", &["--ttl", "6s"], dir.path()).await;
+    // 60 s leases renew every 18-22 s: what arrives within the 5 s below was pushed.
+    let (a, heard) =
+        agent_listening(&cluster, "s-a", "claude@a", &["--ttl", "60s"], dir.path()).await;
     let granted = call(&a, "claim", json!({"key": "tasks/r"})).await;
     assert_eq!(granted["result"]["outcome"], "granted", "{granted}");
+    let token = granted["result"]["token"].clone();
     let out = cluster
         .command(&["revoke", "tasks/r", "--reason", "agent stuck"])
+        .env("BATON_CLIENT_ID", "s-ops")
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    // A write with the dead token, before the guard's next renewal: refused, and the same
-    // answer says how the lease was lost.
-    let write = call(
-        &a,
-        "update_record",
-        json!({"key": "tasks/r", "status": "done"}),
-    )
-    .await;
-    assert_eq!(write["result"]["outcome"], "refused", "{write}");
-    assert_eq!(
-        write["result"]["refusal"]["reason"], "stale_token",
-        "{write}"
-    );
-    assert_eq!(
-        notices(&write),
-        [("revoked".to_owned(), "tasks/r".to_owned())],
-        "{write}"
+    // The MCP notification comes unasked, with the facts.
+    let message = heard.first_within(Duration::from_secs(5)).await;
+    assert_eq!(message["what"], "revoked", "{message}");
+    assert_eq!(message["key"], "tasks/r", "{message}");
+    assert!(
+        message["detail"].as_str().unwrap().contains("agent stuck"),
+        "{message}"
     );
     assert!(
-        write["notices"][0]["detail"]
-            .as_str()
-            .unwrap()
-            .contains("agent stuck"),
-        "{write}"
+        message["by"].as_str().unwrap().contains("s-ops"),
+        "the operator's session is named: {message}"
     );
-    // Another lease lost with no write to tell: the guard learns of it at its next renewal
-    // (a third of the TTL), and the next call of any tool says so, once.
-    let granted = call(&a, "claim", json!({"key": "tasks/r2"})).await;
-    assert_eq!(granted["result"]["outcome"], "granted", "{granted}");
-    let out = cluster
-        .command(&["revoke", "tasks/r2", "--reason", "agent looping"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    tokio::time::sleep(Duration::from_millis(3000)).await;
-    let next = call(&a, "probe", json!({"key": "tasks/other"})).await;
+    // The very next tool result says it too, once, and the key is no longer listed.
+    let next = call(&a, "my_claims", json!({})).await;
     assert_eq!(
         notices(&next),
-        [("revoked".to_owned(), "tasks/r2".to_owned())],
+        [("revoked".to_owned(), "tasks/r".to_owned())],
         "{next}"
     );
-    assert!(
-        next["notices"][0]["detail"]
-            .as_str()
-            .unwrap()
-            .contains("agent looping"),
-        "{next}"
-    );
+    assert_eq!(next["notices"][0]["token"], token, "{next}");
+    assert_eq!(next["result"]["held"], json!([]), "{next}");
     let again = call(&a, "my_claims", json!({})).await;
     assert_eq!(notices(&again), [], "{again}");
-    assert_eq!(again["result"]["held"], json!([]), "{again}");
     // A session that lost the key no longer writes with the dead token.
     let update = call(
         &a,
         "update_record",
-        json!({"key": "tasks/r2", "status": "done"}),
+        json!({"key": "tasks/r", "status": "done"}),
     )
     .await;
     assert_eq!(update["result"]["outcome"], "not_held", "{update}");

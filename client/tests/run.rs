@@ -269,8 +269,9 @@ fn revoked_lease_stops_the_childs_whole_process_group_and_exits_3() {
         "json",
         "run",
         "tasks/revoke",
+        // Renewals every 18-22 s: a stop before them was pushed by the cluster.
         "--ttl",
-        "2s",
+        "60s",
         // The group stops on SIGTERM at once; the grace only has to outlast a loaded
         // machine's scheduling (2 s once did not, and the child was SIGKILLed).
         "--grace",
@@ -290,8 +291,7 @@ fn revoked_lease_stops_the_childs_whole_process_group_and_exits_3() {
 
     let revoked = node.baton(&["revoke", "tasks/revoke", "--reason", "host-a is gone"]);
     assert!(revoked.status.success(), "{revoked:?}");
-    let revoked_at = Instant::now();
-    let out = finish_within(run, Duration::from_secs(20));
+    let out = finish_within(run, Duration::from_secs(15));
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     let stderr = text(&out.stderr);
     assert!(
@@ -306,8 +306,6 @@ fn revoked_lease_stops_the_childs_whole_process_group_and_exits_3() {
     assert_eq!(json["loss"]["what"], "revoked", "{json}");
     assert_eq!(json["loss"]["detail"], "host-a is gone", "{json}");
     assert_eq!(json["killed"], false, "{json}");
-    // Renewals every ~0.7 s notice the revocation; the group stops on SIGTERM at once.
-    assert!(revoked_at.elapsed() < Duration::from_secs(10));
     let deadline = Instant::now() + Duration::from_secs(5);
     while !process_is_dead(grandchild) {
         assert!(

@@ -42,6 +42,7 @@ pub mod config;
 pub mod core;
 pub mod dev;
 pub mod durable;
+pub mod endings;
 pub mod expiry;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;

@@ -168,3 +168,18 @@ pub const HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Largest dev cluster: more voters only slow a laptop down.
 pub const DEV_NODES_MAX: u64 = 7;
+
+/// Lease endings a node keeps for its endings streams (`crate::endings`): a session that
+/// resumes from an older revision is told `compacted` and re-reads its leases.
+pub const ENDINGS_WINDOW_MAX: usize = 100_000;
+
+/// Endings streams a node serves at once (one per client session); one more is refused
+/// RESOURCE_EXHAUSTED. Measured at 10,000 sessions by `baton bench endings`.
+pub const ENDINGS_STREAMS_MAX: usize = 20_000;
+
+/// Endings one stream sends before it looks at the window again.
+pub const ENDINGS_BATCH_MAX: usize = 256;
+
+/// Endings (and progress markers) queued for one stream's client; a client that reads
+/// slower than its leases end waits the stream, never the node.
+pub const ENDINGS_STREAM_BUFFER: usize = 64;

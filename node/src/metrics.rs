@@ -97,6 +97,8 @@ pub struct Metrics {
     pub fsync_seconds: Histogram,
     /// Watch streams open on this node.
     pub watch_streams: Gauge,
+    /// Endings streams (one per client session) open on this node.
+    pub endings_streams: Gauge,
     /// Connections closed at once because the node had `connections_max` open.
     pub connections_refused: Counter,
     /// Requests refused by a per-client limit (watches per address, writes per second).
@@ -199,6 +201,7 @@ impl Metrics {
             flush_seconds: Histogram::new(seconds_buckets()),
             fsync_seconds: Histogram::new(seconds_buckets()),
             watch_streams: Gauge::default(),
+            endings_streams: Gauge::default(),
             connections_refused: Counter::default(),
             requests_limited: Counter::default(),
             refused_without_log: Counter::default(),
@@ -260,6 +263,11 @@ impl Metrics {
             "watch_streams",
             "Watch streams open on this node",
             m.watch_streams.clone(),
+        );
+        r.register(
+            "endings_streams",
+            "Endings streams (one per client session) open on this node",
+            m.endings_streams.clone(),
         );
         for (name, help, counter) in [
             (

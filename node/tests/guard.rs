@@ -168,3 +168,83 @@ async fn a_guard_cut_off_from_its_cluster_reports_loss_by_its_safe_deadline_and_
         granted_at - safe_until
     );
 }
+
+/// The loss a guard reports within `within`, which must be the cluster's pushed ending.
+async fn pushed_loss(g: &LeaseGuard, within: Duration) -> baton_client::Ending {
+    let reason = tokio::time::timeout(within, g.lost())
+        .await
+        .unwrap_or_else(|_| panic!("the guard heard nothing within {within:?}"));
+    match reason {
+        LossReason::Ended(ending) => *ending,
+        other => panic!("the loss came from the renewals, not the push: {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_hears_at_once_that_it_was_revoked_or_handed_off_with_the_facts_and_after_a_leader_kill(
+) {
+    use baton_client::EndedHow;
+    let _serial = serial().await;
+    let mut cluster = Cluster::start(3).await;
+    let holder = cluster.client().await;
+    let operator = cluster.client().await;
+    // A 60 s lease renews every 18-22 s: a loss heard within 5 s was pushed, and the test
+    // checks that it says so (LossReason::Ended), not only how fast it came.
+    let ttl = Duration::from_secs(60);
+    let within = Duration::from_secs(5);
+
+    // Revoked: the operator's session and reason reach the holder.
+    let g = guard(holder.claim_guarded("push/a", "worker", ttl).await.unwrap());
+    let other = guard(holder.claim_guarded("push/b", "worker", ttl).await.unwrap());
+    operator.revoke("push/a", "reassigning").await.unwrap();
+    let ending = pushed_loss(&g, within).await;
+    assert_eq!(ending.what, EndedHow::Revoked);
+    assert_eq!((ending.key.as_str(), ending.token), ("push/a", g.token()));
+    assert_eq!(ending.reason, "reassigning");
+    assert_eq!(
+        ending.by.as_ref().map(|a| a.client_id.as_str()),
+        Some(operator.client_id()),
+        "who revoked is the operator's session"
+    );
+    assert!(!g.is_held());
+    assert!(
+        other.is_held() && other.loss().is_none(),
+        "the session's other lease is untouched"
+    );
+
+    // Handed off: the giver hears who took it.
+    let taker = cluster.client().await;
+    holder
+        .offer(
+            "push/b",
+            other.token(),
+            "taker",
+            baton_client::HandoffNote::default(),
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+    let (accepted, taken) = taker.accept_guarded("push/b", "taker", ttl).await.unwrap();
+    let ending = pushed_loss(&other, within).await;
+    assert_eq!(ending.what, EndedHow::HandedOff);
+    assert_eq!(ending.new_holder.as_deref(), Some("taker"));
+    assert_eq!(ending.new_token, Some(accepted.lease.token));
+    assert_eq!(
+        ending.by.as_ref().map(|a| a.client_id.as_str()),
+        Some(taker.client_id())
+    );
+    drop(taken);
+
+    // Through a leader kill: the stream finds the new leader and the revoke still arrives.
+    let g = guard(holder.claim_guarded("push/c", "worker", ttl).await.unwrap());
+    let leader = cluster.leader(Duration::from_secs(5)).await;
+    cluster.kill(leader);
+    cluster.leader(Duration::from_secs(20)).await;
+    operator
+        .revoke("push/c", "after the election")
+        .await
+        .unwrap();
+    let ending = pushed_loss(&g, Duration::from_secs(10)).await;
+    assert_eq!(ending.what, EndedHow::Revoked);
+    assert_eq!(ending.reason, "after the election");
+}

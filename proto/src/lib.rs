@@ -39,3 +39,23 @@ pub const WATCH_PROGRESS_KIND: &str = "progress";
 
 /// How often at most a node sends a watch progress marker.
 pub const WATCH_PROGRESS_INTERVAL_MS: u64 = 1_000;
+
+/// `LeaseEnding.what` of an endings stream's progress marker: no ending, only the revision
+/// the stream is up to date with. The leader sends one every `ENDINGS_PROGRESS_INTERVAL_MS`
+/// while it still hears from a quorum, so that a client can tell a live stream from one
+/// that went quiet (a node cut off, a deposed leader) and reconnect.
+pub const ENDINGS_PROGRESS: &str = "progress";
+
+/// How often the leader sends an endings progress marker.
+pub const ENDINGS_PROGRESS_INTERVAL_MS: u64 = 500;
+
+/// A client that hears nothing (no ending, no progress) on an endings stream for this long
+/// takes it as dead and connects again, to the leader it can find.
+pub const ENDINGS_SILENCE_MS: u64 = 4 * ENDINGS_PROGRESS_INTERVAL_MS;
+
+/// `LeaseEnding.what`: an operator revoked the lease.
+pub const ENDED_REVOKED: &str = "revoked";
+/// `LeaseEnding.what`: the taker of a handoff accepted it; the lease is the taker's.
+pub const ENDED_HANDED_OFF: &str = "handed_off";
+/// `LeaseEnding.what`: the leader expired the lease (no renewal reached it in time).
+pub const ENDED_EXPIRED: &str = "expired";

@@ -3,7 +3,7 @@
 //! reason (taken by a later holder, no renewal confirmed before the safe deadline, refused).
 //! `baton run` and `baton mcp` both say it, so the user never has to guess.
 
-use baton_client::{history, ActorInfo, Client, LeaseInfo, LossReason, ReadMode};
+use baton_client::{history, ActorInfo, Client, EndedHow, Ending, LeaseInfo, LossReason, ReadMode};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -38,6 +38,12 @@ pub struct Loss {
 /// How the stint of `key` with `token` ended, asking the history (linearizable); the
 /// guard's `reason` when the history cannot say (unreachable, compacted, still open).
 pub async fn account(client: &Client, key: &str, token: u64, reason: Option<LossReason>) -> Loss {
+    // The cluster pushed the facts with the news: no read needed.
+    if let Some(LossReason::Ended(ending)) = &reason {
+        if let Some(loss) = pushed(ending) {
+            return loss;
+        }
+    }
     match client.history(key, ReadMode::Linearizable).await {
         Ok(history) => {
             let stints = history.stints();
@@ -83,6 +89,14 @@ pub async fn account(client: &Client, key: &str, token: u64, reason: Option<Loss
             last_error.unwrap_or_else(|| "no renewal was answered before the safe deadline".into()),
         ),
         Some(LossReason::Refused(refusal)) => (REFUSED, None, refusal.message.clone()),
+        Some(LossReason::Ended(ending)) => (
+            TAKEN,
+            ending
+                .new_holder
+                .as_ref()
+                .map(|h| format!("{h} (token {})", ending.new_token.unwrap_or_default())),
+            ending.to_string(),
+        ),
         None => (
             UNCONFIRMED,
             None,
@@ -94,6 +108,21 @@ pub async fn account(client: &Client, key: &str, token: u64, reason: Option<Loss
         by,
         detail,
     }
+}
+
+/// The loss as the cluster pushed it; `None` when the push could not say how it ended.
+fn pushed(ending: &Ending) -> Option<Loss> {
+    let what = match ending.what {
+        EndedHow::Revoked => REVOKED,
+        EndedHow::HandedOff => HANDED_OFF,
+        EndedHow::Expired => EXPIRED,
+        EndedHow::Gone => return None,
+    };
+    Some(Loss {
+        what: what.to_owned(),
+        by: ending.by.as_ref().map(actor_text),
+        detail: ending.reason.clone(),
+    })
 }
 
 impl std::fmt::Display for Loss {

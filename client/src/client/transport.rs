@@ -278,7 +278,7 @@ impl Client {
     }
 
     /// The known leader, else the endpoint the rotation is at.
-    pub(super) fn pick_endpoint(&self) -> String {
+    pub(crate) fn pick_endpoint(&self) -> String {
         if let Some(leader) = self.routing().leader.clone() {
             return leader;
         }
@@ -327,7 +327,7 @@ impl Client {
 
     /// Adopts the leader named in a reply's metadata, unless that node recently failed at the
     /// transport level. Returns the leader if it was adopted.
-    pub(super) fn learn_leader(&self, metadata: &MetadataMap) -> Option<String> {
+    pub(crate) fn learn_leader(&self, metadata: &MetadataMap) -> Option<String> {
         if !self.inner.config.follow_leader_hints {
             return None;
         }

@@ -44,7 +44,7 @@ pub use case::{
     Record, RecordPatch, VolatileFact,
 };
 pub use refusal::Refusal;
-pub use table::{Changes, ClientSession, Effect, LeaseTable, Timer};
+pub use table::{Changes, ClientSession, Effect, Ending, LeaseTable, Timer};
 pub use types::{
     Actor, Applied, FencingToken, Holder, Lease, LogCommand, Name, Op, Outcome, Proposal,
     RequestId, Sender,

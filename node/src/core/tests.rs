@@ -743,3 +743,95 @@ fn a_reclaim_with_a_shorter_ttl_keeps_the_longer_lease() {
     );
     assert_eq!(lease.basis, 4);
 }
+
+#[test]
+fn every_end_but_the_holders_own_release_is_told_to_the_holders_session_with_the_facts() {
+    let mut t = LeaseTable::default();
+    let a = holder("a", "ca");
+    let told = |t: &mut LeaseTable, index: u64, cmd: &LogCommand| {
+        changes_of(t, index, cmd)
+            .endings
+            .into_iter()
+            .map(|e| {
+                let by = e.by.map(|b| b.client_id.to_string());
+                (
+                    e.kind,
+                    e.token,
+                    e.holder.client_id.to_string(),
+                    by,
+                    e.reason,
+                    e.successor,
+                    e.revision,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    changes_of(&mut t, 3, &claim("k", &a, 5_000));
+    let revoke = cmd_as(
+        "ops",
+        Op::Revoke {
+            key: "k".into(),
+            reason: "stuck agent".into(),
+        },
+    );
+    assert_eq!(
+        told(&mut t, 4, &revoke),
+        [(
+            EventKind::Revoked,
+            3,
+            "ca".into(),
+            Some("ops".into()),
+            "stuck agent".into(),
+            None,
+            4
+        )]
+    );
+    assert!(
+        told(&mut t, 5, &revoke).is_empty(),
+        "a revoke of a free key ends nothing"
+    );
+    changes_of(&mut t, 6, &claim("k", &a, 5_000));
+    assert_eq!(
+        told(&mut t, 7, &expire("k", 6, 6)),
+        [(
+            EventKind::Expired,
+            6,
+            "ca".into(),
+            None,
+            String::new(),
+            None,
+            7
+        )]
+    );
+    changes_of(&mut t, 8, &claim("k", &a, 5_000));
+    assert!(
+        told(&mut t, 9, &release("k", 8)).is_empty(),
+        "the holder knows its own release"
+    );
+    changes_of(&mut t, 10, &claim("k", &a, 5_000));
+    let offer = cmd(Op::Offer {
+        key: "k".into(),
+        token: 10,
+        to: "b".into(),
+        note: Default::default(),
+        offer_ttl_ms: 60_000,
+    });
+    assert!(told(&mut t, 11, &offer).is_empty());
+    let accept = cmd(Op::Accept {
+        key: "k".into(),
+        holder: holder("b", "cb"),
+        ttl_ms: 5_000,
+    });
+    assert_eq!(
+        told(&mut t, 12, &accept),
+        [(
+            EventKind::Accepted,
+            10,
+            "ca".into(),
+            Some("cb".into()),
+            "handed off to b (token 12)".into(),
+            Some(("b".into(), 12)),
+            12
+        )]
+    );
+}

@@ -358,16 +358,20 @@ pub fn pb_case_record(key: &str, case: &CaseFile, offer_countdowns: &Countdowns)
     }
 }
 
+pub fn pb_actor(a: &crate::core::Actor) -> pb::Actor {
+    pb::Actor {
+        name: a.name.to_string(),
+        client_id: a.client_id.to_string(),
+        principal: a.principal.as_deref().unwrap_or_default().to_owned(),
+    }
+}
+
 pub fn pb_event(key: &str, e: &Event) -> pb::Event {
     pb::Event {
         revision: e.revision,
         key: key.to_string(),
         kind: e.kind.as_str().to_string(),
-        actor: e.actor.as_ref().map(|a| pb::Actor {
-            name: a.name.to_string(),
-            client_id: a.client_id.to_string(),
-            principal: a.principal.as_deref().unwrap_or_default().to_owned(),
-        }),
+        actor: e.actor.as_ref().map(pb_actor),
         token: e.token,
         at_unix_ms: e.unix_ms,
         detail: e.detail.clone(),

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod baton;
 pub mod cluster;
 pub mod convert;
+mod endings_stream;
 mod forward;
 pub mod proposer;
 pub mod raft;

@@ -10,6 +10,7 @@ use baton_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::baton::BatonServer;
+use super::endings_stream::EndingStream;
 use super::watch_stream::EventStream;
 
 /// The `Baton` impl: `watch` by hand, then each unary method as
@@ -22,6 +23,17 @@ macro_rules! baton_service {
         #[tonic::async_trait]
         impl pb::baton_server::Baton for BatonServer {
             type WatchStream = EventStream;
+            type EndingsStream = EndingStream;
+
+            async fn endings(
+                &self,
+                req: Request<pb::EndingsRequest>,
+            ) -> Result<Response<Self::EndingsStream>, Status> {
+                let grant = super::auth::WatchGrant::of(&self.ctx.auth, &req)?;
+                self.endings_stream(req.into_inner(), grant)
+                    .await
+                    .map(Response::new)
+            }
 
             async fn watch(
                 &self,

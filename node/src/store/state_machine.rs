@@ -27,7 +27,9 @@ use serde::{Deserialize, Serialize};
 use super::{encode, write_durably};
 use crate::core::access::AccessState;
 use crate::core::{Applied, Changes, Effect, LeaseTable, LogCommand, Op, Outcome, Timer};
+use crate::endings::EndingsHub;
 use crate::expiry::Countdowns;
+use crate::limits::{ENDINGS_STREAMS_MAX, ENDINGS_WINDOW_MAX};
 use crate::metrics::Metrics;
 use crate::raft_types::{
     Entry, LogId, Snapshot, SnapshotData, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
@@ -129,6 +131,8 @@ struct Shared {
     quarantine_countdowns: Arc<Countdowns>,
     /// The window of recent events that watches read.
     watch: Arc<WatchHub>,
+    /// The window of recent lease endings that sessions' endings streams read.
+    endings: Arc<EndingsHub>,
     metrics: Arc<Metrics>,
 }
 
@@ -161,6 +165,7 @@ impl StateMachine {
                 quarantine_countdowns: Arc::new(countdowns.sibling()),
                 countdowns,
                 watch: Arc::new(WatchHub::new(watch_window)),
+                endings: Arc::new(EndingsHub::new(ENDINGS_WINDOW_MAX, ENDINGS_STREAMS_MAX)),
                 metrics,
             }),
         };
@@ -223,10 +228,15 @@ impl StateMachine {
         &self.shared.watch
     }
 
+    pub fn endings_hub(&self) -> &Arc<EndingsHub> {
+        &self.shared.endings
+    }
+
     /// For state learned from disk or a snapshot: starts every countdown (lease, offer,
     /// quarantine) now and rebuilds the watch window from the histories.
     fn arm_timers_and_watch(&self, state: &SmState) {
         self.shared.watch.reset(&state.table, state.revision);
+        self.shared.endings.reset(state.revision);
         self.shared.countdowns.restart_leases(state.table.leases());
         self.shared
             .offer_countdowns
@@ -357,6 +367,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             self.shared.metrics.event(event.kind.as_str());
         }
         self.shared.watch.publish(events, state.revision);
+        self.shared.endings.publish(changes.endings, state.revision);
         self.shared
             .metrics
             .apply_seconds

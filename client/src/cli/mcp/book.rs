@@ -54,11 +54,24 @@ struct Inner {
     notices_dropped: u64,
 }
 
+/// Most leases whose loss waits to be announced at once (`serve`'s notifier); past it the
+/// loss is told only in the next tool result.
+pub const LOSS_TAPS_QUEUED_MAX: usize = 256;
+
+/// A lease to announce the moment it is lost: its key, token and loss signal.
+pub type LossTap = (
+    String,
+    u64,
+    std::pin::Pin<Box<dyn std::future::Future<Output = Option<LossReason>> + Send>>,
+);
+
 /// The session's leases and pending notices.
 #[derive(Debug)]
 pub struct Book {
     inner: Mutex<Inner>,
     idle: Duration,
+    /// Where each kept guard's loss signal goes, when the server announces losses at once.
+    taps: std::sync::OnceLock<tokio::sync::mpsc::Sender<LossTap>>,
 }
 
 /// One row of `my_claims`.
@@ -85,7 +98,13 @@ impl Book {
                 notices_dropped: 0,
             }),
             idle,
+            taps: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sends every guard kept from now on to `taps`, to announce its loss at once.
+    pub fn tap_losses(&self, taps: tokio::sync::mpsc::Sender<LossTap>) {
+        let _ = self.taps.set(taps);
     }
 
     /// The idle limit.
@@ -157,6 +176,15 @@ impl Book {
     /// Keeps `guard`; a guard already kept for its key is replaced (and stopped without a
     /// release: the new grant is the same lease or a newer one).
     pub async fn insert(&self, guard: LeaseGuard) {
+        if let Some(taps) = self.taps.get() {
+            let tap = (
+                guard.key().to_owned(),
+                guard.token(),
+                Box::pin(guard.loss_signal()) as std::pin::Pin<Box<_>>,
+            );
+            // A full queue only delays the news to the next tool result.
+            let _ = taps.try_send(tap);
+        }
         let old = {
             let mut inner = self.inner.lock().await;
             inner.held.insert(guard.key().to_owned(), guard)
@@ -268,7 +296,7 @@ pub fn is_idle(last_call: Instant, now: Instant, idle: Duration) -> bool {
 }
 
 /// The notice for a lost lease: how it was lost (from the cluster's history), and what to do.
-async fn explain(client: &Client, key: &str, token: u64, reason: Option<LossReason>) -> Notice {
+pub async fn explain(client: &Client, key: &str, token: u64, reason: Option<LossReason>) -> Notice {
     let loss = loss::account(client, key, token, reason).await;
     let stop = format!("stop writing {key}'s files and tell whoever dispatched the work");
     let instruction = match loss.what.as_str() {

@@ -64,10 +64,48 @@ pub struct Settings {
     pub run_checks: bool,
 }
 
+/// Announces each kept lease's loss the moment its guard hears of it, as an MCP
+/// `notifications/message` (level warning, logger `baton`, data: the notice), for clients
+/// that show them; the next tool result names it too (`Book::touch`). The MCP specification
+/// marks logging deprecated (SEP-2577) but clients still show it, and it is the one
+/// server-initiated message an agent's client surfaces unasked.
+#[allow(deprecated)]
+async fn announce_losses(
+    client: Client,
+    peer: rmcp::Peer<rmcp::RoleServer>,
+    mut losses: tokio::sync::mpsc::Receiver<book::LossTap>,
+) {
+    let mut waiting = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            tap = losses.recv() => {
+                let Some((key, token, signal)) = tap else { return };
+                let client = client.clone();
+                let peer = peer.clone();
+                waiting.spawn(async move {
+                    let Some(reason) = signal.await else { return };
+                    let notice = book::explain(&client, &key, token, Some(reason)).await;
+                    let data = serde_json::to_value(&notice).unwrap_or_default();
+                    let message = rmcp::model::LoggingMessageNotificationParam::new(
+                        rmcp::model::LoggingLevel::Warning,
+                        data,
+                    )
+                    .with_logger("baton");
+                    if let Err(error) = peer.notify_logging_message(message).await {
+                        tracing::debug!(%error, key, "a loss notification was not sent");
+                    }
+                });
+            }
+            Some(_) = waiting.join_next(), if !waiting.is_empty() => {}
+        }
+    }
+}
+
 /// Serves MCP on stdin/stdout until the client goes away, then leaves every lease to lapse
 /// at its TTL. Returns how many leases were left to lapse.
 pub async fn serve(client: Client, settings: Settings) -> anyhow::Result<usize> {
     let idle = settings.idle;
+    let client_for_notices = client.clone();
     let server = tools::Baton::new(client, settings);
     let book = server.book();
     let watch_book = book.clone();
@@ -78,9 +116,17 @@ pub async fn serve(client: Client, settings: Settings) -> anyhow::Result<usize> 
             watch_book.lapse_if_idle(Instant::now()).await;
         }
     });
+    let (taps, losses) = tokio::sync::mpsc::channel(book::LOSS_TAPS_QUEUED_MAX);
+    book.tap_losses(taps);
     let running = server.serve(rmcp::transport::stdio()).await?;
+    let announcer = tokio::spawn(announce_losses(
+        client_for_notices,
+        running.peer().clone(),
+        losses,
+    ));
     let ended = running.waiting().await;
     idle_watch.abort();
+    announcer.abort();
     let left = book.abandon_all().await;
     tracing::info!(
         leases = left,

@@ -1013,10 +1013,21 @@ impl Baton {
     }
 }
 
+impl Baton {
+    /// Tools, and logging: a lost lease is announced as a `notifications/message`.
+    #[allow(deprecated)]
+    fn capabilities() -> ServerCapabilities {
+        ServerCapabilities::builder()
+            .enable_tools()
+            .enable_logging()
+            .build()
+    }
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Baton {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(Self::capabilities())
             .with_server_info(Implementation::new("baton", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }

@@ -168,6 +168,28 @@ impl Step<'_> {
         self.case_mut().history.push(event);
     }
 
+    /// Notes that `lease` ended by this entry, for its holder's session.
+    fn tell_holder(
+        &mut self,
+        lease: &Lease,
+        kind: EventKind,
+        by: Option<Actor>,
+        reason: String,
+        successor: Option<(String, u64)>,
+    ) {
+        self.changes.endings.push(super::Ending {
+            key: lease.key.clone(),
+            holder: lease.holder.clone(),
+            token: lease.token,
+            kind,
+            by,
+            reason,
+            successor,
+            revision: self.index,
+            unix_ms: self.now_unix_ms,
+        });
+    }
+
     /// Ends a pending offer, keeping its note on the record; says how it ended for people.
     fn end_offer(&mut self) -> Option<Offer> {
         let case = self.case_mut();
@@ -251,6 +273,10 @@ impl Step<'_> {
         mut detail: String,
     ) -> Lease {
         let lease = self.take_lease().expect("the caller checked the lease");
+        // The holder's own release is no news to it; every other end is told to its session.
+        if kind != EventKind::Released {
+            self.tell_holder(&lease, kind, actor.0.clone(), detail.clone(), None);
+        }
         if lease.renewals > 0 {
             detail = join(&format!("renewed {} times", lease.renewals), &detail);
         }
@@ -491,10 +517,22 @@ impl Step<'_> {
             Err(refusal) => return Self::refused(refusal),
         };
         // In one entry: the giver's token dies and the taker's is born. No gap, no overlap.
+        let given = self.lease().cloned();
         let lease = self.grant(holder, ttl_ms);
         self.end_offer();
         let detail = format!("from {} (token {})", offer.from.name, offer.from_token);
         let actor = self.actor(&holder.name, Some(holder));
+        if let Some(given) = given.filter(|g| g.token == offer.from_token) {
+            let reason = format!("handed off to {} (token {})", holder.name, self.index);
+            let successor = Some((holder.name.to_string(), self.index));
+            self.tell_holder(
+                &given,
+                EventKind::Accepted,
+                actor.0.clone(),
+                reason,
+                successor,
+            );
+        }
         self.event(EventKind::Accepted, actor, self.index, detail);
         Outcome::Accepted {
             lease,
