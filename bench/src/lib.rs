@@ -11,10 +11,13 @@
 //!   goes.
 //! - [`scale`]: a fresh baton cluster holding N leases at once: memory per lease, renew
 //!   throughput, snapshot size and time, a restarted follower's catch-up (`baton-scale`).
+//! - [`endings`]: S sessions holding L leases under guards; from a revoke to the holder's
+//!   `lost()`, and the leader's memory per session (`baton-scale --endings`).
 //! - [`pb`]: the hand-written subset of etcd's v3 gRPC API (`proto/`).
 
 pub mod cli;
 pub mod cluster;
+pub mod endings;
 pub mod etcd;
 pub mod floor;
 pub mod metrics;

@@ -9,17 +9,20 @@ import time
 import pytest
 
 from baton import (
+    Actor,
     Client,
     HandoffNote,
     Held,
     InvalidArgument,
     LeaseLost,
+    Loss,
     Lost,
     PermissionDenied,
     Refused,
     Unauthenticated,
     VolatileFact,
 )
+from baton import endings
 from baton.v1 import baton_pb2 as pb
 
 
@@ -148,6 +151,77 @@ def test_a_frozen_cluster_makes_lost_fire_at_the_safe_deadline_before_anyone_els
         granted_at = time.monotonic()
         assert lost_at < granted_at
         assert granted.token != lease.token
+
+
+def test_a_revoked_lease_hears_at_once_who_revoked_it_and_why(cluster):
+    holder = cluster.client(holder="agent@a")
+    operator = cluster.client(holder="ops")
+    # A 60 s TTL: the first renewal is 20 s away, so only the pushed ending can tell in time.
+    with holder.lease("tasks/revoked", ttl=60) as lease:
+        operator.revoke("tasks/revoked", "reassigning")
+        assert lease.lost.wait(5), "the revoke was not pushed"
+        loss = lease.loss
+        assert (loss.what, loss.reason) == ("revoked", "reassigning")
+        assert loss.by.client_id == operator.client_id
+        with pytest.raises(LeaseLost) as lost:
+            lease.check()
+        assert lost.value.loss is loss
+        assert "revoked by operator" in str(lost.value) and "reassigning" in str(lost.value)
+    # No lease is followed any more: the session's stream stops.
+    end = time.monotonic() + 5
+    while holder._feed._thread is not None and time.monotonic() < end:
+        time.sleep(0.05)
+    assert holder._feed._thread is None
+
+
+def test_a_handed_off_lease_hears_who_took_it(cluster):
+    giver = cluster.client(holder="codex@b")
+    taker = cluster.client(holder="claude@a")
+    with giver.lease("tasks/given", ttl=60) as lease:
+        giver.offer("tasks/given", lease.token, "claude@a", HandoffNote(done="all of it"))
+        accepted = taker.accept("tasks/given", ttl=30)
+        assert lease.lost.wait(5), "the handoff was not pushed"
+        assert lease.loss.what == "handed_off"
+        assert (lease.loss.new_holder, lease.loss.new_token) == ("claude@a", accepted.token)
+        assert lease.loss.by.client_id == taker.client_id
+    # The giver's exit released nothing: the key stays the taker's.
+    assert taker.probe("tasks/given").lease.token == accepted.token
+
+
+def test_endings_follow_the_leader_across_a_leader_kill(cluster):
+    holder = cluster.client(holder="agent@a", retry_deadline=20)
+    operator = cluster.client(holder="ops", retry_deadline=20)
+    with holder.lease("tasks/failover", ttl=60) as lease:
+        # The stream is open at the old leader by then: it has to find the new one.
+        time.sleep(1)
+        cluster.kill(cluster.leader())
+        cluster.leader()
+        operator.revoke("tasks/failover", "moved")
+        assert lease.lost.wait(10), "the revoke was not pushed after the leader changed"
+        assert (lease.loss.what, lease.loss.reason) == ("revoked", "moved")
+
+
+def test_a_lease_past_the_session_limit_is_refused_before_claiming(cluster, monkeypatch):
+    monkeypatch.setattr(endings, "LEASES_PER_SESSION_MAX", 1)
+    client = cluster.client(holder="busy")
+    with client.lease("tasks/first", ttl=30):
+        with pytest.raises(InvalidArgument, match="LEASES_PER_SESSION_MAX"):
+            with client.lease("tasks/second", ttl=30):
+                pass
+        assert client.probe("tasks/second").lease is None
+
+
+def test_a_loss_reads_as_what_by_whom_and_why():
+    operator = Actor("", "ops-session", "ops")
+    assert (
+        str(Loss("revoked", by=operator, reason="stuck", revision=9))
+        == "revoked by operator (client ops-session, principal ops): stuck (revision 9)"
+    )
+    assert str(Loss("expired", revision=4)) == "expired: no renewal reached the cluster in time (revision 4)"
+    taken = Loss("taken", new_holder="bob", new_token=12)
+    assert str(taken) == "the token is no longer current; held by bob (token 12) now"
+    gone = Loss("gone", revision=30)
+    assert str(gone) == "ended while this session was not listening; the key is free (revision 30)"
 
 
 def test_watch_resumes_across_a_node_kill_with_no_gap_and_no_repeat(cluster):

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use baton_bench::cli::{node_bin, run_main};
+use baton_bench::endings::{self, EndingsConfig};
 use baton_bench::scale::{self, ScaleConfig, ScaleReport};
 use baton_bench::watchers::{self, WatchersConfig};
 use clap::Parser;
@@ -20,7 +21,8 @@ use clap::Parser;
     after_help = "Example:
   cargo build --release -p baton-node -p baton-bench
   target/release/baton-scale --leases 10000,100000,1000000
-  target/release/baton-scale --watchers 1000,10000"
+  target/release/baton-scale --watchers 1000,10000
+  target/release/baton-scale --endings 1:1,1:100,1:10000,1000:1000,1000:10000"
 )]
 struct Args {
     /// The baton-node binary [default: baton-node next to this program].
@@ -33,6 +35,13 @@ struct Args {
     /// Watch stream counts, comma-separated; each gets a fresh cluster.
     #[arg(long, value_delimiter = ',')]
     watchers: Vec<usize>,
+    /// SESSIONS:LEASES pairs, comma-separated: guards held, then revoked one at a time,
+    /// from the revoke to the holder's `lost()`; each pair gets a fresh cluster.
+    #[arg(long, value_delimiter = ',')]
+    endings: Vec<String>,
+    /// Revokes measured per --endings pair (at most the leases).
+    #[arg(long, default_value_t = 200)]
+    endings_revokes: usize,
     /// The writer's rate while the watchers watch.
     #[arg(long, default_value_t = 50)]
     watch_writes_per_s: u32,
@@ -72,7 +81,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     println!("data and logs under {}", dir.path().display());
     let mut reports: Vec<ScaleReport> = Vec::new();
     let leases = args.leases.clone().unwrap_or_else(|| {
-        if args.watchers.is_empty() {
+        if args.watchers.is_empty() && args.endings.is_empty() {
             vec![10_000, 100_000]
         } else {
             Vec::new()
@@ -104,7 +113,29 @@ async fn run(args: Args) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(&report)?);
         watched.push(report);
     }
+    let mut ended = Vec::new();
+    for pair in &args.endings {
+        let (sessions, leases) = pair
+            .split_once(':')
+            .and_then(|(s, l)| Some((s.parse().ok()?, l.parse().ok()?)))
+            .with_context(|| {
+                format!("--endings {pair:?}: want SESSIONS:LEASES, e.g. 1000:10000")
+            })?;
+        let cfg = EndingsConfig {
+            sessions,
+            leases,
+            revokes: args.endings_revokes.min(leases),
+        };
+        let run_dir = dir.path().join(format!("endings-{sessions}-{leases}"));
+        std::fs::create_dir_all(&run_dir)?;
+        let report = endings::run(&node_bin, &run_dir, &cfg).await?;
+        println!("{}", serde_json::to_string(&report)?);
+        ended.push(report);
+    }
     println!();
+    if !ended.is_empty() {
+        println!("{}", endings::render(&ended));
+    }
     if !reports.is_empty() {
         println!("{}", scale::render(&reports));
     }

@@ -30,6 +30,7 @@ from .errors import (
 from .lease import Lease
 from .types import (
     Accepted,
+    Actor,
     Assigned,
     Assignment,
     Board,
@@ -37,6 +38,7 @@ from .types import (
     Grant,
     HandoffNote,
     History,
+    Loss,
     Offer,
     Probe,
     Quarantine,
@@ -65,6 +67,7 @@ __all__ = [
     "LeaseLost",
     "LeaseInfo",
     "Accepted",
+    "Actor",
     "Assigned",
     "Assignment",
     "Board",
@@ -72,6 +75,7 @@ __all__ = [
     "Grant",
     "HandoffNote",
     "History",
+    "Loss",
     "Offer",
     "Probe",
     "Quarantine",

@@ -39,6 +39,7 @@ from .errors import (
 )
 from .types import (
     Accepted,
+    Actor,
     Assigned,
     Assignment,
     Board,
@@ -235,6 +236,10 @@ def _event(p) -> Event:
     )
 
 
+def _actor(p) -> Actor:
+    return Actor(p.name, p.client_id, p.principal or None)
+
+
 def _metadata_value(pairs, name: str):
     for k, v in pairs or ():
         if k == name:
@@ -327,10 +332,15 @@ class Client:
         self._cursor = 0
         self._leader: Optional[str] = None
         self._suspects: Dict[str, float] = {}
+        from .endings import Feed
+
+        #: The session's endings stream, shared by its `Lease`s.
+        self._feed = Feed(self)
 
     # ---- transport ------------------------------------------------------------------------
 
     def close(self) -> None:
+        self._feed.close()
         with self._lock:
             for channel in self._channels.values():
                 channel.close()
@@ -637,7 +647,10 @@ class Client:
         """`with client.lease(key, ttl=30) as lease:` claims `key` (raising `Held` instead
         of entering the block when another holds it), renews it in the background every
         TTL/3, and releases it on exit (setting the record's final `status` if given, or
-        `lease.status` set in the block)."""
+        `lease.status` set in the block). `lease.lost` is set at once when the cluster
+        pushes that the lease ended (`lease.loss` says how, by whom and why), else at a
+        refused renewal or the safe deadline. Past `endings.LEASES_PER_SESSION_MAX` leases
+        in the block at once, raises `InvalidArgument` before claiming."""
         from .lease import Lease
 
         return Lease(self, key, ttl, holder, status)

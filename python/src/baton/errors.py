@@ -115,7 +115,12 @@ class Lost(Refused):
 
 
 class LeaseLost(BatonError):
-    """A `lease()` block's lease ended before the block did (`lease.check()` raises it)."""
+    """A `lease()` block's lease ended before the block did (`lease.check()` raises it).
+    `loss` is how (a `Loss`: `what`, `by`, `reason`, ...)."""
+
+    def __init__(self, message: str, loss=None):
+        super().__init__(message)
+        self.loss = loss
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,15 @@
 
 The lease is held until its safe deadline: the send time of the latest successful grant or
 renewal + TTL × (1 − drift margin), on `time.monotonic()`. Only a successful renewal moves
-it. It is lost when a renewal is refused (the token is no longer current) or when the safe
-deadline passes without one, whatever the cluster answers later: each renewal is retried
-only until the safe deadline, and for at most TTL / 4. `lease.lost` is set at that moment;
-`lease.check()` compares the deadline with the clock itself, so it raises at the deadline
-even if the renewing thread has not run.
+it. It is lost
+- when the cluster pushes that it ended (revoked, handed off, expired): at once, as the
+  ending entry applies on the leader, through the session's one endings stream (`endings`);
+- when a renewal is refused (the token is no longer current, or another refusal);
+- when the safe deadline passes without a renewal, whatever the cluster answers later:
+  each renewal is retried only until the safe deadline, and for at most TTL / 4.
+`lease.lost` is set at that moment and `lease.loss` (a `Loss`) says how; `lease.check()`
+compares the deadline with the clock itself, so it raises at the deadline even if the
+renewing thread has not run.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import threading
 import time
 from typing import Optional
 
-from .errors import BatonError, LeaseLost, Lost
+from .errors import BatonError, LeaseLost, Lost, Refused
+from .types import REFUSED, TAKEN, UNCONFIRMED, Loss
 
 #: Renewals per TTL when all goes well.
 RENEWALS_PER_TTL = 3
@@ -40,19 +45,24 @@ class Lease:
         self.token = 0
         self.safe_until = 0.0
         self.grant = None
-        #: Set when the lease is lost (refused renewal, or the safe deadline passed).
+        #: Set when the lease is lost (pushed ending, refused renewal, safe deadline).
         self.lost = threading.Event()
-        #: Why it was lost, once it is.
-        self.loss: Optional[str] = None
+        #: How it was lost (a `Loss`), once it is.
+        self.loss: Optional[Loss] = None
+        #: Set when renewing should stop: the block ended, or the lease is lost.
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._following = None
         self._lock = threading.Lock()
 
     def __enter__(self) -> "Lease":
+        feed = self._client._feed
+        feed.room()
         # Raises Held (naming the holder) instead of entering the block.
         self.grant = self._client.claim(self.key, self.ttl, self.holder)
         self.token = self.grant.token
         self.safe_until = self.grant.safe_until
+        self._following = feed.follow(self.key, self.token, self._lose)
         self._thread = threading.Thread(target=self._renew_loop, name=f"baton-lease {self.key}", daemon=True)
         self._thread.start()
         return self
@@ -61,15 +71,17 @@ class Lease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self.held():
-            try:
+        try:
+            if self.held():
                 self._client.release(self.key, self.token, self.status)
-            except Lost:
-                self._lose("taken before the release")
-            except BatonError:
-                # The lease ends at its TTL anyway; an exception from the block wins.
-                if exc is None:
-                    raise
+        except Lost as e:
+            self._lose(Loss(TAKEN, reason="found at the release", new_holder=e.holder, new_token=e.token))
+        except BatonError:
+            # The lease ends at its TTL anyway; an exception from the block wins.
+            if exc is None:
+                raise
+        finally:
+            self._client._feed.unfollow(self._following)
 
     def held(self) -> bool:
         """True while the lease is provably this session's (before its safe deadline)."""
@@ -79,14 +91,16 @@ class Lease:
         """Raises `LeaseLost` unless the lease is still provably held: call it before each
         step that acts on the key."""
         if not self.held():
-            self._lose("the safe deadline passed without a renewal")
-            raise LeaseLost(f"lost {self.key} (token {self.token}): {self.loss}")
+            self._lose(Loss(UNCONFIRMED, reason="no renewal was answered"))
+            raise LeaseLost(f"lost {self.key} (token {self.token}): {self.loss}", self.loss)
 
-    def _lose(self, why: str) -> None:
+    def _lose(self, loss: Loss) -> None:
+        """Records the first loss; called by the renewing thread, the feed, or `check()`."""
         with self._lock:
             if not self.lost.is_set():
-                self.loss = why
+                self.loss = loss
                 self.lost.set()
+        self._stop.set()
 
     def _renew_loop(self) -> None:
         interval = self.ttl / RENEWALS_PER_TTL
@@ -98,24 +112,27 @@ class Lease:
             if self._stop.wait(max(0.0, min(wait, until_deadline))):
                 return
             if time.monotonic() >= self.safe_until:
-                self._lose("the safe deadline passed without a renewal")
+                self._lose(Loss(UNCONFIRMED, reason="no renewal was answered"))
                 return
             deadline = min(self.safe_until, time.monotonic() + self.ttl / RENEW_CALL_TTL_DIVISOR)
             try:
                 _, safe_until = self._client.renew(self.key, self.token, deadline=deadline)
             except Lost as e:
-                holder = e.holder or "no one"
-                self._lose(f"the token is no longer current (held by {holder} now)")
+                self._lose(Loss(TAKEN, new_holder=e.holder, new_token=e.token))
+                return
+            except Refused as e:
+                # Final: another session's token cannot become ours by retrying.
+                self._lose(Loss(REFUSED, reason=str(e)))
                 return
             except BatonError as e:
                 if time.monotonic() >= self.safe_until:
-                    self._lose(f"the safe deadline passed; the last renewal failed: {e}")
+                    self._lose(Loss(UNCONFIRMED, reason=f"the last renewal failed: {e}"))
                     return
                 wait = retry
                 continue
             if time.monotonic() >= self.safe_until:
                 # The answer came too late to count: the window had already closed.
-                self._lose("the safe deadline passed before the renewal answered")
+                self._lose(Loss(UNCONFIRMED, reason="the renewal was answered too late"))
                 return
             self.safe_until = safe_until
             wait = interval * (1 + random.uniform(-RENEW_JITTER_FRACTION, RENEW_JITTER_FRACTION))

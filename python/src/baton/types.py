@@ -25,7 +25,24 @@ __all__ = [
     "History",
     "Accepted",
     "Quarantine",
+    "Actor",
+    "Loss",
 ]
+
+#: `Loss.what` as the cluster pushed it (the endings stream): an operator revoked the lease,
+#: the taker of a handoff accepted it, the leader expired it (no renewal reached it in time).
+REVOKED = "revoked"
+HANDED_OFF = "handed_off"
+EXPIRED = "expired"
+#: `Loss.what` when a linearizable read found the lease ended while the session was not
+#: listening (away longer than the leader's window); the key's history says how.
+GONE = "gone"
+#: `Loss.what` from the renewals: the token is no longer current; no renewal was confirmed
+#: before the safe deadline (the lease may still exist, but can no longer be proven); the
+#: cluster refused a renewal for another reason than the token.
+TAKEN = "taken"
+UNCONFIRMED = "unconfirmed"
+REFUSED = "refused"
 
 
 @dataclass(frozen=True)
@@ -196,3 +213,56 @@ class Accepted:
     @property
     def token(self) -> int:
         return self.lease.token
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who really made a change: the holder name it acted as ("" for an operator), its
+    session, and the principal the node authenticated (None with auth off)."""
+
+    name: str
+    client_id: str
+    principal: Optional[str] = None
+
+    def __str__(self) -> str:
+        principal = f", principal {self.principal}" if self.principal else ""
+        return f"{self.name or 'operator'} (client {self.client_id}{principal})"
+
+
+@dataclass(frozen=True)
+class Loss:
+    """How a `lease()` lost its key. `what` is `revoked`, `handed_off`, `expired` (pushed by
+    the cluster as the ending applied), `gone` (a read found it ended while the session was
+    not listening), or from the renewals: `taken`, `unconfirmed`, `refused`. `by` is who
+    ended it (the operator who revoked, the taker who accepted; None otherwise), `reason`
+    the operator's reason or the client's words, `new_holder` / `new_token` who holds the
+    key now when known, `revision` the entry (or read) that told it (0: none)."""
+
+    what: str
+    by: Optional[Actor] = None
+    reason: str = ""
+    new_holder: Optional[str] = None
+    new_token: Optional[int] = None
+    revision: int = 0
+    at_unix_ms: int = 0
+
+    def __str__(self) -> str:
+        by = f" by {self.by}" if self.by else ""
+        text = {
+            REVOKED: f"revoked{by}",
+            HANDED_OFF: f"handed off, accepted{by}",
+            EXPIRED: "expired: no renewal reached the cluster in time",
+            GONE: "ended while this session was not listening",
+            TAKEN: "the token is no longer current",
+            UNCONFIRMED: "not confirmed before the safe deadline",
+            REFUSED: "a renewal was refused",
+        }.get(self.what, self.what)
+        if self.reason:
+            text += f": {self.reason}"
+        if self.what in (GONE, TAKEN) and self.new_holder:
+            text += f"; held by {self.new_holder} (token {self.new_token}) now"
+        elif self.what in (GONE, TAKEN):
+            text += "; the key is free"
+        if self.revision:
+            text += f" (revision {self.revision})"
+        return text

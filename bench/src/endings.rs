@@ -1,0 +1,204 @@
+//! The endings bench: a fresh 3-node baton cluster where S client sessions hold L leases
+//! in all (each under a `LeaseGuard`), and an operator revokes R of them one at a time.
+//!
+//! Measured: from the revoke's send to the holder's `lost()` firing (an upper bound on
+//! "from the commit of the ending entry": the revoke's own commit is inside it), p50 / p99 /
+//! max over the R revokes; the leader's resident memory per session (`VmRSS` with every
+//! guard started and its session's endings stream open, minus before; the leases' own
+//! memory is in it); and the endings streams the leader counted. The sessions run in this
+//! process, on the same cores as the nodes.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use baton_client::{Client, ClientConfig, GuardedClaim, LeaseGuard, LossReason};
+use serde::Serialize;
+
+use crate::cluster::BatonCluster;
+use crate::metrics::{get_metrics, sample};
+use crate::scale::memory_kib;
+
+/// Most sessions one run starts.
+pub const ENDINGS_SESSIONS_MAX: usize = 20_000;
+/// Most leases one run holds.
+pub const ENDINGS_LEASES_MAX: usize = 100_000;
+/// Most revokes one run measures.
+pub const ENDINGS_REVOKES_MAX: usize = 10_000;
+/// How long the guards' streams may take to open, and one revoke to be heard.
+const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+/// Every lease's TTL: renewals (a third of it) never come during the run, so every loss
+/// measured was pushed.
+const TTL: Duration = Duration::from_secs(3600);
+const PREFIX: &str = "ended/";
+
+#[derive(Debug, Clone)]
+pub struct EndingsConfig {
+    pub sessions: usize,
+    pub leases: usize,
+    pub revokes: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EndingsReport {
+    pub sessions: usize,
+    pub leases: usize,
+    pub revokes: usize,
+    /// Endings streams the leader counted with every guard started.
+    pub streams: usize,
+    /// (leader RSS with the guards and streams - before) / sessions.
+    pub leader_bytes_per_session: f64,
+    /// From the revoke's send to `lost()`, over the revokes.
+    pub lost_p50_ms: f64,
+    pub lost_p99_ms: f64,
+    pub lost_max_ms: f64,
+}
+
+/// Runs the endings bench on a fresh cluster of `node_bin` under `dir`.
+pub async fn run(
+    node_bin: &Path,
+    dir: &Path,
+    cfg: &EndingsConfig,
+) -> anyhow::Result<EndingsReport> {
+    if cfg.sessions == 0 || cfg.sessions > ENDINGS_SESSIONS_MAX {
+        bail!("sessions must be 1 to {ENDINGS_SESSIONS_MAX}");
+    }
+    if cfg.leases < cfg.sessions || cfg.leases > ENDINGS_LEASES_MAX {
+        bail!("leases must be at least the sessions and at most {ENDINGS_LEASES_MAX}");
+    }
+    if cfg.revokes == 0 || cfg.revokes > cfg.leases.min(ENDINGS_REVOKES_MAX) {
+        bail!("revokes must be 1 to the leases (at most {ENDINGS_REVOKES_MAX})");
+    }
+    // Every session's stream is its own connection to the leader.
+    let limit = [
+        "--connections-max".to_string(),
+        (cfg.sessions + 1_000).to_string(),
+    ];
+    let mut cluster = BatonCluster::start_with(node_bin, 3, dir, &limit, "warn")?;
+    cluster
+        .wait_healthy_on(&format!("{PREFIX}health"), Duration::from_secs(30))
+        .await?;
+    let admin = cluster.admin()?;
+    let pids = cluster.procs.pids();
+    let config = || ClientConfig {
+        retry_deadline: Duration::from_secs(30),
+        ..ClientConfig::with_endpoints(cluster.endpoints.iter().cloned())
+    };
+    let operator = Client::connect(config()).await?;
+    let leader = operator
+        .cluster_status()
+        .await?
+        .leader_id
+        .context("no leader")? as usize;
+    let leader_pid = pids[leader - 1];
+    let before = memory_kib(leader_pid).map(|m| m.0).unwrap_or(0);
+
+    // Session s holds leases s, s + S, s + 2S, ...; each session claims its own in order.
+    let mut claiming = tokio::task::JoinSet::new();
+    for s in 0..cfg.sessions {
+        let client = Client::connect(config()).await?;
+        let (sessions, leases) = (cfg.sessions, cfg.leases);
+        claiming.spawn(async move {
+            let mut guards = Vec::new();
+            for i in (s..leases).step_by(sessions) {
+                let key = format!("{PREFIX}{i:06}");
+                match client.claim_guarded(&key, "holder", TTL).await {
+                    Ok(GuardedClaim::Granted(g)) => guards.push((i, g)),
+                    Ok(GuardedClaim::Held { lease, .. }) => {
+                        return Err(format!("{key} is held by {}", lease.holder_name))
+                    }
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            Ok(guards)
+        });
+    }
+    let mut guards: Vec<Option<LeaseGuard>> = (0..cfg.leases).map(|_| None).collect();
+    while let Some(joined) = claiming.join_next().await {
+        for (i, g) in joined?.map_err(|e| anyhow::anyhow!("a claim failed: {e}"))? {
+            guards[i] = Some(g);
+        }
+    }
+    let open_until = Instant::now() + SETTLE_LIMIT;
+    let streams = loop {
+        let open = get_metrics(&admin[leader - 1])
+            .ok()
+            .and_then(|m| sample(&m, "baton_endings_streams"))
+            .unwrap_or(0.0) as usize;
+        if open >= cfg.sessions {
+            break open;
+        }
+        if Instant::now() > open_until {
+            bail!("only {open} of {} endings streams opened", cfg.sessions);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = memory_kib(leader_pid).map(|m| m.0).unwrap_or(0);
+
+    // Revoke R leases spread over the sessions, one at a time.
+    let step = (cfg.leases / cfg.revokes).max(1);
+    let mut delays = Vec::new();
+    for r in 0..cfg.revokes {
+        let i = (r * step) % cfg.leases;
+        let guard = guards[i].take().context("each lease is revoked once")?;
+        let key = guard.key().to_owned();
+        let sent = Instant::now();
+        let heard = async {
+            let lost = tokio::time::timeout(SETTLE_LIMIT, guard.lost()).await;
+            (lost, Instant::now())
+        };
+        let (revoked, (lost, heard_at)) = tokio::join!(operator.revoke(&key, "bench"), heard);
+        revoked?;
+        match lost {
+            Ok(LossReason::Ended(_)) => {
+                delays.push(heard_at.duration_since(sent).as_secs_f64() * 1e3)
+            }
+            Ok(other) => bail!("{key} was lost otherwise than by the push: {other}"),
+            Err(_) => bail!("{key}'s holder heard nothing within {SETTLE_LIMIT:?}"),
+        }
+        drop(guard);
+    }
+    drop(guards);
+    delays.sort_by(f64::total_cmp);
+    let pct = |p: f64| delays[((delays.len() - 1) as f64 * p).round() as usize];
+    cluster.procs.stop();
+    Ok(EndingsReport {
+        sessions: cfg.sessions,
+        leases: cfg.leases,
+        revokes: cfg.revokes,
+        streams,
+        leader_bytes_per_session: (after.saturating_sub(before) * 1024) as f64
+            / cfg.sessions as f64,
+        lost_p50_ms: pct(0.5),
+        lost_p99_ms: pct(0.99),
+        lost_max_ms: delays.last().copied().unwrap_or(f64::NAN),
+    })
+}
+
+/// One table row per report.
+pub fn render(reports: &[EndingsReport]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>8} | {:>7} | {:>7} | {:>7} | {:>14} | {:>26}",
+        "sessions", "leases", "revokes", "streams", "leader B/sess", "revoke->lost p50/p99/max"
+    );
+    for r in reports {
+        let _ = writeln!(
+            out,
+            "{:>8} | {:>7} | {:>7} | {:>7} | {:>14.0} | {:>26}",
+            r.sessions,
+            r.leases,
+            r.revokes,
+            r.streams,
+            r.leader_bytes_per_session,
+            format!(
+                "{:.1} / {:.1} / {:.1} ms",
+                r.lost_p50_ms, r.lost_p99_ms, r.lost_max_ms
+            ),
+        );
+    }
+    out
+}

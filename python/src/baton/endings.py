@@ -1,0 +1,303 @@
+"""Hearing at once that a lease ended: one `Endings` stream per client session from the
+leader, shared by every `Lease` of the `Client`, as the Rust client's `endings` module.
+
+When a lease ends other than by its holder's own release (revoked, handed off, expired),
+the leader pushes the facts to the session that held it as the ending entry applies. The
+feed keeps one stream per session however many leases it follows, open while any is
+followed, and hands each ending to the leases of its token. After a break (a node died,
+the leader changed, the stream went quiet for `ENDINGS_SILENCE`) it resumes at the leader
+it can find from where it was, so no ending is missed; past the leader's window it re-reads
+each followed lease linearizably and tells the ones that are gone.
+
+The stream only speeds the news up: a lease still renews and still stops at its safe
+deadline, which is what holds when no news can arrive (a holder cut off from the cluster).
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import threading
+import time
+from collections import deque
+from typing import Callable, Deque, Dict, List, Optional, Tuple
+
+import grpc
+
+from .client import BACKOFF_INITIAL, BACKOFF_MAX, _actor, _maybe
+from .errors import BatonError, InvalidArgument
+from .types import EXPIRED, GONE, HANDED_OFF, REVOKED, Loss
+from .v1 import baton_pb2 as pb
+from .v1 import baton_pb2_grpc as rpc
+
+#: Leases one session follows through its stream; a lease beyond it is refused
+#: (`InvalidArgument`) before anything is claimed.
+LEASES_PER_SESSION_MAX = 100_000
+#: Endings kept for tokens no lease follows yet (a lease ended in the moment between its
+#: grant's answer and its following); the oldest is dropped first.
+EARLY_ENDINGS_MAX = 1024
+#: After a node answered that it does not know the call (a node older than this client),
+#: the stream is tried again after this long (seconds); the leases renew as before.
+ENDINGS_UNSUPPORTED_RETRY = 30.0
+#: `LeaseEnding.what` of the leader's progress markers (baton_proto::ENDINGS_PROGRESS): no
+#: ending, only the revision the stream is up to date with.
+ENDINGS_PROGRESS = "progress"
+#: The leader sends a marker every 500 ms while it hears from a quorum; hearing nothing for
+#: this long (seconds, baton_proto::ENDINGS_SILENCE_MS) means the node is cut off or no
+#: longer leads, so the feed looks for the leader again.
+ENDINGS_SILENCE = 2.0
+
+_PUSHED = (REVOKED, HANDED_OFF, EXPIRED)
+
+
+def _loss(m) -> Loss:
+    return Loss(
+        what=m.what if m.what in _PUSHED else GONE,
+        by=_maybe(m, "by", _actor),
+        reason=m.reason,
+        new_holder=m.new_holder or None,
+        new_token=m.new_token or None,
+        revision=m.revision,
+        at_unix_ms=m.at_unix_ms,
+    )
+
+
+class Following:
+    """A lease's place at the feed: `tell` is called once, with its ending."""
+
+    def __init__(self, key: str, token: int, tell: Callable[[Loss], None]):
+        self.key = key
+        self.token = token
+        self.tell = tell
+
+
+# How one stream's life ended.
+_IDLE, _COMPACTED, _UNSUPPORTED, _RETRY_NOW, _RETRY_LATER = range(5)
+
+
+class Feed:
+    """The session's stream and the leases that listen to it. Thread-safe."""
+
+    def __init__(self, client):
+        self._client = client
+        self._lock = threading.Lock()
+        #: Token -> its followers (a claim of a key already held keeps the token, so two
+        #: leases may share one).
+        self._followers: Dict[int, List[Following]] = {}
+        self._count = 0
+        #: Endings for tokens nobody followed yet, newest last.
+        self._early: Deque[Tuple[int, Loss]] = deque()
+        self._thread: Optional[threading.Thread] = None
+        #: The revision the stream resumes from.
+        self._next = 0
+        self._call = None
+        self._closed = False
+        #: Set when no lease is followed any more, or the client closed: cuts waits short.
+        self._idle = threading.Event()
+
+    def room(self) -> None:
+        """Raises `InvalidArgument` if another lease would be one too many for the session."""
+        with self._lock:
+            if self._count >= LEASES_PER_SESSION_MAX:
+                raise InvalidArgument(
+                    f"this session follows {self._count} leases already (LEASES_PER_SESSION_MAX); "
+                    "release some, or use another Client (another session)"
+                )
+
+    def follow(self, key: str, token: int, tell: Callable[[Loss], None]) -> Optional[Following]:
+        """Follows the lease `token` of `key`, starting the stream if it is not running.
+        None past `LEASES_PER_SESSION_MAX` (the renewals still decide)."""
+        following = Following(key, token, tell)
+        early = None
+        with self._lock:
+            if self._count >= LEASES_PER_SESSION_MAX or self._closed:
+                return None
+            for i, (t, loss) in enumerate(self._early):
+                if t == token:
+                    early = loss
+                    del self._early[i]
+                    break
+            else:
+                self._followers.setdefault(token, []).append(following)
+                self._count += 1
+                self._idle.clear()
+            if self._thread is None:
+                # Nothing ran, so nothing was heard: this lease's ending comes after its
+                # grant, at `token` + 1 or later.
+                self._next = token + 1
+                self._thread = threading.Thread(
+                    target=self._run, name=f"baton-endings {self._client.client_id}", daemon=True
+                )
+                self._thread.start()
+        if early is not None:
+            tell(early)
+        return following
+
+    def unfollow(self, following: Optional[Following]) -> None:
+        if following is None:
+            return
+        with self._lock:
+            followers = self._followers.get(following.token, [])
+            if following in followers:
+                followers.remove(following)
+                self._count -= 1
+                if not followers:
+                    del self._followers[following.token]
+            if self._count == 0:
+                self._stop_stream()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._stop_stream()
+
+    def _stop_stream(self) -> None:
+        # Under the lock.
+        self._idle.set()
+        if self._call is not None:
+            self._call.cancel()
+
+    def _deliver(self, token: int, loss: Loss) -> None:
+        """Tells `token`'s followers, or keeps the ending for one that follows late."""
+        with self._lock:
+            followers = self._followers.pop(token, [])
+            self._count -= len(followers)
+            if not followers and all(t != token for t, _ in self._early):
+                if len(self._early) >= EARLY_ENDINGS_MAX:
+                    self._early.popleft()
+                self._early.append((token, loss))
+        for following in followers:
+            following.tell(loss)
+
+    def _done(self) -> bool:
+        """Whether the stream should stop; if so, the thread is no longer running."""
+        with self._lock:
+            if self._count == 0 or self._closed:
+                self._thread = None
+                return True
+            return False
+
+    def _run(self) -> None:
+        backoff = BACKOFF_INITIAL
+        try:
+            while not self._done():
+                broke, healthy = self._stream_once()
+                if healthy:
+                    backoff = BACKOFF_INITIAL
+                if broke == _COMPACTED and self._recheck():
+                    continue
+                if broke == _UNSUPPORTED:
+                    self._idle.wait(ENDINGS_UNSUPPORTED_RETRY)
+                elif broke in (_COMPACTED, _RETRY_LATER):
+                    self._idle.wait(backoff * (0.5 + random.random() / 2))
+                    backoff = min(backoff * 2, BACKOFF_MAX)
+        finally:
+            # Should this thread die of an error, the next lease followed starts another.
+            with self._lock:
+                if self._thread is threading.current_thread():
+                    self._thread = None
+
+    def _stream_once(self) -> Tuple[int, bool]:
+        """Reads one stream at the leader (as far as the client knows it) until it breaks or
+        no lease is followed: how it broke, and whether it lived past the silence limit."""
+        client = self._client
+        endpoint = client._pick()
+        with self._lock:
+            if self._count == 0 or self._closed:
+                return _IDLE, False
+            request = pb.EndingsRequest(client_id=client.client_id, from_revision=self._next)
+            call = rpc.BatonStub(client._channel(endpoint)).Endings(request, metadata=client._metadata)
+            self._call = call
+        # grpc's blocking iterator has no timeout: a helper thread reads, this one waits on
+        # the queue for at most the silence limit. The helper ends with the call.
+        inbox: "queue.Queue" = queue.Queue()
+        threading.Thread(target=_pump, args=(call, inbox), name="baton-endings-read", daemon=True).start()
+        opened = time.monotonic()
+        healthy = False
+        try:
+            while True:
+                try:
+                    message, error = inbox.get(timeout=ENDINGS_SILENCE)
+                except queue.Empty:
+                    client._failed(endpoint, suspect=False)
+                    return _RETRY_NOW, healthy
+                if message is None:
+                    return self._broke(endpoint, error), healthy
+                healthy = healthy or time.monotonic() - opened > ENDINGS_SILENCE
+                if message.what == ENDINGS_PROGRESS:
+                    with self._lock:
+                        self._next = max(self._next, message.revision + 1)
+                    continue
+                self._deliver(message.token, _loss(message))
+                with self._lock:
+                    # Resume from this revision, not the next: one entry may end several
+                    # leases of the session, and a repeat is harmless (a token is told once).
+                    self._next = max(self._next, message.revision)
+                    if self._count == 0:
+                        return _IDLE, healthy
+        finally:
+            call.cancel()
+            with self._lock:
+                if self._call is call:
+                    self._call = None
+
+    def _broke(self, endpoint: str, error: Optional[grpc.RpcError]) -> int:
+        """What the end of a stream (at its open, or later) means."""
+        client = self._client
+        code = error.code() if error is not None else None
+        if code == grpc.StatusCode.CANCELLED:
+            # Only the feed cancels its calls: no lease is followed, or the client closed.
+            return _IDLE
+        if code == grpc.StatusCode.OUT_OF_RANGE:
+            return _COMPACTED
+        if code == grpc.StatusCode.UNIMPLEMENTED:
+            return _UNSUPPORTED
+        leader = None
+        if error is not None:
+            leader = client._learn_leader(error.trailing_metadata()) or client._learn_leader(
+                error.initial_metadata()
+            )
+        if leader is not None and leader != endpoint:
+            return _RETRY_NOW
+        client._failed(endpoint, suspect=False)
+        return _RETRY_LATER
+
+    def _recheck(self) -> bool:
+        """Past the leader's window: reads each followed lease linearizably, tells the
+        followers of the ones that are gone, and resumes from before the earliest read.
+        False if a read failed (the stream is tried again later; renewals go on meanwhile)."""
+        with self._lock:
+            leases = [(token, f[0].key) for token, f in self._followers.items() if f]
+        resume = None
+        for token, key in leases:
+            try:
+                probe = self._client.probe(key)
+            except BatonError:
+                return False
+            resume = probe.revision if resume is None else min(resume, probe.revision)
+            current = probe.lease
+            if current is not None and current.token == token:
+                continue
+            self._deliver(
+                token,
+                Loss(
+                    what=GONE,
+                    new_holder=current.holder if current else None,
+                    new_token=current.token if current else None,
+                    revision=probe.revision,
+                ),
+            )
+        if resume is not None:
+            with self._lock:
+                self._next = resume + 1
+        return True
+
+
+def _pump(call, inbox: "queue.Queue") -> None:
+    """Moves a stream's messages to `inbox`, then (None, the error or None) at its end."""
+    try:
+        for message in call:
+            inbox.put((message, None))
+        inbox.put((None, None))
+    except grpc.RpcError as e:
+        inbox.put((None, e))
