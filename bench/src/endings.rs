@@ -69,7 +69,8 @@ pub async fn run(
     if cfg.revokes == 0 || cfg.revokes > cfg.leases.min(ENDINGS_REVOKES_MAX) {
         bail!("revokes must be 1 to the leases (at most {ENDINGS_REVOKES_MAX})");
     }
-    // Every session's stream is its own connection to the leader.
+    // Every session is its own client: one connection to the leader, for its calls and
+    // its endings stream.
     let limit = [
         "--connections-max".to_string(),
         (cfg.sessions + 1_000).to_string(),
@@ -201,4 +202,101 @@ pub fn render(reports: &[EndingsReport]) -> String {
         );
     }
     out
+}
+
+/// Most `baton run` revokes one run measures.
+pub const SIGTERM_SAMPLES_MAX: usize = 200;
+
+/// From a revoke to `baton run`'s child receiving SIGTERM: the child is `baton-scale
+/// --await-sigterm FILE` (this program), which writes the wall-clock instant of its SIGTERM
+/// to FILE; `baton run` holds the key with a 60 s TTL, so no renewal (every 20 s) can be
+/// what told it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SigtermReport {
+    pub samples: usize,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// Runs `samples` revokes of `baton run` holders (the `baton` CLI at `cli_bin`, this program
+/// at `me` as the child) on a fresh cluster under `dir`.
+pub async fn run_sigterm(
+    node_bin: &Path,
+    cli_bin: &Path,
+    me: &Path,
+    dir: &Path,
+    samples: usize,
+) -> anyhow::Result<SigtermReport> {
+    if samples == 0 || samples > SIGTERM_SAMPLES_MAX {
+        bail!("samples must be 1 to {SIGTERM_SAMPLES_MAX}");
+    }
+    let mut cluster = BatonCluster::start_with(node_bin, 3, dir, &[], "warn")?;
+    cluster
+        .wait_healthy_on(&format!("{PREFIX}health"), Duration::from_secs(30))
+        .await?;
+    let operator = Client::connect(ClientConfig {
+        retry_deadline: Duration::from_secs(30),
+        ..ClientConfig::with_endpoints(cluster.endpoints.iter().cloned())
+    })
+    .await?;
+    let mut delays = Vec::new();
+    for i in 0..samples {
+        let key = format!("{PREFIX}run-{i}");
+        let stamp = dir.join(format!("sigterm-{i}"));
+        let mut run = tokio::process::Command::new(cli_bin)
+            .arg("--endpoints")
+            .arg(cluster.endpoints.join(","))
+            .args(["run", &key, "--ttl", "60s", "--grace", "10s", "--"])
+            .arg(me)
+            .arg("--await-sigterm")
+            .arg(&stamp)
+            .env_remove("BATON_CLIENT_ID")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting baton run")?;
+        // Wait until the child runs (its ready file), so the lease is held.
+        let ready = stamp.with_extension("ready");
+        let until = Instant::now() + SETTLE_LIMIT;
+        while !ready.exists() {
+            if Instant::now() > until {
+                bail!("baton run's child never started for {key}");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let sent = std::time::SystemTime::now();
+        operator.revoke_with(&key, "bench", false).await?;
+        tokio::time::timeout(SETTLE_LIMIT, run.wait())
+            .await
+            .context("baton run did not stop")??;
+        let at_ns: u128 = std::fs::read_to_string(&stamp)
+            .with_context(|| format!("the child of {key} got no SIGTERM"))?
+            .trim()
+            .parse()?;
+        let sent_ns = sent.duration_since(std::time::UNIX_EPOCH)?.as_nanos();
+        delays.push(at_ns.saturating_sub(sent_ns) as f64 / 1e6);
+    }
+    cluster.procs.stop();
+    delays.sort_by(f64::total_cmp);
+    let pct = |p: f64| delays[((delays.len() - 1) as f64 * p).round() as usize];
+    Ok(SigtermReport {
+        samples,
+        p50_ms: pct(0.5),
+        p99_ms: pct(0.99),
+        max_ms: delays.last().copied().unwrap_or(f64::NAN),
+    })
+}
+
+/// The child of `run_sigterm`: says it is ready (FILE.ready), waits for SIGTERM, writes its
+/// wall-clock instant in ns to FILE.
+pub async fn await_sigterm(stamp: &Path) -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    std::fs::write(stamp.with_extension("ready"), b"")?;
+    term.recv().await;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+    std::fs::write(stamp, now.as_nanos().to_string())?;
+    Ok(())
 }

@@ -340,7 +340,10 @@ async fn stream_once(client: &Client, feed: &Feed, backoff: &mut Backoff) -> Bro
     let from = feed.lock().next;
     let silence = Duration::from_millis(baton_proto::ENDINGS_SILENCE_MS);
     let opened = async {
-        let channel = client.stream_channel(&endpoint).ok()?;
+        // The client's own connection to the node, shared with its calls: a session costs
+        // the leader no connection of its own, and the progress markers, not HTTP/2 pings,
+        // tell a live stream from a dead one.
+        let channel = client.channel(&endpoint).ok()?;
         let request = client.request(pb::EndingsRequest {
             client_id: client.client_id().to_owned(),
             from_revision: from,

@@ -22,7 +22,7 @@ use clap::Parser;
   cargo build --release -p baton-node -p baton-bench
   target/release/baton-scale --leases 10000,100000,1000000
   target/release/baton-scale --watchers 1000,10000
-  target/release/baton-scale --endings 1:1,1:100,1:10000,1000:1000,1000:10000"
+  target/release/baton-scale --endings 1:1,1:100,1:10000,1000:1000,1000:10000 --run-revokes 50"
 )]
 struct Args {
     /// The baton-node binary [default: baton-node next to this program].
@@ -42,6 +42,15 @@ struct Args {
     /// Revokes measured per --endings pair (at most the leases).
     #[arg(long, default_value_t = 200)]
     endings_revokes: usize,
+    /// Revokes of `baton run` holders: from the revoke to the child's SIGTERM.
+    #[arg(long, default_value_t = 0)]
+    run_revokes: usize,
+    /// The baton CLI for --run-revokes [default: baton next to this program].
+    #[arg(long)]
+    cli_bin: Option<PathBuf>,
+    /// (internal) Be the child of --run-revokes: wait for SIGTERM, write its instant here.
+    #[arg(long, hide = true)]
+    await_sigterm: Option<PathBuf>,
     /// The writer's rate while the watchers watch.
     #[arg(long, default_value_t = 50)]
     watch_writes_per_s: u32,
@@ -68,6 +77,11 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(stamp) = args.await_sigterm.clone() {
+        return run_main("baton-scale", || async move {
+            endings::await_sigterm(&stamp).await
+        });
+    }
     run_main("baton-scale", || run(args))
 }
 
@@ -81,7 +95,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     println!("data and logs under {}", dir.path().display());
     let mut reports: Vec<ScaleReport> = Vec::new();
     let leases = args.leases.clone().unwrap_or_else(|| {
-        if args.watchers.is_empty() && args.endings.is_empty() {
+        if args.watchers.is_empty() && args.endings.is_empty() && args.run_revokes == 0 {
             vec![10_000, 100_000]
         } else {
             Vec::new()
@@ -132,9 +146,28 @@ async fn run(args: Args) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(&report)?);
         ended.push(report);
     }
+    let mut sigterm = None;
+    if args.run_revokes > 0 {
+        let me = std::env::current_exe()?;
+        let cli = args
+            .cli_bin
+            .clone()
+            .unwrap_or_else(|| me.with_file_name("baton"));
+        let run_dir = dir.path().join("run-sigterm");
+        std::fs::create_dir_all(&run_dir)?;
+        let report = endings::run_sigterm(&node_bin, &cli, &me, &run_dir, args.run_revokes).await?;
+        println!("{}", serde_json::to_string(&report)?);
+        sigterm = Some(report);
+    }
     println!();
     if !ended.is_empty() {
         println!("{}", endings::render(&ended));
+    }
+    if let Some(r) = sigterm {
+        println!(
+            "baton run: revoke -> child SIGTERM over {} revokes: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            r.samples, r.p50_ms, r.p99_ms, r.max_ms
+        );
     }
     if !reports.is_empty() {
         println!("{}", scale::render(&reports));
