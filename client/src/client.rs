@@ -248,13 +248,31 @@ impl Client {
         convert::token_check(answer.body)
     }
 
-    /// Operator force-release of `key`, recorded with `reason`. Returns the revoked lease, or
-    /// `None` when the key was already free.
+    /// Operator force-release of `key`, recorded with `reason`: [`Client::revoke_with`]
+    /// holding the key back (the default). Returns the revoked lease, or `None` when the key
+    /// was already free.
     pub async fn revoke(&self, key: &str, reason: &str) -> Result<Option<LeaseInfo>, Error> {
+        Ok(self.revoke_with(key, reason, false).await?.revoked)
+    }
+
+    /// Operator force-release of `key`, recorded with `reason`. The lease ends at once (its
+    /// holder is told, its token refused). Unless `now`, the key then stays unclaimable for
+    /// the lease's TTL, counted by each node from its apply of the revoke, so that no one is
+    /// granted it while the revoked holder may still believe it holds it (a holder cut off
+    /// from the cluster learns only at its safe deadline). `now` frees the key at once: for
+    /// resources that check fencing tokens. Without `now`, every member must read data
+    /// format 8, else [`Error::Refused`] (`format_pending`).
+    pub async fn revoke_with(
+        &self,
+        key: &str,
+        reason: &str,
+        now: bool,
+    ) -> Result<crate::types::Revoked, Error> {
         let request = pb::RevokeRequest {
             key: key.to_owned(),
             reason: reason.to_owned(),
             request_id: Some(self.next_request_id()),
+            now,
         };
         let answer = self
             .call("revoke", request, |channel, request| async move {

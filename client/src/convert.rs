@@ -166,6 +166,7 @@ fn quarantine(q: pb::KeyQuarantine) -> crate::record::QuarantineView {
         revision: q.revision,
         delay: Duration::from_millis(q.delay_ms),
         remaining: Duration::from_millis(q.remaining_ms),
+        revoked: q.revoked,
     }
 }
 
@@ -177,8 +178,12 @@ pub(crate) fn token_check(response: pb::CheckTokenResponse) -> Result<TokenCheck
     })
 }
 
-pub(crate) fn revoked(response: pb::RevokeResponse) -> Result<Option<LeaseInfo>, Error> {
-    optional_lease(response.revoked)
+pub(crate) fn revoked(response: pb::RevokeResponse) -> Result<crate::types::Revoked, Error> {
+    Ok(crate::types::Revoked {
+        revoked: optional_lease(response.revoked)?,
+        revision: response.revision,
+        claimable_in: std::time::Duration::from_millis(response.claimable_in_ms),
+    })
 }
 
 fn holder(holder: pb::Holder) -> HolderInfo {
@@ -464,6 +469,7 @@ pub(crate) fn refusal(status: &tonic::Status) -> Refusal {
         quarantine_revision: d.quarantine_revision,
         quarantine_delay_ms: d.quarantine_delay_ms,
         quarantine_remaining_ms: d.quarantine_remaining_ms,
+        quarantine_revoked: d.quarantine_revoked,
         keys: d.keys,
         keys_max: d.keys_max,
         data_format: d.data_format,

@@ -186,6 +186,7 @@ fn record_with_offer_and_empty_last_note() {
                 revision: 9,
                 delay_ms: 30_000,
                 remaining_ms: 12_000,
+                revoked: false,
             }),
             ..Default::default()
         },

@@ -111,6 +111,9 @@ pub struct Refusal {
     pub quarantine_delay_ms: u64,
     /// The answering node's estimate of the quarantine's time left, in ms.
     pub quarantine_remaining_ms: u64,
+    /// The quarantine was started by a revoke holding the key back for the revoked
+    /// holder's window, not by an expiry.
+    pub quarantine_revoked: bool,
     /// The keys the cluster holds, and its limit (`key_limit`).
     pub keys: u64,
     pub keys_max: u64,
@@ -139,6 +142,7 @@ impl Refusal {
             quarantine_revision: 0,
             quarantine_delay_ms: 0,
             quarantine_remaining_ms: 0,
+            quarantine_revoked: false,
             keys: 0,
             keys_max: 0,
             data_format: 0,

@@ -111,6 +111,6 @@ pub use record::{Assigned, QuarantineView, Record, RecordPatch, RecordView};
 pub use types::{
     safe_deadline, AccessChange, AccessView, ActorInfo, AssignmentInfo, Board, ClaimOutcome,
     ClusterStatus, Grant, HolderInfo, LeaseInfo, Member, Membership, Probe, ReadMode,
-    ReleaseOutcome, RenewOutcome, SnapshotTaken, TokenCheck,
+    ReleaseOutcome, RenewOutcome, Revoked, SnapshotTaken, TokenCheck,
 };
 pub use watch::WatchStream;

@@ -127,6 +127,9 @@ pub struct QuarantineView {
     /// The answering node's estimate of the time left.
     #[serde(rename = "remaining_ms", serialize_with = "crate::types::as_millis")]
     pub remaining: std::time::Duration,
+    /// Started by a revoke that holds the key back for the revoked holder's window ("revoked,
+    /// claimable in ..."), not by an expiry under a quarantine rule.
+    pub revoked: bool,
 }
 
 #[cfg(test)]

@@ -390,3 +390,16 @@ pub struct AccessChange {
     /// What it set: a summary, or that it cleared the policy.
     pub what: String,
 }
+
+/// The answer to [`crate::Client::revoke_with`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Revoked {
+    /// The lease that was revoked; `None` when the key was already free.
+    pub revoked: Option<LeaseInfo>,
+    /// The revision of the revoke.
+    pub revision: u64,
+    /// How long the key stays unclaimable: the revoked lease's TTL for a revoke that holds
+    /// the key back (the default), zero with `now` or for a free key.
+    #[serde(rename = "claimable_in_ms", serialize_with = "crate::types::as_millis")]
+    pub claimable_in: std::time::Duration,
+}

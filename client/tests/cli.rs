@@ -267,10 +267,45 @@ fn a_quarantined_key_shows_as_such_in_probe_and_record_and_the_rules_list() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains(
-            "quarantined (no holder; claims are refused until each ends):\n  q/a  free in "
+            "quarantined or revoked (no holder; claims are refused until each ends):\n  q/a  free in "
         ),
         "{text}"
     );
+    // A default revoke holds the key back for the lease's TTL, and every view says so.
+    let (code, v) = node.json(&["claim", "r/a", "--holder", "alice", "--ttl", "30s"]);
+    assert_eq!(code, 0, "{v}");
+    let (code, v) = node.json(&["revoke", "r/a", "--reason", "stuck"]);
+    assert_eq!(
+        (code, &v["claimable_in_ms"]),
+        (0, &Value::from(30_000)),
+        "{v}"
+    );
+    let (code, v) = node.json(&["claim", "r/a", "--holder", "bob"]);
+    assert_eq!(
+        (code, &v["reason"], &v["refusal"]["quarantine_revoked"]),
+        (3, &Value::from("quarantined"), &Value::Bool(true)),
+        "{v}"
+    );
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("r/a was revoked (revision "),
+        "{v}"
+    );
+    let out = node.baton(&["board", "r/"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("  r/a  revoked, claimable in "), "{text}");
+    let out = node.baton(&["probe", "r/a"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("r/a was revoked: no one holds it"), "{text}");
+    // `--now` frees a key at once.
+    let (code, v) = node.json(&["claim", "r/b", "--holder", "alice", "--ttl", "30s"]);
+    assert_eq!(code, 0, "{v}");
+    let (code, v) = node.json(&["revoke", "r/b", "--reason", "fenced", "--now"]);
+    assert_eq!((code, &v["claimable_in_ms"]), (0, &Value::from(0)), "{v}");
+    let (code, v) = node.json(&["claim", "r/b", "--holder", "bob"]);
+    assert_eq!(code, 0, "{v}");
     let (_, v) = node.json(&["board", "other/"]);
     assert_eq!(v["quarantines"], serde_json::json!({}), "{v}");
     // 0s removes the rule; the list is empty again.

@@ -548,8 +548,11 @@ async fn an_operator_revokes_from_the_page_it_pages_and_a_dead_node_shows() {
         .unwrap();
     browser.send_alert_text("stuck on step 4").await.unwrap();
     browser.accept_alert().await.unwrap();
-    until(&browser, "jobs/c gone after the revoke", async |b| {
-        row_text(b, "jobs/c").await.is_none()
+    // The lease is gone, and the key is held back for the revoked holder's window.
+    until(&browser, "jobs/c revoked and held back", async |b| {
+        row_text(b, "jobs/c").await.is_some_and(|(text, _)| {
+            text.contains("revoked, claimable") && !text.contains("codex@host-b")
+        })
     })
     .await;
     let history = codex

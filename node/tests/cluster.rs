@@ -723,6 +723,7 @@ async fn request_size_and_board_page_limits_are_enforced() {
             key: "tasks/limit".into(),
             reason: "r".repeat(300 * 1024),
             request_id: None,
+            now: false,
         })
         .await
         .unwrap_err();
@@ -1089,13 +1090,14 @@ async fn a_deposed_leader_whose_pending_writes_a_snapshot_covered_keeps_taking_w
     );
 }
 
-/// Clearing an assignment is a command of data format 5, which an older node cannot decode:
-/// the leader proposes it only once every member told it that it reads format 5. Here one
-/// member never answered the current leader (down since before the election): refused,
-/// typed, naming it, and nothing changed; once it answers, the clear goes through and every
-/// node has it.
+/// Clearing an assignment is a command of data format 5, and a revoke that holds the key
+/// back one of format 8, which an older node cannot decode: the leader proposes each only
+/// once every member told it that it reads that format. Here one member never answered the
+/// current leader (down since before the election): refused, typed, naming it, and nothing
+/// changed (`revoke --now`, of every format, still works); once it answers, the clear goes
+/// through and every node has it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clearing_an_assignment_waits_until_every_member_said_it_reads_format_5() {
+async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
     let _serial = serial().await;
     let mut cluster = Cluster::start(3).await;
     let first = cluster.leader(Duration::from_secs(10)).await;
@@ -1136,6 +1138,21 @@ async fn clearing_an_assignment_waits_until_every_member_said_it_reads_format_5(
         }
         other => panic!("expected a format_pending refusal: {other:?}"),
     }
+    // So is a revoke that holds the key back (format 8), while `--now` (any format) works.
+    client
+        .claim("tasks/u2", "worker", Duration::from_secs(30))
+        .await
+        .unwrap();
+    match client.revoke_with("tasks/u2", "stuck", false).await {
+        Err(Error::Refused(r)) => {
+            assert_eq!(r.reason, baton_client::RefusalReason::FormatPending);
+            assert_eq!((r.data_format, r.nodes.as_slice()), (8, &[silent][..]));
+            assert!(r.message.contains("revoke --now"), "{}", r.message);
+        }
+        other => panic!("expected a format_pending refusal: {other:?}"),
+    }
+    let now = client.revoke_with("tasks/u2", "stuck", true).await.unwrap();
+    assert!(now.revoked.is_some() && now.claimable_in.is_zero());
     let view = client
         .record("tasks/u1", ReadMode::Linearizable)
         .await

@@ -248,3 +248,100 @@ async fn a_guard_hears_at_once_that_it_was_revoked_or_handed_off_with_the_facts_
     assert_eq!(ending.what, EndedHow::Revoked);
     assert_eq!(ending.reason, "after the election");
 }
+
+/// Claims `key` as `other` until granted (within 30 s); the instant of the grant's answer
+/// and whether any refusal on the way said the key was held back by a revoke.
+async fn claim_until_granted(other: &Client, key: &str) -> (Instant, bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut held_back = false;
+    loop {
+        match other.claim(key, "successor", Duration::from_secs(3)).await {
+            Ok(ClaimOutcome::Granted(_)) => return (Instant::now(), held_back),
+            Err(baton_client::Error::Refused(r)) => {
+                held_back |= r.reason == baton_client::RefusalReason::Quarantined
+                    && r.quarantine_revoked
+                    && r.message.contains("was revoked");
+            }
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "{key} was never granted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_holder_cut_off_from_the_cluster_keeps_the_key_from_others_until_its_safe_deadline_unless_now(
+) {
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    let mut proxies = Vec::new();
+    for addr in cluster.endpoints() {
+        proxies.push(Proxy::start(addr).await);
+    }
+    let holder = Client::connect(ClientConfig {
+        endpoints: proxies.iter().map(|p| p.addr.clone()).collect(),
+        retry_deadline: Duration::from_secs(2),
+        request_timeout: Duration::from_millis(500),
+        follow_leader_hints: false,
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let operator = cluster.client().await;
+    let other = cluster.client().await;
+    let ttl = Duration::from_secs(3);
+
+    // A default revoke: the holder, cut off, cannot hear it; no one else gets the key
+    // before the holder's safe deadline has passed.
+    let g = guard(holder.claim_guarded("tasks/cut", "h", ttl).await.unwrap());
+    for p in &proxies {
+        p.set_cut(true);
+    }
+    let revoked = operator
+        .revoke_with("tasks/cut", "host-a is unreachable", false)
+        .await
+        .unwrap();
+    assert_eq!(revoked.revoked.map(|l| l.token), Some(g.token()));
+    assert_eq!(revoked.claimable_in, ttl, "held back for the lease's TTL");
+    let (granted_at, held_back) = claim_until_granted(&other, "tasks/cut").await;
+    let reason = tokio::time::timeout(ttl * 2, g.lost()).await.unwrap();
+    assert!(
+        matches!(reason, LossReason::DeadlinePassed { .. }),
+        "a cut-off holder hears nothing: {reason:?}"
+    );
+    assert!(
+        held_back,
+        "a claim during the hold was refused as held back by the revoke"
+    );
+    assert!(
+        granted_at >= g.safe_until(),
+        "another client was granted the key {:?} before the revoked holder's safe deadline",
+        g.safe_until() - granted_at
+    );
+
+    // `--now`: the key is free at once, while the cut-off holder still believes.
+    for p in &proxies {
+        p.set_cut(false);
+    }
+    let g = guard(
+        holder
+            .claim_guarded("tasks/cut-now", "h", ttl)
+            .await
+            .unwrap(),
+    );
+    for p in &proxies {
+        p.set_cut(true);
+    }
+    let revoked = operator
+        .revoke_with("tasks/cut-now", "fenced resource", true)
+        .await
+        .unwrap();
+    assert_eq!(revoked.claimable_in, Duration::ZERO);
+    let (granted_at, held_back) = claim_until_granted(&other, "tasks/cut-now").await;
+    assert!(!held_back);
+    assert!(
+        granted_at < g.safe_until(),
+        "revoke --now frees the key at once, inside the holder's window: the promise that \
+         remains is the fencing token"
+    );
+}

@@ -113,8 +113,8 @@ async fn a_format_3_data_dir_is_upgraded_in_place_keeping_every_event_as_recorde
     node.wait_ready();
     assert_eq!(
         identity_format(&dir),
-        7,
-        "the identity says the newest format (7) once the log is rewritten and moved"
+        u64::from(baton_node::store::DATA_FORMAT),
+        "the identity says the newest format once the log is rewritten and moved"
     );
 
     // The old events, as format 3 recorded them, marked so.
@@ -198,7 +198,11 @@ async fn a_format_6_data_dir_keeps_its_log_and_writes_marks_from_then_on() {
 
     let node = Node::start(&dir, &tmp.path().join("node-1.log"));
     node.wait_ready();
-    assert_eq!(identity_format(&dir), 7, "the identity says format 7");
+    assert_eq!(
+        identity_format(&dir),
+        u64::from(baton_node::store::DATA_FORMAT),
+        "the identity says the current format"
+    );
     assert!(
         dir.join("raft.meta").exists() && !dir.join("sled").exists(),
         "the vote and purge point moved out of sled, and sled's files gone"

@@ -283,6 +283,12 @@ the assignment only says who a dispatcher wanted.")]
         /// Why the key is revoked; kept in the key's history.
         #[arg(long)]
         reason: String,
+        /// Free the key at once. By default the key stays unclaimable for the lease's TTL,
+        /// until the revoked holder's safe window has passed (a holder cut off from the
+        /// cluster may still believe it holds the key until then); use --now only for
+        /// resources that check fencing tokens.
+        #[arg(long)]
+        now: bool,
     },
     /// Change the record of KEY, with the key's current TOKEN (a fenced write).
     #[command(after_help = "Examples:

@@ -224,9 +224,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             };
             output::quarantine_rules(&rules, format)
         }
-        Command::Revoke { key, reason } => {
-            let revoked = client.revoke(&key, &reason).await?;
-            output::revoke(&key, revoked.as_ref(), format)
+        Command::Revoke { key, reason, now } => {
+            let revoked = client.revoke_with(&key, &reason, now).await?;
+            output::revoke(&key, &revoked, format)
         }
         Command::Run(run_args) => run::run(&client, run_args, wait_timeout, format).await?,
         Command::Mcp(mcp_args) => {

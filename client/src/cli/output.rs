@@ -229,6 +229,14 @@ pub fn probe(view: &RecordView, format: OutputFormat) -> Rendered {
 
 /// A key no one holds that claims are refused for: when that ends.
 pub fn quarantine_line(key: &str, q: &baton_client::QuarantineView) -> String {
+    if q.revoked {
+        return format!(
+            "{key} was revoked: no one holds it, and claims are refused until {} (revision {}: \
+             the revoked holder's lease would have expired by then)\n",
+            in_human(q.remaining),
+            q.revision
+        );
+    }
     format!(
         "{key} is quarantined: no one holds it, but claims are refused until {} (its holder's \
          lease expired at revision {}; the rule's delay is {})\n",
@@ -289,13 +297,21 @@ pub fn board(prefix: &str, board: &Board, unclaimed_only: bool, format: OutputFo
         board_table(board)
     };
     if !board.quarantines.is_empty() {
-        text.push_str("quarantined (no holder; claims are refused until each ends):\n");
+        text.push_str("quarantined or revoked (no holder; claims are refused until each ends):\n");
         for (key, q) in &board.quarantines {
-            text.push_str(&format!(
-                "  {key}  free {} (its holder's lease expired at revision {})\n",
-                in_human(q.remaining),
-                q.revision
-            ));
+            let line = match q.revoked {
+                true => format!(
+                    "  {key}  revoked, claimable {} (revision {})\n",
+                    in_human(q.remaining),
+                    q.revision
+                ),
+                false => format!(
+                    "  {key}  free {} (its holder's lease expired at revision {})\n",
+                    in_human(q.remaining),
+                    q.revision
+                ),
+            };
+            text.push_str(&line);
         }
     }
     text.push_str(&unclaimed_text(prefix, board));
@@ -369,19 +385,23 @@ pub fn check(key: &str, token: u64, check: &TokenCheck, format: OutputFormat) ->
 }
 
 /// `baton revoke`.
-pub fn revoke(key: &str, revoked: Option<&LeaseInfo>, format: OutputFormat) -> Rendered {
-    #[derive(Serialize)]
-    struct Json<'a> {
-        revoked: Option<&'a LeaseInfo>,
-    }
-    let text = match revoked {
+pub fn revoke(key: &str, answer: &baton_client::types::Revoked, format: OutputFormat) -> Rendered {
+    let text = match &answer.revoked {
+        Some(lease) if !answer.claimable_in.is_zero() => format!(
+            "revoked {} from {} (token {}); claimable in {}s, once the revoked lease would \
+             have expired (--now frees it at once)\n",
+            lease.key,
+            lease.holder_name,
+            lease.token,
+            answer.claimable_in.as_secs()
+        ),
         Some(lease) => format!(
-            "revoked {} from {} (token {})\n",
+            "revoked {} from {} (token {}); claimable now\n",
             lease.key, lease.holder_name, lease.token
         ),
         None => format!("{key} was already free\n"),
     };
-    Rendered::new(format, Json { revoked }, text, Verdict::Ok)
+    Rendered::new(format, answer, text, Verdict::Ok)
 }
 
 /// The quarantine rules after `baton quarantine`.

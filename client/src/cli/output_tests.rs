@@ -298,6 +298,7 @@ fn board_table_has_the_documented_columns() {
                     revision: 40,
                     delay: Duration::from_secs(30),
                     remaining: Duration::from_millis(27_500),
+                    revoked: false,
                 },
             )]
             .into(),
@@ -318,7 +319,7 @@ fn board_table_has_the_documented_columns() {
     );
     assert_eq!(
         lines.next().unwrap(),
-        "quarantined (no holder; claims are refused until each ends):"
+        "quarantined or revoked (no holder; claims are refused until each ends):"
     );
     assert_eq!(
         lines.next().unwrap(),
@@ -419,13 +420,47 @@ fn check_of_a_stale_token_stands_down() {
     assert!(out.stdout.contains("is current"));
 }
 
+fn revoked(lease: Option<LeaseInfo>, claimable_in_s: u64) -> baton_client::Revoked {
+    baton_client::Revoked {
+        revoked: lease,
+        revision: 9,
+        claimable_in: Duration::from_secs(claimable_in_s),
+    }
+}
+
 #[test]
-fn revoke_json_shape() {
-    let out = revoke("tasks/evidence-42", None, OutputFormat::Json);
-    assert_eq!(json_of(&out), json!({"revoked": null}));
-    let lease = lease();
-    let out = revoke("tasks/evidence-42", Some(&lease), OutputFormat::Json);
-    assert_eq!(json_of(&out), json!({"revoked": lease_json()}));
+fn revoke_json_shape_and_text_say_when_the_key_is_claimable() {
+    let out = revoke("tasks/evidence-42", &revoked(None, 0), OutputFormat::Json);
+    assert_eq!(
+        json_of(&out),
+        json!({"revoked": null, "revision": 9, "claimable_in_ms": 0})
+    );
+    let out = revoke(
+        "tasks/evidence-42",
+        &revoked(Some(lease()), 30),
+        OutputFormat::Json,
+    );
+    assert_eq!(
+        json_of(&out),
+        json!({"revoked": lease_json(), "revision": 9, "claimable_in_ms": 30_000})
+    );
+    let out = revoke(
+        "tasks/evidence-42",
+        &revoked(Some(lease()), 30),
+        OutputFormat::Table,
+    );
+    assert!(
+        out.stdout
+            .contains("; claimable in 30s, once the revoked lease"),
+        "{}",
+        out.stdout
+    );
+    let out = revoke(
+        "tasks/evidence-42",
+        &revoked(Some(lease()), 0),
+        OutputFormat::Table,
+    );
+    assert!(out.stdout.contains("; claimable now"), "{}", out.stdout);
 }
 
 fn status(node_id: u64, state: &str) -> ClusterStatus {
@@ -668,7 +703,7 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
             },
             f,
         ),
-        revoke("k", Some(&lease()), f),
+        revoke("k", &revoked(Some(lease()), 30), f),
         run_held(&lease(), false, None, f),
         cluster_status(&[node], f),
         records::updated("tasks/x", &records::tests::sample_record(), f),

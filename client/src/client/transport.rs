@@ -393,7 +393,7 @@ impl Client {
 
     /// The channel to a normalised `host:port`, created on first use. Channels connect
     /// lazily and reconnect by themselves after a failure.
-    pub(super) fn channel(&self, endpoint: &str) -> Result<Channel, Error> {
+    pub(crate) fn channel(&self, endpoint: &str) -> Result<Channel, Error> {
         if let Some(channel) = self.routing().channels.get(endpoint) {
             return Ok(channel.clone());
         }

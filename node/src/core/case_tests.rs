@@ -771,6 +771,66 @@ fn an_expiry_under_a_quarantine_rule_keeps_the_key_unclaimable_until_the_leader_
 }
 
 #[test]
+fn a_revoke_that_holds_the_key_back_keeps_it_unclaimable_for_the_leases_ttl_and_says_so() {
+    let mut t = LeaseTable::default();
+    let revoke_held = |t: &LeaseTable, key: &str| {
+        cmd_in(
+            t,
+            Op::RevokeHeld {
+                key: key.into(),
+                reason: "host-a is gone".into(),
+            },
+        )
+    };
+    let tok = token_of(&claim(&mut t, 2, "p/1", "a"));
+    let ttl_ms = t.lease("p/1").unwrap().ttl_ms;
+    match t.apply(3, &revoke_held(&t, "p/1")) {
+        Outcome::Revoked { previous: Some(l) } => assert_eq!(l.token, tok),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(t.lease("p/1"), None, "the lease ends at once");
+    let q = t.case("p/1").unwrap().quarantine.clone().unwrap();
+    assert_eq!(
+        (q.revision, q.delay_ms),
+        (3, ttl_ms),
+        "held back for the lease's TTL from the revoke"
+    );
+    assert!(
+        t.held_back_by_revoke("p/1", 3),
+        "the history says a revoke started it"
+    );
+    refused(claim(&mut t, 4, "p/1", "b"));
+    let end = cmd_in(
+        &t,
+        Op::EndQuarantine {
+            key: "p/1".into(),
+            revision: 3,
+        },
+    );
+    assert_eq!(t.apply(5, &end), Outcome::QuarantineEnded);
+    token_of(&claim(&mut t, 6, "p/1", "b"));
+    // A free key is not held back: there is no holder to wait for.
+    t.apply(7, &revoke_held(&t, "p/2"));
+    assert!(t.case("p/2").is_none_or(|c| c.quarantine.is_none()));
+    token_of(&claim(&mut t, 8, "p/2", "c"));
+    // An expiry's quarantine is not a revoke's.
+    set_quarantine(&mut t, 9, "q/", 5_000);
+    let tok = token_of(&claim(&mut t, 10, "q/1", "a"));
+    t.apply(
+        11,
+        &cmd_in(
+            &t,
+            Op::Expire {
+                key: "q/1".into(),
+                token: tok,
+                basis: 10,
+            },
+        ),
+    );
+    assert!(!t.held_back_by_revoke("q/1", 11));
+}
+
+#[test]
 fn a_clean_release_or_a_revoke_never_quarantines() {
     let mut t = LeaseTable::default();
     set_quarantine(&mut t, 1, "p/", 30_000);

@@ -96,6 +96,10 @@ fn op(rng: &mut dyn RngCore, table: &LeaseTable, seen: &[u64]) -> Op {
             let basis = table.lease(&key).map_or(token, |l| l.basis);
             Op::Expire { key, token, basis }
         }
+        6 if rng.gen_ratio(1, 2) => Op::RevokeHeld {
+            key,
+            reason: "operator".into(),
+        },
         6 => Op::Revoke {
             key,
             reason: "operator".into(),

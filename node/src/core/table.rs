@@ -246,6 +246,20 @@ impl LeaseTable {
         }
     }
 
+    /// Whether the quarantine of `key` that `revision` started was started by a revoke
+    /// (`Op::RevokeHeld`: the key is held back for the revoked holder's window) rather than
+    /// by an expiry under a quarantine rule: the history says which entry it was.
+    pub fn held_back_by_revoke(&self, key: &str, revision: u64) -> bool {
+        self.cases.get(key).is_some_and(|c| {
+            c.history
+                .events
+                .iter()
+                .rev()
+                .find(|e| e.revision == revision)
+                .is_some_and(|e| e.kind == super::case::EventKind::Revoked)
+        })
+    }
+
     pub fn quarantine_rules(&self) -> &BTreeMap<String, u64> {
         &self.quarantine_rules
     }
@@ -510,7 +524,10 @@ impl LeaseTable {
         let op = &cmd.op;
         let key = op.key();
         let creates_key = !self.cases.contains_key(key)
-            && matches!(op, Op::Claim { .. } | Op::Assign { .. } | Op::Revoke { .. });
+            && matches!(
+                op,
+                Op::Claim { .. } | Op::Assign { .. } | Op::Revoke { .. } | Op::RevokeHeld { .. }
+            );
         if creates_key && self.cases.len() >= self.keys_max() {
             return Outcome::Refused {
                 refusal: Refusal::KeyLimit {
@@ -537,7 +554,8 @@ impl LeaseTable {
                 ..
             } => step.release(*token, final_status.as_deref()),
             Op::Expire { token, basis, .. } => step.expire(*token, *basis),
-            Op::Revoke { reason, .. } => step.revoke(reason),
+            Op::Revoke { reason, .. } => step.revoke(reason, false),
+            Op::RevokeHeld { reason, .. } => step.revoke(reason, true),
             Op::Update { token, patch, .. } => step.update(*token, patch),
             Op::Assign { to, by, reason, .. } => step.assign(to, by, reason),
             Op::Unassign { by, reason, .. } => step.unassign(by, reason),

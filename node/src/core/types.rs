@@ -167,6 +167,16 @@ pub enum Op {
         by: String,
         reason: String,
     },
+    /// Ends the key's lease like `Revoke`, and keeps the key unclaimable (a quarantine of the
+    /// lease's TTL, each node counting from its own apply) until the revoked holder's safe
+    /// window has passed, so that no one is granted the key while a holder cut off from the
+    /// cluster may still believe it holds it (data format 8: proposed only once every member
+    /// reads it). A free key is left as it is. Appended last, so that every earlier variant
+    /// keeps its encoding.
+    RevokeHeld {
+        key: String,
+        reason: String,
+    },
 }
 
 impl Op {
@@ -219,6 +229,11 @@ impl Op {
             }
             Op::Revoke { key, reason } => {
                 feed(b"revoke");
+                feed(key.as_bytes());
+                feed(reason.as_bytes());
+            }
+            Op::RevokeHeld { key, reason } => {
+                feed(b"revoke-held");
                 feed(key.as_bytes());
                 feed(reason.as_bytes());
             }
@@ -298,6 +313,7 @@ impl Op {
             | Op::Release { key, .. }
             | Op::Expire { key, .. }
             | Op::Revoke { key, .. }
+            | Op::RevokeHeld { key, .. }
             | Op::Update { key, .. }
             | Op::Assign { key, .. }
             | Op::Unassign { key, .. }
@@ -346,7 +362,7 @@ impl Op {
                 }
                 Ok(())
             }
-            Op::Revoke { reason: r, .. } => validate::reason(r),
+            Op::Revoke { reason: r, .. } | Op::RevokeHeld { reason: r, .. } => validate::reason(r),
             Op::Release {
                 token: t,
                 final_status,

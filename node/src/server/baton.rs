@@ -577,15 +577,28 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::RevokeResponse, Refusal> {
         let (id, op) = convert::revoke(req)?;
+        let held = matches!(op, Op::RevokeHeld { .. });
+        if held {
+            self.format_gate(
+                8,
+                "a revoke that holds the key back for the revoked holder's window (use \
+                 `revoke --now` to free it at once)",
+            )?;
+        }
         let key = op.key().to_string();
         let (outcome, revision) = self.propose(id, op, who.principal).await?;
         match outcome {
             Outcome::Revoked { previous } => {
                 tracing::warn!(key = %key, revision, token = previous.as_ref().map(|l| l.token),
-                    "operator revoked a lease");
+                    held, "operator revoked a lease");
+                let claimable_in_ms = match (&previous, held) {
+                    (Some(l), true) => l.ttl_ms,
+                    _ => 0,
+                };
                 Ok(pb::RevokeResponse {
                     revoked: previous.map(|l| self.lease(&l)),
                     revision,
+                    claimable_in_ms,
                 })
             }
             other => Err(unexpected(other)),
@@ -864,6 +877,9 @@ impl Ctx {
             revision: q.revision,
             delay_ms: q.delay_ms,
             remaining_ms: convert::quarantine_left_ms(&self.sm, &req.key, q.revision, q.delay_ms),
+            revoked: self
+                .sm
+                .read(|s| s.table.held_back_by_revoke(&req.key, q.revision)),
         });
         Ok(pb::GetRecordResponse {
             record: Some(record),
@@ -977,6 +993,7 @@ impl Ctx {
                         revision: basis,
                         delay_ms,
                         remaining_ms: left.as_millis() as u64,
+                        revoked: s.table.held_back_by_revoke(&key, basis),
                     };
                     (key, q)
                 })

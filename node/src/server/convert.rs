@@ -129,9 +129,15 @@ pub fn release(req: pb::ReleaseRequest) -> Result<(Option<Origin>, Op), Status> 
 pub fn revoke(req: pb::RevokeRequest) -> Result<(Option<Origin>, Op), Status> {
     validate::key(&req.key).map_err(invalid)?;
     validate::reason(&req.reason).map_err(invalid)?;
-    let op = Op::Revoke {
-        key: req.key,
-        reason: req.reason,
+    let op = match req.now {
+        true => Op::Revoke {
+            key: req.key,
+            reason: req.reason,
+        },
+        false => Op::RevokeHeld {
+            key: req.key,
+            reason: req.reason,
+        },
     };
     Ok((origin(req.request_id, &op)?, op))
 }
@@ -407,8 +413,25 @@ pub fn quarantine_left_ms(
 /// assignment is read from `sm`.
 pub fn refusal_status(refusal: &crate::core::Refusal, sm: &crate::store::StateMachine) -> Status {
     use crate::core::Refusal as R;
-    let message = refusal.to_string();
     let key = refusal.key();
+    // A quarantine a revoke started is told as what it is: the revoked holder's window.
+    let held_back = match refusal {
+        R::Quarantined {
+            revision, delay_ms, ..
+        } if sm.read(|s| s.table.held_back_by_revoke(key, *revision)) => {
+            Some((*revision, quarantine_left_ms(sm, key, *revision, *delay_ms)))
+        }
+        _ => None,
+    };
+    let message = match held_back {
+        Some((revision, left_ms)) => format!(
+            "{key} was revoked (revision {revision}): claimable in {} s, once the revoked \
+             holder's lease would have expired (a holder cut off from the cluster may still \
+             believe it holds it until then; `revoke --now` frees a key at once)",
+            left_ms.div_ceil(1000)
+        ),
+        None => refusal.to_string(),
+    };
     let assignment = sm.read(|s| {
         s.table
             .case(key)
@@ -453,6 +476,7 @@ pub fn refusal_status(refusal: &crate::core::Refusal, sm: &crate::store::StateMa
             details.quarantine_revision = *revision;
             details.quarantine_delay_ms = *delay_ms;
             details.quarantine_remaining_ms = quarantine_left_ms(sm, key, *revision, *delay_ms);
+            details.quarantine_revoked = held_back.is_some();
         }
         R::KeyLimit { keys, keys_max, .. } => {
             details.keys = *keys;

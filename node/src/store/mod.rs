@@ -62,7 +62,10 @@ use std::sync::Arc;
 /// the identity says 7 from the first open on, and older binaries refuse the dir. Format 7
 /// also keeps the vote, purge point and committed id in a checksummed file of its own
 /// (`meta`) instead of sled: sled's are read once at the upgrade, and its dir removed.
-pub const DATA_FORMAT: u32 = 7;
+/// Format 8: one more command, `Op::RevokeHeld` (a revoke that keeps the key unclaimable
+/// for the revoked holder's window); a format-7 dir is format 8 as it is, and the leader
+/// proposes the new command only once every member said it reads format 8, as for format 5.
+pub const DATA_FORMAT: u32 = 8;
 /// The oldest format this baton reads (and upgrades).
 pub const DATA_FORMAT_OLDEST: u32 = 2;
 const IDENTITY_FILE: &str = "baton.id";

@@ -707,33 +707,38 @@ async fn a_format_4_or_5_data_dir_has_its_log_and_meta_moved_from_sled() {
     }
 }
 
+/// A format-6 dir (no marks yet) and a format-7 dir (format 8 adds only a log command) are
+/// read as they are and say the current format from their first open.
 #[tokio::test]
-async fn a_format_6_data_dir_keeps_its_segment_log_and_says_format_7() {
+async fn a_format_6_or_7_data_dir_keeps_its_segment_log_and_says_the_current_format() {
     use openraft::testing::log_id;
     use openraft::{Entry, EntryPayload, RaftLogReader};
-    let dir = tempfile::tempdir().unwrap();
-    let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
-    drop(sm);
-    let entries: Vec<Entry<TypeConfig>> = (1..=5)
-        .map(|i| Entry {
-            log_id: log_id(1, 1, i),
-            payload: EntryPayload::Blank,
-        })
-        .collect();
-    log.write_entries(entries.clone()).unwrap();
-    log.sync().await.unwrap();
-    drop(log);
-    let id_path = dir.path().join(IDENTITY_FILE);
-    let mut id: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
-    id["format"] = 6.into();
-    std::fs::write(&id_path, serde_json::to_vec(&id).unwrap()).unwrap();
-    let (mut log, _sm) = reopen(dir.path());
-    let id: serde_json::Value = serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
-    assert_eq!(id["format"], 7);
-    assert_eq!(
-        log.try_get_log_entries(0..).await.unwrap(),
-        entries,
-        "a format-6 log is read as it is, not moved from sled (which holds none)"
-    );
+    for format in [6, 7] {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
+        drop(sm);
+        let entries: Vec<Entry<TypeConfig>> = (1..=5)
+            .map(|i| Entry {
+                log_id: log_id(1, 1, i),
+                payload: EntryPayload::Blank,
+            })
+            .collect();
+        log.write_entries(entries.clone()).unwrap();
+        log.sync().await.unwrap();
+        drop(log);
+        let id_path = dir.path().join(IDENTITY_FILE);
+        let mut id: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
+        id["format"] = format.into();
+        std::fs::write(&id_path, serde_json::to_vec(&id).unwrap()).unwrap();
+        let (mut log, _sm) = reopen(dir.path());
+        let id: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&id_path).unwrap()).unwrap();
+        assert_eq!(id["format"], DATA_FORMAT, "from format {format}");
+        assert_eq!(
+            log.try_get_log_entries(0..).await.unwrap(),
+            entries,
+            "a format-{format} log is read as it is, not moved from sled (which holds none)"
+        );
+    }
 }

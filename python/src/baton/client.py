@@ -534,9 +534,15 @@ class Client:
         answer = self._call("baton", "CheckToken", pb.CheckTokenRequest(key=key, token=token))
         return TokenCheck(answer.current, _maybe_lease(answer, "lease"), answer.revision)
 
-    def revoke(self, key: str, reason: str) -> Optional[LeaseInfo]:
-        """Operator force-release, with the reason recorded."""
-        answer = self._call("baton", "Revoke", pb.RevokeRequest(key=key, reason=reason, request_id=self._request_id()))
+    def revoke(self, key: str, reason: str, now: bool = False) -> Optional[LeaseInfo]:
+        """Operator force-release, with the reason recorded. The lease ends at once (its holder
+        is told); unless `now`, the key stays unclaimable for the lease's TTL, until the revoked
+        holder's lease would have expired (a holder cut off from the cluster may still believe
+        it holds it until then). `now` frees it at once: for resources that check fencing
+        tokens."""
+        answer = self._call(
+            "baton", "Revoke", pb.RevokeRequest(key=key, reason=reason, request_id=self._request_id(), now=now)
+        )
         return _maybe_lease(answer, "revoked")
 
     # ---- the case file --------------------------------------------------------------------

@@ -251,6 +251,12 @@ pub struct RevokeArgs {
     pub key: String,
     /// Why: recorded and shown to the holder.
     pub reason: String,
+    /// Free the key at once. By default it stays unclaimable for the lease's TTL, until
+    /// the revoked holder's lease would have expired (a holder cut off from the cluster
+    /// may still believe it holds it until then). Only for resources that check fencing
+    /// tokens.
+    #[serde(default)]
+    pub now: bool,
 }
 
 /// A quarantine rule.
@@ -948,18 +954,32 @@ impl Baton {
 impl Baton {
     #[tool(
         description = "Operator: take a key from its holder at once, with a reason the \
-        holder is shown. For a stuck or runaway agent; the key is free afterwards."
+        holder is shown (it hears at once if it can reach the cluster). For a stuck or \
+        runaway agent. The key stays unclaimable for the lease's TTL, until the revoked \
+        holder's lease would have expired, unless `now`."
     )]
     async fn revoke(
         &self,
         Parameters(args): Parameters<RevokeArgs>,
     ) -> Result<Json<Reply<Outcome>>, String> {
-        match self.client.revoke(&args.key, &args.reason).await {
-            Ok(lease) => {
+        match self
+            .client
+            .revoke_with(&args.key, &args.reason, args.now)
+            .await
+        {
+            Ok(answer) => {
+                let lease = answer.revoked;
                 let mut outcome = held_facts(lease.as_ref());
                 outcome.outcome = "revoked".into();
                 outcome.key = args.key.clone();
                 outcome.instruction = match lease {
+                    Some(lease) if !answer.claimable_in.is_zero() => format!(
+                        "revoked {}'s lease (token {}); the key is claimable in {} s, once \
+                         the revoked lease would have expired",
+                        lease.holder_name,
+                        lease.token,
+                        answer.claimable_in.as_secs()
+                    ),
                     Some(lease) => format!(
                         "revoked {}'s lease (token {}); the key is free",
                         lease.holder_name, lease.token

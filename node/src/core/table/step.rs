@@ -352,7 +352,10 @@ impl Step<'_> {
         }
     }
 
-    pub(super) fn revoke(&mut self, reason: &str) -> Outcome {
+    /// Ends the lease; with `hold`, keeps the key unclaimable for the lease's TTL from this
+    /// apply, so that its revoked holder's safe window (which ends before its lease's own
+    /// expiry would have) is over before anyone else is granted the key.
+    pub(super) fn revoke(&mut self, reason: &str, hold: bool) -> Outcome {
         // An operator acts as no holder: the actor is its session and principal.
         let actor = self.actor(&Name::default(), None);
         if self.lease().is_none() {
@@ -365,6 +368,14 @@ impl Step<'_> {
             return Outcome::Revoked { previous: None };
         }
         let lease = self.end_stint(EventKind::Revoked, actor, reason.to_string());
+        if hold {
+            let index = self.index;
+            self.case_mut().quarantine = Some(Box::new(Quarantine {
+                revision: index,
+                delay_ms: lease.ttl_ms,
+            }));
+            self.start(Timer::Quarantine, index, index, lease.ttl_ms);
+        }
         Outcome::Revoked {
             previous: Some(lease),
         }

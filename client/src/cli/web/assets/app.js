@@ -111,7 +111,7 @@ function renderRow(row, at) {
   tr.append(offer);
   const q = el("td", "", "quarantine");
   if (row.quarantine) {
-    q.textContent = "claimable ";
+    q.textContent = row.quarantine.revoked ? "revoked, claimable " : "claimable ";
     const until = el("span", "", "countdown");
     until.dataset.remaining = row.quarantine.remaining_ms;
     until.dataset.at = at;
@@ -298,7 +298,7 @@ async function loadKey(key) {
       now.append(el("p", "free: no one holds it"));
     }
     if (view.quarantine) {
-      const p = el("p", "quarantined: claimable ");
+      const p = el("p", view.quarantine.revoked ? "revoked: claimable " : "quarantined: claimable ");
       const c = el("span");
       c.dataset.remaining = view.quarantine.remaining_ms;
       c.dataset.at = at;
