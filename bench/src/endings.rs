@@ -94,10 +94,18 @@ pub async fn run(
     let leader_pid = pids[leader - 1];
     let before = memory_kib(leader_pid).map(|m| m.0).unwrap_or(0);
 
+    // Each session asks the leader first, so that it holds one connection (10,000 sessions
+    // with a connection to a follower too would pass this process's open-files limit).
+    let mut leader_first = cluster.endpoints.clone();
+    leader_first.rotate_left(leader - 1);
     // Session s holds leases s, s + S, s + 2S, ...; each session claims its own in order.
     let mut claiming = tokio::task::JoinSet::new();
     for s in 0..cfg.sessions {
-        let client = Client::connect(config()).await?;
+        let client = Client::connect(ClientConfig {
+            endpoints: leader_first.clone(),
+            ..config()
+        })
+        .await?;
         let (sessions, leases) = (cfg.sessions, cfg.leases);
         claiming.spawn(async move {
             let mut guards = Vec::new();
@@ -121,16 +129,23 @@ pub async fn run(
         }
     }
     let open_until = Instant::now() + SETTLE_LIMIT;
+    let mut last_error = String::new();
     let streams = loop {
-        let open = get_metrics(&admin[leader - 1])
-            .ok()
-            .and_then(|m| sample(&m, "baton_endings_streams"))
-            .unwrap_or(0.0) as usize;
+        let open = match get_metrics(&admin[leader - 1]) {
+            Ok(m) => sample(&m, "baton_endings_streams").unwrap_or(0.0) as usize,
+            Err(e) => {
+                last_error = format!("; the leader's metrics: {e:#}");
+                0
+            }
+        };
         if open >= cfg.sessions {
             break open;
         }
         if Instant::now() > open_until {
-            bail!("only {open} of {} endings streams opened", cfg.sessions);
+            bail!(
+                "only {open} of {} endings streams opened{last_error}",
+                cfg.sessions
+            );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
@@ -160,7 +175,11 @@ pub async fn run(
         }
         drop(guard);
     }
-    drop(guards);
+    // Stop the rest without releasing: a dropped guard would release in a task of its own,
+    // which, once the cluster is stopped, retries into the next measurement.
+    for guard in guards.into_iter().flatten() {
+        guard.abandon().await;
+    }
     delays.sort_by(f64::total_cmp);
     let pct = |p: f64| delays[((delays.len() - 1) as f64 * p).round() as usize];
     cluster.procs.stop();

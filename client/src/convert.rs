@@ -331,17 +331,22 @@ pub(crate) fn history(key: &str, response: pb::HistoryResponse) -> History {
     }
 }
 
+/// Who acted, as an event or a pushed ending names it.
+pub(crate) fn actor(a: pb::Actor) -> ActorInfo {
+    ActorInfo {
+        name: a.name,
+        client_id: a.client_id,
+        principal: Some(a.principal).filter(|p| !p.is_empty()),
+    }
+}
+
 /// One event, of a history or a watch.
 pub(crate) fn event(event: pb::Event) -> Event {
     Event {
         revision: event.revision,
         key: event.key,
         kind: event.kind,
-        actor: event.actor.map(|a| ActorInfo {
-            name: a.name,
-            client_id: a.client_id,
-            principal: Some(a.principal).filter(|p| !p.is_empty()),
-        }),
+        actor: event.actor.map(actor),
         token: event.token,
         at_unix_ms: event.at_unix_ms,
         detail: event.detail,

@@ -128,11 +128,7 @@ fn ending(message: pb::LeaseEnding) -> Ending {
         what,
         key: message.key,
         token: message.token,
-        by: message.by.map(|a| ActorInfo {
-            name: a.name,
-            client_id: a.client_id,
-            principal: Some(a.principal).filter(|p| !p.is_empty()),
-        }),
+        by: message.by.map(crate::convert::actor),
         reason: message.reason,
         new_holder: Some(message.new_holder).filter(|h| !h.is_empty()),
         new_token: Some(message.new_token).filter(|t| *t != 0),

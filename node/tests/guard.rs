@@ -70,12 +70,10 @@ async fn a_guard_keeps_its_lease_across_a_kill_9_of_the_leader() {
     assert!(probe.lease.is_none());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_guard_cut_off_from_its_cluster_reports_loss_by_its_safe_deadline_and_nobody_else_is_granted_before_it(
-) {
-    let _serial = serial().await;
-    let cluster = Cluster::start(3).await;
-    // The guard reaches the cluster only through proxies the test can cut.
+/// A proxy in front of each node, and a client that reaches the cluster only through them
+/// (it stays behind them rather than dialling the leader's advertised address), so that a
+/// test can cut it off.
+async fn behind_proxies(cluster: &Cluster) -> (Vec<Proxy>, Client) {
     let mut proxies = Vec::new();
     for addr in cluster.endpoints() {
         proxies.push(Proxy::start(addr).await);
@@ -84,12 +82,21 @@ async fn a_guard_cut_off_from_its_cluster_reports_loss_by_its_safe_deadline_and_
         endpoints: proxies.iter().map(|p| p.addr.clone()).collect(),
         retry_deadline: Duration::from_secs(2),
         request_timeout: Duration::from_millis(500),
-        // Stay behind the proxies rather than dialling the leader's advertised address.
         follow_leader_hints: false,
         ..ClientConfig::default()
     })
     .await
     .unwrap();
+    (proxies, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_cut_off_from_its_cluster_reports_loss_by_its_safe_deadline_and_nobody_else_is_granted_before_it(
+) {
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    // The guard reaches the cluster only through proxies the test can cut.
+    let (proxies, client) = behind_proxies(&cluster).await;
     let ttl = Duration::from_millis(2_500);
     let g = guard(
         client
@@ -274,19 +281,7 @@ async fn a_revoked_holder_cut_off_from_the_cluster_keeps_the_key_from_others_unt
 ) {
     let _serial = serial().await;
     let cluster = Cluster::start(3).await;
-    let mut proxies = Vec::new();
-    for addr in cluster.endpoints() {
-        proxies.push(Proxy::start(addr).await);
-    }
-    let holder = Client::connect(ClientConfig {
-        endpoints: proxies.iter().map(|p| p.addr.clone()).collect(),
-        retry_deadline: Duration::from_secs(2),
-        request_timeout: Duration::from_millis(500),
-        follow_leader_hints: false,
-        ..ClientConfig::default()
-    })
-    .await
-    .unwrap();
+    let (proxies, holder) = behind_proxies(&cluster).await;
     let operator = cluster.client().await;
     let other = cluster.client().await;
     let ttl = Duration::from_secs(3);

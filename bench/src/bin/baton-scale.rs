@@ -88,11 +88,17 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> anyhow::Result<()> {
     let node_bin = node_bin(args.node_bin.as_deref())?;
     let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
-    let dir = tempfile::Builder::new()
+    let made = tempfile::Builder::new()
         .prefix("baton-scale-")
         .tempdir_in(&parent)
         .with_context(|| format!("making a directory under {}", parent.display()))?;
-    println!("data and logs under {}", dir.path().display());
+    // Kept from the start with --keep, so that a run that fails leaves its logs too.
+    let (dir, _removed_at_exit) = if args.keep {
+        (made.keep(), None)
+    } else {
+        (made.path().to_path_buf(), Some(made))
+    };
+    println!("data and logs under {}", dir.display());
     let mut reports: Vec<ScaleReport> = Vec::new();
     let leases = args.leases.clone().unwrap_or_else(|| {
         if args.watchers.is_empty() && args.endings.is_empty() && args.run_revokes == 0 {
@@ -108,7 +114,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             ttl: args.ttl,
             renew_for: args.renew_for,
         };
-        let run_dir = dir.path().join(format!("leases-{leases}"));
+        let run_dir = dir.join(format!("leases-{leases}"));
         std::fs::create_dir_all(&run_dir)?;
         let report = scale::run(&node_bin, &run_dir, &cfg).await?;
         println!("{}", serde_json::to_string(&report)?);
@@ -121,7 +127,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             writes_per_s: args.watch_writes_per_s,
             write_for: args.watch_for,
         };
-        let run_dir = dir.path().join(format!("watchers-{count}"));
+        let run_dir = dir.join(format!("watchers-{count}"));
         std::fs::create_dir_all(&run_dir)?;
         let report = watchers::run(&node_bin, &run_dir, &cfg).await?;
         println!("{}", serde_json::to_string(&report)?);
@@ -140,7 +146,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             leases,
             revokes: args.endings_revokes.min(leases),
         };
-        let run_dir = dir.path().join(format!("endings-{sessions}-{leases}"));
+        let run_dir = dir.join(format!("endings-{sessions}-{leases}"));
         std::fs::create_dir_all(&run_dir)?;
         let report = endings::run(&node_bin, &run_dir, &cfg).await?;
         println!("{}", serde_json::to_string(&report)?);
@@ -153,7 +159,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .cli_bin
             .clone()
             .unwrap_or_else(|| me.with_file_name("baton"));
-        let run_dir = dir.path().join("run-sigterm");
+        let run_dir = dir.join("run-sigterm");
         std::fs::create_dir_all(&run_dir)?;
         let report = endings::run_sigterm(&node_bin, &cli, &me, &run_dir, args.run_revokes).await?;
         println!("{}", serde_json::to_string(&report)?);
@@ -176,8 +182,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         println!("{}", watchers::render(&watched));
     }
     if args.keep {
-        let kept = dir.keep();
-        println!("kept {}", kept.display());
+        println!("kept {}", dir.display());
     }
     Ok(())
 }
