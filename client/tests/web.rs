@@ -294,7 +294,7 @@ async fn the_board_follows_claims_releases_assignments_and_handoffs_live_and_sur
     .await;
     screenshot(&browser, "web-key.png").await;
 
-    // A release removes the row.
+    // A release ends the lease; the key stays on the board as its assignee's, unclaimed.
     browser.goto(&format!("{url}/")).await.unwrap();
     until(&browser, "tasks/report", async |b| {
         row_text(b, "tasks/report").await.is_some()
@@ -308,8 +308,12 @@ async fn the_board_follows_claims_releases_assignments_and_handoffs_live_and_sur
         .release("tasks/report", report.lease.unwrap().token)
         .await
         .unwrap();
-    until(&browser, "tasks/report gone", async |b| {
-        row_text(b, "tasks/report").await.is_none()
+    until(&browser, "tasks/report released and unclaimed", async |b| {
+        row_text(b, "tasks/report").await.is_some_and(|(text, _)| {
+            text.contains("unclaimed")
+                && text.contains("claude@host-a")
+                && !text.contains("codex@host-b")
+        })
     })
     .await;
 
