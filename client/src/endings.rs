@@ -1,5 +1,6 @@
 //! Hearing at once that a lease ended: one stream per client session from the leader
-//! (`Endings`), shared by every [`crate::LeaseGuard`] of the [`Client`].
+//! (`Endings`), shared by every [`crate::LeaseGuard`] of the [`crate::Client`]. The stream
+//! itself is `crate::following`; here are what it tells and where it keeps its listeners.
 //!
 //! When a lease ends other than by its holder's own release (revoked, handed off,
 //! expired), the leader pushes an [`Ending`] with the facts to the session that held it, as
@@ -16,16 +17,11 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use baton_proto::v1 as pb;
-use baton_proto::v1::baton_client::BatonClient;
 use tokio::sync::{oneshot, Notify};
-use tonic::Code;
 
-use crate::client::Client;
-use crate::retry::Backoff;
-use crate::types::{ActorInfo, LeaseInfo, ReadMode};
+use crate::types::ActorInfo;
 
 /// Leases one session's guards follow through its stream; a guard beyond it is refused
 /// ([`crate::Error::InvalidArgument`]) before anything is claimed.
@@ -117,138 +113,43 @@ impl std::fmt::Display for Ending {
     }
 }
 
-fn ending(message: pb::LeaseEnding) -> Ending {
-    let what = match message.what.as_str() {
-        baton_proto::ENDED_HANDED_OFF => EndedHow::HandedOff,
-        baton_proto::ENDED_EXPIRED => EndedHow::Expired,
-        baton_proto::ENDED_REVOKED => EndedHow::Revoked,
-        _ => EndedHow::Gone,
-    };
-    Ending {
-        what,
-        key: message.key,
-        token: message.token,
-        by: message.by.map(crate::convert::actor),
-        reason: message.reason,
-        new_holder: Some(message.new_holder).filter(|h| !h.is_empty()),
-        new_token: Some(message.new_token).filter(|t| *t != 0),
-        revision: message.revision,
-        at_unix_ms: message.at_unix_ms,
-    }
-}
-
 /// The session's stream and the guards that listen to it.
 #[derive(Default)]
 pub(crate) struct Feed {
-    state: Mutex<FeedState>,
+    pub(crate) state: Mutex<FeedState>,
     /// Pinged when the last guard unregisters, so that the stream closes.
-    idle: Notify,
+    pub(crate) idle: Notify,
 }
 
 #[derive(Default)]
-struct FeedState {
+pub(crate) struct FeedState {
     /// Token -> the guards of that lease (a claim of a key already held returns the same
     /// token, so two guards may share one).
-    listeners: HashMap<u64, Vec<Listener>>,
+    pub(crate) listeners: HashMap<u64, Vec<Listener>>,
     /// How many listeners, over all tokens.
-    count: usize,
+    pub(crate) count: usize,
     /// Endings that came for tokens nobody listened to, newest last.
-    early: VecDeque<Ending>,
+    pub(crate) early: VecDeque<Ending>,
     /// Whether the stream task runs.
-    running: bool,
+    pub(crate) running: bool,
     /// The revision the stream resumes from.
-    next: u64,
+    pub(crate) next: u64,
 }
 
-struct Listener {
-    id: u64,
-    key: String,
-    tell: oneshot::Sender<Ending>,
+pub(crate) struct Listener {
+    pub(crate) id: u64,
+    pub(crate) key: String,
+    pub(crate) tell: oneshot::Sender<Ending>,
 }
-
-/// A guard's place at the feed; dropping it leaves.
-pub(crate) struct Registration {
-    client: Client,
-    token: u64,
-    id: u64,
-    /// Completes with the lease's ending.
-    pub(crate) ended: oneshot::Receiver<Ending>,
-}
-
-static NEXT_LISTENER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Feed {
-    fn lock(&self) -> MutexGuard<'_, FeedState> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, FeedState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-impl Client {
-    /// Follows the lease `token` of `key` through this session's endings stream, starting
-    /// the stream if it is not running. `None` past [`LEASES_PER_SESSION_MAX`].
-    pub(crate) fn follow_lease(&self, key: &str, token: u64) -> Option<Registration> {
-        let feed = self.feed();
-        let (tell, ended) = oneshot::channel();
-        let id = NEXT_LISTENER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut state = feed.lock();
-        if state.count >= LEASES_PER_SESSION_MAX {
-            return None;
-        }
-        if let Some(at) = state.early.iter().position(|e| e.token == token) {
-            let early = state.early.remove(at).expect("found above");
-            let _ = tell.send(early);
-        } else {
-            state.listeners.entry(token).or_default().push(Listener {
-                id,
-                key: key.to_owned(),
-                tell,
-            });
-            state.count += 1;
-        }
-        if !state.running {
-            // Nothing ran, so nothing was heard: the ending of this lease comes after its
-            // grant, at `token` + 1 or later.
-            state.running = true;
-            state.next = token + 1;
-            tokio::spawn(run(self.clone()));
-        }
-        drop(state);
-        Some(Registration {
-            client: self.clone(),
-            token,
-            id,
-            ended,
-        })
-    }
-
-    /// Checks whether a guard beyond [`LEASES_PER_SESSION_MAX`] would be refused.
-    pub(crate) fn feed_full(&self) -> bool {
-        self.feed().lock().count >= LEASES_PER_SESSION_MAX
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        let feed = self.client.feed();
-        let mut state = feed.lock();
-        if let Some(listeners) = state.listeners.get_mut(&self.token) {
-            let before = listeners.len();
-            listeners.retain(|l| l.id != self.id);
-            let gone = before - listeners.len();
-            if listeners.is_empty() {
-                state.listeners.remove(&self.token);
-            }
-            state.count -= gone;
-        }
-        if state.count == 0 {
-            drop(state);
-            feed.idle.notify_one();
-        }
-    }
-}
-
 /// Hands `ending` to its token's listeners, or keeps it for one that registers late.
-fn deliver(feed: &Feed, ending: Ending) {
+pub(crate) fn deliver(feed: &Feed, ending: Ending) {
     let mut state = feed.lock();
     match state.listeners.remove(&ending.token) {
         Some(listeners) => {
@@ -267,187 +168,4 @@ fn deliver(feed: &Feed, ending: Ending) {
             state.early.push_back(ending);
         }
     }
-}
-
-/// What one stream's life ended with.
-enum Broke {
-    /// No guard listens any more: stop.
-    Idle,
-    /// The revision is older than the leader's window: re-read the leases.
-    Compacted,
-    /// The node does not know the call.
-    Unsupported,
-    /// Try again (at the leader named, if any), after `wait`.
-    Retry { wait: bool },
-}
-
-/// The stream task: runs while any guard listens.
-async fn run(client: Client) {
-    let feed = client.feed();
-    let mut backoff = Backoff::new();
-    loop {
-        {
-            let mut state = feed.lock();
-            if state.count == 0 {
-                state.running = false;
-                return;
-            }
-        }
-        let broke = stream_once(&client, &feed, &mut backoff).await;
-        match broke {
-            Broke::Idle => {
-                let mut state = feed.lock();
-                if state.count == 0 {
-                    state.running = false;
-                    return;
-                }
-            }
-            Broke::Compacted => {
-                if !recheck(&client, &feed).await {
-                    let delay = backoff.next_delay(rand::random::<f64>());
-                    idle_or(&feed, delay).await;
-                }
-            }
-            Broke::Unsupported => {
-                tracing::debug!("the cluster does not push lease endings; guards renew only");
-                idle_or(&feed, ENDINGS_UNSUPPORTED_RETRY).await;
-            }
-            Broke::Retry { wait: false } => {}
-            Broke::Retry { wait: true } => {
-                let delay = backoff.next_delay(rand::random::<f64>());
-                idle_or(&feed, delay).await;
-            }
-        }
-    }
-}
-
-/// Sleeps `delay`, or less if the last guard leaves.
-async fn idle_or(feed: &Feed, delay: Duration) {
-    tokio::select! {
-        () = tokio::time::sleep(delay) => {}
-        () = feed.idle.notified() => {}
-    }
-}
-
-/// Opens one stream at the leader (as far as the client knows it) and reads it until it
-/// breaks or no guard listens.
-async fn stream_once(client: &Client, feed: &Feed, backoff: &mut Backoff) -> Broke {
-    let endpoint = client.pick_endpoint();
-    let from = feed.lock().next;
-    let silence = Duration::from_millis(baton_proto::ENDINGS_SILENCE_MS);
-    let opened = async {
-        // The client's own connection to the node, shared with its calls: a session costs
-        // the leader no connection of its own, and the progress markers, not HTTP/2 pings,
-        // tell a live stream from a dead one.
-        let channel = client.channel(&endpoint).ok()?;
-        let request = client.request(pb::EndingsRequest {
-            client_id: client.client_id().to_owned(),
-            from_revision: from,
-        });
-        Some(BatonClient::new(channel).endings(request).await)
-    };
-    let mut stream = match tokio::time::timeout(client.config().request_timeout, opened).await {
-        Ok(Some(Ok(response))) => response.into_inner(),
-        Ok(Some(Err(status))) => return refused(client, &endpoint, &status),
-        Ok(None) | Err(_) => {
-            client.note_failure(&endpoint);
-            return Broke::Retry { wait: true };
-        }
-    };
-    tracing::debug!(endpoint = %endpoint, from, "endings stream opened");
-    let opened_at = Instant::now();
-    loop {
-        let message = tokio::select! {
-            message = tokio::time::timeout(silence, stream.message()) => message,
-            () = feed.idle.notified() => return Broke::Idle,
-        };
-        match message {
-            Ok(Ok(Some(message))) => {
-                if opened_at.elapsed() > silence {
-                    *backoff = Backoff::new();
-                }
-                if message.what == baton_proto::ENDINGS_PROGRESS {
-                    let mut state = feed.lock();
-                    state.next = state.next.max(message.revision + 1);
-                    continue;
-                }
-                // Resume from this revision, not the next: an entry may end several leases
-                // of the session, and a repeat is harmless (a token is told once).
-                let revision = message.revision;
-                deliver(feed, ending(message));
-                let mut state = feed.lock();
-                state.next = state.next.max(revision);
-            }
-            Ok(Ok(None)) => {
-                client.note_failure(&endpoint);
-                return Broke::Retry { wait: true };
-            }
-            Ok(Err(status)) => return refused(client, &endpoint, &status),
-            // Silence: the node is cut off or no longer leads with a quorum.
-            Err(_) => {
-                tracing::debug!(endpoint = %endpoint, "endings stream went quiet");
-                client.note_failure(&endpoint);
-                return Broke::Retry { wait: false };
-            }
-        }
-    }
-}
-
-/// What a refusal (at open, or ending the stream) means.
-fn refused(client: &Client, endpoint: &str, status: &tonic::Status) -> Broke {
-    match status.code() {
-        Code::OutOfRange => Broke::Compacted,
-        Code::Unimplemented => Broke::Unsupported,
-        _ => {
-            tracing::debug!(endpoint, %status, "endings stream refused or broke");
-            match client.learn_leader(status.metadata()) {
-                Some(leader) if leader != endpoint => Broke::Retry { wait: false },
-                _ => {
-                    client.note_failure(endpoint);
-                    Broke::Retry { wait: true }
-                }
-            }
-        }
-    }
-}
-
-/// Past the leader's window: reads each followed lease linearizably, tells the guards of
-/// the ones that are gone, and resumes from before the earliest read. False if a read
-/// failed (the stream is tried again later; the guards' renewals go on meanwhile).
-async fn recheck(client: &Client, feed: &Feed) -> bool {
-    let leases: Vec<(u64, String)> = feed
-        .lock()
-        .listeners
-        .iter()
-        .filter_map(|(token, l)| l.first().map(|l| (*token, l.key.clone())))
-        .collect();
-    let mut resume: Option<u64> = None;
-    for (token, key) in leases {
-        let Ok(probe) = client.probe(&key, ReadMode::Linearizable).await else {
-            return false;
-        };
-        resume = Some(resume.map_or(probe.revision, |r| r.min(probe.revision)));
-        let current: Option<&LeaseInfo> = probe.lease.as_ref();
-        if current.is_some_and(|l| l.token == token) {
-            continue;
-        }
-        deliver(
-            feed,
-            Ending {
-                what: EndedHow::Gone,
-                key,
-                token,
-                by: None,
-                reason: String::new(),
-                new_holder: current.map(|l| l.holder_name.clone()),
-                new_token: current.map(|l| l.token),
-                revision: probe.revision,
-                at_unix_ms: 0,
-            },
-        );
-    }
-    if let Some(revision) = resume {
-        feed.lock().next = revision + 1;
-    }
-    true
 }

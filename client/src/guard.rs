@@ -367,7 +367,7 @@ async fn keep_alive(
     token: u64,
     state: watch::Sender<GuardState>,
     mut stop: oneshot::Receiver<()>,
-    followed: Option<crate::endings::Registration>,
+    followed: Option<crate::following::Registration>,
 ) {
     // The pushed ending, if the session's stream follows this lease; a feed that went
     // away tells nothing, and the renewals still decide.

@@ -88,6 +88,7 @@ pub mod endings;
 pub mod error;
 #[cfg(test)]
 mod fake_node;
+mod following;
 pub mod guard;
 pub mod handoff;
 pub mod history;
