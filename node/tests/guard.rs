@@ -70,6 +70,13 @@ async fn a_guard_keeps_its_lease_across_a_kill_9_of_the_leader() {
     assert!(probe.lease.is_none());
 }
 
+/// Cuts (or restores) every proxy's traffic.
+fn cut(proxies: &[Proxy], on: bool) {
+    for p in proxies {
+        p.set_cut(on);
+    }
+}
+
 /// A proxy in front of each node, and a client that reaches the cluster only through them
 /// (it stays behind them rather than dialling the leader's advertised address), so that a
 /// test can cut it off.
@@ -109,9 +116,7 @@ async fn a_guard_cut_off_from_its_cluster_reports_loss_by_its_safe_deadline_and_
     for id in cluster.running() {
         cluster.signal(id, "STOP");
     }
-    for p in &proxies {
-        p.set_cut(true);
-    }
+    cut(&proxies, true);
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The cluster comes back, but not for the guard. Another client claims as fast as it
     // can; every instant below is read from this process's one monotonic clock.
@@ -289,9 +294,7 @@ async fn a_revoked_holder_cut_off_from_the_cluster_keeps_the_key_from_others_unt
     // A default revoke: the holder, cut off, cannot hear it; no one else gets the key
     // before the holder's safe deadline has passed.
     let g = guard(holder.claim_guarded("tasks/cut", "h", ttl).await.unwrap());
-    for p in &proxies {
-        p.set_cut(true);
-    }
+    cut(&proxies, true);
     let revoked = operator
         .revoke_with("tasks/cut", "host-a is unreachable", false)
         .await
@@ -315,18 +318,14 @@ async fn a_revoked_holder_cut_off_from_the_cluster_keeps_the_key_from_others_unt
     );
 
     // `--now`: the key is free at once, while the cut-off holder still believes.
-    for p in &proxies {
-        p.set_cut(false);
-    }
+    cut(&proxies, false);
     let g = guard(
         holder
             .claim_guarded("tasks/cut-now", "h", ttl)
             .await
             .unwrap(),
     );
-    for p in &proxies {
-        p.set_cut(true);
-    }
+    cut(&proxies, true);
     let revoked = operator
         .revoke_with("tasks/cut-now", "fenced resource", true)
         .await

@@ -865,7 +865,10 @@ impl Ctx {
                 Some(case) => convert::pb_case_record(&req.key, case, offers),
                 None => pb::Record::default(),
             };
-            let quarantine = case.and_then(|c| c.quarantine.as_deref()).cloned();
+            let quarantine = case.and_then(|c| c.quarantine.as_deref()).map(|q| {
+                let revoked = s.table.held_back_by_revoke(&req.key, q.revision);
+                (q.clone(), revoked)
+            });
             (
                 record,
                 s.table.lease(&req.key).cloned(),
@@ -873,13 +876,11 @@ impl Ctx {
                 revision(s),
             )
         });
-        let quarantine = quarantine.map(|q| pb::KeyQuarantine {
+        let quarantine = quarantine.map(|(q, revoked)| pb::KeyQuarantine {
             revision: q.revision,
             delay_ms: q.delay_ms,
             remaining_ms: convert::quarantine_left_ms(&self.sm, &req.key, q.revision, q.delay_ms),
-            revoked: self
-                .sm
-                .read(|s| s.table.held_back_by_revoke(&req.key, q.revision)),
+            revoked,
         });
         Ok(pb::GetRecordResponse {
             record: Some(record),

@@ -475,7 +475,10 @@ pub fn refusal_status(refusal: &crate::core::Refusal, sm: &crate::store::StateMa
         } => {
             details.quarantine_revision = *revision;
             details.quarantine_delay_ms = *delay_ms;
-            details.quarantine_remaining_ms = quarantine_left_ms(sm, key, *revision, *delay_ms);
+            details.quarantine_remaining_ms = match held_back {
+                Some((_, left_ms)) => left_ms,
+                None => quarantine_left_ms(sm, key, *revision, *delay_ms),
+            };
             details.quarantine_revoked = held_back.is_some();
         }
         R::KeyLimit { keys, keys_max, .. } => {

@@ -15,28 +15,13 @@ use tonic::Status;
 
 use super::baton::{unavailable, BatonServer, Ctx};
 use super::convert;
+use super::watch_stream::StreamOpen;
 use crate::core::{validate, Ending, EventKind};
 use crate::limits::{ENDINGS_BATCH_MAX, ENDINGS_STREAM_BUFFER};
 
 pub(super) type EndingStream = std::pin::Pin<
     Box<dyn futures::Stream<Item = Result<pb::LeaseEnding, Status>> + Send + 'static>,
 >;
-
-/// Counts one open endings stream in the metrics while it lives.
-struct StreamOpen(std::sync::Arc<crate::metrics::Metrics>);
-
-impl StreamOpen {
-    fn new(metrics: std::sync::Arc<crate::metrics::Metrics>) -> StreamOpen {
-        metrics.endings_streams.inc();
-        StreamOpen(metrics)
-    }
-}
-
-impl Drop for StreamOpen {
-    fn drop(&mut self) {
-        self.0.endings_streams.dec();
-    }
-}
 
 /// The wire form of an ending.
 pub(super) fn pb_ending(ending: &Ending) -> pb::LeaseEnding {
@@ -113,7 +98,7 @@ impl BatonServer {
             ))
         })?;
         let (tx, rx) = tokio::sync::mpsc::channel(ENDINGS_STREAM_BUFFER);
-        let open = StreamOpen::new(self.ctx.metrics.clone());
+        let open = StreamOpen::new(&self.ctx.metrics.endings_streams);
         let ctx = self.ctx.clone();
         let session = req.client_id;
         tokio::spawn(async move {

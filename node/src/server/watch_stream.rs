@@ -2,7 +2,6 @@
 //! its own window of recent events (`crate::watch`), with progress markers for quiet
 //! prefixes and the grant checked again at each wake-up.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use baton_proto::v1 as pb;
@@ -13,19 +12,19 @@ use super::convert;
 use crate::core::validate;
 use crate::limits::{WATCH_BATCH_EVENTS_MAX, WATCH_STREAM_BUFFER};
 
-/// Counts one open watch stream in the metrics while it lives.
-struct WatchOpen(Arc<crate::metrics::Metrics>);
+/// Counts one open stream (a watch, an endings stream) in its gauge while it lives.
+pub(super) struct StreamOpen(prometheus_client::metrics::gauge::Gauge);
 
-impl WatchOpen {
-    fn new(metrics: Arc<crate::metrics::Metrics>) -> WatchOpen {
-        metrics.watch_streams.inc();
-        WatchOpen(metrics)
+impl StreamOpen {
+    pub(super) fn new(gauge: &prometheus_client::metrics::gauge::Gauge) -> StreamOpen {
+        gauge.inc();
+        StreamOpen(gauge.clone())
     }
 }
 
-impl Drop for WatchOpen {
+impl Drop for StreamOpen {
     fn drop(&mut self) {
-        self.0.watch_streams.dec();
+        self.0.dec();
     }
 }
 
@@ -70,7 +69,7 @@ impl BatonServer {
             .map_err(|c| c.status())?;
         let (tx, rx) = tokio::sync::mpsc::channel(WATCH_STREAM_BUFFER);
         let prefix = req.prefix;
-        let open = WatchOpen::new(self.ctx.metrics.clone());
+        let open = StreamOpen::new(&self.ctx.metrics.watch_streams);
         let sm = self.ctx.sm.clone();
         tokio::spawn(async move {
             let _open = (open, slot);
