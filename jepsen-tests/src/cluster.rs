@@ -66,6 +66,9 @@ pub struct NodeSettings {
     /// The `decide_copies_afresh` chaos knob on every node: the leader decides every copy of
     /// a claim afresh (a canary the `copies` faults must catch).
     pub decide_copies_afresh: bool,
+    /// The `mute_endings` chaos knob on every node: endings streams send no ending (a canary
+    /// the `notice` checker must catch).
+    pub mute_endings: bool,
 }
 
 /// One node.
@@ -431,14 +434,16 @@ impl Cluster {
         let node = self.node(id);
         let text = format!(
             "clock_rate={}\nraft_delay_ms={}\nraft_jitter_ms={}\nskip_fsync={}\n\
-             skip_read_index={}\ntrust_damaged_log={}\ndecide_copies_afresh={}\n",
+             skip_read_index={}\ntrust_damaged_log={}\ndecide_copies_afresh={}\n\
+             mute_endings={}\n",
             node.rate,
             node.delay_ms.0,
             node.delay_ms.1,
             u8::from(self.settings.skip_fsync),
             u8::from(self.settings.skip_read_index),
             u8::from(self.settings.trust_damaged_log),
-            u8::from(self.settings.decide_copies_afresh)
+            u8::from(self.settings.decide_copies_afresh),
+            u8::from(self.settings.mute_endings)
         );
         // Write-then-rename so the node never reads half a file.
         let tmp = node.chaos_file.with_extension("tmp");

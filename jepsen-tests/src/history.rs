@@ -87,6 +87,9 @@ pub enum Call {
         list: Vec<Elem>,
         late: bool,
     },
+    /// Revoke whatever lease the key has (baton `Revoke`): `now` frees the key at once;
+    /// without it the key stays unclaimable for the revoked lease's TTL.
+    Revoke { now: bool },
     /// Canary: read the list kept in harness memory (no baton involved).
     MemRead,
     /// Canary: overwrite the list kept in harness memory, guarded only by the lease the
@@ -104,6 +107,7 @@ impl Call {
             Call::Offer { .. } => "offer",
             Call::Accept { .. } => "accept",
             Call::Read => "read",
+            Call::Revoke { .. } => "revoke",
             Call::Write { .. } => "write",
             Call::MemRead => "mem-read",
             Call::MemWrite { .. } => "mem-write",
@@ -148,6 +152,8 @@ pub enum Reply {
     Corrupt { text: String },
     /// Write applied (ok).
     Written,
+    /// Revoked (ok): the token of the lease that ended, `None` when the key was free.
+    Revoked { token: Option<u64> },
     /// Refused by the state machine (fail): stale token, frozen record, no offer for us.
     Refused { message: String },
     /// No answer (info), or an error that means the same.
@@ -171,6 +177,7 @@ pub enum Line {
     Op(OpEvent),
     Nemesis(NemesisEvent),
     Wire(WireEvent),
+    Belief(BeliefEvent),
 }
 
 /// An invocation or completion of a client operation.
@@ -257,6 +264,30 @@ pub enum WireAnswer {
     Status {
         code: i32,
     },
+}
+
+/// A lease held through the client library's guard (`LeaseGuard`), which renews it in the
+/// background (renewals not in the history) and is told of its loss: the window in which the
+/// worker believed it held the key (while the guard said `is_held`), written when the belief
+/// ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BeliefEvent {
+    pub idx: u64,
+    pub key: String,
+    /// The holding process's client id (its session).
+    pub client: String,
+    pub token: u64,
+    /// The grant's return: the belief starts here.
+    pub from_ns: Nanos,
+    /// The belief's end: the first of the release's invocation, the guard's `lost` firing
+    /// and its safe deadline.
+    pub to_ns: Nanos,
+    /// How it ended: `released`, `deadline`, or `lost: ` and the guard's reason.
+    pub how: String,
+    /// The guard's loss came from the cluster's push (`LossReason::Ended`).
+    pub pushed: bool,
+    /// When the belief line was written.
+    pub t_ns: Nanos,
 }
 
 /// A whole operation: invocation and completion paired.
@@ -378,13 +409,24 @@ impl History {
             .collect()
     }
 
+    /// Every guard-held lease's believed window.
+    pub fn beliefs(&self) -> Vec<&BeliefEvent> {
+        self.lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Belief(b) => Some(b),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The largest clock-rate deviation any skew fault applied in the run.
     pub fn max_skew(&self) -> f64 {
         self.lines
             .iter()
             .filter_map(|l| match l {
                 Line::Nemesis(n) => Some(n.skew),
-                Line::Op(_) | Line::Wire(_) => None,
+                Line::Op(_) | Line::Wire(_) | Line::Belief(_) => None,
             })
             .fold(0.0, f64::max)
     }
@@ -397,6 +439,7 @@ impl History {
                 Line::Op(e) => e.t_ns,
                 Line::Nemesis(n) => n.t_ns,
                 Line::Wire(w) => w.t_ns,
+                Line::Belief(b) => b.t_ns,
             })
             .max()
             .unwrap_or(0)

@@ -80,6 +80,16 @@ pub struct Scenario {
     /// (`decide_copies_afresh`), as baton did before the chaos suite's seed 426017. The run
     /// passes only if the checks catch it.
     pub copies_canary: bool,
+    /// A revoker ([`workload::run_revoker`]) revokes keys in use: `Some(false)` with the
+    /// default hold, `Some(true)` with `--now`.
+    pub revoker: Option<bool>,
+    /// The revoke canary: the revoker frees keys at once (`--now`) while the holders it cut
+    /// off (the plain workers, who do not hear the push) still believe. The believed windows
+    /// then overlap; the run passes only if the checks catch it.
+    pub revoke_canary: bool,
+    /// The notice canary: endings streams send no ending (`mute_endings`), so holders hear of
+    /// a revoke only at their next renewal. The run passes only if the checks catch it.
+    pub notice_canary: bool,
 }
 
 impl Scenario {
@@ -100,6 +110,10 @@ impl Scenario {
             Some("nodes that take a damaged log for a torn tail and vote on it had logs damaged")
         } else if self.copies_canary {
             Some("leaders that decide every copy of a claim afresh got late and copied claims")
+        } else if self.revoke_canary {
+            Some("keys were revoked with --now while their cut-off holders still believed")
+        } else if self.notice_canary {
+            Some("holders were told of no revoke (endings muted) and learnt at their renewals")
         } else {
             None
         }
@@ -124,6 +138,9 @@ pub const SCENARIOS: &[&str] = &[
     "eio",
     "copies",
     "copies-canary",
+    "revoke",
+    "revoke-canary",
+    "notice-canary",
 ];
 
 /// Checkers whose failure in a canary scenario counts as catching it (not the minimum counts:
@@ -138,6 +155,7 @@ const CANARY_CATCHERS: &[&str] = &[
     "nodes-start",
     "no-panic",
     "copies",
+    "notice",
 ];
 
 /// The scenario called `name`, for a cluster of `nodes`.
@@ -161,7 +179,12 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
         pace: Pace::Steady,
         corrupt_canary: false,
         copies_canary: false,
+        revoker: None,
+        revoke_canary: false,
+        notice_canary: false,
     };
+    let mut revoked = baton.clone();
+    revoked.push(("guard-holders", 4, 2));
     Some(match name {
         "partition-kill" => {
             let mut f = partitions.clone();
@@ -266,6 +289,34 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
                 BaseSkew::None,
                 false,
             )
+        },
+        // Revokes (holding the key back) among plain and guard-held leases, with leader
+        // kills and partitions: no two believed windows may overlap, and each guard holder
+        // that can reach a quorum must hear of its revoke within the notice bound.
+        "revoke" => Scenario {
+            revoker: Some(false),
+            ..s(
+                vec![
+                    KillLeader,
+                    KillOne,
+                    PartitionHalves,
+                    IsolateLeader,
+                    ClientCut,
+                ],
+                revoked,
+                BaseSkew::None,
+                false,
+            )
+        },
+        "revoke-canary" => Scenario {
+            revoker: Some(true),
+            revoke_canary: true,
+            ..s(vec![], revoked, BaseSkew::None, false)
+        },
+        "notice-canary" => Scenario {
+            revoker: Some(false),
+            notice_canary: true,
+            ..s(vec![], revoked, BaseSkew::None, false)
         },
         _ => return None,
     })
@@ -413,6 +464,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         skip_read_index: scenario.read_canary,
         trust_damaged_log: scenario.corrupt_canary,
         decide_copies_afresh: scenario.copies_canary,
+        mute_endings: scenario.notice_canary,
     };
     // Wall clocks minutes apart (libfaketime; monotonic clocks untouched): offsets between
     // machines must not matter to baton.
@@ -522,6 +574,13 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
                 )));
             }
         }
+    }
+
+    if let Some(now) = scenario.revoker {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        tasks.push(tokio::spawn(workload::run_revoker(ctx.clone(), now, seed)));
     }
 
     if scenario.pinned_readers {
@@ -777,6 +836,9 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     }
     if scenario.copies() {
         results.push(check::copies::check(&history.ops(), &history.wire(), true));
+    }
+    if scenario.revoker.is_some() {
+        results.push(check::notice::check(&history, ELECTION_MS_MAX));
     }
     // Any panic fails (sled's on a failed disk, BUGS.md P7, went with sled at data format 7).
     let died = panics.len() + worker_panics.len();

@@ -8,6 +8,11 @@
 //! - `fenced-append`: claim, read the list, pause up to 1.5 × TTL (past the lease on purpose
 //!   now and then), write list + element with the token: stale writes must be refused and
 //!   acknowledged elements must survive.
+//! - `guard-holders`: claim through the client library's guard (`LeaseGuard`, renewed in the
+//!   background, told of its loss by the cluster's push), hold it a while, release; each
+//!   believed window is written as a `belief` line, how it ended, and whether the loss was
+//!   pushed. With [`run_revoker`] revoking the keys in use, the `notice` checker holds the
+//!   holders to the bound on hearing of a loss.
 //! - `unfenced-canary`: the same loop against a list in harness memory, guarded only by the
 //!   lease the worker believes it holds, with one pause past the TTL. Its lost update must be
 //!   caught by the list checker: proof that the checkers can find a bug.
@@ -18,15 +23,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use baton_client::{
-    ClaimOutcome, Client, ClientConfig, Error, HandoffNote, ReadMode, RecordPatch, ReleaseOutcome,
-    RenewOutcome,
+    ClaimOutcome, Client, ClientConfig, Error, GuardedClaim, HandoffNote, LeaseGuard, LossReason,
+    ReadMode, RecordPatch, ReleaseOutcome, RenewOutcome,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::history::{
-    decode_list, encode_list, Call, Elem, History, Holding, Kind, Line, Nanos, NemesisEvent,
-    OpEvent, Reply, WireEvent,
+    decode_list, encode_list, BeliefEvent, Call, Elem, History, Holding, Kind, Line, Nanos,
+    NemesisEvent, OpEvent, Reply, WireEvent,
 };
 
 /// Operations on one key before its workers move on to a fresh key.
@@ -43,6 +48,14 @@ pub const PINNED_READERS_PER_NODE: usize = 2;
 pub const ACTIVE_KEYS: usize = 8;
 /// A pinned reader waits up to this long between reads.
 pub const PINNED_READ_GAP_MS: u64 = 40;
+/// The TTL of `guard-holders` leases: long enough that their renewals (every third of it)
+/// rarely find a loss before the push does, so the `notice` checker sees the push; short
+/// enough that a revoke's hold (this long) ends well within the run.
+pub const GUARD_TTL: Duration = Duration::from_millis(9000);
+/// A `guard-holders` worker holds its lease this long at most before releasing it.
+pub const GUARD_HOLD_MS_MAX: u64 = 5000;
+/// The revoker waits this long at most between revokes (half of it at least).
+pub const REVOKE_GAP_MS: u64 = 900;
 /// How long a worker keeps a lease in reserve: it stops acting this long before its
 /// believed deadline.
 pub const BELIEF_MARGIN: Duration = Duration::from_millis(150);
@@ -146,6 +159,11 @@ impl Recorder {
         at
     }
 
+    /// Records a guard-held lease's believed window (`idx` and `t_ns` are filled in here).
+    pub fn belief(&self, event: BeliefEvent) {
+        self.push(|idx, t_ns| Line::Belief(BeliefEvent { idx, t_ns, ..event }));
+    }
+
     pub fn uid(&self) -> u64 {
         self.next_uid.fetch_add(1, Ordering::Relaxed)
     }
@@ -231,10 +249,42 @@ impl Ctx {
         let baton: Vec<&(String, String)> = keys
             .iter()
             .rev()
-            .filter(|(w, _)| w == "lease-register" || w == "fenced-append")
+            .filter(|(w, _)| w == "lease-register" || w == "fenced-append" || w == "guard-holders")
             .take(ACTIVE_KEYS)
             .collect();
         (!baton.is_empty()).then(|| baton[rng.gen_range(0..baton.len())].clone())
+    }
+
+    /// One of the newest [`ACTIVE_KEYS`] / 2 keys of a workload: `guard-holders` half the time
+    /// when it runs (its leases are the ones the `notice` checker follows), else one chosen
+    /// evenly among the others in use (so that a workload whose keys rotate slowly is not
+    /// crowded out by one whose keys rotate fast).
+    fn revoker_key(&self, rng: &mut StdRng) -> Option<(String, String)> {
+        let keys = self.keys.lock().expect("keys lock");
+        let mut workloads: Vec<&str> = keys
+            .iter()
+            .map(|(w, _)| w.as_str())
+            .filter(|w| *w != "unfenced-canary")
+            .collect();
+        workloads.sort_unstable();
+        workloads.dedup();
+        if workloads.is_empty() {
+            return None;
+        }
+        let guarded = workloads.contains(&"guard-holders");
+        let workload = if guarded && (workloads.len() == 1 || rng.gen_bool(0.5)) {
+            "guard-holders"
+        } else {
+            workloads.retain(|w| *w != "guard-holders");
+            workloads[rng.gen_range(0..workloads.len())]
+        };
+        let newest: Vec<&(String, String)> = keys
+            .iter()
+            .rev()
+            .filter(|(w, _)| w == workload)
+            .take(ACTIVE_KEYS / 2)
+            .collect();
+        Some(newest[rng.gen_range(0..newest.len())].clone())
     }
 
     fn note_key(&self, workload: &str, key: &str) {
@@ -419,6 +469,18 @@ async fn execute(ctx: &Ctx, p: &Proc, key: &str, call: &Call) -> (Kind, Reply) {
                 Err(e) => failed(e),
             }
         }
+        Call::Revoke { now } => match c
+            .revoke_with(key, "chaos: revoked by the harness", *now)
+            .await
+        {
+            Ok(r) => (
+                Kind::Ok,
+                Reply::Revoked {
+                    token: r.revoked.map(|l| l.token),
+                },
+            ),
+            Err(e) => failed(e),
+        },
         Call::MemRead => {
             let list = ctx
                 .memory
@@ -479,6 +541,7 @@ impl Slot {
         let short = match self.workload {
             "lease-register" => "lr",
             "fenced-append" => "fa",
+            "guard-holders" => "gh",
             _ => "canary",
         };
         format!(
@@ -734,6 +797,139 @@ impl Worker {
         self.nap(100).await;
     }
 
+    /// One round of `guard-holders`: claim through the guard; hold until a random release
+    /// time, the guard's loss or its safe deadline, whichever comes first; write the believed
+    /// window. A lease that ended other than by its release is abandoned (nothing more is
+    /// sent for it) and the worker goes on as a new process, so that no later claim of this
+    /// client finds it still held.
+    async fn guard_round(&mut self) {
+        let ctx = self.ctx.clone();
+        let ttl_ms = GUARD_TTL.as_millis() as u64;
+        let call = Call::Claim { ttl_ms };
+        let key = self.key.clone();
+        ctx.note_key(self.slot.workload, &key);
+        let p = &self.proc_;
+        ctx.rec
+            .op(p, self.slot.workload, &key, &call, Kind::Invoke, None);
+        let claimed =
+            tokio::time::timeout(OP_TIMEOUT, p.client.claim_guarded(&key, &p.name, GUARD_TTL))
+                .await;
+        let (kind, reply, guard) = match claimed {
+            Ok(Ok(GuardedClaim::Granted(guard))) => (
+                Kind::Ok,
+                Reply::Granted {
+                    token: guard.token(),
+                    already_held: false,
+                    safe_deadline_ns: Some(ctx.rec.ns_of(guard.safe_until())),
+                },
+                Some(guard),
+            ),
+            Ok(Ok(GuardedClaim::Held { lease, .. })) => (
+                Kind::Fail,
+                Reply::Held {
+                    holder: holding(&lease),
+                },
+                None,
+            ),
+            Ok(Err(e)) => {
+                let (kind, reply) = failed(e);
+                (kind, reply, None)
+            }
+            Err(_) => (
+                Kind::Info,
+                Reply::Unknown {
+                    message: format!("no answer within {} ms", OP_TIMEOUT.as_millis()),
+                },
+                None,
+            ),
+        };
+        let from_ns = ctx
+            .rec
+            .op(p, self.slot.workload, &key, &call, kind, Some(reply));
+        self.slot.count(&key);
+        let Some(guard) = guard else {
+            if kind == Kind::Info {
+                self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
+            }
+            self.nap(300).await;
+            return;
+        };
+        let release_at =
+            Instant::now() + Duration::from_millis(self.rng.gen_range(200..=GUARD_HOLD_MS_MAX));
+        let (to_ns, how, pushed) = self.hold(&guard, release_at).await;
+        let token = guard.token();
+        ctx.rec.belief(BeliefEvent {
+            idx: 0,
+            key: key.clone(),
+            client: self.proc_.client_id.clone(),
+            token,
+            from_ns,
+            to_ns,
+            how: how.clone(),
+            pushed,
+            t_ns: 0,
+        });
+        if how == "released" {
+            let call = Call::Release { token };
+            let p = &self.proc_;
+            ctx.rec
+                .op(p, self.slot.workload, &key, &call, Kind::Invoke, None);
+            let (kind, reply) = match tokio::time::timeout(OP_TIMEOUT, guard.release()).await {
+                Ok(Ok(ReleaseOutcome::Released(_))) => (Kind::Ok, Reply::Released),
+                Ok(Ok(ReleaseOutcome::Lost { current })) => (
+                    Kind::Fail,
+                    Reply::Lost {
+                        current: current.as_ref().map(holding),
+                    },
+                ),
+                Ok(Err(e)) => failed(e),
+                Err(_) => (
+                    Kind::Info,
+                    Reply::Unknown {
+                        message: format!("no answer within {} ms", OP_TIMEOUT.as_millis()),
+                    },
+                ),
+            };
+            ctx.rec
+                .op(p, self.slot.workload, &key, &call, kind, Some(reply));
+            self.slot.count(&key);
+            if kind == Kind::Info {
+                self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
+            }
+        } else {
+            guard.abandon().await;
+            self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
+        }
+        self.nap(300).await;
+    }
+
+    /// Holds `guard` until `release_at` (or the run's end), its loss, or its safe deadline:
+    /// the belief's end on the history's clock, how it ended, and whether the loss was pushed.
+    async fn hold(&self, guard: &LeaseGuard, release_at: Instant) -> (Nanos, String, bool) {
+        let rec = &self.ctx.rec;
+        loop {
+            let safe = guard.safe_until();
+            let now = Instant::now();
+            if now >= safe {
+                return (rec.ns_of(safe), "deadline".into(), false);
+            }
+            if now >= release_at || self.ctx.stopped() {
+                return (rec.now_ns(), "released".into(), false);
+            }
+            // Wake at the first of the release time, the safe deadline and a short check of
+            // the run's end; a renewal moves the deadline, so look again then.
+            let wake = release_at.min(safe).min(now + Duration::from_millis(100));
+            tokio::select! {
+                reason = guard.lost() => {
+                    let at = Instant::now().min(guard.safe_until());
+                    let pushed = matches!(reason, LossReason::Ended(_));
+                    return (rec.ns_of(at), format!("lost: {reason}"), pushed);
+                }
+                () = tokio::time::sleep_until(wake.into()) => {}
+            }
+        }
+    }
+
     /// One round of the unfenced canary: claim through baton, then read-pause-write a list in
     /// harness memory with nothing but the belief in the lease to guard it. Worker 0's first
     /// granted round pauses past the TTL: the classic lock-without-fencing lost update.
@@ -786,6 +982,26 @@ pub async fn run_pinned_reader(ctx: Arc<Ctx>, node: u64, endpoint: String, seed:
     }
 }
 
+/// Revokes one of the keys in use every [`REVOKE_GAP_MS`] / 2 to [`REVOKE_GAP_MS`] until
+/// `ctx.stop`: with `now`, freeing the key at once (`revoke --now`); without, holding it back
+/// for the revoked lease's TTL (the default).
+pub async fn run_revoker(ctx: Arc<Ctx>, now: bool, seed: u64) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut p = ctx.new_proc("revoker");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    while !ctx.stopped() {
+        let gap = rng.gen_range(REVOKE_GAP_MS / 2..=REVOKE_GAP_MS);
+        tokio::time::sleep(Duration::from_millis(gap)).await;
+        let Some((workload, key)) = ctx.revoker_key(&mut rng) else {
+            continue;
+        };
+        let (kind, _) = perform(&ctx, &p, &workload, &key, Call::Revoke { now }).await;
+        if kind == Kind::Info {
+            p = ctx.new_proc("revoker");
+        }
+    }
+}
+
 /// Runs one worker until `ctx.stop`.
 pub async fn run_worker(ctx: Arc<Ctx>, slot: Arc<Slot>, w: usize, seed: u64) {
     let mut worker = Worker::new(ctx.clone(), slot.clone(), w, seed);
@@ -800,6 +1016,7 @@ pub async fn run_worker(ctx: Arc<Ctx>, slot: Arc<Slot>, w: usize, seed: u64) {
                 worker.nap(120).await;
             }
             "fenced-append" => worker.fenced_append_round().await,
+            "guard-holders" => worker.guard_round().await,
             _ => worker.canary_round(&mut paused_once).await,
         }
     }

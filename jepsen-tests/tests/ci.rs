@@ -4,7 +4,10 @@
 //! membership changes (a voter, the leader, a wiped disk: removed, joined again), a damaged log
 //! where its node's vote decides (`corrupt`, and its canary: nodes that vote on a damaged
 //! log), a disk whose syncs fail (`eio`), and late and copied claims (`copies`, and its
-//! canary: leaders that decide every copy afresh), each on a fresh 3-node cluster of real processes
+//! canary: leaders that decide every copy afresh), revokes among plain and guard-held leases
+//! under kills and partitions (`revoke`: no two believed windows overlap, every guard holder
+//! hears within the notice bound; its canaries: `--now` revokes, muted endings), each on a
+//! fresh 3-node cluster of real processes
 //! in network namespaces. Fails on any violation,
 //! on an empty pass, on an undecided checker, on a node that does not start again, and on a
 //! canary the checkers did not catch.

@@ -23,6 +23,10 @@
 //!   read, and no refusal from a read is remembered (`server::read_answers`), so a late or
 //!   duplicated copy of a refused claim may be granted. The bug the chaos suite's `copies`
 //!   faults must catch (its canary).
+//! - `mute_endings=1`: the leader's endings streams (`server::endings_stream`) send their
+//!   progress markers but no ending, so a holder hears of its loss only at its next renewal,
+//!   as before the push channel: the bug the chaos suite's `notice` checker must catch (the
+//!   `notice-canary`).
 //! - `skip_read_index=1`: a node that believes it leads answers linearizable reads from its
 //!   local state, without the read-index round that confirms it still leads: the stale-read
 //!   bug the chaos suite's `read-canary` must catch.
@@ -97,6 +101,16 @@ pub fn decide_copies_afresh() -> bool {
     false
 }
 
+/// Whether the endings streams leave out every ending (the `notice` canary); never without
+/// the feature and the control file.
+pub fn mute_endings() -> bool {
+    #[cfg(feature = "chaos")]
+    if let Some(knobs) = imp::knobs() {
+        return knobs.flag(imp::Flag::MuteEndings);
+    }
+    false
+}
+
 /// Whether a node that believes it leads skips the read-index round of linearizable reads
 /// (the stale-read canary); never without the feature and the control file.
 pub fn skip_read_index() -> bool {
@@ -146,6 +160,7 @@ mod imp {
         FailFsync = 1,
         TrustDamagedLog = 2,
         DecideCopiesAfresh = 4,
+        MuteEndings = 8,
     }
 
     impl Knobs {
@@ -220,6 +235,7 @@ mod imp {
                     "decide_copies_afresh" if v.trim() == "1" => {
                         flags |= Flag::DecideCopiesAfresh as u64
                     }
+                    "mute_endings" if v.trim() == "1" => flags |= Flag::MuteEndings as u64,
                     _ => {}
                 }
             }
@@ -321,6 +337,9 @@ mod imp {
             assert!(!k.flag(Flag::DecideCopiesAfresh));
             k.load("decide_copies_afresh=1");
             assert!(k.flag(Flag::DecideCopiesAfresh) && !k.flag(Flag::FailFsync));
+            assert!(!k.flag(Flag::MuteEndings));
+            k.load("mute_endings=1");
+            assert!(k.flag(Flag::MuteEndings) && !k.flag(Flag::DecideCopiesAfresh));
             k.load("trust_damaged_log=1");
             assert!(!k.flag(Flag::FailFsync) && k.flag(Flag::TrustDamagedLog));
             assert_eq!(k.rate(), 1.0, "a knob not given is back to its default");

@@ -24,6 +24,15 @@
 //! accept on, while the giver, who renewed or re-claimed during the pending offer, still
 //! believes; the offer told it the key may go).
 //!
+//! A lease held through the client library's guard (`guard-holders`) renews in the background,
+//! unrecorded; its worker writes the window it believed in as a `belief` line (from the grant's
+//! return to the first of its release, the guard's loss and its safe deadline), and that
+//! window replaces the one computed from its operations.
+//!
+//! A revoke does not cut a window: a plain worker hears of it only when a renewal or release
+//! comes back `Lost`. With the default hold, no one may be granted the key while the revoked
+//! holder still believes; `revoke --now` gives no such promise (the `revoke-canary`).
+//!
 //! Windows of different tokens on one key must not overlap. Overlaps fail the run when the
 //! applied skew was within the bound ([`CheckParams::skew_within_bound`]); beyond it they are
 //! expected and only reported (leases unsafe, fencing still safe).
@@ -38,7 +47,9 @@
 use std::collections::HashMap;
 
 use super::{by_key, describe, secs, Found};
-use crate::history::{Call, CheckParams, CheckResult, Kind, Nanos, Op, Reply, Verdict};
+use crate::history::{
+    BeliefEvent, Call, CheckParams, CheckResult, Kind, Nanos, Op, Reply, Verdict,
+};
 
 /// Slack for the safe-deadline bound. The harness records the invocation, then the library
 /// takes its send time in the same poll of the same task, a few microseconds later; this
@@ -112,14 +123,30 @@ struct Window {
     end: u64,
 }
 
-/// The beliefs of one key's leases, from its operations in invocation order.
-fn beliefs<'a>(ops: &[&'a Op], margin: f64) -> Vec<Belief<'a>> {
+/// Guard-held leases' windows, by (key, client, token).
+type Held<'a> = HashMap<(&'a str, &'a str, u64), (Nanos, Nanos)>;
+
+/// The beliefs of one key's leases, from its operations in invocation order (and, for
+/// guard-held leases, from their belief lines).
+fn beliefs<'a>(ops: &[&'a Op], margin: f64, held: &Held) -> Vec<Belief<'a>> {
     let mut out = Vec::new();
     for (i, g) in ops.iter().enumerate() {
         let Some((token, false, safe)) = granted(g) else {
             continue;
         };
         let Some(g_ret) = g.ret_ns else { continue };
+        if let Some(&(from, to)) = held.get(&(g.key.as_str(), g.client.as_str(), token)) {
+            out.push(Belief {
+                grant: g,
+                token,
+                windows: if from < to {
+                    vec![(from, to)]
+                } else {
+                    Vec::new()
+                },
+            });
+            continue;
+        }
         let mut ttl = ttl_of(g);
         let end =
             |inv: u64, ttl: u64, safe: Option<Nanos>| safe.unwrap_or(deadline(inv, ttl, margin));
@@ -271,6 +298,20 @@ fn overlap(a: &[(u64, u64)], b: &[(u64, u64)]) -> Option<(u64, u64)> {
 
 /// Checks that believed-held windows of different tokens on a key never overlap.
 pub fn check(ops: &[Op], params: &CheckParams) -> CheckResult {
+    check_with(ops, &[], params)
+}
+
+/// [`check`], with the believed windows of guard-held leases.
+pub fn check_with(ops: &[Op], held: &[&BeliefEvent], params: &CheckParams) -> CheckResult {
+    let held: Held = held
+        .iter()
+        .map(|b| {
+            (
+                (b.key.as_str(), b.client.as_str(), b.token),
+                (b.from_ns, b.to_ns),
+            )
+        })
+        .collect();
     let keys = by_key(ops);
     let mut found = Found::default();
     let (mut leases, mut windows) = (0, 0);
@@ -290,7 +331,7 @@ pub fn check(ops: &[Op], params: &CheckParams) -> CheckResult {
                 ),
             );
         }
-        let bs = beliefs(kops, params.drift_margin);
+        let bs = beliefs(kops, params.drift_margin, &held);
         leases += bs.len();
         windows += bs.iter().map(|b| b.windows.len()).sum::<usize>();
         for (i, a) in bs.iter().enumerate() {
@@ -601,5 +642,42 @@ mod tests {
             &params(),
         );
         assert_eq!(r.verdict, Verdict::Pass, "{r:#?}");
+    }
+
+    #[test]
+    fn a_guard_held_lease_is_believed_for_the_window_its_line_gives() {
+        // c1's guard renewed in the background (unrecorded) and believed until 5.0 s: c2's
+        // grant at 3.0 s overlaps it, though c1's recorded grant alone ends at 1.9 s.
+        let ops = [claim_ok("c1", 5, 0, 10), claim_ok("c2", 7, 2990, 3000)];
+        assert_eq!(check(&ops, &params()).verdict, Verdict::Pass);
+        let line = BeliefEvent {
+            idx: 0,
+            key: "k".into(),
+            client: "c1".into(),
+            token: 5,
+            from_ns: 10 * MS,
+            to_ns: 5000 * MS,
+            how: "released".into(),
+            pushed: false,
+            t_ns: 5000 * MS,
+        };
+        let r = check_with(&ops, &[&line], &params());
+        assert_eq!(r.verdict, Verdict::Fail, "{r:#?}");
+        assert!(
+            r.violations[0].message.contains("from 3.000s to 4.890s"),
+            "{}",
+            r.violations[0].message
+        );
+        // A guard told of its loss at 2.5 s stopped believing then: no overlap.
+        let heard = BeliefEvent {
+            to_ns: 2500 * MS,
+            how: "lost: revoked".into(),
+            pushed: true,
+            ..line
+        };
+        assert_eq!(
+            check_with(&ops, &[&heard], &params()).verdict,
+            Verdict::Pass
+        );
     }
 }

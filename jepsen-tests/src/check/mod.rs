@@ -9,6 +9,8 @@
 //! - [`fencing`]: no write with a stale token was accepted;
 //! - [`copies`]: every answer to any copy of a claim (late first attempts, retries, copies a
 //!   proxy made) is the one its client heard;
+//! - [`notice`] (runs with a revoker): every guard holder hears of its lease's revoke within
+//!   the bound, or the failover time after a fault;
 //! - [`lists`]: the record lists workers append to lose, duplicate, corrupt or invent nothing
 //!   (also run on the unfenced canary's memory lists, where it must find lost updates).
 //!
@@ -23,6 +25,7 @@ pub mod fencing;
 pub mod intervals;
 pub mod lists;
 pub mod model;
+pub mod notice;
 pub mod tokens;
 pub mod wgl;
 
@@ -67,7 +70,7 @@ pub fn check_all(history: &History, params: &CheckParams) -> Vec<CheckResult> {
     vec![
         linearizability(&baton, params),
         tokens::check(&baton),
-        intervals::check(&baton, params),
+        intervals::check_with(&baton, &history.beliefs(), params),
         fencing::check(&baton),
         lists::check(&baton, lists::Source::Baton),
     ]
@@ -338,6 +341,7 @@ pub(crate) fn describe(o: &Op) -> String {
         } => format!("offer({token} to {to}, ttl {offer_ttl_ms} ms)"),
         Call::Accept { ttl_ms } => format!("accept(ttl {ttl_ms} ms)"),
         Call::Read => "read".to_string(),
+        Call::Revoke { now } => format!("revoke({})", if *now { "now" } else { "hold" }),
         Call::Write { token, list, late } => format!(
             "write({token}, {} elements, last {}{})",
             list.len(),
@@ -394,6 +398,10 @@ pub(crate) fn describe(o: &Op) -> String {
             ),
             Reply::Corrupt { text } => format!("corrupt list {:?}", clip(text, 80)),
             Reply::Written => "written".into(),
+            Reply::Revoked { token } => match token {
+                Some(t) => format!("revoked {t}"),
+                None => "revoked nothing (free)".into(),
+            },
             Reply::Refused { message } => format!("refused ({message})"),
             Reply::Unknown { message } => format!("unknown ({message})"),
         },

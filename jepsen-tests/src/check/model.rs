@@ -21,6 +21,10 @@
 //!   alarm. When X and everything after it are info operations (return +infinity), an expiry
 //!   may always come first.
 //! - **Offer lapse** likewise, after `inv(offer) + offer_ttl / (1 + rho)`.
+//! - **A revoke's hold** ends likewise: a revoke without `now` frees the key but leaves it
+//!   unclaimable for the revoked lease's TTL, counted by each node from its apply of the
+//!   revoke, so no claim may be granted before `inv(revoke) + ttl / (1 + rho)`; the hidden
+//!   step that ends the hold is allowed from then on. A revoke with `now` frees it at once.
 //!
 //! Semantics follow the state machine (`node/src/core/table.rs`): a claim by the holding
 //! client keeps its token and renews with `ttl = max(old, new)`; an offer to the holder's own
@@ -94,6 +98,9 @@ pub struct LeaseState {
     pub offer: Option<(u32, u64)>,
     /// The record's list (interned id; 0 is the empty list).
     pub list: u32,
+    /// A revoke holds the free key back: earliest instant a claim may be granted again (0:
+    /// no hold).
+    pub hold_ns: u64,
 }
 
 impl LeaseState {
@@ -106,6 +113,7 @@ impl LeaseState {
             expiry_ns: 0,
             offer: None,
             list: 0,
+            hold_ns: 0,
         }
     }
 
@@ -154,6 +162,18 @@ pub enum ClaimRes {
 pub enum AcceptRes {
     Granted { token: u64 },
     Refused,
+    Unknown,
+}
+
+/// How a revoke came back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevokeRes {
+    /// The lease with this token ended.
+    Revoked {
+        token: u64,
+    },
+    /// The key was free: nothing ended.
+    Free,
     Unknown,
 }
 
@@ -222,6 +242,8 @@ pub enum LeaseOp {
         list: u32,
         res: Res,
     },
+    /// A revoke of whatever lease the key has; `now` frees it without a hold.
+    Revoke { now: bool, res: RevokeRes },
 }
 
 /// The model: the clock-rate bound `rho` turns TTLs into earliest expiries.
@@ -246,6 +268,20 @@ impl LeaseModel {
             expiry_ns: inv.saturating_add(self.life_ns(ttl_ms)),
             offer: None,
             list: s.list,
+            hold_ns: 0,
+        }
+    }
+
+    /// The lease revoked by an operation invoked at `inv`: free, with the hold unless `now`.
+    fn revoke(&self, s: LeaseState, now: bool, inv: u64) -> LeaseState {
+        let hold_ns = if now {
+            0
+        } else {
+            inv.saturating_add(self.life_ns(s.ttl_ms)).max(1)
+        };
+        LeaseState {
+            hold_ns,
+            ..s.freed()
         }
     }
 
@@ -271,7 +307,7 @@ impl LeaseModel {
                     token,
                     already_held: false,
                 } => {
-                    if s.holder.is_none() && s.last.below(token) {
+                    if s.holder.is_none() && s.hold_ns == 0 && s.last.below(token) {
                         out.push(self.grant(s, client, Tok::Exact(token), ttl_ms, inv));
                     }
                 }
@@ -292,6 +328,7 @@ impl LeaseModel {
                     }
                 }
                 ClaimRes::Unknown => match s.holder {
+                    None if s.hold_ns != 0 => {}
                     None => out.push(self.grant(s, client, s.last.successor(), ttl_ms, inv)),
                     Some(h) if h == client => out.push(self.renew(s, s.ttl_ms.max(ttl_ms), inv)),
                     Some(_) => {}
@@ -362,6 +399,27 @@ impl LeaseModel {
                     }
                 }
             }
+            LeaseOp::Revoke { now, res } => match res {
+                RevokeRes::Revoked { token } => {
+                    if s.holder.is_some() {
+                        if let Some(last) = s.last.pin(token) {
+                            out.push(self.revoke(LeaseState { last, ..s }, now, inv));
+                        }
+                    }
+                }
+                RevokeRes::Free => {
+                    if s.holder.is_none() {
+                        out.push(s);
+                    }
+                }
+                RevokeRes::Unknown => {
+                    if s.holder.is_none() {
+                        out.push(s);
+                    } else {
+                        out.push(self.revoke(s, now, inv));
+                    }
+                }
+            },
             LeaseOp::Read { holder, list } => {
                 if list != s.list {
                     return;
@@ -449,6 +507,9 @@ impl Model for LeaseModel {
         }
         if s.holder.is_some() && by >= s.expiry_ns {
             self.apply(s.freed(), o, out);
+        }
+        if s.hold_ns != 0 && by >= s.hold_ns {
+            self.apply(LeaseState { hold_ns: 0, ..*s }, o, out);
         }
     }
 }
@@ -671,6 +732,18 @@ fn convert(op: &Op, ids: &mut Interner) -> Result<Option<LeaseOp>, String> {
             Ok(None) => return Ok(None),
             Err(()) => return bad(),
         },
+        Call::Revoke { now } => {
+            let res = match (open, ok, reply) {
+                (true, _, _) => RevokeRes::Unknown,
+                (false, true, Some(Reply::Revoked { token: Some(t) })) => {
+                    RevokeRes::Revoked { token: *t }
+                }
+                (false, true, Some(Reply::Revoked { token: None })) => RevokeRes::Free,
+                (false, true, _) => return bad(),
+                _ => return Ok(None),
+            };
+            LeaseOp::Revoke { now: *now, res }
+        }
         Call::MemRead | Call::MemWrite { .. } => return Ok(None),
     };
     Ok(Some(m))

@@ -486,3 +486,85 @@ fn malformed_ok_replies_are_reported() {
     assert_eq!(p.malformed.len(), 1);
     assert!(p.ops.is_empty());
 }
+
+#[test]
+fn a_revoke_holds_the_key_back_for_the_leases_ttl() {
+    // Revoked at 500: free at once, but no claim may be granted before 500 + 1818.
+    let revoked = [
+        claim_ok("c1", 5, 0, 10),
+        revoke_ok("op", false, Some(5), 500, 510),
+        read_ok("c2", None, &[], 600, 610),
+        renew_lost_to("c1", 5, None, 700, 710),
+    ];
+    ok(&revoked);
+    let mut early = revoked.to_vec();
+    early.push(claim_ok("c2", 9, 1000, 1010));
+    bad(&early, 4);
+    // The same claim after the hold may have ended is legal.
+    let mut late = revoked.to_vec();
+    late.push(claim_ok("c2", 9, 2319, 2330));
+    ok(&late);
+    // The revoked holder itself is held back too.
+    let mut own = revoked.to_vec();
+    own.push(claim_ok("c1", 9, 1000, 1010));
+    bad(&own, 4);
+}
+
+#[test]
+fn a_revoke_now_frees_the_key_at_once() {
+    ok(&[
+        claim_ok("c1", 5, 0, 10),
+        revoke_ok("op", true, Some(5), 500, 510),
+        claim_ok("c2", 9, 600, 610),
+    ]);
+}
+
+#[test]
+fn a_revoke_must_name_the_lease_the_key_has() {
+    // The token revoked must be the holder's; a free key revokes nothing.
+    bad(
+        &[
+            claim_ok("c1", 5, 0, 10),
+            revoke_ok("op", true, Some(4), 500, 510),
+        ],
+        1,
+    );
+    bad(
+        &[
+            claim_ok("c1", 5, 0, 10),
+            revoke_ok("op", true, None, 500, 510),
+        ],
+        1,
+    );
+    ok(&[
+        claim_ok("c1", 5, 0, 10),
+        release_ok("c1", 5, 100, 110),
+        revoke_ok("op", false, None, 500, 510),
+        claim_ok("c2", 9, 600, 610),
+    ]);
+}
+
+#[test]
+fn an_unanswered_revoke_may_hold_the_key_or_never_happen() {
+    // Either it took effect (the key read free) or not (still held): both are legal.
+    ok(&[
+        claim_ok("c1", 5, 0, 10),
+        revoke_info("op", false, 500),
+        read_ok("c2", None, &[], 600, 610),
+    ]);
+    ok(&[
+        claim_ok("c1", 5, 0, 10),
+        revoke_info("op", false, 500),
+        read_ok("c2", Some(("c1", 5)), &[], 600, 610),
+    ]);
+    // Took effect, and then a claim within its hold: illegal.
+    bad(
+        &[
+            claim_ok("c1", 5, 0, 10),
+            revoke_info("op", false, 500),
+            read_ok("c2", None, &[], 600, 610),
+            claim_ok("c2", 9, 1000, 1010),
+        ],
+        3,
+    );
+}

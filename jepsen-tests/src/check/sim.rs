@@ -51,6 +51,8 @@ struct Store {
     offer: Option<(String, u64)>,
     list: Vec<Elem>,
     ever_held: Vec<String>,
+    /// A revoke's hold: no claim is granted before this instant.
+    held_until: u64,
 }
 
 impl Store {
@@ -111,6 +113,9 @@ impl Store {
         };
         let (c, name) = (op.client.as_str(), op.name.as_str());
         match &op.call {
+            Call::Claim { .. } if self.lease.is_none() && now < self.held_until => {
+                refused("held back by a revoke")
+            }
             Call::Claim { ttl_ms } => match &mut self.lease {
                 None => {
                     let token = self.grant(rng, c, name, *ttl_ms, now);
@@ -207,6 +212,19 @@ impl Store {
                 self.list = list.clone();
                 (Kind::Ok, Reply::Written)
             }
+            Call::Revoke { now: at_once } => {
+                let ended = self.lease.take();
+                self.offer = None;
+                if let (Some(l), false) = (&ended, *at_once) {
+                    self.held_until = now + l.ttl_ms * MS;
+                }
+                (
+                    Kind::Ok,
+                    Reply::Revoked {
+                        token: ended.map(|l| l.token),
+                    },
+                )
+            }
             Call::MemRead | Call::MemWrite { .. } => unreachable!("not simulated"),
         }
     }
@@ -238,8 +256,13 @@ fn push(heap: &mut BinaryHeap<Reverse<(u64, usize)>>, events: &mut Vec<Event>, t
     events.push(e);
 }
 
+/// Revokes among the calls of workers that hold nothing, in percent.
+const REVOKE_PCT: u32 = 2;
+
 /// One key's history: `workers` workers for `ops` operations on `key`, a fraction `lost` of
-/// whose replies are lost.
+/// whose replies are lost. With `revokes`, the workers that hold nothing now and then revoke
+/// whoever holds the key (`Some(true)`: `--now`, freeing it at once; `Some(false)`: holding it
+/// back for the lease's TTL).
 pub fn key_history(
     seed: u64,
     key: &str,
@@ -247,6 +270,7 @@ pub fn key_history(
     ops: usize,
     lost_rate: f64,
     bug: Bug,
+    revokes: Option<bool>,
 ) -> Vec<Op> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut store = Store::default();
@@ -282,7 +306,7 @@ pub fn key_history(
                     continue;
                 }
                 invoked += 1;
-                let call = next_call(&mut rng, &mut ws, w, now, &mut uid);
+                let call = next_call(&mut rng, &mut ws, w, now, &mut uid, revokes);
                 let worker = &ws[w];
                 let i = out.len();
                 out.push(Op {
@@ -378,7 +402,14 @@ pub fn key_history(
 }
 
 /// The worker's next call, as the harness's `lease-register` loop would choose it.
-fn next_call(rng: &mut StdRng, ws: &mut [Worker], w: usize, now: u64, uid: &mut u64) -> Call {
+fn next_call(
+    rng: &mut StdRng,
+    ws: &mut [Worker],
+    w: usize,
+    now: u64,
+    uid: &mut u64,
+    revokes: Option<bool>,
+) -> Call {
     let names: Vec<String> = ws.iter().map(|w| w.name.clone()).collect();
     let me = &mut ws[w];
     let mut append = |token: u64, list: &[Elem]| {
@@ -429,6 +460,10 @@ fn next_call(rng: &mut StdRng, ws: &mut [Worker], w: usize, now: u64, uid: &mut 
             }
             me.belief = None;
             let r = rng.gen_range(0..100);
+            if let Some(now) = revokes.filter(|_| r < REVOKE_PCT) {
+                // An operator's revoke, of whoever holds the key.
+                return Call::Revoke { now };
+            }
             if r < 65 {
                 Call::Claim { ttl_ms: TTL_MS }
             } else if r < 85 {
@@ -501,6 +536,7 @@ mod tests {
                 150,
                 0.03,
                 bug,
+                None,
             ));
         }
         let results = check_all(&history(&ops), &params());
@@ -546,8 +582,14 @@ mod tests {
                 150,
                 lost,
                 Bug::None,
+                (k % 2 == 1).then_some(false),
             ));
         }
+        let revoked = ops
+            .iter()
+            .filter(|o| matches!(o.reply, Some(Reply::Revoked { token: Some(_) })))
+            .count();
+        assert!(revoked > 20, "{revoked} leases revoked");
         let h = history(&ops);
         for r in check_all(&h, &params()) {
             assert_eq!(
@@ -559,6 +601,29 @@ mod tests {
                 r.violations
             );
         }
+    }
+
+    #[test]
+    fn revokes_that_free_the_key_at_once_are_caught_by_the_intervals() {
+        // `--now` keeps its promise to the store (linearizable) but not to the holder, who
+        // still believes until its safe deadline: the next holder's window overlaps.
+        let mut ops = Vec::new();
+        for k in 0..12u64 {
+            ops.extend(key_history(
+                7000 + k,
+                &format!("rv/{k}"),
+                4,
+                150,
+                0.0,
+                Bug::None,
+                Some(true),
+            ));
+        }
+        let results = check_all(&history(&ops), &params());
+        let verdict = |name: &str| results.iter().find(|r| r.checker == name).unwrap().verdict;
+        assert_eq!(verdict("intervals"), Verdict::Fail);
+        assert_eq!(verdict("linearizability"), Verdict::Pass);
+        assert_eq!(verdict("fencing"), Verdict::Pass);
     }
 
     #[test]
@@ -595,6 +660,7 @@ mod tests {
                 150,
                 0.03,
                 Bug::ArrivalClock,
+                None,
             ));
         }
         let r = super::super::intervals::check(&ops, &p);

@@ -180,6 +180,23 @@ pub fn release_ok(c: &str, token: u64, inv: u64, ret: u64) -> Op {
     )
 }
 
+/// An ok revoke that ended `token` (`None`: the key was free); `now` frees without a hold.
+pub fn revoke_ok(c: &str, now: bool, token: Option<u64>, inv: u64, ret: u64) -> Op {
+    op(
+        c,
+        Call::Revoke { now },
+        Kind::Ok,
+        Some(Reply::Revoked { token }),
+        inv,
+        ret,
+    )
+}
+
+/// A revoke with no answer.
+pub fn revoke_info(c: &str, now: bool, inv: u64) -> Op {
+    op(c, Call::Revoke { now }, Kind::Info, None, inv, 0)
+}
+
 pub fn offer_ok(c: &str, token: u64, to: &str, offer_ttl_ms: u64, inv: u64, ret: u64) -> Op {
     let call = Call::Offer {
         token,

@@ -370,6 +370,14 @@ pub(super) fn describe_call(call: &Call) -> String {
         } => format!("offer token {token} to {to} for {offer_ttl_ms} ms"),
         Call::Accept { ttl_ms } => format!("accept ttl {ttl_ms} ms"),
         Call::Read => "read".into(),
+        Call::Revoke { now } => format!(
+            "revoke{}",
+            if *now {
+                " --now (frees the key at once)"
+            } else {
+                " (holds the key back for the lease's TTL)"
+            }
+        ),
         Call::Write { token, list, late } => format!(
             "write token {token}, {} elements{}",
             list.len(),
@@ -415,6 +423,10 @@ pub(super) fn describe_reply(reply: Option<&Reply>) -> String {
         Some(Reply::Released) => "released".into(),
         Some(Reply::Lost { current }) => format!("lost; now held by {}", holding(current)),
         Some(Reply::Offered) => "offered".into(),
+        Some(Reply::Revoked { token }) => match token {
+            Some(t) => format!("revoked token {t}"),
+            None => "revoked nothing: the key was free".into(),
+        },
         Some(Reply::Read { holder, list }) => {
             format!("read: held by {}, {} elements", holding(holder), list.len())
         }
