@@ -1,18 +1,30 @@
 //! The endings bench: a fresh 3-node baton cluster where S client sessions hold L leases
 //! in all (each under a `LeaseGuard`), and an operator revokes R of them one at a time.
 //!
-//! Measured: from the revoke's send to the holder's `lost()` firing (an upper bound on
-//! "from the commit of the ending entry": the revoke's own commit is inside it), p50 / p99 /
-//! max over the R revokes; the leader's resident memory per session (`VmRSS` with every
-//! guard started and its session's endings stream open, minus before; the leases' own
-//! memory is in it); and the endings streams the leader counted. The sessions run in this
-//! process, on the same cores as the nodes.
+//! Measured, with those S sessions and L leases in place:
+//! - revoke: from the revoke's send to the holder's `lost()` firing (an upper bound on "from
+//!   the commit of the ending entry": the revoke's own commit is inside it), p50 / p99 / max
+//!   over the R revokes;
+//! - handoff: R times, a giver session claims a fresh key under a guard and offers it, and a
+//!   taker accepts: from the accept's send to the giver's `lost()` (handed off);
+//! - expiry: one session claims R fresh keys with the cluster's shortest TTL and never renews
+//!   them, its endings stream open (the raw `Endings` call: a guard renews, so its lease never
+//!   expires while it listens): from the expiry entry's proposal (the leader's wall clock in
+//!   the ending) to its arrival, on the same machine's clock (ms resolution);
+//! - the leader's resident memory per session (`VmRSS` with every guard started and its
+//!   session's endings stream open, minus before; the leases' own memory is in it); and the
+//!   endings streams the leader counted.
+//!
+//! The sessions run in this process, on the same cores as the nodes.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use baton_client::{Client, ClientConfig, GuardedClaim, LeaseGuard, LossReason};
+use baton_client::{
+    ClaimOutcome, Client, ClientConfig, EndedHow, GuardedClaim, HandoffNote, LeaseGuard, LossReason,
+};
+use baton_proto::v1 as pb;
 use serde::Serialize;
 
 use crate::cluster::BatonCluster;
@@ -52,7 +64,42 @@ pub struct EndingsReport {
     pub lost_p50_ms: f64,
     pub lost_p99_ms: f64,
     pub lost_max_ms: f64,
+    /// From the accept's send to the giver's `lost()`, over as many handoffs.
+    pub handoff: Spread,
+    /// From the expiry's proposal to its arrival on the holder's stream, over as many
+    /// expiries.
+    pub expiry: Spread,
 }
+
+/// p50 / p99 / max of some delays, in ms.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Spread {
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Spread {
+    fn of(mut delays: Vec<f64>) -> Spread {
+        delays.sort_by(f64::total_cmp);
+        let pct = |p: f64| delays[((delays.len() - 1) as f64 * p).round() as usize];
+        Spread {
+            p50_ms: pct(0.5),
+            p99_ms: pct(0.99),
+            max_ms: delays.last().copied().unwrap_or(f64::NAN),
+        }
+    }
+
+    fn text(&self) -> String {
+        format!(
+            "{:.1} / {:.1} / {:.1} ms",
+            self.p50_ms, self.p99_ms, self.max_ms
+        )
+    }
+}
+
+/// The cluster's shortest TTL (`BatonCluster`'s nodes run with the default `ttl_ms_min`).
+const EXPIRY_TTL: Duration = Duration::from_secs(2);
 
 /// Runs the endings bench on a fresh cluster of `node_bin` under `dir`.
 pub async fn run(
@@ -175,6 +222,8 @@ pub async fn run(
         }
         drop(guard);
     }
+    let handoff = handoffs(&config, &leader_first, cfg.revokes).await?;
+    let expiry = expiries(&cluster.endpoints[leader - 1], &config, cfg.revokes).await?;
     // Stop the rest without releasing: a dropped guard would release in a task of its own,
     // which, once the cluster is stopped, retries into the next measurement.
     for guard in guards.into_iter().flatten() {
@@ -193,7 +242,97 @@ pub async fn run(
         lost_p50_ms: pct(0.5),
         lost_p99_ms: pct(0.99),
         lost_max_ms: delays.last().copied().unwrap_or(f64::NAN),
+        handoff,
+        expiry,
     })
+}
+
+/// `n` handoffs, one at a time: a giver claims a fresh key under a guard and offers it to
+/// the taker; from the taker's accept's send to the giver's `lost()`.
+async fn handoffs(
+    config: &impl Fn() -> ClientConfig,
+    leader_first: &[String],
+    n: usize,
+) -> anyhow::Result<Spread> {
+    let session = || {
+        Client::connect(ClientConfig {
+            endpoints: leader_first.to_vec(),
+            ..config()
+        })
+    };
+    let (giver, taker) = (session().await?, session().await?);
+    let mut delays = Vec::new();
+    for h in 0..n {
+        let key = format!("{PREFIX}handoff-{h:05}");
+        let guard = match giver.claim_guarded(&key, "giver", TTL).await? {
+            GuardedClaim::Granted(g) => g,
+            GuardedClaim::Held { lease, .. } => bail!("{key} is held by {}", lease.holder_name),
+        };
+        let note = HandoffNote {
+            done: "bench".into(),
+            ..HandoffNote::default()
+        };
+        giver
+            .offer(&key, guard.token(), "taker", note, Duration::from_secs(60))
+            .await?;
+        let sent = Instant::now();
+        let heard = async {
+            let lost = tokio::time::timeout(SETTLE_LIMIT, guard.lost()).await;
+            (lost, Instant::now())
+        };
+        let (accepted, (lost, heard_at)) = tokio::join!(taker.accept(&key, "taker", TTL), heard);
+        accepted?;
+        match lost {
+            Ok(LossReason::Ended(e)) if e.what == EndedHow::HandedOff => {
+                delays.push(heard_at.duration_since(sent).as_secs_f64() * 1e3)
+            }
+            Ok(other) => bail!("the giver of {key} lost it otherwise than by the handoff: {other}"),
+            Err(_) => bail!("the giver of {key} heard nothing within {SETTLE_LIMIT:?}"),
+        }
+        guard.abandon().await;
+    }
+    Ok(Spread::of(delays))
+}
+
+/// `n` leases claimed at once by one session with [`EXPIRY_TTL`], never renewed, its endings
+/// stream open on the leader at `endpoint`: from each expiry's proposal to its arrival.
+async fn expiries(
+    endpoint: &str,
+    config: &impl Fn() -> ClientConfig,
+    n: usize,
+) -> anyhow::Result<Spread> {
+    let holder = Client::connect(config()).await?;
+    let mut raw = pb::baton_client::BatonClient::connect(format!("http://{endpoint}")).await?;
+    let mut stream = raw
+        .endings(pb::EndingsRequest {
+            client_id: holder.client_id().to_owned(),
+            from_revision: 0,
+        })
+        .await?
+        .into_inner();
+    for e in 0..n {
+        let key = format!("{PREFIX}expire-{e:05}");
+        match holder.claim(&key, "expiring", EXPIRY_TTL).await? {
+            ClaimOutcome::Granted(_) => {}
+            ClaimOutcome::Held { lease, .. } => bail!("{key} is held by {}", lease.holder_name),
+        }
+    }
+    let mut delays = Vec::new();
+    let until = Instant::now() + SETTLE_LIMIT;
+    while delays.len() < n {
+        let next = tokio::time::timeout_at(until.into(), stream.message())
+            .await
+            .with_context(|| format!("only {} of {n} expiries heard", delays.len()))??
+            .context("the endings stream ended")?;
+        if next.what != baton_proto::ENDED_EXPIRED {
+            continue;
+        }
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis() as u64;
+        delays.push(now_ms.saturating_sub(next.at_unix_ms) as f64);
+    }
+    Ok(Spread::of(delays))
 }
 
 /// One table row per report.
@@ -202,13 +341,20 @@ pub fn render(reports: &[EndingsReport]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:>8} | {:>7} | {:>7} | {:>7} | {:>14} | {:>26}",
-        "sessions", "leases", "revokes", "streams", "leader B/sess", "revoke->lost p50/p99/max"
+        "{:>8} | {:>7} | {:>7} | {:>7} | {:>14} | {:>26} | {:>26} | {:>26}",
+        "sessions",
+        "leases",
+        "samples",
+        "streams",
+        "leader B/sess",
+        "revoke->lost p50/p99/max",
+        "handoff->lost p50/p99/max",
+        "expiry->heard p50/p99/max"
     );
     for r in reports {
         let _ = writeln!(
             out,
-            "{:>8} | {:>7} | {:>7} | {:>7} | {:>14.0} | {:>26}",
+            "{:>8} | {:>7} | {:>7} | {:>7} | {:>14.0} | {:>26} | {:>26} | {:>26}",
             r.sessions,
             r.leases,
             r.revokes,
@@ -218,6 +364,8 @@ pub fn render(reports: &[EndingsReport]) -> String {
                 "{:.1} / {:.1} / {:.1} ms",
                 r.lost_p50_ms, r.lost_p99_ms, r.lost_max_ms
             ),
+            r.handoff.text(),
+            r.expiry.text(),
         );
     }
     out

@@ -54,8 +54,8 @@ pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
 }
 
 /// Run phase of the revoke and notice canaries (no faults; a revoke every 0.45–0.9 s, half
-/// of them of guard-held leases): seed 11 caught 5 overlaps and 2 late notices in 15 s.
-pub const REVOKE_CANARY_S: u64 = 12;
+/// of them of guard-held leases).
+pub const REVOKE_CANARY_S: u64 = 16;
 
 /// Fault phase of the copies canary: two or three `client-delay` and `client-copies` faults
 /// (3–6 s each, 2–4 s apart, the first 1.5–3 s in).

@@ -11,8 +11,9 @@
 //! - `guard-holders`: claim through the client library's guard (`LeaseGuard`, renewed in the
 //!   background, told of its loss by the cluster's push), hold it a while, release; each
 //!   believed window is written as a `belief` line, how it ended, and whether the loss was
-//!   pushed. With [`run_revoker`] revoking the keys in use, the `notice` checker holds the
-//!   holders to the bound on hearing of a loss.
+//!   pushed; after a loss the slot moves on to a fresh key (a revoked one stays unclaimable
+//!   for the TTL). With [`run_revoker`] revoking the keys in use, the `notice` checker holds
+//!   the holders to the bound on hearing of a loss.
 //! - `unfenced-canary`: the same loop against a list in harness memory, guarded only by the
 //!   lease the worker believes it holds, with one pause past the TTL. Its lost update must be
 //!   caught by the list checker: proof that the checkers can find a bug.
@@ -52,8 +53,10 @@ pub const PINNED_READ_GAP_MS: u64 = 40;
 /// rarely find a loss before the push does, so the `notice` checker sees the push; short
 /// enough that a revoke's hold (this long) ends well within the run.
 pub const GUARD_TTL: Duration = Duration::from_millis(9000);
-/// A `guard-holders` worker holds its lease this long at most before releasing it.
-pub const GUARD_HOLD_MS_MAX: u64 = 5000;
+/// A `guard-holders` worker holds its lease this long at least and at most before
+/// releasing it: mostly long past a revoke, so that a holder that is not told keeps
+/// believing (the `notice-canary`).
+pub const GUARD_HOLD_MS: (u64, u64) = (1000, 8000);
 /// The revoker waits this long at most between revokes (half of it at least).
 pub const REVOKE_GAP_MS: u64 = 900;
 /// How long a worker keeps a lease in reserve: it stops acting this long before its
@@ -551,6 +554,14 @@ impl Slot {
         )
     }
 
+    /// Moves the slot on to a fresh key, if it is still on `key`.
+    fn rotate(&self, key: &str) {
+        if key == self.key() {
+            self.ops.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Counts an operation; rotates to a fresh key when this one has had enough.
     fn count(&self, key: &str) {
         // An operation that ran on a key the slot has already left counts for nothing.
@@ -854,8 +865,9 @@ impl Worker {
             self.nap(300).await;
             return;
         };
+        let (shortest, longest) = GUARD_HOLD_MS;
         let release_at =
-            Instant::now() + Duration::from_millis(self.rng.gen_range(200..=GUARD_HOLD_MS_MAX));
+            Instant::now() + Duration::from_millis(self.rng.gen_range(shortest..=longest));
         let (to_ns, how, pushed) = self.hold(&guard, release_at).await;
         let token = guard.token();
         ctx.rec.belief(BeliefEvent {
@@ -899,6 +911,8 @@ impl Worker {
         } else {
             guard.abandon().await;
             self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
+            // A revoked key stays unclaimable for the TTL: the slot moves on to a fresh one.
+            self.slot.rotate(&key);
         }
         self.nap(300).await;
     }
