@@ -49,6 +49,8 @@ pub struct EndingsConfig {
     pub sessions: usize,
     pub leases: usize,
     pub revokes: usize,
+    /// Handoffs measured, and expiries.
+    pub handoffs: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -56,6 +58,8 @@ pub struct EndingsReport {
     pub sessions: usize,
     pub leases: usize,
     pub revokes: usize,
+    /// Handoffs measured, and expiries.
+    pub handoffs: usize,
     /// Endings streams the leader counted with every guard started.
     pub streams: usize,
     /// (leader RSS with the guards and streams - before) / sessions.
@@ -115,6 +119,9 @@ pub async fn run(
     }
     if cfg.revokes == 0 || cfg.revokes > cfg.leases.min(ENDINGS_REVOKES_MAX) {
         bail!("revokes must be 1 to the leases (at most {ENDINGS_REVOKES_MAX})");
+    }
+    if cfg.handoffs == 0 || cfg.handoffs > ENDINGS_REVOKES_MAX {
+        bail!("handoffs must be 1 to {ENDINGS_REVOKES_MAX}");
     }
     // Every session is its own client: one connection to the leader, for its calls and
     // its endings stream.
@@ -222,8 +229,8 @@ pub async fn run(
         }
         drop(guard);
     }
-    let handoff = handoffs(&config, &leader_first, cfg.revokes).await?;
-    let expiry = expiries(&cluster.endpoints[leader - 1], &config, cfg.revokes).await?;
+    let handoff = handoffs(&config, &leader_first, cfg.handoffs).await?;
+    let expiry = expiries(&cluster.endpoints[leader - 1], &config, cfg.handoffs).await?;
     // Stop the rest without releasing: a dropped guard would release in a task of its own,
     // which, once the cluster is stopped, retries into the next measurement.
     for guard in guards.into_iter().flatten() {
@@ -236,6 +243,7 @@ pub async fn run(
         sessions: cfg.sessions,
         leases: cfg.leases,
         revokes: cfg.revokes,
+        handoffs: cfg.handoffs,
         streams,
         leader_bytes_per_session: (after.saturating_sub(before) * 1024) as f64
             / cfg.sessions as f64,
@@ -341,10 +349,11 @@ pub fn render(reports: &[EndingsReport]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:>8} | {:>7} | {:>7} | {:>7} | {:>14} | {:>26} | {:>26} | {:>26}",
+        "{:>8} | {:>7} | {:>7} | {:>8} | {:>7} | {:>14} | {:>26} | {:>26} | {:>26}",
         "sessions",
         "leases",
-        "samples",
+        "revokes",
+        "handoffs",
         "streams",
         "leader B/sess",
         "revoke->lost p50/p99/max",
@@ -354,10 +363,11 @@ pub fn render(reports: &[EndingsReport]) -> String {
     for r in reports {
         let _ = writeln!(
             out,
-            "{:>8} | {:>7} | {:>7} | {:>7} | {:>14.0} | {:>26} | {:>26} | {:>26}",
+            "{:>8} | {:>7} | {:>7} | {:>8} | {:>7} | {:>14.0} | {:>26} | {:>26} | {:>26}",
             r.sessions,
             r.leases,
             r.revokes,
+            r.handoffs,
             r.streams,
             r.leader_bytes_per_session,
             format!(

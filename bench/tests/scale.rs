@@ -53,3 +53,36 @@ fn sizes_beyond_the_limits_are_refused_before_any_node_starts() {
         assert!(stderr.contains("must be 1 to"), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn the_endings_bench_measures_revokes_handoffs_and_expiries_by_the_push() {
+    // 2 sessions holding 4 leases; 3 revokes, 3 handoffs, 3 expiries. The bench itself fails
+    // if any loss came otherwise than by the push.
+    let out = Command::new(env!("CARGO_BIN_EXE_baton-scale"))
+        .args(["--endings", "2:4", "--endings-revokes", "3"])
+        .output()
+        .expect("run baton-scale");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "baton-scale failed:\n{stdout}\n{stderr}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON line in:\n{stdout}"));
+    let report: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(report["sessions"], 2, "{report}");
+    assert_eq!(report["revokes"], 3, "{report}");
+    assert_eq!(report["handoffs"], 3, "{report}");
+    assert_eq!(report["streams"], 2, "{report}");
+    for spread in [&report["handoff"], &report["expiry"]] {
+        let (p50, max) = (
+            spread["p50_ms"].as_f64().unwrap(),
+            spread["max_ms"].as_f64().unwrap(),
+        );
+        assert!(p50 >= 0.0 && max >= p50, "{report}");
+    }
+    assert!(stdout.contains("handoff->lost"), "{stdout}");
+}

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use baton_client::{ClaimOutcome, ReadMode};
+use baton_client::{ClaimOutcome, EndedHow, GuardedClaim, LossReason, ReadMode};
 use common::{admin_addr, free_port, http_get, node_bin, serial, text, Cluster, NodeProc};
 
 const TTL: Duration = Duration::from_secs(60);
@@ -465,6 +465,17 @@ async fn a_backup_restores_every_lease_record_and_history_into_a_new_cluster() {
     let backup = cluster.dir.path().join("baton.backup");
     let wrote = baton_json(&endpoints, &["cluster", "backup", backup.to_str().unwrap()]);
     assert_eq!(wrote["header"]["leases"].as_u64(), Some(20), "{wrote}");
+    // A lease granted after the backup, held under a guard: the restore predates it.
+    let GuardedClaim::Granted(after) = client
+        .claim_guarded("dr/after-backup", "agent", TTL)
+        .await
+        .unwrap()
+    else {
+        panic!("dr/after-backup held");
+    };
+    // Its session's endings stream is open (a progress marker every 500 ms moves the
+    // revision it resumes from).
+    tokio::time::sleep(Duration::from_secs(2)).await;
 
     // The cluster is lost for good: every node and every data dir.
     for id in 1..=3 {
@@ -493,6 +504,24 @@ async fn a_backup_restores_every_lease_record_and_history_into_a_new_cluster() {
         cluster.start_node(id);
     }
     cluster.leader(Duration::from_secs(20)).await;
+    // The guard's stream resumes on the restored cluster, whose window starts past the
+    // revision it asks for: the library re-reads the lease, finds it gone, and says so
+    // before any renewal (every 20 s) could have.
+    let restarted = Instant::now();
+    let lost = tokio::time::timeout(Duration::from_secs(15), after.lost())
+        .await
+        .expect("the guard of a lease the restore predates was told");
+    match lost {
+        LossReason::Ended(e) => {
+            assert_eq!(e.what, EndedHow::Gone, "{e:?}");
+            assert_eq!(e.key, "dr/after-backup");
+            assert_eq!(e.new_holder, None, "{e:?}");
+        }
+        other => panic!(
+            "lost otherwise than by the push: {other} after {:?}",
+            restarted.elapsed()
+        ),
+    }
     let client = cluster.client().await;
     assert_eq!(everything(&client, &keys).await, before);
     // Fencing continues: a new grant's token is above every token given before the loss.

@@ -36,10 +36,13 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     watchers: Vec<usize>,
     /// SESSIONS:LEASES pairs, comma-separated: guards held, then revoked one at a time,
-    /// from the revoke to the holder's `lost()`; each pair gets a fresh cluster.
+    /// from the revoke to the holder's `lost()`; with them in place, as many handoffs (from
+    /// the accept to the giver's `lost()`) and expiries (from the expiry's proposal to its
+    /// arrival on the holder's stream); each pair gets a fresh cluster.
     #[arg(long, value_delimiter = ',')]
     endings: Vec<String>,
-    /// Revokes measured per --endings pair (at most the leases).
+    /// Revokes (and handoffs, and expiries) measured per --endings pair (revokes at most the
+    /// leases).
     #[arg(long, default_value_t = 200)]
     endings_revokes: usize,
     /// Revokes of `baton run` holders: from the revoke to the child's SIGTERM.
@@ -145,6 +148,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             sessions,
             leases,
             revokes: args.endings_revokes.min(leases),
+            handoffs: args.endings_revokes,
         };
         let run_dir = dir.join(format!("endings-{sessions}-{leases}"));
         std::fs::create_dir_all(&run_dir)?;
