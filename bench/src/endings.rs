@@ -12,8 +12,10 @@
 //!   expires while it listens): from the expiry entry's proposal (the leader's wall clock in
 //!   the ending) to its arrival, on the same machine's clock (ms resolution);
 //! - the leader's resident memory per session (`VmRSS` with every guard started and its
-//!   session's endings stream open, minus before; the leases' own memory is in it); and the
-//!   endings streams the leader counted.
+//!   session's endings stream open, minus before; the leases' own memory is in it); the
+//!   endings streams the leader counted; and the leader's CPU while the sessions only
+//!   listen ([`IDLE_WINDOW`] with nothing happening: the progress markers, every
+//!   `ENDINGS_PROGRESS_INTERVAL_MS` per stream, and the Raft heartbeats).
 //!
 //! The sessions run in this process, on the same cores as the nodes.
 
@@ -27,7 +29,7 @@ use baton_client::{
 use baton_proto::v1 as pb;
 use serde::Serialize;
 
-use crate::cluster::BatonCluster;
+use crate::cluster::{cpu_seconds, BatonCluster};
 use crate::metrics::{get_metrics, sample};
 use crate::scale::memory_kib;
 
@@ -43,6 +45,8 @@ const SETTLE_LIMIT: Duration = Duration::from_secs(60);
 /// measured was pushed.
 const TTL: Duration = Duration::from_secs(3600);
 const PREFIX: &str = "ended/";
+/// How long the leader's CPU is sampled while every session only listens.
+pub const IDLE_WINDOW: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub struct EndingsConfig {
@@ -64,6 +68,8 @@ pub struct EndingsReport {
     pub streams: usize,
     /// (leader RSS with the guards and streams - before) / sessions.
     pub leader_bytes_per_session: f64,
+    /// The leader's CPU (one core = 100 %) over [`IDLE_WINDOW`] while the sessions listen.
+    pub leader_idle_cpu_pct: f64,
     /// From the revoke's send to `lost()`, over the revokes.
     pub lost_p50_ms: f64,
     pub lost_p99_ms: f64,
@@ -205,6 +211,10 @@ pub async fn run(
     };
     tokio::time::sleep(Duration::from_secs(1)).await;
     let after = memory_kib(leader_pid).map(|m| m.0).unwrap_or(0);
+    let cpu_before = cpu_seconds(&[leader_pid]);
+    tokio::time::sleep(IDLE_WINDOW).await;
+    let leader_idle_cpu_pct =
+        (cpu_seconds(&[leader_pid]) - cpu_before) / IDLE_WINDOW.as_secs_f64() * 100.0;
 
     // Revoke R leases spread over the sessions, one at a time.
     let step = (cfg.leases / cfg.revokes).max(1);
@@ -247,6 +257,7 @@ pub async fn run(
         streams,
         leader_bytes_per_session: (after.saturating_sub(before) * 1024) as f64
             / cfg.sessions as f64,
+        leader_idle_cpu_pct,
         lost_p50_ms: pct(0.5),
         lost_p99_ms: pct(0.99),
         lost_max_ms: delays.last().copied().unwrap_or(f64::NAN),
@@ -349,13 +360,14 @@ pub fn render(reports: &[EndingsReport]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:>8} | {:>7} | {:>7} | {:>8} | {:>7} | {:>14} | {:>26} | {:>26} | {:>26}",
+        "{:>8} | {:>7} | {:>7} | {:>8} | {:>7} | {:>14} | {:>13} | {:>26} | {:>26} | {:>26}",
         "sessions",
         "leases",
         "revokes",
         "handoffs",
         "streams",
         "leader B/sess",
+        "leader idle %",
         "revoke->lost p50/p99/max",
         "handoff->lost p50/p99/max",
         "expiry->heard p50/p99/max"
@@ -363,13 +375,14 @@ pub fn render(reports: &[EndingsReport]) -> String {
     for r in reports {
         let _ = writeln!(
             out,
-            "{:>8} | {:>7} | {:>7} | {:>8} | {:>7} | {:>14.0} | {:>26} | {:>26} | {:>26}",
+            "{:>8} | {:>7} | {:>7} | {:>8} | {:>7} | {:>14.0} | {:>13.1} | {:>26} | {:>26} | {:>26}",
             r.sessions,
             r.leases,
             r.revokes,
             r.handoffs,
             r.streams,
             r.leader_bytes_per_session,
+            r.leader_idle_cpu_pct,
             format!(
                 "{:.1} / {:.1} / {:.1} ms",
                 r.lost_p50_ms, r.lost_p99_ms, r.lost_max_ms

@@ -77,6 +77,10 @@ fn the_endings_bench_measures_revokes_handoffs_and_expiries_by_the_push() {
     assert_eq!(report["revokes"], 3, "{report}");
     assert_eq!(report["handoffs"], 3, "{report}");
     assert_eq!(report["streams"], 2, "{report}");
+    assert!(
+        report["leader_idle_cpu_pct"].as_f64().unwrap() >= 0.0,
+        "{report}"
+    );
     for spread in [&report["handoff"], &report["expiry"]] {
         let (p50, max) = (
             spread["p50_ms"].as_f64().unwrap(),
