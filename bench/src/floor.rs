@@ -98,8 +98,9 @@ pub fn round_trip(rounds: u32) -> std::io::Result<RoundTrip> {
 /// (the fsyncs of leader and follower can overlap; the round trips cannot).
 pub const ROUND_TRIPS_PER_WRITE: u64 = 2;
 
-/// The floor in µs: one fsync p50 + [`ROUND_TRIPS_PER_WRITE`] round trip p50s (issue 22's
-/// definition; baton-compare before it used one round trip).
+/// The floor in µs: one fsync p50 + [`ROUND_TRIPS_PER_WRITE`] round trip p50s (a
+/// write's fsync and its two hops: client to leader and leader to a quorum; baton-compare
+/// once used one round trip).
 pub fn floor_us(fsync: &Fsync, rtt: &RoundTrip) -> u64 {
     fsync.p50_us + ROUND_TRIPS_PER_WRITE * rtt.p50_us
 }

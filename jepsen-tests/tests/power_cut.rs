@@ -361,7 +361,7 @@ async fn a_leader_whose_disk_stalls_commits_through_its_followers_and_its_power_
     stalled_leader(Stall::Flusher).await;
 }
 
-/// The whole device of the leader stops answering (issue 35, finding 5: a segment roll's
+/// The whole device of the leader stops answering (BUGS.md: a segment roll's
 /// directory sync, a truncate, a purge and the log reads replication needs all run where a
 /// hung drive holds them, not only the flusher). The cluster goes on: a claim is granted
 /// within [`DEVICE_STALL_ACK_MAX`] (through the same leader, or, once its Raft loop is held,
@@ -549,8 +549,8 @@ async fn stalled_leader(how: Stall) {
 
 /// A disk whose `fdatasync` fails (EIO): the node must stop, non-zero and saying why, never
 /// retrying the failed sync (after an fsync error Linux may drop the dirty pages, and a
-/// retry succeeds without them) and never serving on from a frozen state (issue 35, finding
-/// 2: openraft stopped its core, and the process went on answering reads, `/readyz` 200). A
+/// retry succeeds without them) and never serving on from a frozen state (BUGS.md:
+/// openraft stopped its core, and the process went on answering reads, `/readyz` 200). A
 /// restart on a sound disk serves what is on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_fsync_stops_the_node_with_its_cause() {

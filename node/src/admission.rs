@@ -1,4 +1,4 @@
-//! Admission: what keeps one client from taking a node down (issue 8, hostile input): open
+//! Admission: what keeps one client from taking a node down (hostile input): open
 //! connections, watch streams per client address, and writes per second per client id and
 //! per principal. Each is a setting whose default is in `crate::limits`; each refusal says
 //! which limit and what to do.

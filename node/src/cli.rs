@@ -144,7 +144,7 @@ struct Args {
     /// Write a refusal that changes nothing (a claim of a key another session holds, a
     /// renew, release or update with a dead token) to the log like any write, instead of
     /// answering it as leader from a linearizable read. Costs a quorum fsync per refusal;
-    /// for comparison (issue 22).
+    /// for comparison.
     #[arg(long, env = "BATON_REFUSALS_IN_LOG")]
     refusals_in_log: bool,
     /// A permissions policy (TOML, see `baton access --help`) this node enforces until the

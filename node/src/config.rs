@@ -88,7 +88,7 @@ pub struct NodeConfig {
     pub access_policy: Option<PathBuf>,
     /// Write a refusal that changes nothing (a claim of a held key, a renew, release or
     /// update with a dead token) to the log like any write, instead of answering it as
-    /// leader from a linearizable read (issue 22). For comparison only.
+    /// leader from a linearizable read. For comparison only.
     pub refusals_in_log: bool,
 }
 

@@ -1,4 +1,4 @@
-//! What one fuzz input is checked for (issue 8, hostile input), shared by the seeded
+//! What one fuzz input is checked for (hostile input), shared by the seeded
 //! mutation tests that run in CI (`server/fuzz_tests.rs`, `core/sequences.rs`) and the
 //! coverage-guided libFuzzer targets in `node/fuzz` (nightly: `cargo +nightly fuzz run
 //! TARGET`). Each target has a corpus kept in the repo, `node/fuzz/corpus/TARGET/`, which both

@@ -1,4 +1,4 @@
-//! Bearer tokens (issue 8, identity): a tokens file lists, one per line, a principal and the
+//! Bearer tokens (identity): a tokens file lists, one per line, a principal and the
 //! SHA-256 of its token, so the file holds no secret a reader could replay:
 //!
 //! ```text

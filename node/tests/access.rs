@@ -1,4 +1,4 @@
-//! Permissions (issue 8), on a real 3-node cluster with bearer tokens: a policy set through
+//! Permissions, on a real 3-node cluster with bearer tokens: a policy set through
 //! `baton access set` (one Raft entry) is enforced by every node, per principal, group and
 //! key prefix; admin-only calls are refused to agents; every change is in the audit trail and
 //! the nodes' logs; the policy survives a snapshot and a restart.

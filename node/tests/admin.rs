@@ -218,7 +218,7 @@ async fn wait_ready_code(addr: &str, code: u16, within: Duration) -> String {
 
 /// A leader whose followers stop answering (here SIGSTOP; a plain partition does the same)
 /// still believes it leads: openraft 0.9 does not step down. It must not say it is ready
-/// (issue 35, finding 4: readiness counted only TLS failures as unreachable), and says so
+/// (BUGS.md: readiness counted only TLS failures as unreachable), and says so
 /// again once they answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_reaches_no_majority_is_not_ready() {

@@ -1,4 +1,4 @@
-//! Bearer tokens (issue 8, identity), on a real 3-node cluster: a request without a listed
+//! Bearer tokens (identity), on a real 3-node cluster: a request without a listed
 //! token is refused; a token binds its requests to its principal, through followers too;
 //! deleting a token's line and sending SIGHUP revokes it without a restart; anonymous access
 //! is off unless `--allow-anonymous`.

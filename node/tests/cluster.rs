@@ -1196,7 +1196,7 @@ async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
 
 /// A write that would change nothing (a claim of a key another session holds; a renew,
 /// release or update with a dead token or from another session) is answered by the leader
-/// from a linearizable read: no log entry, no fsync (issue 22). The answers still name the
+/// from a linearizable read: no log entry, no fsync. The answers still name the
 /// real holder, and a write that changes something still goes through the log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_are_answered_without_a_log_entry_and_name_the_holder() {
@@ -1413,7 +1413,7 @@ async fn a_late_copy_of_a_refused_claim_gets_the_refusal_not_a_grant() {
     freed_then_copy_refused(&alice, &mut raw, "tasks/b", second.lease.token, late).await;
 
     // Two copies of one first attempt, headers and all (a proxy's or a gRPC retry policy's
-    // replay; issue 35, finding 3): the first is refused from a read, the key is freed, and
+    // replay; found by the chaos suite, BUGS.md): the first is refused from a read, the key is freed, and
     // the second gets the same refusal, not a grant its client never hears of.
     let third = granted(alice.claim("tasks/c", "alice", TTL).await.unwrap());
     let answer = raw.claim(bobs_claim("tasks/c", 3, true)).await.unwrap();

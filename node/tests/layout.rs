@@ -1,6 +1,8 @@
-//! The shape of the code (issue 16): no import cycle between the source files of `node/src`
-//! and `client/src`, so that every arrow runs one way (core <- store <- server <- node; the
-//! client library <- the CLI). Reads the sources as text: each `use crate::...`,
+//! The shape of the code: no import cycle between the source files of `node/src` and
+//! `client/src`, so that every arrow runs one way (core <- store <- server <- node; the
+//! client library <- the CLI); and no arrow up out of the core: `node/src/core` (the pure
+//! lease table: no I/O, no clock) imports only from itself, never from the store, the server
+//! or the clock. Reads the sources as text: each `use crate::...`,
 //! `use super::...` and inline `crate::a::b` path is an arrow from its file to the file of the
 //! longest module it names. `mod` and `pub use` lines are wiring, not arrows (a parent
 //! re-exporting a child depends on nothing), and a file's closing `#[cfg(test)] mod ... {}`
@@ -257,6 +259,52 @@ fn no_source_file_of_node_or_client_is_in_an_import_cycle() {
         found.is_empty(),
         "import cycles (each: files that reach each other): {found:#?}"
     );
+}
+
+/// The arrows that leave `node/src/core/` for another file of the node.
+fn arrows_out_of_the_core(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<(String, String)> {
+    let in_core = |f: &str| f.contains("/node/src/core/");
+    graph
+        .iter()
+        .filter(|(file, _)| in_core(file))
+        .flat_map(|(file, targets)| {
+            targets
+                .iter()
+                .filter(|t| !in_core(t))
+                .map(move |t| (file.clone(), t.clone()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_core_imports_nothing_from_the_store_the_server_or_the_clock() {
+    let graph = arrows(&srcs());
+    let up = arrows_out_of_the_core(&graph);
+    assert!(
+        up.is_empty(),
+        "arrows up out of the pure core (it must import only from itself): {up:#?}"
+    );
+    // The check sees the core's files and their arrows among themselves, and would see one
+    // going up.
+    let core_arrows = graph
+        .iter()
+        .filter(|(f, _)| f.contains("/node/src/core/"))
+        .map(|(_, ts)| ts.len())
+        .sum::<usize>();
+    assert!(core_arrows > 5, "only {core_arrows} arrows inside the core");
+    let mut with_up = graph.clone();
+    let table = graph
+        .keys()
+        .find(|f| f.ends_with("node/src/core/table.rs"))
+        .expect("core/table.rs is read")
+        .clone();
+    let store = graph
+        .keys()
+        .find(|f| f.ends_with("node/src/store/mod.rs"))
+        .expect("store/mod.rs is read")
+        .clone();
+    with_up.get_mut(&table).unwrap().insert(store.clone());
+    assert_eq!(arrows_out_of_the_core(&with_up), vec![(table, store)]);
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The per-client limits of a real node (issue 8): connections, watch streams per client
+//! The per-client limits of a real node: connections, watch streams per client
 //! address, writes per second per client id. Each refusal leaves others unaffected. And the
 //! bound on the node's runtime threads.
 

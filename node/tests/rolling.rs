@@ -1,4 +1,4 @@
-//! Rolling restart under load (issue 7, item 5): every node of a 3-node cluster is restarted
+//! Rolling restart under load: every node of a 3-node cluster is restarted
 //! in turn, gracefully, while claimants keep claiming, renewing and releasing. Afterwards:
 //! no acknowledged claim is lost, no key ever had two holders, claims paused only for a short
 //! window per restart (the longest is reported), and every node has the same applied state.

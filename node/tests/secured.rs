@@ -1,4 +1,4 @@
-//! The runbook's secured bring-up, run as written (issue 8, "a secured 3-node cluster comes up
+//! The runbook's secured bring-up, run as written ("a secured 3-node cluster comes up
 //! from the runbook's commands"): the `sh` block after `<!-- secured-bring-up -->` in
 //! `deploy/RUNBOOK.md`, with `hostN:7001` replaced by a loopback port per node, the data dir
 //! by a temporary one and the admin port by one per node. The node line runs once per node,

@@ -1,4 +1,4 @@
-//! TLS on real nodes (issue 8, first part): certificates from `baton-node certs`, a 3-node
+//! TLS on real nodes: certificates from `baton-node certs`, a 3-node
 //! cluster whose clients and Raft traffic go over TLS, and what it refuses: plaintext, a
 //! certificate another CA signed, Raft messages without a node certificate, and, with
 //! `--tls-client-auth`, a client without a certificate.

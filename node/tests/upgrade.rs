@@ -1,5 +1,5 @@
 //! The data format 7 upgrade (a format-6 dir's segment log is read as it is and gets marks
-//! from then on; `fixtures/format6-node`), and the data format 4 upgrade on a real node (issue 15): a node of this version started on a
+//! from then on; `fixtures/format6-node`), and the data format 4 upgrade on a real node: a node of this version started on a
 //! data dir written by format 3 (`fixtures/format3-node`, see its README) rewrites its log,
 //! keeps every event as it was recorded, marked as recorded before format 4, applies the old
 //! entries by format 3's rules (alice's write with bob's token stays applied and credited to

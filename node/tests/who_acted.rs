@@ -1,4 +1,4 @@
-//! Who acted is always true (issue 15), on real 3-node clusters through the `baton` CLI as a
+//! Who acted is always true, on real 3-node clusters through the `baton` CLI as a
 //! user meets it, plain, with bearer tokens, and with mTLS:
 //!
 //! - the takeover: a claim that carries the holder's public client id under another name
@@ -14,7 +14,7 @@
 //! - `baton run` passes its session to the child as `BATON_CLIENT_ID`, so the child's own
 //!   `baton update --token $BATON_TOKEN` acts as the holder.
 //!
-//! Each of these failed on the code before issue 15 (see the README's Guarantees).
+//! Each of these failed on the code before leases were bound to sessions (see the README's Guarantees).
 
 mod common;
 
@@ -181,7 +181,7 @@ fn bob_claims(s: &Setup, key: &str) -> u64 {
     granted["lease"]["token"].as_u64().unwrap()
 }
 
-/// Hole 1 of issue 15: a claim with the holder's public client id under another name.
+/// Hole 1 (before leases were bound to sessions): a claim with the holder's public client id under another name.
 fn no_takeover_through_the_holders_client_id(s: &Setup) {
     let alice = |client: &str, args: &[&str]| s.baton("alice", client, args);
     let token = bob_claims(s, "who/k");
@@ -214,7 +214,7 @@ fn no_takeover_through_the_holders_client_id(s: &Setup) {
     );
 }
 
-/// Hole 2 of issue 15: writes with the right token from another session, and who the
+/// Hole 2 (before leases were bound to sessions): writes with the right token from another session, and who the
 /// history credits.
 fn writes_are_bound_to_the_session_and_credited_to_their_sender(s: &Setup) {
     let bob = |client: &str, args: &[&str]| s.baton("bob", client, args);

@@ -31,7 +31,7 @@ pub const GUARD_FILE: &str = ".baton/guard.toml";
 pub const GUARD_FILE_BYTES_MAX: u64 = 64 * 1024;
 
 /// Most rules in a guard file.
-pub const RULES_MAX: usize = 256;
+pub const GUARD_RULES_MAX: usize = 256;
 
 /// Most distinct keys one commit may touch; a larger commit is refused (split it).
 pub const KEYS_CHECKED_MAX: usize = 256;
@@ -65,9 +65,9 @@ impl Rules {
             paths: BTreeMap<String, String>,
         }
         let file: File = toml::from_str(text).context("not a guard file")?;
-        if file.paths.len() > RULES_MAX {
+        if file.paths.len() > GUARD_RULES_MAX {
             bail!(
-                "{} rules, more than the {RULES_MAX} allowed",
+                "{} rules, more than the {GUARD_RULES_MAX} allowed",
                 file.paths.len()
             );
         }
@@ -570,7 +570,7 @@ mod tests {
             format!("{other:#}").contains("not a guard file"),
             "{other:#}"
         );
-        let many: String = (0..=RULES_MAX)
+        let many: String = (0..=GUARD_RULES_MAX)
             .map(|i| format!("\"f{i}\" = \"k\"\n"))
             .collect();
         let too_many = Rules::parse(&format!("[paths]\n{many}")).unwrap_err();

@@ -1,4 +1,4 @@
-//! Permissions (issue 8): who may do what under which key prefixes. Pure: the policy, its
+//! Permissions: who may do what under which key prefixes. Pure: the policy, its
 //! checks, and the replicated state a `SetAccess` command changes (with its audit trail).
 //!
 //! A policy is TOML:
@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::limits::{AUDIT_ENTRIES_MAX, POLICY_BYTES_MAX, POLICY_ENTRIES_MAX, RULES_MAX};
+use super::limits::{AUDIT_ENTRIES_MAX, POLICY_BYTES_MAX, POLICY_ENTRIES_MAX, POLICY_RULES_MAX};
 use super::validate;
 
 const _: () = assert!(POLICY_BYTES_MAX < super::limits::REQUEST_BYTES_MAX);
@@ -105,7 +105,7 @@ impl Policy {
 
     /// Checks names, prefixes, group references and limits.
     pub fn check(&self) -> Result<(), PolicyError> {
-        if self.rules.len() > RULES_MAX {
+        if self.rules.len() > POLICY_RULES_MAX {
             return Err(PolicyError::TooManyRules {
                 rules: self.rules.len(),
             });
@@ -368,7 +368,7 @@ pub enum PolicyError {
     /// Not TOML of a policy's shape (the TOML parser's words, with line and column).
     #[error("{0}")]
     Toml(String),
-    #[error("{rules} rules, at most {RULES_MAX} (RULES_MAX)")]
+    #[error("{rules} rules, at most {POLICY_RULES_MAX} (POLICY_RULES_MAX)")]
     TooManyRules { rules: usize },
     #[error("{entries} entries, at most {POLICY_ENTRIES_MAX} (POLICY_ENTRIES_MAX)")]
     TooManyEntries { entries: usize },
@@ -541,14 +541,14 @@ mod tests {
             assert_eq!(e, PolicyError::NoAdmin);
         }
         assert!(Policy::parse(POLICY).unwrap().leaves_an_admin().is_ok());
-        let many =
-            "[[rule]]\nwho = [\"x\"]\nprefixes = [\"\"]\ncan = [\"read\"]\n".repeat(RULES_MAX + 1);
+        let many = "[[rule]]\nwho = [\"x\"]\nprefixes = [\"\"]\ncan = [\"read\"]\n"
+            .repeat(POLICY_RULES_MAX + 1);
         let err = Policy::parse(&many).unwrap_err();
-        assert!(err.to_string().contains("RULES_MAX"));
+        assert!(err.to_string().contains("POLICY_RULES_MAX"));
         assert_eq!(
             err,
             PolicyError::TooManyRules {
-                rules: RULES_MAX + 1
+                rules: POLICY_RULES_MAX + 1
             }
         );
         // Where a bad entry is, as a fact of its own.

@@ -102,8 +102,8 @@ const _: () =
 /// Longest policy text a node takes (under a request's size limit, so that a larger one gets
 /// this limit's message rather than the transport's).
 pub const POLICY_BYTES_MAX: usize = 128 * 1024;
-/// Most rules in a policy.
-pub const RULES_MAX: usize = 1_000;
+/// Most rules in an access policy.
+pub const POLICY_RULES_MAX: usize = 1_000;
 /// Most entries over all `who`, `prefixes`, group member and name lists together.
 pub const POLICY_ENTRIES_MAX: usize = 20_000;
 /// Policy changes the cluster remembers (the audit trail); older ones are dropped.

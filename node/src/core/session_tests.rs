@@ -1,4 +1,4 @@
-//! Unit tests of who may act and who is recorded (issue 15): a lease is bound to its holder's
+//! Unit tests of who may act and who is recorded: a lease is bound to its holder's
 //! session, a claim never renames or adopts one, and every event names its real sender.
 
 use super::*;
@@ -65,7 +65,7 @@ fn bob_holds() -> (LeaseTable, Lease) {
 fn a_claim_with_the_holders_client_id_under_another_name_is_refused_and_renames_nothing() {
     let (mut t, lease) = bob_holds();
     let before = t.clone();
-    // The takeover of issue 15: alice presents bob's public client id under her own name.
+    // The takeover the session binding closes: alice presents bob's public client id under her own name.
     let outcome = t.apply(
         2,
         &from(

@@ -411,7 +411,7 @@ impl LeaseTable {
     /// of answers for retries: a claim of a key another session holds (or a quarantined
     /// one), a renew, release or update whose token is not the key's current one or comes
     /// from another session than its holder's. The leader answers those from a
-    /// linearizable read instead of a log entry (issue 22). `None`: the command goes through
+    /// linearizable read instead of a log entry. `None`: the command goes through
     /// the log (it may change something, it is not valid, it is a format-3 or leader's
     /// command, or it retries a request the table remembers).
     pub fn unchanged_answer(&self, cmd: &LogCommand) -> Option<Outcome> {

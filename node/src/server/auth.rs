@@ -1,4 +1,4 @@
-//! Who is asking (issue 8, identity): with `--tls-client-auth`, a request's principal is the
+//! Who is asking (identity): with `--tls-client-auth`, a request's principal is the
 //! common name of the client certificate the CA signed; with `--auth-tokens`, the principal
 //! its bearer token is listed for (`crate::tokens`). With either on, a request that shows
 //! neither is refused unless `--allow-anonymous`, and a client may act only as itself:

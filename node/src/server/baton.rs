@@ -32,8 +32,9 @@ use crate::limits::READ_RETRY_BACKOFF;
 use crate::raft_types::Raft;
 use crate::store::{SmState, StateMachine};
 
-/// Why this node did not answer a request itself.
-pub(super) enum Refusal {
+/// Why this node did not answer a request itself (not a refusal of the request: that is
+/// `core::Refusal`, an answer).
+pub(super) enum NotAnswered {
     /// Only the leader can do this; `leader` is its address if known.
     NotLeader {
         leader: Option<String>,
@@ -41,9 +42,9 @@ pub(super) enum Refusal {
     Status(Status),
 }
 
-impl From<Status> for Refusal {
+impl From<Status> for NotAnswered {
     fn from(s: Status) -> Self {
-        Refusal::Status(s)
+        NotAnswered::Status(s)
     }
 }
 
@@ -212,12 +213,12 @@ impl Ctx {
         origin: Option<convert::Origin>,
         op: Op,
         principal: Option<String>,
-    ) -> Result<(Outcome, u64), Refusal> {
+    ) -> Result<(Outcome, u64), NotAnswered> {
         self.propose_command(command(origin, op, principal)).await
     }
 
     /// Counts `cmd` against its client's writes per second, then appends it.
-    async fn propose_command(&self, cmd: LogCommand) -> Result<(Outcome, u64), Refusal> {
+    async fn propose_command(&self, cmd: LogCommand) -> Result<(Outcome, u64), NotAnswered> {
         if let Some(limited) = cmd
             .request_id
             .as_ref()
@@ -230,7 +231,7 @@ impl Ctx {
 
     /// Appends `cmd` to the log (its writes-per-second already counted) and waits for the
     /// outcome of its apply.
-    async fn append(&self, cmd: LogCommand) -> Result<(Outcome, u64), Refusal> {
+    async fn append(&self, cmd: LogCommand) -> Result<(Outcome, u64), NotAnswered> {
         let written = tokio::time::timeout(self.write_timeout, self.proposer.propose(cmd)).await;
         match written {
             Err(_) => Err(Status::unavailable(format!(
@@ -242,7 +243,7 @@ impl Ctx {
                 Ok(outcome) => Ok((outcome, applied.revision)),
                 Err(status) => Err(status.into()),
             },
-            Ok(Err(ProposeError::NotLeader(leader))) => Err(Refusal::NotLeader { leader }),
+            Ok(Err(ProposeError::NotLeader(leader))) => Err(NotAnswered::NotLeader { leader }),
             Ok(Err(ProposeError::Busy)) => {
                 self.metrics.requests_limited.inc();
                 Err(Status::resource_exhausted(format!(
@@ -320,7 +321,7 @@ impl Ctx {
     /// another claim of it is already on its way into the log waits for that one first
     /// (a read), and is refused without an entry if it lost: when a contended key is freed,
     /// its claimants' losing claims cost no log entries. `--refusals-in-log` turns all this
-    /// off (every write through the log, as before issue 22).
+    /// off (every write through the log, as before reads were answered without a log entry).
     ///
     /// Such an answer is not remembered for retries, so it must never be contradicted by a
     /// copy of the same request applied later. A token that is not the key's current one
@@ -343,7 +344,7 @@ impl Ctx {
         origin: Option<convert::Origin>,
         op: Op,
         who: Caller,
-    ) -> Result<(Outcome, u64), Refusal> {
+    ) -> Result<(Outcome, u64), NotAnswered> {
         // The chaos suite's `copies` canary decides every copy afresh, as before seed 426017.
         let afresh = crate::chaos::decide_copies_afresh();
         let may_read = afresh || who.first_attempt || !matches!(op, Op::Claim { .. });
@@ -409,7 +410,7 @@ impl Ctx {
 
     /// Lets a read through: refused once this node's disk failed (its state may be about to
     /// go, and the node stops), linearized unless `stale`.
-    async fn read_gate(&self, stale: bool) -> Result<(), Refusal> {
+    async fn read_gate(&self, stale: bool) -> Result<(), NotAnswered> {
         self.storage_sound()?;
         if !stale {
             self.linearize().await?;
@@ -418,7 +419,7 @@ impl Ctx {
     }
 
     /// UNAVAILABLE once a write or sync of this node's storage failed.
-    fn storage_sound(&self) -> Result<(), Refusal> {
+    fn storage_sound(&self) -> Result<(), NotAnswered> {
         match self.storage.failure() {
             None => Ok(()),
             Some(why) => Err(Status::unavailable(format!(
@@ -431,14 +432,14 @@ impl Ctx {
 
     /// Confirms this node is the leader and has applied everything committed before now
     /// (and that its storage has not failed meanwhile).
-    async fn linearize(&self) -> Result<(), Refusal> {
+    async fn linearize(&self) -> Result<(), NotAnswered> {
         self.storage_sound()?;
         let confirmed = self.linearize_unchecked().await;
         self.storage_sound()?;
         confirmed
     }
 
-    async fn linearize_unchecked(&self) -> Result<(), Refusal> {
+    async fn linearize_unchecked(&self) -> Result<(), NotAnswered> {
         if crate::chaos::skip_read_index()
             && self.raft.metrics().borrow().state == openraft::ServerState::Leader
         {
@@ -451,7 +452,7 @@ impl Ctx {
             match barrier.await {
                 Ok(Ok(())) => return Ok(()),
                 Ok(Err(ProposeError::NotLeader(leader))) => {
-                    return Err(Refusal::NotLeader { leader })
+                    return Err(NotAnswered::NotLeader { leader })
                 }
                 // One quorum round falls short on a blip (openraft #1852): try again.
                 Ok(Err(ProposeError::QuorumShort(_))) if Instant::now() < deadline => {
@@ -492,7 +493,7 @@ impl Ctx {
         &self,
         req: pb::ClaimRequest,
         who: Caller,
-    ) -> Result<pb::ClaimResponse, Refusal> {
+    ) -> Result<pb::ClaimResponse, NotAnswered> {
         let (id, op) = convert::claim(req, self.ttl)?;
         let (outcome, revision) = self.decide(id, op, who).await?;
         self.metrics.claim(match outcome {
@@ -537,7 +538,7 @@ impl Ctx {
         &self,
         req: pb::RenewRequest,
         who: Caller,
-    ) -> Result<pb::RenewResponse, Refusal> {
+    ) -> Result<pb::RenewResponse, NotAnswered> {
         let (id, op) = convert::renew(req)?;
         let (outcome, revision) = self.decide(id, op, who).await?;
         use pb::renew_response::Outcome as O;
@@ -556,7 +557,7 @@ impl Ctx {
         &self,
         req: pb::ReleaseRequest,
         who: Caller,
-    ) -> Result<pb::ReleaseResponse, Refusal> {
+    ) -> Result<pb::ReleaseResponse, NotAnswered> {
         let (id, op) = convert::release(req)?;
         let (outcome, revision) = self.decide(id, op, who).await?;
         use pb::release_response::Outcome as O;
@@ -575,7 +576,7 @@ impl Ctx {
         &self,
         req: pb::RevokeRequest,
         who: Caller,
-    ) -> Result<pb::RevokeResponse, Refusal> {
+    ) -> Result<pb::RevokeResponse, NotAnswered> {
         let (id, op) = convert::revoke(req)?;
         let held = matches!(op, Op::RevokeHeld { .. });
         if held {
@@ -609,7 +610,7 @@ impl Ctx {
         &self,
         req: pb::UpdateRequest,
         who: Caller,
-    ) -> Result<pb::UpdateResponse, Refusal> {
+    ) -> Result<pb::UpdateResponse, NotAnswered> {
         let (id, op) = convert::update(req)?;
         match self.decide(id, op, who).await? {
             (Outcome::Updated { record }, revision) => Ok(pb::UpdateResponse {
@@ -624,7 +625,7 @@ impl Ctx {
         &self,
         req: pb::AssignRequest,
         who: Caller,
-    ) -> Result<pb::AssignResponse, Refusal> {
+    ) -> Result<pb::AssignResponse, NotAnswered> {
         let key = req.key.clone();
         let (id, op) = convert::assign(req)?;
         if matches!(op, Op::Unassign { .. }) {
@@ -699,7 +700,7 @@ impl Ctx {
         &self,
         req: pb::OfferRequest,
         who: Caller,
-    ) -> Result<pb::OfferResponse, Refusal> {
+    ) -> Result<pb::OfferResponse, NotAnswered> {
         let (id, op) = convert::offer(req)?;
         let key = op.key().to_string();
         match self.propose(id, op, who.principal).await? {
@@ -715,7 +716,7 @@ impl Ctx {
         &self,
         req: pb::AcceptRequest,
         who: Caller,
-    ) -> Result<pb::AcceptResponse, Refusal> {
+    ) -> Result<pb::AcceptResponse, NotAnswered> {
         let (id, op) = convert::accept(req, self.ttl)?;
         match self.propose(id, op, who.principal).await? {
             (Outcome::Accepted { lease, note, from }, revision) => Ok(pb::AcceptResponse {
@@ -735,7 +736,7 @@ impl Ctx {
         &self,
         req: pb::DeclineRequest,
         who: Caller,
-    ) -> Result<pb::DeclineResponse, Refusal> {
+    ) -> Result<pb::DeclineResponse, NotAnswered> {
         let (id, op) = convert::decline(req)?;
         match self.propose(id, op, who.principal).await? {
             (Outcome::Declined, revision) => Ok(pb::DeclineResponse { revision }),
@@ -747,7 +748,7 @@ impl Ctx {
         &self,
         req: pb::CancelRequest,
         who: Caller,
-    ) -> Result<pb::CancelResponse, Refusal> {
+    ) -> Result<pb::CancelResponse, NotAnswered> {
         let (id, op) = convert::cancel(req)?;
         match self.propose(id, op, who.principal).await? {
             (Outcome::Cancelled, revision) => Ok(pb::CancelResponse { revision }),
@@ -759,7 +760,7 @@ impl Ctx {
         &self,
         req: pb::SetQuarantineRequest,
         who: Caller,
-    ) -> Result<pb::SetQuarantineResponse, Refusal> {
+    ) -> Result<pb::SetQuarantineResponse, NotAnswered> {
         let (id, op) = convert::set_quarantine(req)?;
         match self.propose(id, op, who.principal).await? {
             (Outcome::QuarantineRules { rules }, revision) => {
@@ -777,7 +778,7 @@ impl Ctx {
         &self,
         req: pb::SetAccessRequest,
         who: Caller,
-    ) -> Result<pb::AccessResponse, Refusal> {
+    ) -> Result<pb::AccessResponse, NotAnswered> {
         if !self.auth.on() {
             return Err(Status::failed_precondition(
                 "this node has no auth (--auth-tokens or --tls-client-auth): every request is \
@@ -821,7 +822,7 @@ impl Ctx {
     pub(super) async fn get_access(
         &self,
         req: pb::GetAccessRequest,
-    ) -> Result<pb::AccessResponse, Refusal> {
+    ) -> Result<pb::AccessResponse, NotAnswered> {
         self.read_gate(req.stale).await?;
         Ok(self.access_response(self.sm.read(revision)))
     }
@@ -855,7 +856,7 @@ impl Ctx {
     pub(super) async fn get_record(
         &self,
         req: pb::GetRecordRequest,
-    ) -> Result<pb::GetRecordResponse, Refusal> {
+    ) -> Result<pb::GetRecordResponse, NotAnswered> {
         validate::key(&req.key).map_err(convert::invalid)?;
         self.read_gate(req.stale).await?;
         let offers = self.sm.offer_countdowns();
@@ -893,7 +894,7 @@ impl Ctx {
     pub(super) async fn get_quarantine(
         &self,
         req: pb::GetQuarantineRequest,
-    ) -> Result<pb::GetQuarantineResponse, Refusal> {
+    ) -> Result<pb::GetQuarantineResponse, NotAnswered> {
         self.read_gate(req.stale).await?;
         Ok(self.sm.read(|s| pb::GetQuarantineResponse {
             rules_ms: s
@@ -909,7 +910,7 @@ impl Ctx {
     pub(super) async fn history(
         &self,
         req: pb::HistoryRequest,
-    ) -> Result<pb::HistoryResponse, Refusal> {
+    ) -> Result<pb::HistoryResponse, NotAnswered> {
         validate::key(&req.key).map_err(convert::invalid)?;
         self.read_gate(req.stale).await?;
         Ok(self.sm.read(|s| {
@@ -932,7 +933,10 @@ impl Ctx {
         }))
     }
 
-    pub(super) async fn probe(&self, req: pb::ProbeRequest) -> Result<pb::ProbeResponse, Refusal> {
+    pub(super) async fn probe(
+        &self,
+        req: pb::ProbeRequest,
+    ) -> Result<pb::ProbeResponse, NotAnswered> {
         validate::key(&req.key).map_err(convert::invalid)?;
         self.read_gate(req.stale).await?;
         let (lease, revision) = self
@@ -944,7 +948,10 @@ impl Ctx {
         })
     }
 
-    pub(super) async fn board(&self, req: pb::BoardRequest) -> Result<pb::BoardResponse, Refusal> {
+    pub(super) async fn board(
+        &self,
+        req: pb::BoardRequest,
+    ) -> Result<pb::BoardResponse, NotAnswered> {
         validate::prefix(&req.prefix).map_err(convert::invalid)?;
         validate::prefix_named("start_after", &req.start_after).map_err(convert::invalid)?;
         let limit = match req.limit as usize {
@@ -1014,7 +1021,7 @@ impl Ctx {
     pub(super) async fn check_token(
         &self,
         req: pb::CheckTokenRequest,
-    ) -> Result<pb::CheckTokenResponse, Refusal> {
+    ) -> Result<pb::CheckTokenResponse, NotAnswered> {
         validate::key(&req.key).map_err(convert::invalid)?;
         validate::token(req.token).map_err(convert::invalid)?;
         // Always linearizable: a stale "yes" would defeat fencing.
@@ -1108,7 +1115,7 @@ fn revision(state: &SmState) -> u64 {
 }
 
 /// An outcome that cannot answer this operation: a bug, reported as INTERNAL.
-fn unexpected(outcome: Outcome) -> Refusal {
+fn unexpected(outcome: Outcome) -> NotAnswered {
     tracing::error!(
         ?outcome,
         "state machine answered an operation with the wrong outcome"

@@ -10,7 +10,7 @@ use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
-use super::baton::{unavailable, BatonServer, Caller, Ctx, Refusal};
+use super::baton::{unavailable, BatonServer, Caller, Ctx, NotAnswered};
 use super::convert;
 use crate::limits::FORWARD_TIMEOUT;
 
@@ -25,7 +25,7 @@ impl BatonServer {
     ) -> Result<Response<Resp>, Status>
     where
         Req: Clone + super::auth::Acts,
-        LF: Future<Output = Result<Resp, Refusal>>,
+        LF: Future<Output = Result<Resp, NotAnswered>>,
         RF: Future<Output = Result<Response<Resp>, Status>>,
     {
         let answer = async {
@@ -50,7 +50,7 @@ impl BatonServer {
                     .ctx
                     .principal_limited(principal.as_deref(), msg.writes())
                 {
-                    Some(limited) => Err(Refusal::Status(limited)),
+                    Some(limited) => Err(NotAnswered::Status(limited)),
                     None => {
                         let who = Caller {
                             principal: principal.clone(),
@@ -63,19 +63,21 @@ impl BatonServer {
                 // made): the leader, whose copy is the latest, decides. (What this node
                 // allows and forwards, the leader checks again with its own copy.)
                 Err(denied) => match self.ctx.leader_elsewhere() {
-                    Some(leader) if !forwarded => Err(Refusal::NotLeader {
+                    Some(leader) if !forwarded => Err(NotAnswered::NotLeader {
                         leader: Some(leader),
                     }),
                     // No leader to confirm it with (an election): a refusal from a copy
                     // that may be behind is not final; the client retries.
-                    None if !forwarded && !self.ctx.leads() => Err(Refusal::Status(unavailable(
-                        None,
-                        &format!(
-                            "cannot confirm a refusal ({}) without a leader",
-                            denied.message()
-                        ),
-                    ))),
-                    _ => Err(Refusal::Status(denied)),
+                    None if !forwarded && !self.ctx.leads() => {
+                        Err(NotAnswered::Status(unavailable(
+                            None,
+                            &format!(
+                                "cannot confirm a refusal ({}) without a leader",
+                                denied.message()
+                            ),
+                        )))
+                    }
+                    _ => Err(NotAnswered::Status(denied)),
                 },
             };
             match served {
@@ -84,7 +86,7 @@ impl BatonServer {
                 // the session a format-4 client sent (a rolling upgrade with a new leader
                 // elected early). Not the client's fault: it retries, and may reach the
                 // leader directly.
-                Err(Refusal::Status(s))
+                Err(NotAnswered::Status(s))
                     if forwarded
                         && s.code() == tonic::Code::InvalidArgument
                         && s.message().starts_with(convert::SESSION_MISSING) =>
@@ -94,8 +96,8 @@ impl BatonServer {
                          session; retry (the forwarding node names this leader)",
                     ))
                 }
-                Err(Refusal::Status(s)) => Err(s),
-                Err(Refusal::NotLeader { leader: Some(addr) }) if !forwarded => {
+                Err(NotAnswered::Status(s)) => Err(s),
+                Err(NotAnswered::NotLeader { leader: Some(addr) }) if !forwarded => {
                     let client = self.ctx.leader_client(&addr)?;
                     let mut fwd = Request::new(msg);
                     fwd.metadata_mut()
@@ -136,7 +138,7 @@ impl BatonServer {
                         Err(s) => Err(s),
                     }
                 }
-                Err(Refusal::NotLeader { leader }) => Err(unavailable(
+                Err(NotAnswered::NotLeader { leader }) => Err(unavailable(
                     leader.as_deref(),
                     "this node is not the leader",
                 )),

@@ -1,4 +1,4 @@
-//! Hostile bytes at the node's edges (issue 8): mutated and random bytes decoded as every
+//! Hostile bytes at the node's edges: mutated and random bytes decoded as every
 //! write request, run through the same validation the server uses and, when it passes,
 //! applied to a lease table; decoded as the Raft messages peers send; and read as a backup.
 //! Nothing may panic, and a request that passes validation must apply without an `Invalid`

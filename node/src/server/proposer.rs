@@ -23,7 +23,7 @@
 //! then, and everything committed before the read arrived is at or below that entry, now
 //! applied. A batch of reads alone (no write waiting) runs one `ensure_linearizable` round
 //! (heartbeats to a quorum) for all of them. Without this, every refusal answered from a read
-//! (issue 22) paid a heartbeat round of its own beside the writes, and 64 clients claiming 4
+//! paid a heartbeat round of its own beside the writes, and 64 clients claiming 4
 //! held keys spent the CPU the holders' writes needed.
 
 use std::sync::Arc;

@@ -16,68 +16,55 @@ from __future__ import annotations
 import getpass
 import itertools
 import os
-import random
 import secrets
 import socket
-import threading
 import time
-from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import grpc
 
 from .errors import (
-    BatonError,
-    Compacted,
     Held,
     InvalidArgument,
     LeaseInfo,
     Lost,
-    PermissionDenied,
-    Refused,
-    Unauthenticated,
-    Unavailable,
+
 )
 from .types import (
     Accepted,
-    Actor,
     Assigned,
-    Assignment,
     Board,
-    Event,
     Grant,
     HandoffNote,
     History,
     Offer,
     Probe,
-    Quarantine,
     Record,
     RecordView,
     TokenCheck,
-    VolatileFact,
 )
+from ._convert import (
+    lease as _lease,
+    maybe as _maybe,
+    assigned as _assigned,
+    maybe_lease as _maybe_lease,
+    assignment as _assignment,
+    maybe_assignment as _maybe_assignment,
+    quarantine as _quarantine,
+    note as _note,
+    note_pb as _note_pb,
+    offer as _offer,
+    record as _record,
+    event as _event,
+)
+from ._transport import Transport, normalize
 from .v1 import baton_pb2 as pb
-from .v1 import baton_pb2_grpc as rpc
 
 __all__ = ["Client", "TLS", "DEFAULT_ENDPOINT"]
 
 DEFAULT_ENDPOINT = "127.0.0.1:7001"
 #: Most endpoints one client takes (the Rust client's ENDPOINTS_MAX).
 ENDPOINTS_MAX = 64
-#: Most channels one client keeps open: its endpoints plus leaders it was pointed to.
-CHANNELS_MAX = 64
-BACKOFF_INITIAL = 0.05
-BACKOFF_MAX = 1.0
-#: How long a node that failed is not adopted as leader on another node's word.
-SUSPECT_FOR = 3.0
-LEADER_METADATA_KEY = "x-baton-leader"
-#: Sent with a request's first attempt only: the leader may then answer a claim of a held
-#: key from a read (no log entry), safe only while no other copy of the request exists.
-FIRST_ATTEMPT_METADATA = (("x-baton-first-attempt", "1"),)
-#: `Event.kind` of a node's watch progress markers (not events; they move the resume point).
-PROGRESS_KIND = "progress"
-RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.ABORTED}
-#: The largest gRPC message this client accepts (a board page, a history).
-MESSAGE_BYTES_MAX = 64 * 1024 * 1024
 
 
 class TLS:
@@ -98,189 +85,6 @@ class TLS:
 
 def _default_holder() -> str:
     return os.environ.get("BATON_HOLDER") or f"{getpass.getuser()}@{socket.gethostname()}"
-
-
-def _normalize(endpoint: str) -> Tuple[str, bool]:
-    """`host:port`, `http://host:port`, `https://host:port` -> (`host:port`, is_tls)."""
-    raw = endpoint.strip()
-    tls = raw.startswith("https://")
-    for scheme in ("http://", "https://"):
-        if raw.startswith(scheme):
-            raw = raw[len(scheme):]
-    raw = raw.rstrip("/")
-    host, sep, port = raw.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise InvalidArgument(f"invalid endpoint {endpoint!r}: give host:port")
-    return raw, tls
-
-
-# ---- wire -> values ------------------------------------------------------------------------
-
-
-def _lease(p) -> LeaseInfo:
-    return LeaseInfo(
-        key=p.key,
-        holder=p.holder.name,
-        holder_client_id=p.holder.client_id,
-        token=p.token,
-        ttl=p.ttl_ms / 1000,
-        held_since_unix_ms=p.held_since_unix_ms,
-        renewed_at_unix_ms=p.renewed_at_unix_ms,
-        remaining=p.remaining_ms / 1000,
-        basis=p.basis,
-    )
-
-
-def _maybe(msg, field: str, convert):
-    """`convert` of the message field `field`, or None when it is absent."""
-    return convert(getattr(msg, field)) if msg.HasField(field) else None
-
-
-def _assigned(key: str, answer) -> Assigned:
-    return Assigned(_record(key, answer.record), _maybe_lease(answer, "lease"), answer.revision)
-
-
-def _maybe_lease(msg, field: str) -> Optional[LeaseInfo]:
-    return _maybe(msg, field, _lease)
-
-
-def _assignment(p) -> Assignment:
-    return Assignment(p.to, p.by, p.reason, p.assigned_at_unix_ms, p.revision)
-
-
-def _maybe_assignment(msg, field: str) -> Optional[Assignment]:
-    return _maybe(msg, field, _assignment)
-
-
-def _quarantine(p) -> Quarantine:
-    return Quarantine(p.revision, p.delay_ms / 1000, p.remaining_ms / 1000)
-
-
-def _note(p) -> HandoffNote:
-    return HandoffNote(
-        commit=p.commit,
-        branch=p.branch,
-        done=p.done,
-        remaining=p.remaining,
-        blocked=p.blocked,
-        rebuild=p.rebuild,
-        first_step=p.first_step,
-        changed_files=list(p.changed_files),
-        dirty_files=list(p.dirty_files),
-        volatile_facts=[VolatileFact(f.name, f.claimed_value, f.check_command) for f in p.volatile_facts],
-    )
-
-
-def _note_pb(note) -> "pb.HandoffNote":
-    if isinstance(note, Mapping):
-        facts = note.get("volatile_facts", [])
-        note = HandoffNote(**{**note, "volatile_facts": [
-            f if isinstance(f, VolatileFact) else VolatileFact(**f) for f in facts
-        ]})
-    return pb.HandoffNote(
-        commit=note.commit,
-        branch=note.branch,
-        done=note.done,
-        remaining=note.remaining,
-        blocked=note.blocked,
-        rebuild=note.rebuild,
-        first_step=note.first_step,
-        changed_files=list(note.changed_files),
-        dirty_files=list(note.dirty_files),
-        volatile_facts=[
-            pb.VolatileFact(name=f.name, claimed_value=f.claimed_value, check_command=f.check_command)
-            for f in note.volatile_facts
-        ],
-    )
-
-
-def _offer(key: str, p) -> Offer:
-    return Offer(
-        key=key,
-        from_holder=getattr(p, "from").name,
-        from_client_id=getattr(p, "from").client_id,
-        from_token=p.from_token,
-        to=p.to,
-        note=_note(p.note),
-        offer_ttl=p.offer_ttl_ms / 1000,
-        offered_at_unix_ms=p.offered_at_unix_ms,
-        revision=p.revision,
-        remaining=p.remaining_ms / 1000,
-    )
-
-
-def _record(key: str, p) -> Record:
-    return Record(
-        status=p.status,
-        summary=p.summary,
-        fields=dict(p.fields),
-        assigned_to=_maybe_assignment(p, "assigned_to"),
-        pending_offer=_maybe(p, "pending_offer", lambda o: _offer(key, o)),
-        last_note=_maybe(p, "last_note", _note),
-        updated_revision=p.updated_revision,
-    )
-
-
-def _event(p) -> Event:
-    actor = p.actor if p.HasField("actor") else None
-    return Event(
-        revision=p.revision,
-        key=p.key,
-        kind=p.kind,
-        actor_name=actor.name if actor else None,
-        actor_client_id=actor.client_id if actor else None,
-        actor_principal=(actor.principal or None) if actor else None,
-        token=p.token,
-        at_unix_ms=p.at_unix_ms,
-        detail=p.detail,
-    )
-
-
-def _actor(p) -> Actor:
-    return Actor(p.name, p.client_id, p.principal or None)
-
-
-def _metadata_value(pairs, name: str):
-    for k, v in pairs or ():
-        if k == name:
-            return v
-    return None
-
-
-def _error(e: grpc.RpcError) -> BatonError:
-    """The typed error for a status the retry loop does not retry."""
-    code, message = e.code(), e.details() or ""
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return InvalidArgument(message)
-    if code == grpc.StatusCode.PERMISSION_DENIED:
-        return PermissionDenied(message)
-    if code == grpc.StatusCode.UNAUTHENTICATED:
-        return Unauthenticated(message)
-    details = _metadata_value(e.trailing_metadata(), "grpc-status-details-bin")
-    if code == grpc.StatusCode.OUT_OF_RANGE:
-        c = pb.Compacted()
-        if details:
-            c.ParseFromString(details)
-        return Compacted(message, c.requested, c.first_available)
-    if code == grpc.StatusCode.FAILED_PRECONDITION:
-        r = pb.Refusal()
-        if details:
-            r.ParseFromString(details)
-        if r.reason == "stale_token":
-            return Lost(r.key, r.token, _maybe_lease(r, "lease"))
-        return Refused(
-            r.message or message,
-            reason=r.reason,
-            key=r.key,
-            lease=_maybe_lease(r, "lease"),
-            presented_token=r.token,
-            client_id=r.client_id,
-            offer_to=r.offer_to,
-            quarantine_remaining=r.quarantine_remaining_ms / 1000,
-            nodes=list(r.nodes),
-            data_format=r.data_format,
-        )
-    return BatonError(f"{code.name}: {message}")
 
 
 class Client:
@@ -308,7 +112,7 @@ class Client:
             raise InvalidArgument("no endpoints: give at least one host:port")
         if len(endpoints) > ENDPOINTS_MAX:
             raise InvalidArgument(f"{len(endpoints)} endpoints: at most {ENDPOINTS_MAX} (ENDPOINTS_MAX)")
-        normalized = [_normalize(e) for e in endpoints]
+        normalized = [normalize(e) for e in endpoints]
         if any(t for _, t in normalized) and tls is None:
             raise InvalidArgument("an https:// endpoint needs tls=TLS(ca=...)")
         if not 0.0 <= drift_margin < 1.0:
@@ -323,28 +127,22 @@ class Client:
         self.retry_deadline = retry_deadline
         self.request_timeout = request_timeout
         self.drift_margin = drift_margin
-        self._tls = tls
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        #: Channels, routing and retries, shared with this client's watches and its endings
+        #: stream.
+        self._transport = Transport(self.endpoints, tls, metadata, retry_deadline, request_timeout)
         self._retry_id = secrets.token_hex(16)
         self._seq = itertools.count(1)
-        self._lock = threading.Lock()
-        self._channels: Dict[str, grpc.Channel] = {}
-        self._cursor = 0
-        self._leader: Optional[str] = None
-        self._suspects: Dict[str, float] = {}
         from .endings import Feed
 
         #: The session's endings stream, shared by its `Lease`s.
-        self._feed = Feed(self)
+        self._feed = Feed(self, self._transport)
 
     # ---- transport ------------------------------------------------------------------------
 
     def close(self) -> None:
         self._feed.close()
-        with self._lock:
-            for channel in self._channels.values():
-                channel.close()
-            self._channels.clear()
+        self._transport.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -354,103 +152,14 @@ class Client:
 
     @property
     def leader_hint(self) -> Optional[str]:
-        return self._leader
-
-    def _channel(self, endpoint: str) -> grpc.Channel:
-        with self._lock:
-            channel = self._channels.get(endpoint)
-            if channel is None:
-                options = [
-                    ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX),
-                    ("grpc.enable_retries", 0),
-                ]
-                if self._tls is not None:
-                    channel = grpc.secure_channel(endpoint, self._tls.credentials, options)
-                else:
-                    channel = grpc.insecure_channel(endpoint, options)
-                if len(self._channels) >= CHANNELS_MAX:
-                    _, old = self._channels.popitem()
-                    old.close()
-                self._channels[endpoint] = channel
-            return channel
-
-    def _pick(self) -> str:
-        with self._lock:
-            if self._leader is not None:
-                return self._leader
-            now = time.monotonic()
-            for _ in range(len(self.endpoints)):
-                endpoint = self.endpoints[self._cursor % len(self.endpoints)]
-                if now - self._suspects.get(endpoint, -1e9) >= SUSPECT_FOR:
-                    return endpoint
-                self._cursor += 1
-            return self.endpoints[self._cursor % len(self.endpoints)]
-
-    def _failed(self, endpoint: str, suspect: bool) -> None:
-        with self._lock:
-            if suspect:
-                self._suspects[endpoint] = time.monotonic()
-            if self._leader == endpoint:
-                self._leader = None
-            if self.endpoints[self._cursor % len(self.endpoints)] == endpoint:
-                self._cursor += 1
-
-    def _learn_leader(self, metadata) -> Optional[str]:
-        raw = _metadata_value(metadata, LEADER_METADATA_KEY)
-        if not raw:
-            return None
-        try:
-            leader, _ = _normalize(raw)
-        except InvalidArgument:
-            return None
-        with self._lock:
-            if time.monotonic() - self._suspects.get(leader, -1e9) < SUSPECT_FOR:
-                return None
-            self._leader = leader
-        return leader
+        return self._transport.leader
 
     def _request_id(self) -> "pb.RequestId":
         return pb.RequestId(client_id=self._retry_id, seq=next(self._seq), session=self.client_id)
 
     def _call(self, service: str, method: str, request, deadline: Optional[float] = None):
         """One logical request until an answer, a non-retryable error, or the deadline."""
-        deadline = deadline if deadline is not None else time.monotonic() + self.retry_deadline
-        backoff = BACKOFF_INITIAL
-        redirected = False
-        last = "no attempt was made"
-        first = True
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise Unavailable(f"cluster unavailable: {last}")
-            metadata = self._metadata + FIRST_ATTEMPT_METADATA if first else self._metadata
-            first = False
-            endpoint = self._pick()
-            stub_class = rpc.BatonStub if service == "baton" else rpc.ClusterStub
-            stub = stub_class(self._channel(endpoint))
-            timeout = min(remaining, self.request_timeout)
-            try:
-                response, call = getattr(stub, method).with_call(
-                    request, timeout=timeout, metadata=metadata
-                )
-                self._learn_leader(call.initial_metadata())
-                return response
-            except grpc.RpcError as e:
-                if e.code() not in RETRYABLE:
-                    self._learn_leader(e.trailing_metadata())
-                    raise _error(e) from None
-                last = f"{endpoint}: {e.code().name}: {e.details()}"
-                leader = self._learn_leader(e.trailing_metadata()) or self._learn_leader(
-                    e.initial_metadata()
-                )
-                if leader is None:
-                    self._failed(endpoint, suspect=e.code() != grpc.StatusCode.ABORTED)
-            if leader is not None and leader != endpoint and not redirected:
-                redirected = True
-                continue
-            redirected = False
-            time.sleep(min(backoff * (0.5 + random.random() / 2), max(0.0, deadline - time.monotonic())))
-            backoff = min(backoff * 2, BACKOFF_MAX)
+        return self._transport.call(service, method, request, deadline)
 
     def _safe_until(self, sent: float, ttl: float) -> float:
         return sent + ttl * (1.0 - self.drift_margin)
@@ -647,7 +356,7 @@ class Client:
         `close()` it (or leave the `with` block) to stop."""
         from .watch import Watch
 
-        return Watch(self, prefix, from_revision)
+        return Watch(self, self._transport, prefix, from_revision)
 
     def lease(self, key: str, ttl: float = 30.0, holder: Optional[str] = None, status: str = ""):
         """`with client.lease(key, ttl=30) as lease:` claims `key` (raising `Held` instead
@@ -659,4 +368,4 @@ class Client:
         in the block at once, raises `InvalidArgument` before claiming."""
         from .lease import Lease
 
-        return Lease(self, key, ttl, holder, status)
+        return Lease(self, self._feed, key, ttl, holder, status)

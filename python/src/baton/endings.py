@@ -24,7 +24,8 @@ from typing import Callable, Deque, Dict, List, Optional, Tuple
 
 import grpc
 
-from .client import BACKOFF_INITIAL, BACKOFF_MAX, _actor, _maybe
+from ._convert import actor, maybe
+from ._transport import BACKOFF_INITIAL, BACKOFF_MAX, Transport
 from .errors import BatonError, InvalidArgument
 from .types import EXPIRED, GONE, HANDED_OFF, REVOKED, Loss
 from .v1 import baton_pb2 as pb
@@ -53,7 +54,7 @@ _PUSHED = (REVOKED, HANDED_OFF, EXPIRED)
 def _loss(m) -> Loss:
     return Loss(
         what=m.what if m.what in _PUSHED else GONE,
-        by=_maybe(m, "by", _actor),
+        by=maybe(m, "by", actor),
         reason=m.reason,
         new_holder=m.new_holder or None,
         new_token=m.new_token or None,
@@ -78,8 +79,9 @@ _IDLE, _COMPACTED, _UNSUPPORTED, _RETRY_NOW, _RETRY_LATER = range(5)
 class Feed:
     """The session's stream and the leases that listen to it. Thread-safe."""
 
-    def __init__(self, client):
+    def __init__(self, client, transport: Transport):
         self._client = client
+        self._transport = transport
         self._lock = threading.Lock()
         #: Token -> its followers (a claim of a key already held keeps the token, so two
         #: leases may share one).
@@ -201,12 +203,13 @@ class Feed:
         """Reads one stream at the leader (as far as the client knows it) until it breaks or
         no lease is followed: how it broke, and whether it lived past the silence limit."""
         client = self._client
-        endpoint = client._pick()
+        endpoint = self._transport.pick()
         with self._lock:
             if self._count == 0 or self._closed:
                 return _IDLE, False
             request = pb.EndingsRequest(client_id=client.client_id, from_revision=self._next)
-            call = rpc.BatonStub(client._channel(endpoint)).Endings(request, metadata=client._metadata)
+            channel = self._transport.channel(endpoint)
+            call = rpc.BatonStub(channel).Endings(request, metadata=self._transport.metadata)
             self._call = call
         # grpc's blocking iterator has no timeout: a helper thread reads, this one waits on
         # the queue for at most the silence limit. The helper ends with the call.
@@ -219,7 +222,7 @@ class Feed:
                 try:
                     message, error = inbox.get(timeout=ENDINGS_SILENCE)
                 except queue.Empty:
-                    client._failed(endpoint, suspect=False)
+                    self._transport.failed(endpoint, suspect=False)
                     return _RETRY_NOW, healthy
                 if message is None:
                     return self._broke(endpoint, error), healthy
@@ -243,7 +246,6 @@ class Feed:
 
     def _broke(self, endpoint: str, error: Optional[grpc.RpcError]) -> int:
         """What the end of a stream (at its open, or later) means."""
-        client = self._client
         code = error.code() if error is not None else None
         if code == grpc.StatusCode.CANCELLED:
             # Only the feed cancels its calls: no lease is followed, or the client closed.
@@ -254,12 +256,12 @@ class Feed:
             return _UNSUPPORTED
         leader = None
         if error is not None:
-            leader = client._learn_leader(error.trailing_metadata()) or client._learn_leader(
+            leader = self._transport.learn_leader(error.trailing_metadata()) or self._transport.learn_leader(
                 error.initial_metadata()
             )
         if leader is not None and leader != endpoint:
             return _RETRY_NOW
-        client._failed(endpoint, suspect=False)
+        self._transport.failed(endpoint, suspect=False)
         return _RETRY_LATER
 
     def _recheck(self) -> bool:

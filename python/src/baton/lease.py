@@ -35,8 +35,10 @@ RENEW_CALL_TTL_DIVISOR = 4
 
 
 class Lease:
-    def __init__(self, client, key: str, ttl: float, holder: Optional[str], status: str):
+    def __init__(self, client, feed, key: str, ttl: float, holder: Optional[str], status: str):
         self._client = client
+        #: The session's endings stream (`endings.Feed`), handed over by the client.
+        self._feed = feed
         self.key = key
         self.ttl = ttl
         self.holder = holder
@@ -56,7 +58,7 @@ class Lease:
         self._lock = threading.Lock()
 
     def __enter__(self) -> "Lease":
-        feed = self._client._feed
+        feed = self._feed
         feed.room()
         # Raises Held (naming the holder) instead of entering the block.
         self.grant = self._client.claim(self.key, self.ttl, self.holder)
@@ -81,7 +83,7 @@ class Lease:
             if exc is None:
                 raise
         finally:
-            self._client._feed.unfollow(self._following)
+            self._feed.unfollow(self._following)
 
     def held(self) -> bool:
         """True while the lease is provably this session's (before its safe deadline)."""

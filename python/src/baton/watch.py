@@ -9,9 +9,9 @@ from typing import Optional
 
 import grpc
 
-from .client import BACKOFF_INITIAL, BACKOFF_MAX, PROGRESS_KIND, RETRYABLE, Client, _error, _event
-from .errors import Compacted, Unavailable
-from .types import Event
+from ._convert import error, event
+from ._transport import BACKOFF_INITIAL, BACKOFF_MAX, PROGRESS_KIND, RETRYABLE, Transport
+from .errors import Unavailable
 from .v1 import baton_pb2 as pb
 from .v1 import baton_pb2_grpc as rpc
 
@@ -27,8 +27,9 @@ class Watch:
     revision is older than its window, or a typed error retrying cannot change.
     `next_revision` is where to resume a new watch."""
 
-    def __init__(self, client: Client, prefix: str, from_revision: int):
+    def __init__(self, client, transport: Transport, prefix: str, from_revision: int):
         self._client = client
+        self._transport = transport
         self.prefix = prefix
         self.next_revision = from_revision
         self._call = None
@@ -63,14 +64,14 @@ class Watch:
         last = "no attempt was made"
         while not self._closed:
             endpoint = client.endpoints[self._cursor % len(client.endpoints)]
-            stub = rpc.BatonStub(client._channel(endpoint))
+            stub = rpc.BatonStub(self._transport.channel(endpoint))
             started = time.monotonic()
             with self._lock:
                 if self._closed:
                     return
                 self._call = stub.Watch(
                     pb.WatchRequest(prefix=self.prefix, from_revision=self.next_revision),
-                    metadata=client._metadata,
+                    metadata=self._transport.metadata,
                 )
             try:
                 for message in self._call:
@@ -82,7 +83,7 @@ class Watch:
                     self.next_revision = message.revision + 1
                     if message.kind == PROGRESS_KIND:
                         continue
-                    yield _event(message)
+                    yield event(message)
                 last = f"{endpoint}: the stream ended"
             except grpc.RpcError as e:
                 if self._closed or e.code() == grpc.StatusCode.CANCELLED:
@@ -90,9 +91,9 @@ class Watch:
                 if e.code() == grpc.StatusCode.OUT_OF_RANGE:
                     self._compacted_at.add(endpoint)
                     if len(self._compacted_at) >= len(client.endpoints):
-                        raise _error(e) from None
+                        raise error(e) from None
                 elif e.code() not in RETRYABLE:
-                    raise _error(e) from None
+                    raise error(e) from None
                 last = f"{endpoint}: {e.code().name}: {e.details()}"
             # Next endpoint; wait unless the stream was healthy for a while.
             self._cursor += 1
