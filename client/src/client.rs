@@ -389,8 +389,8 @@ impl Client {
         Ok(rules_from_ms(answer.body.rules_ms))
     }
 
-    /// Replaces the permissions policy every node enforces with `policy` (TOML; README
-    /// "Permissions"), as one Raft entry. Needs `admin` on every key. An invalid policy is
+    /// Replaces the permissions policy every node enforces with `policy` (TOML;
+    /// docs/security.md, "Permissions"), as one Raft entry. Needs `admin` on every key. An invalid policy is
     /// refused ([`Error::InvalidArgument`], saying where) and nothing changes.
     pub async fn set_access(&self, policy: &str) -> Result<AccessView, Error> {
         self.change_access(policy.to_owned(), false).await

@@ -48,7 +48,7 @@ use std::time::Duration;
 
 use common::{cli_bin, Cluster};
 
-/// Checked blocks there must be at least (the README's walkthrough, cluster status,
+/// Checked blocks there must be at least (the README's walkthrough; in docs/ cluster status,
 /// Sessions, handoff, board, watch and guard).
 const CHECKED_BLOCKS_MIN: usize = 7;
 
@@ -420,7 +420,7 @@ async fn every_checked_transcript_in_the_readme_and_docs_reproduces() {
     for file in &files {
         checked += check_file(file).await;
     }
-    // The README's blocks at least (CHECKED_BLOCKS_MIN): a marker lost in an edit must not
+    // The README's and the docs' blocks at least (CHECKED_BLOCKS_MIN): a marker lost in an edit must not
     // pass silently.
     assert!(
         checked >= CHECKED_BLOCKS_MIN,

@@ -2,8 +2,8 @@
 //! `chromium` and `chromium-driver`, which `.ci/run` installs), against a real 3-node
 //! cluster and a real `baton web` process, each started here and stopped by PID.
 //!
-//! Set `BATON_WEB_SCREENSHOTS=DIR` to keep the board and a key's page as PNGs (the README's
-//! come from here: `BATON_WEB_SCREENSHOTS=$PWD/docs cargo test -p baton-client --test web`).
+//! Set `BATON_WEB_SCREENSHOTS=DIR` to keep the board and a key's page as PNGs (the ones docs/agents.md
+//! shows come from here: `BATON_WEB_SCREENSHOTS=$PWD/docs cargo test -p baton-client --test web`).
 
 mod common;
 

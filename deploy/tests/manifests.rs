@@ -850,7 +850,7 @@ fn baton_node_runs_with_the_example_toml_and_env_file() {
         assert!(names.contains(want), "the env example does not show {want}");
     }
     for (name, _, commented) in &assignments {
-        // RUST_LOG is read by the node's log filter (README: --log-format).
+        // RUST_LOG is read by the node's log filter (docs/operating.md: --log-format).
         assert!(
             documented.contains(name) || name == "RUST_LOG",
             "{name} in baton-node.env is not documented by baton-node --help"

@@ -157,7 +157,7 @@ struct Args {
     insecure: bool,
     /// Threads of the node's async runtime, 1 to 64 [default: one per core]. Where several
     /// nodes share a host's cores (a test cluster on one machine), give each its share: fewer
-    /// threads waking each other answered sooner with less CPU (README, Performance).
+    /// threads waking each other answered sooner with less CPU (docs/performance.md).
     #[arg(long, env = "BATON_WORKER_THREADS")]
     worker_threads: Option<usize>,
 }
@@ -381,7 +381,7 @@ fn announce_dev(cluster: &crate::dev::DevCluster) {
     let endpoints = cluster.endpoints.join(",");
     let text = format!(
         "baton dev cluster: {} nodes, data in {}\n\
-         security:  OFF: plaintext, no authentication, loopback only (README, Security)\n\
+         security:  OFF: plaintext, no authentication, loopback only (docs/security.md)\n\
          endpoints: {endpoints}\n\
          try:       baton --endpoints {endpoints} claim tasks/demo --ttl 30s\n\
          stop:      Ctrl-C\n",
@@ -548,8 +548,8 @@ fn node_banner(cfg: &crate::config::ValidConfig) -> String {
     let security = match (&cfg.tls, cfg.auth_tokens.is_some() || cfg.client_certs) {
         (Some(_), true) => "TLS, clients authenticated",
         (Some(_), false) => "TLS, no client authentication",
-        (None, true) => "plaintext with bearer tokens (README, Security)",
-        (None, false) => "OFF: plaintext, no authentication (README, Security)",
+        (None, true) => "plaintext with bearer tokens (docs/security.md)",
+        (None, false) => "OFF: plaintext, no authentication (docs/security.md)",
     };
     let members = cfg
         .initial_members

@@ -220,7 +220,7 @@ pub async fn run_announcing(
         tracing::warn!(
             listen = %cfg.listen,
             "security is OFF: plaintext, no authentication; fine on loopback for development, \
-             see README, Security, before anything else"
+             see docs/security.md before anything else"
         );
     }
     if auth.tokens.is_some() && cfg.tls.is_none() {

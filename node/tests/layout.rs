@@ -327,3 +327,69 @@ fn the_cycle_finder_finds_a_cycle_where_there_is_one() {
     with_cycle.insert(b.clone(), [a.clone()].into());
     assert_eq!(cycles(&with_cycle), vec![vec![a, b]]);
 }
+
+/// Most lines of the README: what baton is, the guarantees in brief, the two commands, one
+/// walkthrough and links; everything else is in `docs/`, by reader.
+const README_LINES_MAX: usize = 250;
+
+#[test]
+fn the_readme_stays_short_and_nothing_cites_a_file_outside_the_repo() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= README_LINES_MAX,
+        "README.md has {lines} lines, at most {README_LINES_MAX}: move the detail into docs/"
+    );
+    // What a reader of the repo needs of the specification is in docs/: no document or
+    // source file points outside the repository for it.
+    let mut files = Vec::new();
+    for dir in [
+        "node/src",
+        "client/src",
+        "docs",
+        "deploy",
+        "jepsen-tests",
+        "bench/src",
+        "python",
+    ] {
+        let mut found = Vec::new();
+        collect(&root.join(dir), &mut found);
+        files.extend(found);
+    }
+    files.push(root.join("README.md"));
+    assert!(files.len() > 100, "only {} files read", files.len());
+    let outside: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            text.contains("../shared/") || text.contains("SPEC.md")
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "files citing what is outside the repo: {outside:#?}"
+    );
+}
+
+/// Every `.rs`, `.md` and `.py` file under `dir` (none of a build's output).
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if !matches!(name.as_str(), "target" | ".venv" | "__pycache__" | "build") {
+                collect(&path, out);
+            }
+        } else if path
+            .extension()
+            .is_some_and(|e| e == "rs" || e == "md" || e == "py")
+        {
+            out.push(path);
+        }
+    }
+}

@@ -14,7 +14,7 @@
 //! - `baton run` passes its session to the child as `BATON_CLIENT_ID`, so the child's own
 //!   `baton update --token $BATON_TOKEN` acts as the holder.
 //!
-//! Each of these failed on the code before leases were bound to sessions (see the README's Guarantees).
+//! Each of these failed on the code before leases were bound to sessions (see docs/guarantees.md).
 
 mod common;
 

@@ -548,7 +548,7 @@ claim got an answer (the cluster is unavailable); 2 when a flag is out of range.
   baton access set policy.toml
   baton access clear
 
-A policy (README \"Permissions\"):
+A policy (docs/security.md, \"Permissions\"):
   [groups]
   agents = [\"agent-a\", \"agent-b\"]
 

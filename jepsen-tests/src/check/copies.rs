@@ -117,7 +117,7 @@ pub fn check(ops: &[Op], wire: &[&WireEvent], expect_late: bool) -> CheckResult 
         } else {
             format!(
                 "; {} contradictions between answers decided by different leaders (the leader's \
-                 memory of refusals is its own; README, Guarantees): {}",
+                 memory of refusals is its own; docs/guarantees.md): {}",
                 across.len(),
                 across.first().cloned().unwrap_or_default()
             )

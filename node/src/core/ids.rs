@@ -12,7 +12,7 @@ pub type FencingToken = u64;
 /// every copy (a claim's lease and its event name the same holder and session), cloned by
 /// reference count. It reads, compares, prints and serializes exactly as the string, so the
 /// log, snapshots and the wire are unchanged. Measured with `baton-scale`: a `String` per copy
-/// cost about 110 B per held lease at a million leases (`README.md`, "Holding many leases").
+/// cost about 110 B per held lease at a million leases (`docs/performance.md`, "Holding many leases").
 #[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Name(Arc<str>);
 

@@ -135,7 +135,7 @@ impl RaftService for RaftServer {
     async fn vote(&self, req: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
         let rpc = self.open(req)?;
         // Its log lacks entries it acknowledged: a vote now could elect a leader without
-        // them (storage faults, README's Guarantees). No vote until the leader refilled it.
+        // them (storage faults, docs/guarantees.md). No vote until the leader refilled it.
         if let Some(repair) = self.repair.pending() {
             return Err(Status::unavailable(format!(
                 "node {} votes in no election: its log was damaged and is being refilled \

@@ -7,7 +7,7 @@
 //! [`READ_ANSWERS_MAX`] requests (the oldest are forgotten first).
 //!
 //! On the leader that answered only: a copy that reaches a new leader after an election is
-//! decided afresh (README, "Guarantees").
+//! decided afresh (docs/guarantees.md).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;

@@ -9,7 +9,7 @@
 //! Why not write through to sled at apply time: every sled batch or transaction rolls the
 //! sled write buffer twice, and each roll is a write plus a blocking `sync_file_range`, so a
 //! transactional write-through cost four synchronous device writes per applied batch on top of
-//! the log's own (measured with `strace`, see README "Performance"). Applying in memory keeps
+//! the log's own (measured with `strace`, see docs/performance.md). Applying in memory keeps
 //! the state machine pure and the I/O at the log.
 //!
 //! The core says what else an apply does (`core::Changes`): the events it appended, which
