@@ -24,16 +24,19 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use baton_client::{
-    ClaimOutcome, Client, ClientConfig, Error, GuardedClaim, HandoffNote, LeaseGuard, LossReason,
-    ReadMode, RecordPatch, ReleaseOutcome, RenewOutcome,
+    ClaimOutcome, Client, ClientConfig, Error, HandoffNote, ReadMode, RecordPatch, ReleaseOutcome,
+    RenewOutcome,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::history::{
-    decode_list, encode_list, BeliefEvent, Call, Elem, History, Holding, Kind, Line, Nanos,
-    NemesisEvent, OpEvent, Reply, WireEvent,
-};
+use crate::history::{decode_list, encode_list, Call, Elem, Holding, Kind, Nanos, Reply};
+
+mod guarded;
+mod recorder;
+
+pub use guarded::{run_revoker, GUARD_HOLD_MS, GUARD_TTL, REVOKE_GAP_MS};
+pub use recorder::Recorder;
 
 /// Operations on one key before its workers move on to a fresh key.
 pub const KEY_OPS_MAX: u64 = 120;
@@ -49,140 +52,9 @@ pub const PINNED_READERS_PER_NODE: usize = 2;
 pub const ACTIVE_KEYS: usize = 8;
 /// A pinned reader waits up to this long between reads.
 pub const PINNED_READ_GAP_MS: u64 = 40;
-/// The TTL of `guard-holders` leases: long enough that their renewals (every third of it)
-/// rarely find a loss before the push does, so the `notice` checker sees the push; short
-/// enough that a revoke's hold (this long) ends well within the run.
-pub const GUARD_TTL: Duration = Duration::from_millis(9000);
-/// A `guard-holders` worker holds its lease this long at least and at most before
-/// releasing it: mostly long past a revoke, so that a holder that is not told keeps
-/// believing (the `notice-canary`).
-pub const GUARD_HOLD_MS: (u64, u64) = (1000, 8000);
-/// The revoker waits this long at most between revokes (half of it at least).
-pub const REVOKE_GAP_MS: u64 = 900;
 /// How long a worker keeps a lease in reserve: it stops acting this long before its
 /// believed deadline.
 pub const BELIEF_MARGIN: Duration = Duration::from_millis(150);
-
-/// The history being written, on the harness's one clock.
-pub struct Recorder {
-    start: Instant,
-    /// The wall-clock time at `start` (to place node log lines on the history's clock).
-    start_wall: std::time::SystemTime,
-    lines: Mutex<Vec<Line>>,
-    next_idx: AtomicU64,
-    next_process: AtomicU64,
-    next_uid: AtomicU64,
-}
-
-impl Recorder {
-    pub fn new() -> Recorder {
-        Recorder {
-            start: Instant::now(),
-            start_wall: std::time::SystemTime::now(),
-            lines: Mutex::new(Vec::new()),
-            next_idx: AtomicU64::new(0),
-            next_process: AtomicU64::new(0),
-            next_uid: AtomicU64::new(1),
-        }
-    }
-
-    pub fn now_ns(&self) -> Nanos {
-        self.start.elapsed().as_nanos() as Nanos
-    }
-
-    pub fn instant_at(&self, ns: Nanos) -> Instant {
-        self.start + Duration::from_nanos(ns)
-    }
-
-    /// A wall-clock time (a node's log line, on this machine's clock) as nanoseconds on the
-    /// history's clock.
-    pub fn ns_of_wall(&self, at: std::time::SystemTime) -> Nanos {
-        at.duration_since(self.start_wall)
-            .map(|d| d.as_nanos() as Nanos)
-            .unwrap_or(0)
-    }
-
-    /// An instant as nanoseconds on the history's clock.
-    pub fn ns_of(&self, at: Instant) -> Nanos {
-        at.saturating_duration_since(self.start).as_nanos() as Nanos
-    }
-
-    fn push(&self, make: impl FnOnce(u64, Nanos) -> Line) {
-        // Index and time are taken under the lock, so the file is in time order.
-        let mut lines = self.lines.lock().expect("history lock");
-        let idx = self.next_idx.fetch_add(1, Ordering::Relaxed);
-        let t = self.now_ns();
-        lines.push(make(idx, t));
-    }
-
-    pub fn nemesis(&self, fault: &str, phase: &str, detail: &str, skew: f64) {
-        tracing::info!(fault, phase, detail, "nemesis");
-        self.push(|idx, t_ns| {
-            Line::Nemesis(NemesisEvent {
-                idx,
-                fault: fault.to_string(),
-                phase: phase.to_string(),
-                detail: detail.to_string(),
-                skew,
-                t_ns,
-            })
-        });
-    }
-
-    /// Records an answer the proxy saw (`idx` and `t_ns` are filled in here).
-    pub fn wire(&self, event: WireEvent) {
-        self.push(|idx, t_ns| Line::Wire(WireEvent { idx, t_ns, ..event }));
-    }
-
-    fn op(
-        &self,
-        p: &Proc,
-        workload: &str,
-        key: &str,
-        call: &Call,
-        kind: Kind,
-        reply: Option<Reply>,
-    ) -> Nanos {
-        let mut at = 0;
-        self.push(|idx, t_ns| {
-            at = t_ns;
-            Line::Op(OpEvent {
-                idx,
-                process: p.process,
-                kind,
-                workload: workload.to_string(),
-                key: key.to_string(),
-                client: p.client_id.clone(),
-                name: p.name.clone(),
-                call: call.clone(),
-                reply,
-                t_ns,
-            })
-        });
-        at
-    }
-
-    /// Records a guard-held lease's believed window (`idx` and `t_ns` are filled in here).
-    pub fn belief(&self, event: BeliefEvent) {
-        self.push(|idx, t_ns| Line::Belief(BeliefEvent { idx, t_ns, ..event }));
-    }
-
-    pub fn uid(&self) -> u64 {
-        self.next_uid.fetch_add(1, Ordering::Relaxed)
-    }
-
-    pub fn history(&self) -> History {
-        History {
-            lines: self.lines.lock().expect("history lock").clone(),
-        }
-    }
-}
-
-impl Default for Recorder {
-    fn default() -> Self {
-        Recorder::new()
-    }
-}
 
 /// A process: one client id, one operation at a time; replaced after an `info`.
 pub struct Proc {
@@ -808,142 +680,6 @@ impl Worker {
         self.nap(100).await;
     }
 
-    /// One round of `guard-holders`: claim through the guard; hold until a random release
-    /// time, the guard's loss or its safe deadline, whichever comes first; write the believed
-    /// window. A lease that ended other than by its release is abandoned (nothing more is
-    /// sent for it) and the worker goes on as a new process, so that no later claim of this
-    /// client finds it still held.
-    async fn guard_round(&mut self) {
-        let ctx = self.ctx.clone();
-        let ttl_ms = GUARD_TTL.as_millis() as u64;
-        let call = Call::Claim { ttl_ms };
-        let key = self.key.clone();
-        ctx.note_key(self.slot.workload, &key);
-        let p = &self.proc_;
-        ctx.rec
-            .op(p, self.slot.workload, &key, &call, Kind::Invoke, None);
-        let claimed =
-            tokio::time::timeout(OP_TIMEOUT, p.client.claim_guarded(&key, &p.name, GUARD_TTL))
-                .await;
-        let (kind, reply, guard) = match claimed {
-            Ok(Ok(GuardedClaim::Granted(guard))) => (
-                Kind::Ok,
-                Reply::Granted {
-                    token: guard.token(),
-                    already_held: false,
-                    safe_deadline_ns: Some(ctx.rec.ns_of(guard.safe_until())),
-                },
-                Some(guard),
-            ),
-            Ok(Ok(GuardedClaim::Held { lease, .. })) => (
-                Kind::Fail,
-                Reply::Held {
-                    holder: holding(&lease),
-                },
-                None,
-            ),
-            Ok(Err(e)) => {
-                let (kind, reply) = failed(e);
-                (kind, reply, None)
-            }
-            Err(_) => (
-                Kind::Info,
-                Reply::Unknown {
-                    message: format!("no answer within {} ms", OP_TIMEOUT.as_millis()),
-                },
-                None,
-            ),
-        };
-        let from_ns = ctx
-            .rec
-            .op(p, self.slot.workload, &key, &call, kind, Some(reply));
-        self.slot.count(&key);
-        let Some(guard) = guard else {
-            if kind == Kind::Info {
-                self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
-            }
-            self.nap(300).await;
-            return;
-        };
-        let (shortest, longest) = GUARD_HOLD_MS;
-        let release_at =
-            Instant::now() + Duration::from_millis(self.rng.gen_range(shortest..=longest));
-        let (to_ns, how, pushed) = self.hold(&guard, release_at).await;
-        let token = guard.token();
-        ctx.rec.belief(BeliefEvent {
-            idx: 0,
-            key: key.clone(),
-            client: self.proc_.client_id.clone(),
-            token,
-            from_ns,
-            to_ns,
-            how: how.clone(),
-            pushed,
-            t_ns: 0,
-        });
-        if how == "released" {
-            let call = Call::Release { token };
-            let p = &self.proc_;
-            ctx.rec
-                .op(p, self.slot.workload, &key, &call, Kind::Invoke, None);
-            let (kind, reply) = match tokio::time::timeout(OP_TIMEOUT, guard.release()).await {
-                Ok(Ok(ReleaseOutcome::Released(_))) => (Kind::Ok, Reply::Released),
-                Ok(Ok(ReleaseOutcome::Lost { current })) => (
-                    Kind::Fail,
-                    Reply::Lost {
-                        current: current.as_ref().map(holding),
-                    },
-                ),
-                Ok(Err(e)) => failed(e),
-                Err(_) => (
-                    Kind::Info,
-                    Reply::Unknown {
-                        message: format!("no answer within {} ms", OP_TIMEOUT.as_millis()),
-                    },
-                ),
-            };
-            ctx.rec
-                .op(p, self.slot.workload, &key, &call, kind, Some(reply));
-            self.slot.count(&key);
-            if kind == Kind::Info {
-                self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
-            }
-        } else {
-            guard.abandon().await;
-            self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
-            // A revoked key stays unclaimable for the TTL: the slot moves on to a fresh one.
-            self.slot.rotate(&key);
-        }
-        self.nap(300).await;
-    }
-
-    /// Holds `guard` until `release_at` (or the run's end), its loss, or its safe deadline:
-    /// the belief's end on the history's clock, how it ended, and whether the loss was pushed.
-    async fn hold(&self, guard: &LeaseGuard, release_at: Instant) -> (Nanos, String, bool) {
-        let rec = &self.ctx.rec;
-        loop {
-            let safe = guard.safe_until();
-            let now = Instant::now();
-            if now >= safe {
-                return (rec.ns_of(safe), "deadline".into(), false);
-            }
-            if now >= release_at || self.ctx.stopped() {
-                return (rec.now_ns(), "released".into(), false);
-            }
-            // Wake at the first of the release time, the safe deadline and a short check of
-            // the run's end; a renewal moves the deadline, so look again then.
-            let wake = release_at.min(safe).min(now + Duration::from_millis(100));
-            tokio::select! {
-                reason = guard.lost() => {
-                    let at = Instant::now().min(guard.safe_until());
-                    let pushed = matches!(reason, LossReason::Ended(_));
-                    return (rec.ns_of(at), format!("lost: {reason}"), pushed);
-                }
-                () = tokio::time::sleep_until(wake.into()) => {}
-            }
-        }
-    }
-
     /// One round of the unfenced canary: claim through baton, then read-pause-write a list in
     /// harness memory with nothing but the belief in the lease to guard it. Worker 0's first
     /// granted round pauses past the TTL: the classic lock-without-fencing lost update.
@@ -993,26 +729,6 @@ pub async fn run_pinned_reader(ctx: Arc<Ctx>, node: u64, endpoint: String, seed:
         }
         let gap = rng.gen_range(PINNED_READ_GAP_MS / 2..=PINNED_READ_GAP_MS);
         tokio::time::sleep(Duration::from_millis(gap)).await;
-    }
-}
-
-/// Revokes one of the keys in use every [`REVOKE_GAP_MS`] / 2 to [`REVOKE_GAP_MS`] until
-/// `ctx.stop`: with `now`, freeing the key at once (`revoke --now`); without, holding it back
-/// for the revoked lease's TTL (the default).
-pub async fn run_revoker(ctx: Arc<Ctx>, now: bool, seed: u64) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut p = ctx.new_proc("revoker");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    while !ctx.stopped() {
-        let gap = rng.gen_range(REVOKE_GAP_MS / 2..=REVOKE_GAP_MS);
-        tokio::time::sleep(Duration::from_millis(gap)).await;
-        let Some((workload, key)) = ctx.revoker_key(&mut rng) else {
-            continue;
-        };
-        let (kind, _) = perform(&ctx, &p, &workload, &key, Call::Revoke { now }).await;
-        if kind == Kind::Info {
-            p = ctx.new_proc("revoker");
-        }
     }
 }
 
