@@ -481,25 +481,29 @@ and --allow-remote is given.")]
     /// Fence a repository's files with keys: a git hook that refuses a commit touching a
     /// guarded file unless this session holds its key.
     ///
-    /// `.baton/guard.toml` maps path globs to key templates:
+    /// `.baton/hook.toml` maps path globs to key templates:
     ///   [paths]
     ///   "docs/incidents/*.md" = "incidents/{stem}"
     ///   "STATUS.md" = "status"
     /// Placeholders: {path}, {dir}, {name}, {stem}, {ext}. `*` stays within a directory,
     /// `**` crosses them. A file matching several globs needs every key.
     #[command(after_help = "Examples:
-  baton guard install                     # writes .git/hooks/pre-commit and commit-msg
-  baton guard check --staged              # what the pre-commit hook runs
-  baton guard check docs/incidents/42.md  # would a commit of this file pass?
+  baton hook install                     # writes .git/hooks/pre-commit and commit-msg
+  baton hook check --staged              # what the pre-commit hook runs
+  baton hook check docs/incidents/42.md  # would a commit of this file pass?
 
 The session is BATON_CLIENT_ID: set it to the id you claimed with (an MCP session's id is
 in its claim answers and my_claims). With no cluster reachable the check refuses (exit 4);
-BATON_GUARD_ALLOW_OFFLINE=1 lets that commit through, and says so.
+BATON_HOOK_ALLOW_OFFLINE=1 lets that commit through, and says so.
+
+Called `baton guard` before: this release still takes that name (and .baton/guard.toml,
+BATON_GUARD_ALLOW_OFFLINE, and the hooks it wrote); the next does not.
 
 Exit codes: 0 pass, 3 a guarded file's key is not held by this session, 4 cluster unavailable.")]
-    Guard {
+    #[command(alias = "guard")]
+    Hook {
         #[command(subcommand)]
-        command: GuardCommand,
+        command: HookCommand,
     },
     /// Print a shell completion script for bash, zsh, fish, elvish or powershell.
     #[command(after_help = "Examples:
@@ -690,13 +694,13 @@ pub struct McpArgs {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum GuardCommand {
+pub enum HookCommand {
     /// Write the pre-commit and commit-msg hooks into this repository (where git keeps its
     /// hooks: core.hooksPath or .git/hooks). A hook that is not baton's is kept unless
     /// --force. The hooks call this baton binary by its full path.
     #[command(after_help = "Examples:
-  baton guard install
-  baton guard install --force   # replace a pre-commit hook that is not baton's")]
+  baton hook install
+  baton hook install --force   # replace a pre-commit hook that is not baton's")]
     Install {
         /// Replace hooks that are not baton's.
         #[arg(long)]
@@ -707,8 +711,8 @@ pub enum GuardCommand {
     /// For each key: a linearizable probe, then a renewal with its token from this session,
     /// which proves the token current and the session (and principal) the holder's.
     #[command(after_help = "Examples:
-  BATON_CLIENT_ID=9f1c... baton guard check --staged
-  baton guard check docs/incidents/42.md STATUS.md --output json
+  BATON_CLIENT_ID=9f1c... baton hook check --staged
+  baton hook check docs/incidents/42.md STATUS.md --output json
 
 Exit codes: 0 pass, 3 a key is free or another session's (each named with holder, token and
 since), 4 cluster unavailable (unless --allow-offline).")]
@@ -720,13 +724,13 @@ since), 4 cluster unavailable (unless --allow-offline).")]
         #[arg(required_unless_present = "staged")]
         paths: Vec<String>,
         /// With no cluster reachable, pass (and say so) instead of refusing.
-        #[arg(long, env = "BATON_GUARD_ALLOW_OFFLINE", value_parser = clap::builder::FalseyValueParser::new())]
+        #[arg(long, env = "BATON_HOOK_ALLOW_OFFLINE", value_parser = clap::builder::FalseyValueParser::new())]
         allow_offline: bool,
     },
     /// Add Baton-Key, Baton-Token and Baton-Holder trailers for the staged guarded files to
     /// a commit message file (what the commit-msg hook runs).
     #[command(after_help = "Examples:
-  baton guard trailers .git/COMMIT_EDITMSG
+  baton hook trailers .git/COMMIT_EDITMSG
 
 Adds, for each guarded key of the staged files:
   Baton-Key: incidents/42
@@ -736,7 +740,7 @@ Adds, for each guarded key of the staged files:
         /// The commit message file git passes to the hook.
         msg_file: PathBuf,
         /// With no cluster reachable, leave the message as it is instead of refusing.
-        #[arg(long, env = "BATON_GUARD_ALLOW_OFFLINE", value_parser = clap::builder::FalseyValueParser::new())]
+        #[arg(long, env = "BATON_HOOK_ALLOW_OFFLINE", value_parser = clap::builder::FalseyValueParser::new())]
         allow_offline: bool,
     },
 }

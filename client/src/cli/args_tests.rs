@@ -330,16 +330,28 @@ fn mcp_defaults_are_left_to_the_named_constants() {
 }
 
 #[test]
-fn guard_check_takes_staged_or_paths_but_not_both_nor_neither() {
+fn hook_check_takes_staged_or_paths_but_not_both_nor_neither() {
+    let cli = Cli::try_parse_from(["baton", "hook", "check", "--staged"]).unwrap();
+    assert!(matches!(
+        cli.command,
+        Command::Hook {
+            command: HookCommand::Check { staged: true, .. }
+        }
+    ));
+    assert!(Cli::try_parse_from(["baton", "hook", "check"]).is_err());
+    assert!(Cli::try_parse_from(["baton", "hook", "check", "--staged", "a.md"]).is_err());
+}
+
+#[test]
+fn the_hooks_old_name_guard_still_works_for_this_release() {
+    // Hooks written by `baton guard install` run `baton guard check --staged`.
     let cli = Cli::try_parse_from(["baton", "guard", "check", "--staged"]).unwrap();
     assert!(matches!(
         cli.command,
-        Command::Guard {
-            command: GuardCommand::Check { staged: true, .. }
+        Command::Hook {
+            command: HookCommand::Check { staged: true, .. }
         }
     ));
-    assert!(Cli::try_parse_from(["baton", "guard", "check"]).is_err());
-    assert!(Cli::try_parse_from(["baton", "guard", "check", "--staged", "a.md"]).is_err());
 }
 
 #[test]

@@ -6,7 +6,7 @@ pub mod args;
 pub mod bench;
 pub mod cluster;
 pub mod colour;
-pub mod commit_guard;
+pub mod commit_hook;
 pub mod exit;
 pub mod git;
 pub mod handoff;
@@ -276,8 +276,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
                 error_line: None,
             }
         }
-        Command::Guard { command } => {
-            commit_guard::run(command, &client, client_id_given, format).await?
+        Command::Hook { command } => {
+            commit_hook::run(command, &client, client_id_given, format).await?
         }
         Command::Cluster {
             command: ClusterCommand::Status,

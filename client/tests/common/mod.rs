@@ -442,6 +442,7 @@ impl AuthNode {
             .env("BATON_AUTH_TOKEN", &self.tokens[who])
             .env("BATON_CLIENT_ID", session)
             .env_remove("BATON_AUTH_TOKEN_FILE")
+            .env_remove("BATON_HOOK_ALLOW_OFFLINE")
             .env_remove("BATON_GUARD_ALLOW_OFFLINE");
         command
     }

@@ -115,7 +115,7 @@ pub struct Claims {
     /// The keys this session holds, with their tokens and how long each is safe.
     pub held: Vec<HeldRow>,
     /// This session's client id: a lease is bound to it. If the repository uses `baton
-    /// guard`, commit a held key's files with BATON_CLIENT_ID set to it.
+    /// hook`, commit a held key's files with BATON_CLIENT_ID set to it.
     pub session: String,
     /// The holder name this session claims as.
     pub holder: String,
@@ -576,7 +576,7 @@ impl Baton {
                         "you own {} (token {}). Work on it now; keep its case file current \
                          with update_record; release it with a final status when done, or \
                          handoff_offer if you stop before. If the repository uses baton \
-                         guard, commit its files with BATON_CLIENT_ID={}",
+                         hook, commit its files with BATON_CLIENT_ID={}",
                         args.key,
                         lease.token,
                         self.client.client_id()

@@ -1,5 +1,5 @@
-//! `baton guard`: the token as the authority over a case's files. A repository's
-//! `.baton/guard.toml` maps path globs to key templates; the pre-commit hook refuses a
+//! `baton hook`: the token as the authority over a case's files. A repository's
+//! `.baton/hook.toml` maps path globs to key templates; the pre-commit hook refuses a
 //! commit that touches a guarded file unless this session holds the file's key with a
 //! current token, and the commit-msg hook names the stint in trailers.
 //!
@@ -9,7 +9,12 @@
 //! A client id alone is public; the renewal is what a stranger using it cannot pass.
 //!
 //! It fails closed: no cluster reachable, no commit (exit 4), unless the user says
-//! otherwise (`BATON_GUARD_ALLOW_OFFLINE=1`, or git's own `--no-verify`).
+//! otherwise (`BATON_HOOK_ALLOW_OFFLINE=1`, or git's own `--no-verify`).
+//!
+//! The command was `baton guard` before (a name it shared with the library's `LeaseGuard`);
+//! this release still takes `baton guard`, `.baton/guard.toml` (when there is no
+//! `.baton/hook.toml`), `BATON_GUARD_ALLOW_OFFLINE` and hooks written by it; the next does
+//! not.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,25 +24,35 @@ use baton_client::{Client, Error, LeaseInfo, ReadMode, RenewOutcome};
 use globset::{Glob, GlobBuilder, GlobMatcher};
 use serde::Serialize;
 
-use super::args::{GuardCommand, OutputFormat};
+use super::args::{HookCommand, OutputFormat};
 use super::exit::Verdict;
 use super::git::{git, git_bytes};
 use super::output::Rendered;
 
 /// Where the rules live, relative to the repository's top.
-pub const GUARD_FILE: &str = ".baton/guard.toml";
+pub const HOOK_FILE: &str = ".baton/hook.toml";
+/// Where they lived before (`baton guard`), read when there is no [`HOOK_FILE`]: for this
+/// release only.
+pub const HOOK_FILE_BEFORE: &str = ".baton/guard.toml";
 
-/// Largest guard file read.
-pub const GUARD_FILE_BYTES_MAX: u64 = 64 * 1024;
+/// Largest rules file read.
+pub const HOOK_FILE_BYTES_MAX: u64 = 64 * 1024;
 
-/// Most rules in a guard file.
-pub const GUARD_RULES_MAX: usize = 256;
+/// Most rules in a rules file.
+pub const HOOK_RULES_MAX: usize = 256;
+
+/// Lets a commit through unchecked when no node can be reached.
+pub const ALLOW_OFFLINE_ENV: &str = "BATON_HOOK_ALLOW_OFFLINE";
+/// Its name before (`baton guard`): honoured for this release only.
+pub const ALLOW_OFFLINE_ENV_BEFORE: &str = "BATON_GUARD_ALLOW_OFFLINE";
 
 /// Most distinct keys one commit may touch; a larger commit is refused (split it).
 pub const KEYS_CHECKED_MAX: usize = 256;
 
 /// The first line of every hook baton writes; a hook without it is not baton's.
-pub const HOOK_MARKER: &str = "# baton guard hook";
+pub const HOOK_MARKER: &str = "# baton hook";
+/// The marker of hooks `baton guard` wrote (this release still replaces them).
+pub const HOOK_MARKER_BEFORE: &str = "# baton guard hook";
 
 /// One rule: files matching `glob` belong to the key `template` names.
 #[derive(Debug, Clone)]
@@ -46,7 +61,7 @@ pub struct Rule {
     matcher: GlobMatcher,
 }
 
-/// A guard file, parsed and checked.
+/// A rules file, parsed and checked.
 #[derive(Debug, Clone, Default)]
 pub struct Rules {
     pub rules: Vec<Rule>,
@@ -56,7 +71,7 @@ pub struct Rules {
 pub const PLACEHOLDERS: &[&str] = &["path", "dir", "name", "stem", "ext"];
 
 impl Rules {
-    /// Parses a guard file's text: a `[paths]` table of glob = key template.
+    /// Parses a rules file's text: a `[paths]` table of glob = key template.
     pub fn parse(text: &str) -> anyhow::Result<Rules> {
         #[derive(serde::Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -64,10 +79,10 @@ impl Rules {
             #[serde(default)]
             paths: BTreeMap<String, String>,
         }
-        let file: File = toml::from_str(text).context("not a guard file")?;
-        if file.paths.len() > GUARD_RULES_MAX {
+        let file: File = toml::from_str(text).context("not a rules file of baton hook")?;
+        if file.paths.len() > HOOK_RULES_MAX {
             bail!(
-                "{} rules, more than the {GUARD_RULES_MAX} allowed",
+                "{} rules, more than the {HOOK_RULES_MAX} allowed",
                 file.paths.len()
             );
         }
@@ -194,19 +209,19 @@ impl KeyCheck {
     }
 }
 
-/// Runs one `baton guard` command. `client_id_given`: the user named the session
+/// Runs one `baton hook` command. `client_id_given`: the user named the session
 /// (--client-id / BATON_CLIENT_ID); a random id holds nothing, so without one every guarded
 /// key is refused.
 pub async fn run(
-    command: GuardCommand,
+    command: HookCommand,
     client: &Client,
     client_id_given: bool,
     format: OutputFormat,
 ) -> anyhow::Result<Rendered> {
     let top = repo_top(Path::new("."))?;
     match command {
-        GuardCommand::Install { force } => install(&top, force, format),
-        GuardCommand::Check {
+        HookCommand::Install { force } => install(&top, force, format),
+        HookCommand::Check {
             staged,
             paths,
             allow_offline,
@@ -224,11 +239,11 @@ pub async fn run(
             }
             let checks = match check_keys(client, &wanted, client_id_given).await {
                 Ok(checks) => checks,
-                Err(error) => return offline(error, allow_offline, format),
+                Err(error) => return offline(error, allow_offline || offline_before(), format),
             };
             Ok(report(checks, client_id_given, format))
         }
-        GuardCommand::Trailers {
+        HookCommand::Trailers {
             msg_file,
             allow_offline,
         } => {
@@ -239,7 +254,7 @@ pub async fn run(
             }
             let checks = match check_keys(client, &wanted, client_id_given).await {
                 Ok(checks) => checks,
-                Err(error) => return offline(error, allow_offline, format),
+                Err(error) => return offline(error, allow_offline || offline_before(), format),
             };
             if checks.iter().any(|c| !c.passed()) {
                 return Ok(report(checks, client_id_given, format));
@@ -330,7 +345,7 @@ fn report(checks: Vec<KeyCheck>, client_id_given: bool, format: OutputFormat) ->
         let mut out = rendered(format, "", checks, Verdict::StandDown);
         if format == OutputFormat::Table {
             out.error_line = Some(format!(
-                "commit refused by baton guard:\n{}",
+                "commit refused by baton hook:\n{}",
                 text.trim_end()
             ));
         }
@@ -362,20 +377,20 @@ fn rendered(format: OutputFormat, text: &str, checks: Vec<KeyCheck>, verdict: Ve
 /// and say so. Any other error (a bad key, a denied read) refuses with its reason.
 fn offline(error: Error, allow_offline: bool, format: OutputFormat) -> anyhow::Result<Rendered> {
     if !matches!(error, Error::Unavailable { .. }) {
-        let text = format!("commit refused: baton guard could not check the keys: {error}");
+        let text = format!("commit refused: baton hook could not check the keys: {error}");
         return Err(anyhow::Error::new(error).context(text));
     }
     if allow_offline {
         eprintln!(
-            "warning: baton guard could not reach the cluster ({error}); the commit goes \
-             through unchecked because BATON_GUARD_ALLOW_OFFLINE is set"
+            "warning: baton hook could not reach the cluster ({error}); the commit goes \
+             through unchecked because {ALLOW_OFFLINE_ENV} is set"
         );
         return Ok(rendered(format, "", Vec::new(), Verdict::Ok));
     }
     let text = format!(
-        "commit refused: baton guard cannot reach the cluster to check the guarded files' \
+        "commit refused: baton hook cannot reach the cluster to check the guarded files' \
          keys, and it fails closed ({error}). Start a node or set BATON_ENDPOINTS; to commit \
-         without the check, set BATON_GUARD_ALLOW_OFFLINE=1"
+         without the check, set {ALLOW_OFFLINE_ENV}=1"
     );
     Err(anyhow::Error::new(error).context(text))
 }
@@ -383,21 +398,22 @@ fn offline(error: Error, allow_offline: bool, format: OutputFormat) -> anyhow::R
 /// The repository's top directory.
 fn repo_top(dir: &Path) -> anyhow::Result<PathBuf> {
     let top = git(dir, &["rev-parse", "--show-toplevel"])
-        .context("baton guard works inside a git repository")?;
+        .context("baton hook works inside a git repository")?;
     Ok(PathBuf::from(top.trim()))
 }
 
-/// The guard file's rules; none when there is no guard file.
+/// The rules file's rules ([`HOOK_FILE`], else [`HOOK_FILE_BEFORE`]); none when there is
+/// neither.
 fn load_rules(top: &Path) -> anyhow::Result<Rules> {
-    let path = top.join(GUARD_FILE);
+    let path = rules_path(top);
     let meta = match std::fs::metadata(&path) {
         Ok(meta) => meta,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Rules::default()),
         Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
     };
-    if meta.len() > GUARD_FILE_BYTES_MAX {
+    if meta.len() > HOOK_FILE_BYTES_MAX {
         bail!(
-            "{} is {} bytes, more than the {GUARD_FILE_BYTES_MAX} allowed",
+            "{} is {} bytes, more than the {HOOK_FILE_BYTES_MAX} allowed",
             path.display(),
             meta.len()
         );
@@ -460,17 +476,18 @@ fn install(top: &Path, force: bool, format: OutputFormat) -> anyhow::Result<Rend
     let scripts = [
         (
             "pre-commit",
-            format!("#!/bin/sh\n{HOOK_MARKER}: refuses a commit of a guarded file whose key this session does not hold\nexec {exe} guard check --staged\n"),
+            format!("#!/bin/sh\n{HOOK_MARKER}: refuses a commit of a guarded file whose key this session does not hold\nexec {exe} hook check --staged\n"),
         ),
         (
             "commit-msg",
-            format!("#!/bin/sh\n{HOOK_MARKER}: names the stint (key, token, holder) in trailers\nexec {exe} guard trailers \"$1\"\n"),
+            format!("#!/bin/sh\n{HOOK_MARKER}: names the stint (key, token, holder) in trailers\nexec {exe} hook trailers \"$1\"\n"),
         ),
     ];
     for (name, _) in &scripts {
         let path = hooks.join(name);
         if let Ok(existing) = std::fs::read_to_string(&path) {
-            if !existing.contains(HOOK_MARKER) && !force {
+            let ours = existing.contains(HOOK_MARKER) || existing.contains(HOOK_MARKER_BEFORE);
+            if !ours && !force {
                 bail!(
                     "{} exists and is not baton's: merge it by hand, or give --force to \
                      replace it",
@@ -487,12 +504,28 @@ fn install(top: &Path, force: bool, format: OutputFormat) -> anyhow::Result<Rend
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
         text.push_str(&format!("wrote {}\n", path.display()));
     }
-    if !top.join(GUARD_FILE).exists() {
+    if !rules_path(top).exists() {
         text.push_str(&format!(
-            "no {GUARD_FILE} yet: nothing is guarded until it maps paths to keys\n"
+            "no {HOOK_FILE} yet: nothing is guarded until it maps paths to keys\n"
         ));
     }
     Ok(rendered(format, &text, Vec::new(), Verdict::Ok))
+}
+
+/// [`HOOK_FILE`], or [`HOOK_FILE_BEFORE`] when only that one exists (this release only).
+fn rules_path(top: &Path) -> PathBuf {
+    let path = top.join(HOOK_FILE);
+    let before = top.join(HOOK_FILE_BEFORE);
+    if !path.exists() && before.exists() {
+        return before;
+    }
+    path
+}
+
+/// Whether the user set the old name of [`ALLOW_OFFLINE_ENV`] (this release only; the new
+/// one is read by the command's `--allow-offline`).
+fn offline_before() -> bool {
+    std::env::var(ALLOW_OFFLINE_ENV_BEFORE).is_ok_and(|v| v == "1")
 }
 
 fn shell_quote(text: &str) -> String {
@@ -567,10 +600,10 @@ mod tests {
         assert!(format!("{empty:#}").contains("is empty"), "{empty:#}");
         let other = Rules::parse("[path]\n\"*.md\" = \"k\"\n").unwrap_err();
         assert!(
-            format!("{other:#}").contains("not a guard file"),
+            format!("{other:#}").contains("not a rules file of baton hook"),
             "{other:#}"
         );
-        let many: String = (0..=GUARD_RULES_MAX)
+        let many: String = (0..=HOOK_RULES_MAX)
             .map(|i| format!("\"f{i}\" = \"k\"\n"))
             .collect();
         let too_many = Rules::parse(&format!("[paths]\n{many}")).unwrap_err();

@@ -1,5 +1,5 @@
-//! `baton guard` in real git repositories against a real 3-node cluster: the hooks
-//! `baton guard install` writes are run by `git commit` itself, as two agents' sessions
+//! `baton hook` in real git repositories against a real 3-node cluster: the hooks
+//! `baton hook install` writes are run by `git commit` itself, as two agents' sessions
 //! (client ids) take turns on one case file.
 
 mod common;
@@ -17,6 +17,7 @@ fn git(cluster: &Cluster, dir: &Path, session: Option<&str>, args: &[&str]) -> O
         .current_dir(dir)
         .env("BATON_ENDPOINTS", cluster.endpoints.join(","))
         .env_remove("BATON_CLIENT_ID")
+        .env_remove("BATON_HOOK_ALLOW_OFFLINE")
         .env_remove("BATON_GUARD_ALLOW_OFFLINE")
         .env("GIT_AUTHOR_NAME", "agent")
         .env("GIT_AUTHOR_EMAIL", "agent@example.com")
@@ -85,11 +86,11 @@ fn guarded_repo(cluster: &Cluster) -> tempfile::TempDir {
     ok(git(cluster, dir, None, &["init", "-q", "-b", "main"]));
     std::fs::create_dir_all(dir.join(".baton")).unwrap();
     std::fs::write(
-        dir.join(".baton/guard.toml"),
+        dir.join(".baton/hook.toml"),
         "[paths]\n\"docs/incidents/*.md\" = \"incidents/{stem}\"\n",
     )
     .unwrap();
-    ok(git(cluster, dir, None, &["add", ".baton/guard.toml"]));
+    ok(git(cluster, dir, None, &["add", ".baton/hook.toml"]));
     ok(git(
         cluster,
         dir,
@@ -97,7 +98,7 @@ fn guarded_repo(cluster: &Cluster) -> tempfile::TempDir {
         &["commit", "-q", "-m", "guard the incidents"],
     ));
     let out = cluster
-        .command(&["guard", "install"])
+        .command(&["hook", "install"])
         .current_dir(dir)
         .output()
         .unwrap();
@@ -269,7 +270,7 @@ async fn a_free_key_or_no_session_is_refused_with_what_to_do() {
     );
     // The JSON verdict carries the facts typed.
     let out = cluster
-        .command(&["--output", "json", "guard", "check", "docs/incidents/7.md"])
+        .command(&["--output", "json", "hook", "check", "docs/incidents/7.md"])
         .env("BATON_CLIENT_ID", "s-b")
         .current_dir(dir)
         .output()
@@ -289,12 +290,13 @@ async fn a_free_key_or_no_session_is_refused_with_what_to_do() {
 }
 
 #[tokio::test]
-async fn with_no_cluster_the_guard_fails_closed_unless_told_otherwise() {
+async fn with_no_cluster_the_hook_fails_closed_unless_told_otherwise() {
     let cluster = Cluster::start(1).await;
     let repo = guarded_repo(&cluster);
     let dir = repo.path();
     let nobody = format!("127.0.0.1:{}", free_port());
-    let check = |allow: bool| {
+    // `allow`: the variable that lets the commit through (its old name still works).
+    let check = |allow: Option<&str>| {
         let mut command = Command::new(cli_bin());
         command
             .args([
@@ -302,20 +304,20 @@ async fn with_no_cluster_the_guard_fails_closed_unless_told_otherwise() {
                 &nobody,
                 "--timeout",
                 "1s",
-                "guard",
+                "hook",
                 "check",
                 "docs/incidents/1.md",
             ])
             .env("BATON_CLIENT_ID", "s-a")
+            .env_remove("BATON_HOOK_ALLOW_OFFLINE")
+            .env_remove("BATON_GUARD_ALLOW_OFFLINE")
             .current_dir(dir);
-        if allow {
-            command.env("BATON_GUARD_ALLOW_OFFLINE", "1");
-        } else {
-            command.env_remove("BATON_GUARD_ALLOW_OFFLINE");
+        if let Some(name) = allow {
+            command.env(name, "1");
         }
         command.output().unwrap()
     };
-    let closed = check(false);
+    let closed = check(None);
     assert_eq!(closed.status.code(), Some(4), "{closed:?}");
     assert!(
         stderr(&closed).contains("fails closed"),
@@ -323,13 +325,15 @@ async fn with_no_cluster_the_guard_fails_closed_unless_told_otherwise() {
         stderr(&closed)
     );
     assert!(
-        stderr(&closed).contains("BATON_GUARD_ALLOW_OFFLINE=1"),
+        stderr(&closed).contains("BATON_HOOK_ALLOW_OFFLINE=1"),
         "{}",
         stderr(&closed)
     );
-    let open = check(true);
-    assert_eq!(open.status.code(), Some(0), "{open:?}");
-    assert!(stderr(&open).contains("unchecked"), "{}", stderr(&open));
+    for name in ["BATON_HOOK_ALLOW_OFFLINE", "BATON_GUARD_ALLOW_OFFLINE"] {
+        let open = check(Some(name));
+        assert_eq!(open.status.code(), Some(0), "{name}: {open:?}");
+        assert!(stderr(&open).contains("unchecked"), "{}", stderr(&open));
+    }
 }
 
 #[tokio::test]
@@ -339,6 +343,8 @@ async fn with_auth_on_the_holders_public_client_id_does_not_pass_for_another_pri
     let dir = repo.path();
     std::fs::create_dir_all(dir.join(".baton")).unwrap();
     std::fs::write(
+        // The rules file's old name, which this release still reads (as it still takes
+        // `baton guard`, below).
         dir.join(".baton/guard.toml"),
         "[paths]\n\"docs/incidents/*.md\" = \"incidents/{stem}\"\n",
     )
@@ -385,4 +391,48 @@ async fn with_auth_on_the_holders_public_client_id_does_not_pass_for_another_pri
     let own = check("alice");
     assert_eq!(own.status.code(), Some(0), "{own:?}");
     assert_eq!(parse_json(&own)["keys"][0]["verdict"], "held");
+}
+
+#[tokio::test]
+async fn install_replaces_baton_s_hooks_old_and_new_but_not_anothers() {
+    let cluster = Cluster::start(1).await;
+    let repo = tempfile::tempdir().unwrap();
+    let dir = repo.path();
+    ok(git(&cluster, dir, None, &["init", "-q"]));
+    let hooks = dir.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let install = |force: bool| {
+        let mut args = vec!["hook", "install"];
+        if force {
+            args.push("--force");
+        }
+        cluster.command(&args).current_dir(dir).output().unwrap()
+    };
+    // A hook `baton guard install` wrote (the command's old name) is baton's: replaced.
+    std::fs::write(
+        hooks.join("pre-commit"),
+        "#!/bin/sh\n# baton guard hook: refuses a commit\nexec baton guard check --staged\n",
+    )
+    .unwrap();
+    let text = ok(install(false));
+    assert!(text.contains("no .baton/hook.toml yet"), "{text}");
+    let written = std::fs::read_to_string(hooks.join("pre-commit")).unwrap();
+    assert!(written.contains("# baton hook:"), "{written}");
+    assert!(written.contains(" hook check --staged"), "{written}");
+    // Someone else's hook is kept unless --force.
+    std::fs::write(hooks.join("pre-commit"), "#!/bin/sh\nmake lint\n").unwrap();
+    let refused = install(false);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    assert!(
+        stderr(&refused).contains("is not baton's"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(
+        std::fs::read_to_string(hooks.join("pre-commit")).unwrap(),
+        "#!/bin/sh\nmake lint\n"
+    );
+    ok(install(true));
+    let written = std::fs::read_to_string(hooks.join("pre-commit")).unwrap();
+    assert!(written.contains("# baton hook:"), "{written}");
 }
