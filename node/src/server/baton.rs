@@ -32,6 +32,10 @@ use crate::limits::READ_RETRY_BACKOFF;
 use crate::raft_types::Raft;
 use crate::store::{SmState, StateMachine};
 
+mod decide;
+
+use super::claims_in_flight::ClaimsInFlight;
+
 /// Why this node did not answer a request itself (not a refusal of the request: that is
 /// `core::Refusal`, an answer).
 pub(super) enum NotAnswered {
@@ -206,285 +210,6 @@ impl Ctx {
         Ok(client)
     }
 
-    /// Proposes an operation sent by `origin` (its request id and session) as `principal`,
-    /// and waits for the outcome of its apply.
-    async fn propose(
-        &self,
-        origin: Option<convert::Origin>,
-        op: Op,
-        principal: Option<String>,
-    ) -> Result<(Outcome, u64), NotAnswered> {
-        self.propose_command(command(origin, op, principal)).await
-    }
-
-    /// Counts `cmd` against its client's writes per second, then appends it.
-    async fn propose_command(&self, cmd: LogCommand) -> Result<(Outcome, u64), NotAnswered> {
-        if let Some(limited) = cmd
-            .request_id
-            .as_ref()
-            .and_then(|id| self.rate_limited(&id.client_id))
-        {
-            return Err(limited.into());
-        }
-        self.append(cmd).await
-    }
-
-    /// Appends `cmd` to the log (its writes-per-second already counted) and waits for the
-    /// outcome of its apply.
-    async fn append(&self, cmd: LogCommand) -> Result<(Outcome, u64), NotAnswered> {
-        let written = tokio::time::timeout(self.write_timeout, self.proposer.propose(cmd)).await;
-        match written {
-            Err(_) => Err(Status::unavailable(format!(
-                "the write did not commit within {} ms (no quorum?); retry with the same request id",
-                self.write_timeout.as_millis()
-            ))
-            .into()),
-            Ok(Ok(applied)) => match answer_or_status(applied.outcome, &self.sm) {
-                Ok(outcome) => Ok((outcome, applied.revision)),
-                Err(status) => Err(status.into()),
-            },
-            Ok(Err(ProposeError::NotLeader(leader))) => Err(NotAnswered::NotLeader { leader }),
-            Ok(Err(ProposeError::Busy)) => {
-                self.metrics.requests_limited.inc();
-                Err(Status::resource_exhausted(format!(
-                    "the leader has {PROPOSALS_QUEUED_MAX} writes waiting for the log \
-                     (PROPOSALS_QUEUED_MAX); nothing was applied: retry with backoff"
-                ))
-                .into())
-            }
-            Ok(Err(ProposeError::Failed(e) | ProposeError::QuorumShort(e))) => {
-                Err(Status::unavailable(format!("write failed: {e}")).into())
-            }
-        }
-    }
-
-    /// A watch from a revision this node has not reached: a revision still to come would
-    /// hold a watch slot until the cluster gets there, so it is refused unless the cluster is
-    /// there already. The leader knows (after a linearizable read, every revision it has not
-    /// applied is in the future); a follower may only be behind, so it waits a moment for its
-    /// copy, then says so (UNAVAILABLE: retry, here or elsewhere).
-    pub(super) async fn future_watch(&self, from: u64) -> Result<(), Status> {
-        let hub = self.sm.watch_hub();
-        let latest = || hub.latest();
-        if self.linearize().await.is_ok() {
-            if from > latest() + 1 {
-                return Err(Status::invalid_argument(format!(
-                    "from_revision {from} is beyond the cluster's revision {}: resume from the \
-                     last revision you received + 1 (or 0 for what comes next)",
-                    latest()
-                )));
-            }
-            return Ok(());
-        }
-        let mut grew = hub.subscribe();
-        let _ = tokio::time::timeout(self.write_timeout, async {
-            while from > latest() + 1 {
-                if grew.changed().await.is_err() {
-                    return;
-                }
-            }
-        })
-        .await;
-        if from <= latest() + 1 {
-            return Ok(());
-        }
-        Err(unavailable(
-            self.leader_elsewhere().as_deref(),
-            &format!(
-                "this node is at revision {}, behind from_revision {from}; retry (the leader \
-                 refuses a from_revision beyond the cluster's revision + 1)",
-                latest()
-            ),
-        ))
-    }
-
-    /// The refusal of a write from `client_id` beyond its writes per second, if it is.
-    fn rate_limited(&self, client_id: &str) -> Option<Status> {
-        if self.write_rate.allow(client_id, Instant::now()) {
-            return None;
-        }
-        self.metrics.requests_limited.inc();
-        Some(Status::resource_exhausted(format!(
-            "client {client_id} is writing faster than this cluster allows \
-             (client_writes_per_second); slow down"
-        )))
-    }
-
-    /// Decides a write. One that would change nothing but the memory of answers for
-    /// retries (a claim of a key another session holds or that is quarantined; a renew,
-    /// release or update with a token that is not the key's current one, or from another
-    /// session: `LeaseTable::unchanged_answer`) is answered on the leader from a
-    /// linearizable read, with no log entry and no fsync. Everything else is proposed. The
-    /// local state is asked first, so a write that will change something pays no read round.
-    /// A renew or release with a token never granted (above the revision, e.g. from a
-    /// grant a lost leader acknowledged) is such a write too. A claim of a free key that
-    /// another claim of it is already on its way into the log waits for that one first
-    /// (a read), and is refused without an entry if it lost: when a contended key is freed,
-    /// its claimants' losing claims cost no log entries. `--refusals-in-log` turns all this
-    /// off (every write through the log, as before reads were answered without a log entry).
-    ///
-    /// Such an answer is not remembered for retries, so it must never be contradicted by a
-    /// copy of the same request applied later. A token that is not the key's current one
-    /// never becomes current again (tokens only grow, and a grant's holder never changes), so
-    /// a renew, release or update refused for its token stays refused whichever copy
-    /// arrives. (A token above the revision was never granted and could be later; a late
-    /// copy could then act only if that grant went to the same session, by chance of
-    /// numbering, and a renew would only extend that session's own lease.) A claim refused
-    /// because the key is held is not: a copy delayed in the network (a first attempt the
-    /// client gave up on, its TCP segments retransmitted seconds later) would be granted once
-    /// the key is free, a grant its client never hears of, after it was told "held" (the
-    /// chaos suite's `skew` scenario found exactly that, seed 426017). So a claim is answered
-    /// from a read only on its first attempt (`Caller::first_attempt`): then no other copy
-    /// exists, and every retry comes through the log, where its answer is remembered and a
-    /// late copy of any attempt gets that answer. A proxy or a gRPC retry policy may still
-    /// send two copies of a first attempt, headers and all: the leader remembers the claims
-    /// it refused from a read (`read_answers`), and a copy gets the same refusal.
-    async fn decide(
-        &self,
-        origin: Option<convert::Origin>,
-        op: Op,
-        who: Caller,
-    ) -> Result<(Outcome, u64), NotAnswered> {
-        // The chaos suite's `copies` canary decides every copy afresh, as before seed 426017.
-        let afresh = crate::chaos::decide_copies_afresh();
-        let may_read = afresh || who.first_attempt || !matches!(op, Op::Claim { .. });
-        let cmd = command(origin, op, who.principal);
-        let remembered = cmd
-            .request_id
-            .as_ref()
-            .filter(|_| !afresh && matches!(cmd.op, Op::Claim { .. }))
-            .and_then(|id| self.read_answers.get(id));
-        if let Some((outcome, revision)) = remembered {
-            return Ok((answer_or_status(outcome, &self.sm)?, revision));
-        }
-        let claimed = match &cmd.op {
-            Op::Claim { key, .. } => Some(key.as_str()),
-            _ => None,
-        };
-        let Some(client) = cmd
-            .request_id
-            .as_ref()
-            .filter(|_| !self.refusals_in_log && may_read && self.leads())
-            .map(|id| id.client_id.clone())
-        else {
-            // A retried claim is on its way too: first attempts of its key wait for it.
-            let _in_flight = claimed
-                .filter(|_| !self.refusals_in_log)
-                .map(|key| self.claims_in_flight.enter(key));
-            return self.propose_command(cmd).await;
-        };
-        let contended = || claimed.is_some_and(|key| self.claims_in_flight.has(key));
-        if self.sm.read(|s| s.table.unchanged_answer(&cmd)).is_none() {
-            // A write that changes something goes into the log, unless it is a claim and
-            // another claim of the key is on its way (checked and entered in one step, so
-            // that of claims arriving at once exactly one goes first).
-            let first = claimed.map(|key| self.claims_in_flight.try_enter(key));
-            if !matches!(first, Some(None)) {
-                return self.propose_command(cmd).await;
-            }
-        }
-        if let Some(limited) = self.rate_limited(&client) {
-            return Err(limited.into());
-        }
-        for _ in 0..READ_BARRIERS_PER_WRITE_MAX {
-            self.linearize().await?;
-            let answered = self
-                .sm
-                .read(|s| s.table.unchanged_answer(&cmd).map(|a| (a, revision(s))));
-            if let Some((outcome, revision)) = answered {
-                self.metrics.refused_without_log.inc();
-                if let (Some(id), true) = (&cmd.request_id, claimed.is_some() && !afresh) {
-                    self.read_answers.remember(id, &outcome, revision);
-                }
-                return Ok((answer_or_status(outcome, &self.sm)?, revision));
-            }
-            // It changed meanwhile: unless another claim of the key is on its way, it goes
-            // through the log.
-            if !contended() {
-                break;
-            }
-        }
-        let _in_flight = claimed.map(|key| self.claims_in_flight.enter(key));
-        self.append(cmd).await
-    }
-
-    /// Lets a read through: refused once this node's disk failed (its state may be about to
-    /// go, and the node stops), linearized unless `stale`.
-    async fn read_gate(&self, stale: bool) -> Result<(), NotAnswered> {
-        self.storage_sound()?;
-        if !stale {
-            self.linearize().await?;
-        }
-        Ok(())
-    }
-
-    /// UNAVAILABLE once a write or sync of this node's storage failed.
-    fn storage_sound(&self) -> Result<(), NotAnswered> {
-        match self.storage.failure() {
-            None => Ok(()),
-            Some(why) => Err(Status::unavailable(format!(
-                "this node's storage failed ({why}): it answers nothing more and stops; ask \
-                 another node"
-            ))
-            .into()),
-        }
-    }
-
-    /// Confirms this node is the leader and has applied everything committed before now
-    /// (and that its storage has not failed meanwhile).
-    async fn linearize(&self) -> Result<(), NotAnswered> {
-        self.storage_sound()?;
-        let confirmed = self.linearize_unchecked().await;
-        self.storage_sound()?;
-        confirmed
-    }
-
-    async fn linearize_unchecked(&self) -> Result<(), NotAnswered> {
-        if crate::chaos::skip_read_index()
-            && self.raft.metrics().borrow().state == openraft::ServerState::Leader
-        {
-            // The test-only stale-read bug: believing it leads is taken as leading.
-            return Ok(());
-        }
-        let deadline = Instant::now() + self.write_timeout;
-        loop {
-            let barrier = tokio::time::timeout_at(deadline.into(), self.proposer.read_barrier());
-            match barrier.await {
-                Ok(Ok(())) => return Ok(()),
-                Ok(Err(ProposeError::NotLeader(leader))) => {
-                    return Err(NotAnswered::NotLeader { leader })
-                }
-                // One quorum round falls short on a blip (openraft #1852): try again.
-                Ok(Err(ProposeError::QuorumShort(_))) if Instant::now() < deadline => {
-                    tokio::time::sleep(READ_RETRY_BACKOFF).await
-                }
-                Ok(Err(ProposeError::Busy)) => {
-                    self.metrics.requests_limited.inc();
-                    return Err(Status::resource_exhausted(format!(
-                        "the leader has {PROPOSALS_QUEUED_MAX} writes and reads waiting for the \
-                         log (PROPOSALS_QUEUED_MAX); retry with backoff"
-                    ))
-                    .into());
-                }
-                Ok(Err(ProposeError::Failed(e) | ProposeError::QuorumShort(e))) => {
-                    return Err(Status::unavailable(format!(
-                        "cannot confirm leadership for a linearizable read ({e}); retry, or \
-                         read stale"
-                    ))
-                    .into())
-                }
-                Err(_) => {
-                    return Err(Status::unavailable(format!(
-                        "cannot confirm leadership for a linearizable read within {} ms (no \
-                         quorum?); retry, or read stale",
-                        self.write_timeout.as_millis()
-                    ))
-                    .into())
-                }
-            }
-        }
-    }
-
     fn lease(&self, lease: &crate::core::Lease) -> pb::Lease {
         convert::lease(lease, self.sm.countdowns())
     }
@@ -520,7 +245,7 @@ impl Ctx {
                 same_name_other_process,
                 assignment: assignment.as_ref().map(convert::assignment),
             }),
-            other => return Err(unexpected(other)),
+            other => return Err(convert::unexpected(other).into()),
         };
         Ok(pb::ClaimResponse {
             outcome: Some(outcome),
@@ -545,7 +270,7 @@ impl Ctx {
         let outcome = match outcome {
             Outcome::Renewed { lease } => O::Renewed(self.lease(&lease)),
             Outcome::Lost { current } => O::Lost(self.lost(current)),
-            other => return Err(unexpected(other)),
+            other => return Err(convert::unexpected(other).into()),
         };
         Ok(pb::RenewResponse {
             outcome: Some(outcome),
@@ -564,7 +289,7 @@ impl Ctx {
         let outcome = match outcome {
             Outcome::Released { lease } => O::Released(self.lease(&lease)),
             Outcome::Lost { current } => O::Lost(self.lost(current)),
-            other => return Err(unexpected(other)),
+            other => return Err(convert::unexpected(other).into()),
         };
         Ok(pb::ReleaseResponse {
             outcome: Some(outcome),
@@ -602,7 +327,7 @@ impl Ctx {
                     claimable_in_ms,
                 })
             }
-            other => Err(unexpected(other)),
+            other => Err(convert::unexpected(other).into()),
         }
     }
 
@@ -617,7 +342,7 @@ impl Ctx {
                 record: Some(convert::pb_record(&record)),
                 revision,
             }),
-            (other, _) => Err(unexpected(other)),
+            (other, _) => Err(convert::unexpected(other).into()),
         }
     }
 
@@ -641,7 +366,7 @@ impl Ctx {
                     .read(|s| s.table.lease(&key).cloned())
                     .map(|l| self.lease(&l)),
             }),
-            (other, _) => Err(unexpected(other)),
+            (other, _) => Err(convert::unexpected(other).into()),
         }
     }
 
@@ -708,7 +433,7 @@ impl Ctx {
                 offer: Some(convert::pb_offer(&key, &offer, self.sm.offer_countdowns())),
                 revision,
             }),
-            (other, _) => Err(unexpected(other)),
+            (other, _) => Err(convert::unexpected(other).into()),
         }
     }
 
@@ -728,7 +453,7 @@ impl Ctx {
                 }),
                 revision,
             }),
-            (other, _) => Err(unexpected(other)),
+            (other, _) => Err(convert::unexpected(other).into()),
         }
     }
 
@@ -740,7 +465,7 @@ impl Ctx {
         let (id, op) = convert::decline(req)?;
         match self.propose(id, op, who.principal).await? {
             (Outcome::Declined, revision) => Ok(pb::DeclineResponse { revision }),
-            (other, _) => Err(unexpected(other)),
+            (other, _) => Err(convert::unexpected(other).into()),
         }
     }
 
@@ -752,7 +477,7 @@ impl Ctx {
         let (id, op) = convert::cancel(req)?;
         match self.propose(id, op, who.principal).await? {
             (Outcome::Cancelled, revision) => Ok(pb::CancelResponse { revision }),
-            (other, _) => Err(unexpected(other)),
+            (other, _) => Err(convert::unexpected(other).into()),
         }
     }
 
@@ -770,7 +495,7 @@ impl Ctx {
                     revision,
                 })
             }
-            (other, _) => Err(unexpected(other)),
+            (other, _) => Err(convert::unexpected(other).into()),
         }
     }
 
@@ -815,7 +540,7 @@ impl Ctx {
                 answer.version = version;
                 Ok(answer)
             }
-            (other, _) => Err(unexpected(other)),
+            (other, _) => Err(convert::unexpected(other).into()),
         }
     }
 
@@ -1040,87 +765,8 @@ impl Ctx {
 /// The revision a read reflects; read under the same lock as the data.
 /// The log command for `op` sent by `origin` (its request id and session) as `principal`,
 /// stamped with this leader's wall clock.
-/// Read barriers a write waits through, as long as another claim of its key is on its way
-/// into the log, before it goes into the log itself (so a key claimed without end cannot
-/// keep a claim waiting).
-const READ_BARRIERS_PER_WRITE_MAX: usize = 4;
-
-/// Keys with a claim on its way into the log, and how many. Bounded by the proposer's queue
-/// (`PROPOSALS_QUEUED_MAX`): every entry is a claim waiting there or in flight.
-#[derive(Default)]
-struct ClaimsInFlight(Mutex<HashMap<String, usize>>);
-
-/// One claim in flight; it leaves the set when dropped.
-struct InFlight<'a>(&'a ClaimsInFlight, String);
-
-impl ClaimsInFlight {
-    fn has(&self, key: &str) -> bool {
-        self.0.lock().expect("claims in flight").contains_key(key)
-    }
-
-    /// Enters a claim of `key` unless one is in flight already.
-    fn try_enter(&self, key: &str) -> Option<InFlight<'_>> {
-        let mut keys = self.0.lock().expect("claims in flight");
-        if keys.contains_key(key) {
-            return None;
-        }
-        keys.insert(key.to_owned(), 1);
-        Some(InFlight(self, key.to_owned()))
-    }
-
-    fn enter(&self, key: &str) -> InFlight<'_> {
-        *self
-            .0
-            .lock()
-            .expect("claims in flight")
-            .entry(key.to_owned())
-            .or_default() += 1;
-        InFlight(self, key.to_owned())
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        let mut keys = self.0 .0.lock().expect("claims in flight");
-        if let Some(n) = keys.get_mut(&self.1) {
-            *n -= 1;
-            if *n == 0 {
-                keys.remove(&self.1);
-            }
-        }
-    }
-}
-
-fn command(origin: Option<convert::Origin>, op: Op, principal: Option<String>) -> LogCommand {
-    let (request_id, sender) = match origin {
-        Some(o) => (
-            Some(o.id),
-            Some(Sender {
-                client_id: o.session.into(),
-                principal: principal.map(Name::from),
-            }),
-        ),
-        None => (None, None),
-    };
-    LogCommand {
-        request_id,
-        leader_unix_ms: wall_clock_unix_ms(),
-        op,
-        sender,
-    }
-}
-
 fn revision(state: &SmState) -> u64 {
     state.revision
-}
-
-/// An outcome that cannot answer this operation: a bug, reported as INTERNAL.
-fn unexpected(outcome: Outcome) -> NotAnswered {
-    tracing::error!(
-        ?outcome,
-        "state machine answered an operation with the wrong outcome"
-    );
-    Status::internal(format!("unexpected outcome {outcome:?}")).into()
 }
 
 pub(crate) fn unavailable(leader: Option<&str>, why: &str) -> Status {

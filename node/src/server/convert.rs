@@ -493,3 +493,12 @@ pub fn refusal_status(refusal: &crate::core::Refusal, sm: &crate::store::StateMa
         tonic::codegen::Bytes::from(bytes),
     )
 }
+
+/// An outcome that cannot answer this operation: a bug, reported as INTERNAL.
+pub(super) fn unexpected(outcome: crate::core::Outcome) -> Status {
+    tracing::error!(
+        ?outcome,
+        "state machine answered an operation with the wrong outcome"
+    );
+    Status::internal(format!("unexpected outcome {outcome:?}"))
+}

@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod baton;
+mod claims_in_flight;
 pub mod cluster;
 pub mod convert;
 mod endings_stream;
