@@ -27,6 +27,14 @@ use crate::cli::args::OfferArgs;
 use crate::cli::verify::{self, CHECK_TIMEOUT};
 use crate::cli::{git, note};
 
+mod args;
+mod operator;
+mod replies;
+
+use args::*;
+use replies::{held_facts, millis_until};
+pub use replies::{Claims, Outcome, Reply};
+
 /// Board rows a call returns when it does not say.
 pub const BOARD_LIMIT_DEFAULT: u32 = 100;
 
@@ -53,221 +61,6 @@ done. This server holds your leases and renews them while you keep calling tools
 the idle limit without a call they lapse. Every result carries `notices`: a lease you lost \
 (revoked, expired, handed off) is named there once. Read them, and stop writing a lost \
 key's files at once. Call my_claims after a context reset to see what you hold.";
-
-/// Every tool's structured result: the answer and the session's notices.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Reply<T> {
-    /// The tool's answer.
-    pub result: T,
-    /// Leases this session lost since the previous call, each with who ended it, why, and
-    /// what to do. Empty when nothing happened.
-    pub notices: Vec<Notice>,
-}
-
-/// The answer of a tool that claims, releases, writes or hands off.
-#[derive(Debug, Default, Serialize, JsonSchema)]
-pub struct Outcome {
-    /// What happened: `granted`, `already_yours`, `held`, `released`, `updated`,
-    /// `offered`, `accepted`, `declined`, `cancelled`, `revoked`, `not_held` (this session
-    /// holds no lease on the key), `refused` (the cluster refused; see `refusal`).
-    pub outcome: String,
-    /// The key.
-    pub key: String,
-    /// Your fencing token, while you hold the key: pass it to any system that checks
-    /// tokens. The server uses it for your writes; you never need to pass it back.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub token: Option<u64>,
-    /// How long you may act as the holder without a further renewal, in ms.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub safe_for_ms: Option<u64>,
-    /// Who holds the key, when it is someone else.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub holder: Option<String>,
-    /// The holder's session (client id).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub holder_client_id: Option<String>,
-    /// The holder's fencing token.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub holder_token: Option<u64>,
-    /// When the holder's stint began (leader's wall clock, Unix ms).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub since_unix_ms: Option<u64>,
-    /// When the key frees if its holder stops renewing, in ms (the cluster's estimate).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub free_in_ms: Option<u64>,
-    /// Who a dispatcher assigned the key to, if anyone (routing only: it reserves nothing).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub assigned_to: Option<String>,
-    /// The refusal's facts (reason, the lease now, the token presented), when refused.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub refusal: Option<Value>,
-    /// More of the answer: the record after an update, the offer, the accepted note and
-    /// the check of its facts.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub details: Option<Value>,
-    /// What to do now.
-    pub instruction: String,
-}
-
-/// The answer of `my_claims`.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Claims {
-    /// The keys this session holds, with their tokens and how long each is safe.
-    pub held: Vec<HeldRow>,
-    /// This session's client id: a lease is bound to it. If the repository uses `baton
-    /// hook`, commit a held key's files with BATON_CLIENT_ID set to it.
-    pub session: String,
-    /// The holder name this session claims as.
-    pub holder: String,
-    /// Leases lapse after this long without a tool call, in seconds.
-    pub idle_limit_s: u64,
-}
-
-/// A key.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct KeyArgs {
-    /// The key, e.g. `tasks/evidence-42`.
-    pub key: String,
-}
-
-/// A board query.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct BoardArgs {
-    /// Only keys starting with this, e.g. `tasks/` (empty: every key).
-    #[serde(default)]
-    pub prefix: String,
-    /// Most rows (default 100, at most 1000).
-    pub limit: Option<u32>,
-}
-
-/// A history query.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct HistoryArgs {
-    /// The key.
-    pub key: String,
-    /// How many of the newest events (default 50).
-    pub limit: Option<usize>,
-}
-
-/// A token to check.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct CheckArgs {
-    /// The key.
-    pub key: String,
-    /// The fencing token someone presents.
-    pub token: u64,
-}
-
-/// A claim.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ClaimArgs {
-    /// The key to own, e.g. `tasks/evidence-42`.
-    pub key: String,
-    /// Lease length in seconds (2 to 3600, default the server's --ttl). The server renews
-    /// it while you keep calling tools; a shorter lease frees the key sooner if this
-    /// session dies.
-    pub ttl_s: Option<u64>,
-    /// Wait up to this many seconds (at most 300) for a held key to free; default 0:
-    /// answer at once.
-    pub wait_s: Option<u64>,
-}
-
-/// A release.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ReleaseArgs {
-    /// The key.
-    pub key: String,
-    /// The record's final status, set in the same step (e.g. `done`, `blocked`).
-    pub status: Option<String>,
-}
-
-/// A change to the case file.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct UpdateArgs {
-    /// The key (you must hold it).
-    pub key: String,
-    /// New status word: `open`, `in_progress`, `blocked`, `verified`, `done`, or your own.
-    pub status: Option<String>,
-    /// New summary: where the work stands, for the next reader.
-    pub summary: Option<String>,
-    /// Fields to set, e.g. {"pr": "42"}.
-    pub set: Option<BTreeMap<String, String>>,
-    /// Fields to remove.
-    pub unset: Option<Vec<String>>,
-}
-
-/// A volatile fact: a value that may change, with the command that re-checks it.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct FactArgs {
-    /// What it is, e.g. `failing_tests`.
-    pub name: String,
-    /// Its value as you saw it.
-    pub value: String,
-    /// A shell command whose output is the value now (run by the taker to re-check it).
-    pub check_command: String,
-}
-
-/// A handoff offer.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct OfferToolArgs {
-    /// The key you hold.
-    pub key: String,
-    /// The taker's holder name, e.g. `codex@host-b`.
-    pub to: String,
-    /// What is done.
-    pub done: String,
-    /// What remains.
-    pub remaining: String,
-    /// What blocks progress, if anything.
-    pub blocked: Option<String>,
-    /// How to rebuild the working state (build, fixtures).
-    pub rebuild: Option<String>,
-    /// The taker's first step.
-    pub first_step: String,
-    /// Facts that may change before the taker reads them, each with a check command.
-    pub facts: Option<Vec<FactArgs>>,
-    /// Record the checkout's commit, branch and uncommitted files in the note (default
-    /// true; commit first).
-    pub git: Option<bool>,
-    /// How long the offer waits for the taker, in seconds (default 600).
-    pub offer_ttl_s: Option<u64>,
-}
-
-/// Accepting an offer.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct AcceptArgs {
-    /// The key offered to you.
-    pub key: String,
-    /// Run the giver's check commands here and compare (default false: each fact comes back
-    /// with its command, for you to read and run). Refused unless this server was started
-    /// with --run-checks: the commands are written by whoever offered the handoff.
-    pub run_checks: Option<bool>,
-}
-
-/// A revocation.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct RevokeArgs {
-    /// The key.
-    pub key: String,
-    /// Why: recorded and shown to the holder.
-    pub reason: String,
-    /// Free the key at once. By default it stays unclaimable for the lease's TTL, until
-    /// the revoked holder's lease would have expired (a holder cut off from the cluster
-    /// may still believe it holds it until then). Only for resources that check fencing
-    /// tokens.
-    #[serde(default)]
-    pub now: bool,
-}
-
-/// A quarantine rule.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct QuarantineArgs {
-    /// Key prefix the rule covers.
-    pub prefix: String,
-    /// How long a released or expired key under it stays unclaimable, in seconds (0
-    /// removes the rule).
-    pub delay_s: u64,
-}
 
 /// The tool server of one agent session.
 #[derive(Clone)]
@@ -373,27 +166,6 @@ impl Baton {
         })
         .await
     }
-}
-
-/// The facts of a lease someone holds, as an [`Outcome`]'s holder fields.
-fn held_facts(lease: Option<&LeaseInfo>) -> Outcome {
-    match lease {
-        Some(lease) => Outcome {
-            holder: Some(lease.holder_name.clone()),
-            holder_client_id: Some(lease.holder_client_id.clone()),
-            holder_token: Some(lease.token),
-            since_unix_ms: Some(lease.held_since_unix_ms),
-            free_in_ms: Some(lease.remaining.as_millis() as u64),
-            ..Outcome::default()
-        },
-        None => Outcome::default(),
-    }
-}
-
-fn millis_until(deadline: Instant) -> u64 {
-    deadline
-        .saturating_duration_since(Instant::now())
-        .as_millis() as u64
 }
 
 #[tool_router(router = agent_tools)]
@@ -947,89 +719,6 @@ impl Baton {
             },
             notices,
         }))
-    }
-}
-
-#[tool_router(router = operator_tools)]
-impl Baton {
-    #[tool(
-        description = "Operator: take a key from its holder at once, with a reason the \
-        holder is shown (it hears at once if it can reach the cluster). For a stuck or \
-        runaway agent. The key stays unclaimable for the lease's TTL, until the revoked \
-        holder's lease would have expired, unless `now`."
-    )]
-    async fn revoke(
-        &self,
-        Parameters(args): Parameters<RevokeArgs>,
-    ) -> Result<Json<Reply<Outcome>>, String> {
-        match self
-            .client
-            .revoke_with(&args.key, &args.reason, args.now)
-            .await
-        {
-            Ok(answer) => {
-                let lease = answer.revoked;
-                let mut outcome = held_facts(lease.as_ref());
-                outcome.outcome = "revoked".into();
-                outcome.key = args.key.clone();
-                outcome.instruction = match lease {
-                    Some(lease) if !answer.claimable_in.is_zero() => format!(
-                        "revoked {}'s lease (token {}); the key is claimable in {} s, once \
-                         the revoked lease would have expired",
-                        lease.holder_name,
-                        lease.token,
-                        answer.claimable_in.as_secs()
-                    ),
-                    Some(lease) => format!(
-                        "revoked {}'s lease (token {}); the key is free",
-                        lease.holder_name, lease.token
-                    ),
-                    None => "the key was free; nothing revoked".into(),
-                };
-                self.reply(outcome).await
-            }
-            Err(error) => self.refused_or_failed(&args.key, error).await,
-        }
-    }
-
-    #[tool(
-        description = "Operator: make released or expired keys under a prefix \
-        unclaimable for a delay (delay_s 0 removes the rule), e.g. while a broken task type \
-        is investigated."
-    )]
-    async fn quarantine(
-        &self,
-        Parameters(args): Parameters<QuarantineArgs>,
-    ) -> Result<Json<Reply<Value>>, String> {
-        let answer = self
-            .client
-            .set_quarantine(&args.prefix, Duration::from_secs(args.delay_s))
-            .await
-            .map(|rules| {
-                rules
-                    .into_iter()
-                    .map(|(prefix, delay)| (prefix, delay.as_secs()))
-                    .collect::<BTreeMap<String, u64>>()
-            });
-        self.read(answer).await
-    }
-
-    #[tool(
-        description = "Operator: the cluster's members, leader, term and applied index.",
-        annotations(read_only_hint = true)
-    )]
-    async fn cluster_status(&self) -> Result<Json<Reply<Value>>, String> {
-        let answer = self.client.cluster_status().await;
-        self.read(answer).await
-    }
-
-    #[tool(
-        description = "Operator: the permission policy in force and its audit trail.",
-        annotations(read_only_hint = true)
-    )]
-    async fn access(&self) -> Result<Json<Reply<Value>>, String> {
-        let answer = self.client.access(ReadMode::Linearizable).await;
-        self.read(answer).await
     }
 }
 
