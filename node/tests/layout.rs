@@ -393,3 +393,54 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// Most lines of a source file (its closing test module not counted; test files apart):
+/// a longer one is split by responsibility.
+const SOURCE_LINES_MAX: usize = 800;
+
+#[test]
+fn no_source_file_is_over_800_lines() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut files = Vec::new();
+    for dir in [
+        "node/src",
+        "client/src",
+        "jepsen-tests/src",
+        "bench/src",
+        "proto/src",
+        "deploy",
+        "python/src",
+    ] {
+        collect(&root.join(dir), &mut files);
+    }
+    let sources: Vec<&PathBuf> = files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "rs" || e == "py"))
+        .filter(|f| {
+            let name = f.file_name().unwrap().to_string_lossy();
+            !name.ends_with("_tests.rs")
+                && name != "tests.rs"
+                // The Python stubs protoc-gen writes when the wheel is built.
+                && !name.ends_with("_pb2.py")
+                && !name.ends_with("_pb2_grpc.py")
+        })
+        .filter(|f| !f.components().any(|c| c.as_os_str() == "tests"))
+        .collect();
+    assert!(
+        sources.len() > 100,
+        "only {} source files read",
+        sources.len()
+    );
+    let long: Vec<String> = sources
+        .iter()
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let lines = without_tests(&text).lines().count();
+            (lines > SOURCE_LINES_MAX).then(|| format!("{}: {lines} lines", f.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "source files over {SOURCE_LINES_MAX} lines (split them by responsibility): {long:#?}"
+    );
+}
