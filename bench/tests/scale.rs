@@ -1,16 +1,15 @@
-//! `baton-scale --watchers` end to end, as a user runs it, on a tiny size: a real 3-node
-//! cluster, watch streams on every node, and the report read back from its JSON line.
+//! `baton-scale --watchers` and `--endings` end to end, as a user runs them, on tiny sizes:
+//! real 3-node clusters, and the report read back from its JSON line.
 
 use std::process::Command;
 
-#[test]
-fn every_watcher_sees_every_write_and_the_report_says_so() {
+/// Runs `baton-scale` with `args`: what it printed, and its first JSON report.
+fn run_scale(args: &[&str]) -> (String, serde_json::Value) {
     let out = Command::new(env!("CARGO_BIN_EXE_baton-scale"))
-        .args(["--watchers", "30", "--watch-writes-per-s", "20"])
-        .args(["--watch-for", "2s"])
+        .args(args)
         .output()
         .expect("run baton-scale");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
@@ -20,7 +19,20 @@ fn every_watcher_sees_every_write_and_the_report_says_so() {
         .lines()
         .find(|l| l.starts_with('{'))
         .unwrap_or_else(|| panic!("no JSON line in:\n{stdout}"));
-    let report: serde_json::Value = serde_json::from_str(line).unwrap();
+    let report = serde_json::from_str(line).unwrap();
+    (stdout, report)
+}
+
+#[test]
+fn every_watcher_sees_every_write_and_the_report_says_so() {
+    let (stdout, report) = run_scale(&[
+        "--watchers",
+        "30",
+        "--watch-writes-per-s",
+        "20",
+        "--watch-for",
+        "2s",
+    ]);
     assert_eq!(report["watchers"], 30, "{report}");
     let writes = report["writes"].as_u64().unwrap();
     assert!(writes >= 20, "{report}");
@@ -58,21 +70,7 @@ fn sizes_beyond_the_limits_are_refused_before_any_node_starts() {
 fn the_endings_bench_measures_revokes_handoffs_and_expiries_by_the_push() {
     // 2 sessions holding 4 leases; 3 revokes, 3 handoffs, 3 expiries. The bench itself fails
     // if any loss came otherwise than by the push.
-    let out = Command::new(env!("CARGO_BIN_EXE_baton-scale"))
-        .args(["--endings", "2:4", "--endings-revokes", "3"])
-        .output()
-        .expect("run baton-scale");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "baton-scale failed:\n{stdout}\n{stderr}"
-    );
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or_else(|| panic!("no JSON line in:\n{stdout}"));
-    let report: serde_json::Value = serde_json::from_str(line).unwrap();
+    let (stdout, report) = run_scale(&["--endings", "2:4", "--endings-revokes", "3"]);
     assert_eq!(report["sessions"], 2, "{report}");
     assert_eq!(report["revokes"], 3, "{report}");
     assert_eq!(report["handoffs"], 3, "{report}");
