@@ -1443,3 +1443,58 @@ async fn freed_then_copy_refused(
     let probe = alice.probe(key, ReadMode::Linearizable).await.unwrap();
     assert!(probe.lease.is_none(), "the copy was granted: {probe:?}");
 }
+
+/// A write sent to a follower that knows the leader is forwarded before it is decided: the
+/// follower proposes nothing (deciding it there took a proposer round only to be told
+/// NotLeader by Raft), and the client's answers are the leader's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_forwards_writes_at_once_and_proposes_nothing() {
+    let _serial = serial().await;
+    let cluster = Cluster::start_with(3, &["--admin-listen", "127.0.0.1:0"]).await;
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let follower = cluster
+        .running()
+        .into_iter()
+        .find(|id| *id != leader)
+        .unwrap();
+    // The follower knows the leader once it has heard from it.
+    let pinned = Client::connect(ClientConfig {
+        endpoints: vec![cluster.nodes[&follower].addr.clone()],
+        follow_leader_hints: false,
+        retry_deadline: Duration::from_secs(10),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let proposed = |id: u64| {
+        let cluster = &cluster;
+        async move {
+            let (_, metrics) = http_get(&admin_addr(cluster, id).await, "/metrics").await;
+            metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("baton_proposals_total "))
+                .expect("the proposals metric")
+                .trim()
+                .parse::<u64>()
+                .unwrap()
+        }
+    };
+    let leader_before = proposed(leader).await;
+    for i in 0..20 {
+        let g = granted(
+            pinned
+                .claim(&format!("fwd/{i}"), "agent", TTL)
+                .await
+                .unwrap(),
+        );
+        pinned
+            .release(&format!("fwd/{i}"), g.lease.token)
+            .await
+            .unwrap();
+    }
+    assert_eq!(proposed(follower).await, 0, "the follower proposed entries");
+    assert!(
+        proposed(leader).await > leader_before,
+        "the leader wrote the 40 writes"
+    );
+}

@@ -45,7 +45,18 @@ impl BatonServer {
                 needs,
                 &self.ctx.sm,
             );
+            // A write reaching a follower that knows the leader goes there at once: deciding
+            // it here would take a proposer slot only to be told NotLeader by Raft. The
+            // leader checks who may do it, and every limit, itself. (NotLeader below is left
+            // for the race where leadership moves while a request is being decided.)
+            let leader_first = match (msg.writes(), forwarded) {
+                (true, false) => self.ctx.leader_elsewhere(),
+                _ => None,
+            };
             let served = match allowed {
+                _ if leader_first.is_some() => Err(NotAnswered::NotLeader {
+                    leader: leader_first,
+                }),
                 Ok(()) => match self
                     .ctx
                     .principal_limited(principal.as_deref(), msg.writes())
