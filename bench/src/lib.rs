@@ -13,12 +13,15 @@
 //!   throughput, snapshot size and time, a restarted follower's catch-up (`baton-scale`).
 //! - [`endings`]: S sessions holding L leases under guards; from a revoke to the holder's
 //!   `lost()`, and the leader's memory per session (`baton-scale --endings`).
+//! - [`expiry`]: N leases never renewed: how long after the last came due all were freed,
+//!   and the log entries their expiries took (`baton-scale --expiry-leases`).
 //! - [`pb`]: the hand-written subset of etcd's v3 gRPC API (`proto/`).
 
 pub mod cli;
 pub mod cluster;
 pub mod endings;
 pub mod etcd;
+pub mod expiry;
 pub mod floor;
 pub mod metrics;
 pub mod scale;

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use openraft::ServerState;
 
 use crate::clock::Clock;
+use crate::core::limits::PROPOSAL_COMMANDS_MAX;
 use crate::core::{FencingToken, Lease, LogCommand, Op, Proposal};
 use crate::limits::EXPIRE_IN_FLIGHT_MAX;
 use crate::raft_types::Raft;
@@ -269,39 +270,56 @@ pub async fn run(
             key,
             revision: c.basis,
         };
+        // Everything due this tick, within the room left in flight, in entries of up to
+        // `PROPOSAL_COMMANDS_MAX` commands: one entry (one fsync, one replication round) for
+        // many countdowns, not one each.
+        let mut due: Vec<((String, u64), LogCommand)> = Vec::new();
         for (countdowns, make_op) in [
             (&leases, &expire as &dyn Fn(String, Countdown) -> Op),
             (&offers, &lapse),
             (&quarantines, &end_quarantine),
         ] {
-            let skip = in_flight.lock().expect("in-flight lock").clone();
+            let mut skip = in_flight.lock().expect("in-flight lock").clone();
+            skip.extend(due.iter().map(|(id, _)| id.clone()));
             let room = EXPIRE_IN_FLIGHT_MAX.saturating_sub(skip.len());
             for (key, countdown) in countdowns.due(room, &skip) {
                 // Revisions are unique across leases and offers, so one in-flight set serves.
                 let id = (key.clone(), countdown.basis);
-                in_flight.lock().expect("in-flight lock").insert(id.clone());
-                let op = make_op(key.clone(), countdown);
-                let raft = raft.clone();
-                let in_flight = in_flight.clone();
-                tokio::spawn(async move {
-                    let cmd = LogCommand {
-                        request_id: None,
-                        leader_unix_ms: wall_clock_unix_ms(),
-                        op,
-                        sender: None,
-                    };
-                    match raft.client_write(Proposal::one(cmd)).await {
-                        Ok(resp) => tracing::info!(
-                            key = %key, token = countdown.token, basis = countdown.basis,
-                            answer = ?resp.data, "proposed expiry"
-                        ),
-                        Err(e) => {
-                            tracing::debug!(key = %key, error = %e, "expiry proposal failed; will retry")
-                        }
-                    }
-                    in_flight.lock().expect("in-flight lock").remove(&id);
-                });
+                let cmd = LogCommand {
+                    request_id: None,
+                    leader_unix_ms: wall_clock_unix_ms(),
+                    op: make_op(key, countdown),
+                    sender: None,
+                };
+                due.push((id, cmd));
             }
+        }
+        while !due.is_empty() {
+            let rest = due.split_off(due.len().min(PROPOSAL_COMMANDS_MAX));
+            let batch = std::mem::replace(&mut due, rest);
+            let (ids, commands): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+            in_flight
+                .lock()
+                .expect("in-flight lock")
+                .extend(ids.iter().cloned());
+            let raft = raft.clone();
+            let in_flight = in_flight.clone();
+            tokio::spawn(async move {
+                let n = commands.len();
+                match raft.client_write(Proposal { commands }).await {
+                    Ok(resp) => tracing::info!(
+                        commands = n, first = ?ids.first(), answers = resp.data.len(),
+                        "proposed expiries"
+                    ),
+                    Err(e) => {
+                        tracing::debug!(commands = n, error = %e, "expiry proposal failed; will retry")
+                    }
+                }
+                let mut in_flight = in_flight.lock().expect("in-flight lock");
+                for id in &ids {
+                    in_flight.remove(id);
+                }
+            });
         }
     }
 }

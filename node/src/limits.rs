@@ -66,8 +66,11 @@ pub const WATCH_WINDOW_EVENTS_DEFAULT: usize = 100_000;
 // ---------------------------------------------------------------------------------------
 // Expiry.
 
-/// `Expire` proposals the leader has in flight at most; the rest wait for the next tick.
-pub const EXPIRE_IN_FLIGHT_MAX: usize = 256;
+/// Countdown commands (`Expire`, `Lapse`, `EndQuarantine`) the leader has in flight at most;
+/// the rest wait for the next tick. They go into the log in entries of up to
+/// `PROPOSAL_COMMANDS_MAX` commands, as the proposer batches clients' writes: 1,024 is four
+/// such entries.
+pub const EXPIRE_IN_FLIGHT_MAX: usize = 4 * crate::core::limits::PROPOSAL_COMMANDS_MAX;
 
 // ---------------------------------------------------------------------------------------
 // Storage.

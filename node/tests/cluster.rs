@@ -1498,3 +1498,54 @@ async fn a_follower_forwards_writes_at_once_and_proposes_nothing() {
         "the leader wrote the 40 writes"
     );
 }
+
+/// Leases that come due together are expired in shared log entries (up to
+/// `PROPOSAL_COMMANDS_MAX` commands each), as the proposer batches clients' writes: 300
+/// leases claimed at once and never renewed take far fewer than 300 entries to free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_that_come_due_together_expire_in_shared_entries() {
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let admin = cluster.client_of(leader).await;
+    let mut claimants = Vec::new();
+    for c in 0..10 {
+        let client = cluster.client().await;
+        claimants.push(tokio::spawn(async move {
+            for i in 0..30 {
+                let key = format!("due/{c}-{i}");
+                granted(
+                    client
+                        .claim(&key, "short", Duration::from_secs(2))
+                        .await
+                        .unwrap(),
+                );
+            }
+        }));
+    }
+    for c in claimants {
+        c.await.unwrap();
+    }
+    let before = admin.cluster_status().await.unwrap().applied_index;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let board = admin
+            .board("due/", 1000, "", ReadMode::Linearizable)
+            .await
+            .unwrap();
+        if board.leases.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} leases still held 30 s on",
+            board.leases.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let entries = admin.cluster_status().await.unwrap().applied_index - before;
+    assert!(
+        entries <= 60,
+        "300 expiries took {entries} log entries (one each before they were batched)"
+    );
+}

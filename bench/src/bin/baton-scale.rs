@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use baton_bench::cli::{node_bin, run_main};
 use baton_bench::endings::{self, EndingsConfig};
+use baton_bench::expiry::{self, ExpiryConfig};
 use baton_bench::scale::{self, ScaleConfig, ScaleReport};
 use baton_bench::watchers::{self, WatchersConfig};
 use clap::Parser;
@@ -48,6 +49,20 @@ struct Args {
     /// Revokes of `baton run` holders: from the revoke to the child's SIGTERM.
     #[arg(long, default_value_t = 0)]
     run_revokes: usize,
+    /// Leases to let expire, never renewed (with --expiry-ttl): how long after the last came
+    /// due all were freed, and the log entries their expiries took. Each --expiry-node-bin
+    /// gets a fresh cluster per round, interleaved.
+    #[arg(long, default_value_t = 0)]
+    expiry_leases: usize,
+    /// The TTL of --expiry-leases (longer than their claims take).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    expiry_ttl: std::time::Duration,
+    /// baton-node builds to compare with --expiry-leases [default: --node-bin].
+    #[arg(long, value_delimiter = ',')]
+    expiry_node_bin: Vec<PathBuf>,
+    /// Rounds of --expiry-leases (each build once per round).
+    #[arg(long, default_value_t = 1)]
+    expiry_rounds: usize,
     /// The baton CLI for --run-revokes [default: baton next to this program].
     #[arg(long)]
     cli_bin: Option<PathBuf>,
@@ -104,7 +119,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
     println!("data and logs under {}", dir.display());
     let mut reports: Vec<ScaleReport> = Vec::new();
     let leases = args.leases.clone().unwrap_or_else(|| {
-        if args.watchers.is_empty() && args.endings.is_empty() && args.run_revokes == 0 {
+        if args.watchers.is_empty()
+            && args.endings.is_empty()
+            && args.run_revokes == 0
+            && args.expiry_leases == 0
+        {
             vec![10_000, 100_000]
         } else {
             Vec::new()
@@ -156,6 +175,28 @@ async fn run(args: Args) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(&report)?);
         ended.push(report);
     }
+    let mut expired = Vec::new();
+    if args.expiry_leases > 0 {
+        let bins = if args.expiry_node_bin.is_empty() {
+            vec![node_bin.clone()]
+        } else {
+            args.expiry_node_bin.clone()
+        };
+        let cfg = ExpiryConfig {
+            leases: args.expiry_leases,
+            claimants: args.claimants,
+            ttl: args.expiry_ttl,
+        };
+        for round in 0..args.expiry_rounds {
+            for (b, bin) in bins.iter().enumerate() {
+                let run_dir = dir.join(format!("expiry-{round}-{b}"));
+                std::fs::create_dir_all(&run_dir)?;
+                let report = expiry::run(bin, &run_dir, &cfg).await?;
+                println!("{}", serde_json::to_string(&report)?);
+                expired.push(report);
+            }
+        }
+    }
     let mut sigterm = None;
     if args.run_revokes > 0 {
         let me = std::env::current_exe()?;
@@ -170,6 +211,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         sigterm = Some(report);
     }
     println!();
+    if !expired.is_empty() {
+        println!("{}", expiry::render(&expired));
+    }
     if !ended.is_empty() {
         println!("{}", endings::render(&ended));
     }
