@@ -335,6 +335,24 @@ impl BatonCluster {
         })
     }
 
+    /// A client configuration for every node, patient (30 s) through an election.
+    pub fn client_config(&self) -> baton_client::ClientConfig {
+        baton_client::ClientConfig {
+            retry_deadline: Duration::from_secs(30),
+            ..baton_client::ClientConfig::with_endpoints(self.endpoints.iter().cloned())
+        }
+    }
+
+    /// The leader as `client` learns it: its node number (1 first) and its process id.
+    pub async fn leader(&self, client: &baton_client::Client) -> anyhow::Result<(usize, u32)> {
+        let leader = client
+            .cluster_status()
+            .await?
+            .leader_id
+            .context("no leader")? as usize;
+        Ok((leader, self.procs.pids()[leader - 1]))
+    }
+
     /// The admin addresses (`/metrics`), node 1 first, as the nodes logged them ("admin
     /// listening on ADDR"; the last one, a restarted node appends to its log).
     pub fn admin(&self) -> anyhow::Result<Vec<String>> {

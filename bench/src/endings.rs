@@ -140,18 +140,9 @@ pub async fn run(
         .wait_healthy_on(&format!("{PREFIX}health"), Duration::from_secs(30))
         .await?;
     let admin = cluster.admin()?;
-    let pids = cluster.procs.pids();
-    let config = || ClientConfig {
-        retry_deadline: Duration::from_secs(30),
-        ..ClientConfig::with_endpoints(cluster.endpoints.iter().cloned())
-    };
+    let config = || cluster.client_config();
     let operator = Client::connect(config()).await?;
-    let leader = operator
-        .cluster_status()
-        .await?
-        .leader_id
-        .context("no leader")? as usize;
-    let leader_pid = pids[leader - 1];
+    let (leader, leader_pid) = cluster.leader(&operator).await?;
     let before = memory_kib(leader_pid).map(|m| m.0).unwrap_or(0);
 
     // Each session asks the leader first, so that it holds one connection (10,000 sessions

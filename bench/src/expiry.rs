@@ -9,8 +9,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
-use baton_client::{ClaimOutcome, Client, ClientConfig};
+use anyhow::bail;
+use baton_client::{ClaimOutcome, Client};
 use serde::Serialize;
 
 use crate::cluster::{cpu_seconds, BatonCluster};
@@ -63,17 +63,9 @@ pub async fn run(node_bin: &Path, dir: &Path, cfg: &ExpiryConfig) -> anyhow::Res
         .wait_healthy_on("storm/health", Duration::from_secs(30))
         .await?;
     let admin = cluster.admin()?;
-    let config = || ClientConfig {
-        retry_deadline: Duration::from_secs(30),
-        ..ClientConfig::with_endpoints(cluster.endpoints.iter().cloned())
-    };
+    let config = || cluster.client_config();
     let operator = Client::connect(config()).await?;
-    let leader = operator
-        .cluster_status()
-        .await?
-        .leader_id
-        .context("no leader")? as usize;
-    let leader_pid = cluster.procs.pids()[leader - 1];
+    let (leader, leader_pid) = cluster.leader(&operator).await?;
 
     let started = Instant::now();
     let mut tasks = Vec::new();

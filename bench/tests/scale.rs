@@ -88,3 +88,13 @@ fn the_endings_bench_measures_revokes_handoffs_and_expiries_by_the_push() {
     }
     assert!(stdout.contains("handoff->lost"), "{stdout}");
 }
+
+#[test]
+fn the_expiry_bench_frees_every_lease_and_counts_the_entries() {
+    let (stdout, report) = run_scale(&["--expiry-leases", "300", "--expiry-ttl", "5s"]);
+    assert_eq!(report["leases"], 300, "{report}");
+    // Every lease was freed (the run fails otherwise), in shared entries.
+    let entries = report["entries"].as_u64().unwrap();
+    assert!((1..300).contains(&entries), "{report}");
+    assert!(stdout.contains("freed after last due"), "{stdout}");
+}

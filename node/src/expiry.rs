@@ -274,17 +274,18 @@ pub async fn run(
         // `PROPOSAL_COMMANDS_MAX` commands: one entry (one fsync, one replication round) for
         // many countdowns, not one each.
         let mut due: Vec<((String, u64), LogCommand)> = Vec::new();
+        // In flight, and taken this tick. Revisions are unique across leases, offers and
+        // quarantines, so one set serves all three.
+        let mut skip = in_flight.lock().expect("in-flight lock").clone();
         for (countdowns, make_op) in [
             (&leases, &expire as &dyn Fn(String, Countdown) -> Op),
             (&offers, &lapse),
             (&quarantines, &end_quarantine),
         ] {
-            let mut skip = in_flight.lock().expect("in-flight lock").clone();
-            skip.extend(due.iter().map(|(id, _)| id.clone()));
             let room = EXPIRE_IN_FLIGHT_MAX.saturating_sub(skip.len());
             for (key, countdown) in countdowns.due(room, &skip) {
-                // Revisions are unique across leases and offers, so one in-flight set serves.
                 let id = (key.clone(), countdown.basis);
+                skip.insert(id.clone());
                 let cmd = LogCommand {
                     request_id: None,
                     leader_unix_ms: wall_clock_unix_ms(),

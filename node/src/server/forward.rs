@@ -37,14 +37,6 @@ impl BatonServer {
                 .get(super::auth::AUTHORIZATION_METADATA_KEY)
                 .cloned();
             let msg = req.into_inner();
-            let (acting, needs) = (msg.acting(), msg.needs());
-            let allowed = super::auth::authorize(
-                &self.ctx.auth,
-                principal.as_deref(),
-                acting,
-                needs,
-                &self.ctx.sm,
-            );
             // A write reaching a follower that knows the leader goes there at once: deciding
             // it here would take a proposer slot only to be told NotLeader by Raft. The
             // leader checks who may do it, and every limit, itself. (NotLeader below is left
@@ -53,42 +45,51 @@ impl BatonServer {
                 (true, false) => self.ctx.leader_elsewhere(),
                 _ => None,
             };
-            let served = match allowed {
-                _ if leader_first.is_some() => Err(NotAnswered::NotLeader {
-                    leader: leader_first,
+            let (acting, needs) = (msg.acting(), msg.needs());
+            let served = match leader_first {
+                Some(leader) => Err(NotAnswered::NotLeader {
+                    leader: Some(leader),
                 }),
-                Ok(()) => match self
-                    .ctx
-                    .principal_limited(principal.as_deref(), msg.writes())
-                {
-                    Some(limited) => Err(NotAnswered::Status(limited)),
-                    None => {
-                        let who = Caller {
-                            principal: principal.clone(),
-                            first_attempt,
-                        };
-                        local(self.ctx.clone(), msg.clone(), who).await
-                    }
-                },
-                // This node's copy of the policy may be behind the leader's (a grant just
-                // made): the leader, whose copy is the latest, decides. (What this node
-                // allows and forwards, the leader checks again with its own copy.)
-                Err(denied) => match self.ctx.leader_elsewhere() {
-                    Some(leader) if !forwarded => Err(NotAnswered::NotLeader {
-                        leader: Some(leader),
-                    }),
-                    // No leader to confirm it with (an election): a refusal from a copy
-                    // that may be behind is not final; the client retries.
-                    None if !forwarded && !self.ctx.leads() => {
-                        Err(NotAnswered::Status(unavailable(
-                            None,
-                            &format!(
-                                "cannot confirm a refusal ({}) without a leader",
-                                denied.message()
-                            ),
-                        )))
-                    }
-                    _ => Err(NotAnswered::Status(denied)),
+                None => match super::auth::authorize(
+                    &self.ctx.auth,
+                    principal.as_deref(),
+                    acting,
+                    needs,
+                    &self.ctx.sm,
+                ) {
+                    Ok(()) => match self
+                        .ctx
+                        .principal_limited(principal.as_deref(), msg.writes())
+                    {
+                        Some(limited) => Err(NotAnswered::Status(limited)),
+                        None => {
+                            let who = Caller {
+                                principal: principal.clone(),
+                                first_attempt,
+                            };
+                            local(self.ctx.clone(), msg.clone(), who).await
+                        }
+                    },
+                    // This node's copy of the policy may be behind the leader's (a grant just
+                    // made): the leader, whose copy is the latest, decides. (What this node
+                    // allows and forwards, the leader checks again with its own copy.)
+                    Err(denied) => match self.ctx.leader_elsewhere() {
+                        Some(leader) if !forwarded => Err(NotAnswered::NotLeader {
+                            leader: Some(leader),
+                        }),
+                        // No leader to confirm it with (an election): a refusal from a copy
+                        // that may be behind is not final; the client retries.
+                        None if !forwarded && !self.ctx.leads() => {
+                            Err(NotAnswered::Status(unavailable(
+                                None,
+                                &format!(
+                                    "cannot confirm a refusal ({}) without a leader",
+                                    denied.message()
+                                ),
+                            )))
+                        }
+                        _ => Err(NotAnswered::Status(denied)),
+                    },
                 },
             };
             match served {
