@@ -11,7 +11,7 @@
 //!   Txn that did not succeed counts as `lost`.
 //!
 //! Counting, windows, keys (`BenchConfig::key`) and latency histograms are those of
-//! [`baton_client::bench`], and the result is the same [`BenchReport`]. Each claimant has
+//! [`baton_workload`], and the result is the same [`BenchReport`]. Each claimant has
 //! its own gRPC channel to one member: claimant `i` talks to `endpoints[i % n]` (followers
 //! forward to the leader, as with an etcd client spread over the members). There are no
 //! retries: every request has [`BenchConfig::retry_deadline`] as its timeout; a failure is
@@ -22,8 +22,8 @@
 
 use std::time::{Duration, Instant};
 
-use baton_client::bench::{report, Tally, Window};
-use baton_client::{BenchConfig, BenchReport};
+use baton_workload::{report, Tally, Window};
+use baton_workload::{BenchConfig, BenchReport};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;

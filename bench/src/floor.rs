@@ -7,7 +7,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use baton_client::bench::LatencyHistogram;
+use baton_workload::LatencyHistogram;
 use serde::Serialize;
 
 /// Serial fsync latency: 4 KiB written at the file's end then `fdatasync`, again and again

@@ -2,7 +2,7 @@
 //! runs it against a fresh 3-node baton cluster and a fresh 3-node etcd cluster side by side.
 //!
 //! - [`etcd`]: the etcd claimant loop (LeaseGrant + Txn / KeepAlive / Txn + LeaseRevoke),
-//!   reporting a [`baton_client::BenchReport`] measured exactly like `baton bench`.
+//!   reporting a [`baton_workload::BenchReport`] measured exactly like `baton bench`.
 //! - [`cli`]: finding `baton-node`, running a program's work until it ends or Ctrl-C.
 //! - [`cluster`]: starting and stopping local etcd and baton-node processes, their CPU time.
 //! - [`table`]: medians over runs and the baton/etcd ratio table (pure).

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use baton_client::BenchReport;
+use baton_workload::BenchReport;
 use serde::Serialize;
 
 /// The median of `values` (the mean of the two middle ones for an even count); `None` when
@@ -134,7 +134,7 @@ pub fn render(cells: &[Cell]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_client::bench::{BenchErrors, BenchLatencies, LatencySummary};
+    use baton_workload::{BenchErrors, BenchLatencies, LatencySummary};
 
     fn report(cycles_per_s: f64, p50: u64, p99: u64, errors: u64) -> BenchReport {
         BenchReport {

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use baton_bench::cluster::{etcd_for_test, EtcdCluster};
-use baton_client::BenchConfig;
+use baton_workload::BenchConfig;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_etcd_loop_completes_cycles_without_errors_and_leaves_no_keys() {

@@ -1,5 +1,6 @@
 //! A scripted stand-in for a baton node, for testing the client's retry loop over real
 //! sockets without Raft: each node records the calls it gets and answers from a script.
+//! Built for this crate's tests, and for other crates' tests with the `fake-node` feature.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -14,7 +15,7 @@ use tonic::{Code, Request, Response, Status};
 
 /// One call a fake node received.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Call {
+pub struct Call {
     pub method: &'static str,
     /// `(client_id, seq)` of a mutating request.
     pub request_id: Option<(String, u64)>,
@@ -23,7 +24,7 @@ pub(crate) struct Call {
 }
 
 #[derive(Default)]
-pub(crate) struct FakeNode {
+pub struct FakeNode {
     calls: Mutex<Vec<Call>>,
     /// Failures to answer with, one per call, before answering normally.
     script: Mutex<VecDeque<(Code, &'static str)>>,
@@ -55,7 +56,7 @@ pub(crate) struct FakeNode {
 
 /// How a fake node answers one watch call.
 #[derive(Debug, Clone)]
-pub(crate) enum WatchAnswer {
+pub enum WatchAnswer {
     /// Refuse the call with this status.
     Refuse(Code, String),
     /// Accept it, send these events, then end as `then` says.
@@ -64,7 +65,7 @@ pub(crate) enum WatchAnswer {
 
 /// How an accepted fake watch ends after its events.
 #[derive(Debug, Clone)]
-pub(crate) enum WatchEnd {
+pub enum WatchEnd {
     /// Stays open, sending nothing more.
     Open,
     /// Ends the stream cleanly.
@@ -74,10 +75,10 @@ pub(crate) enum WatchEnd {
 }
 
 /// The revision every fake board answer reflects.
-pub(crate) const FAKE_BOARD_REVISION: u64 = 90;
+pub const FAKE_BOARD_REVISION: u64 = 90;
 
 /// A watch event of `key` at `revision`.
-pub(crate) fn watch_event(revision: u64, key: &str, kind: &str) -> pb::Event {
+pub fn watch_event(revision: u64, key: &str, kind: &str) -> pb::Event {
     pb::Event {
         revision,
         key: key.to_owned(),
@@ -99,7 +100,7 @@ type EventStream =
 
 /// How a fake node answers renewals.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) enum RenewAnswer {
+pub enum RenewAnswer {
     /// Renewed, same token.
     #[default]
     Renewed,
@@ -108,10 +109,10 @@ pub(crate) enum RenewAnswer {
 }
 
 /// The token every grant of a fake node carries.
-pub(crate) const FAKE_TOKEN: u64 = 42;
+pub const FAKE_TOKEN: u64 = 42;
 
 /// The lease of a holder other than the test's, on `key`.
-pub(crate) fn other_lease(key: &str, remaining: Duration) -> pb::Lease {
+pub fn other_lease(key: &str, remaining: Duration) -> pb::Lease {
     pb::Lease {
         key: key.to_owned(),
         holder: Some(pb::Holder {
@@ -128,67 +129,67 @@ pub(crate) fn other_lease(key: &str, remaining: Duration) -> pb::Lease {
 }
 
 impl FakeNode {
-    pub(crate) fn fail_next(&self, code: Code, message: &'static str) {
+    pub fn fail_next(&self, code: Code, message: &'static str) {
         self.script.lock().unwrap().push_back((code, message));
     }
 
-    pub(crate) fn fail_always(&self, code: Code, message: &'static str) {
+    pub fn fail_always(&self, code: Code, message: &'static str) {
         *self.always.lock().unwrap() = Some((code, message));
     }
 
     /// Ends `fail_always`: calls are answered again (after any scripted failures).
-    pub(crate) fn stop_failing(&self) {
+    pub fn stop_failing(&self) {
         *self.always.lock().unwrap() = None;
     }
 
-    pub(crate) fn name_leader(&self, leader: SocketAddr) {
+    pub fn name_leader(&self, leader: SocketAddr) {
         *self.leader_hint.lock().unwrap() = Some(leader.to_string());
     }
 
     /// The next `claims` claims are refused: the key is held by someone else for another
     /// `remaining`.
-    pub(crate) fn hold_claims(&self, claims: usize, remaining: Duration) {
+    pub fn hold_claims(&self, claims: usize, remaining: Duration) {
         *self.held_claims.lock().unwrap() = Some((claims, remaining));
     }
 
-    pub(crate) fn answer_renewals(&self, answer: RenewAnswer) {
+    pub fn answer_renewals(&self, answer: RenewAnswer) {
         *self.renew_answer.lock().unwrap() = answer;
     }
 
     /// Renewals answer with this TTL, as if this node had seen the claim.
-    pub(crate) fn assume_ttl(&self, ttl: Duration) {
+    pub fn assume_ttl(&self, ttl: Duration) {
         *self.ttl_ms.lock().unwrap() = u64::try_from(ttl.as_millis()).unwrap();
     }
 
-    pub(crate) fn delay_renewals(&self, delay: Duration) {
+    pub fn delay_renewals(&self, delay: Duration) {
         *self.renew_delay.lock().unwrap() = delay;
     }
 
     /// Claim answers name this assignment.
-    pub(crate) fn assign_to(&self, assignment: pb::Assignment) {
+    pub fn assign_to(&self, assignment: pb::Assignment) {
         *self.assignment.lock().unwrap() = Some(assignment);
     }
 
-    pub(crate) fn last_patch(&self) -> Option<pb::RecordPatch> {
+    pub fn last_patch(&self) -> Option<pb::RecordPatch> {
         self.last_patch.lock().unwrap().clone()
     }
 
-    pub(crate) fn last_final_status(&self) -> Option<String> {
+    pub fn last_final_status(&self) -> Option<String> {
         self.last_final_status.lock().unwrap().clone()
     }
 
     /// Answers the next watch call with `answer`.
-    pub(crate) fn answer_watch(&self, answer: WatchAnswer) {
+    pub fn answer_watch(&self, answer: WatchAnswer) {
         self.watches.lock().unwrap().push_back(answer);
     }
 
     /// `(prefix, from_revision)` of every watch call so far.
-    pub(crate) fn watch_calls(&self) -> Vec<(String, u64)> {
+    pub fn watch_calls(&self) -> Vec<(String, u64)> {
         self.watch_calls.lock().unwrap().clone()
     }
 
     /// How many calls of `method` the node received.
-    pub(crate) fn count(&self, method: &str) -> usize {
+    pub fn count(&self, method: &str) -> usize {
         self.calls
             .lock()
             .unwrap()
@@ -197,12 +198,12 @@ impl FakeNode {
             .count()
     }
 
-    pub(crate) fn calls(&self) -> Vec<Call> {
+    pub fn calls(&self) -> Vec<Call> {
         self.calls.lock().unwrap().clone()
     }
 
     /// Serves this node on a fresh localhost port until the returned task is aborted.
-    pub(crate) async fn serve(self: &Arc<Self>) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    pub async fn serve(self: &Arc<Self>) -> (SocketAddr, tokio::task::JoinHandle<()>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let incoming = tonic::transport::server::TcpIncoming::from(listener);

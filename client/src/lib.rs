@@ -1,5 +1,6 @@
 //! baton-client: the Rust library agents use to claim, renew and release ownership tokens
-//! on a baton cluster, and the `baton` CLI built on it.
+//! on a baton cluster. The `baton` CLI built on it is the `baton-cli` crate (`cli/`); the
+//! `baton bench` workload is `baton-workload` (`bench/workload/`).
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), baton_client::Error> {
@@ -59,9 +60,6 @@
 //! - [`watch`]: [`Client::watch`], every event of a key prefix as a [`WatchStream`] that
 //!   reconnects by itself and resumes without gap or repeat; [`Error::Compacted`] when the
 //!   revision to resume from has left every node's window.
-//! - [`bench`]: the `baton bench` workload ([`bench::run`]): concurrent claimants, each
-//!   its own [`Client`], looping claim → renew → release over a key space, with counts,
-//!   rates and latency percentiles ([`BenchReport`]).
 //! - `convert`: the one place that reads generated protobuf types.
 //! - [`error`]: [`Error`], typed from gRPC statuses; [`Error::Refused`] with a [`Refusal`]
 //!   (its reason and facts, read from the status details) for refusals that are not an
@@ -78,16 +76,15 @@
 //! once. The reply is converted into [`types`] and, for a grant, stamped with its safe
 //! deadline counted from the first attempt's send time.
 //!
-//! The `baton` binary (`src/main.rs`, `src/cli/`) is a thin edge over this library.
+//! The `baton` binary (`cli/`) is a thin edge over this library.
 
-pub mod bench;
 pub mod client;
 pub mod config;
 mod convert;
 pub mod endings;
 pub mod error;
-#[cfg(test)]
-mod fake_node;
+#[cfg(any(test, feature = "fake-node"))]
+pub mod fake_node;
 mod following;
 pub mod guard;
 pub mod handoff;
@@ -98,7 +95,6 @@ mod retry;
 pub mod types;
 pub mod watch;
 
-pub use bench::{BenchConfig, BenchReport};
 pub use client::Client;
 pub use config::{
     normalize_endpoint, BearerToken, ClientConfig, ClientTls, ValidConfig, DEFAULT_ENDPOINT,

@@ -110,13 +110,13 @@ if [ "$run_cargo" = 1 ]; then
     command -v cargo >/dev/null || die "cargo is not on PATH (or pass --no-cargo / --bin-dir)"
     cargo_profile=()
     [ "$profile" = release ] && cargo_profile=(--release)
-    echo "build.sh: cargo build ${cargo_profile[*]} -p baton-node -p baton-client --bins" >&2
-    (cd "$repo" && cargo build "${cargo_profile[@]}" -p baton-node -p baton-client --bins) >&2
+    echo "build.sh: cargo build ${cargo_profile[*]} -p baton-node -p baton-cli" >&2
+    (cd "$repo" && cargo build "${cargo_profile[@]}" -p baton-node -p baton-cli) >&2
 fi
 
 bins=()
-cargo_hint="cargo build -p baton-node -p baton-client --bins"
-[ "$profile" = debug ] || cargo_hint="cargo build --release -p baton-node -p baton-client --bins"
+cargo_hint="cargo build -p baton-node -p baton-cli"
+[ "$profile" = debug ] || cargo_hint="cargo build --release -p baton-node -p baton-cli"
 for name in baton-node baton; do
     bin="$bin_dir/$name"
     [ -f "$bin" ] && [ -x "$bin" ] ||

@@ -17,7 +17,7 @@ pub fn built_bin(name: &str) -> PathBuf {
         .join(name);
     assert!(
         bin.is_file(),
-        "{} is missing: build it first (`cargo build -p baton-node -p baton-client --bins`; \
+        "{} is missing: build it first (`cargo build -p baton-node -p baton-cli`; \
          `cargo test --workspace` builds it)",
         bin.display()
     );

@@ -16,7 +16,7 @@
 //! with v2), and fails, rather than skips, when either is missing or the daemon is not
 //! reachable. Everything it creates (containers, volumes, network, image) is removed when it
 //! ends, also on a panic. The binaries come from the same target directory as this test
-//! (`cargo test --workspace` builds them; `cargo build -p baton-node -p baton-client --bins`
+//! (`cargo test --workspace` builds them; `cargo build -p baton-node -p baton-cli`
 //! otherwise).
 
 use std::ffi::OsStr;

@@ -1,6 +1,7 @@
-//! The shape of the code: no import cycle between the source files of `node/src` and
-//! `client/src`, so that every arrow runs one way (core <- store <- server <- node; the
-//! client library <- the CLI); and no arrow up out of the core: `node/src/core` (the pure
+//! The shape of the code: no import cycle between the source files of `node/src`,
+//! `client/src`, `cli/src` and `bench/workload/src`, so that every arrow runs one way (core
+//! <- store <- server <- node; between the crates, Cargo keeps the client library <- the
+//! workload <- the CLI); and no arrow up out of the core: `node/src/core` (the pure
 //! lease table: no I/O, no clock) imports only from itself, never from the store, the server
 //! or the clock. Reads the sources as text: each `use crate::...`,
 //! `use super::...` and inline `crate::a::b` path is an arrow from its file to the file of the
@@ -241,11 +242,19 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 
 fn srcs() -> Vec<PathBuf> {
     let node = Path::new(env!("CARGO_MANIFEST_DIR"));
-    vec![node.join("src"), node.join("../client/src")]
+    [
+        "src",
+        "../client/src",
+        "../cli/src",
+        "../bench/workload/src",
+    ]
+    .iter()
+    .map(|dir| node.join(dir))
+    .collect()
 }
 
 #[test]
-fn no_source_file_of_node_or_client_is_in_an_import_cycle() {
+fn no_source_file_of_node_client_or_cli_is_in_an_import_cycle() {
     let graph = arrows(&srcs());
     if std::env::var_os("BATON_LAYOUT_ARROWS").is_some() {
         for (file, targets) in &graph {
@@ -347,10 +356,13 @@ fn the_readme_stays_short_and_nothing_cites_a_file_outside_the_repo() {
     for dir in [
         "node/src",
         "client/src",
+        "cli/src",
+        "cli/tests",
         "docs",
         "deploy",
         "jepsen-tests",
         "bench/src",
+        "bench/workload/src",
         "python",
     ] {
         let mut found = Vec::new();
@@ -405,8 +417,10 @@ fn no_source_file_is_over_800_lines() {
     for dir in [
         "node/src",
         "client/src",
+        "cli/src",
         "jepsen-tests/src",
         "bench/src",
+        "bench/workload/src",
         "proto/src",
         "deploy",
         "python/src",
@@ -443,4 +457,64 @@ fn no_source_file_is_over_800_lines() {
         long.is_empty(),
         "source files over {SOURCE_LINES_MAX} lines (split them by responsibility): {long:#?}"
     );
+}
+
+/// What the `baton` CLI needs and a program using the client library does not: none of it
+/// may reach `baton-client`'s normal dependencies (`cargo tree -p baton-client -e normal`).
+const CLI_ONLY_CRATES: [&str; 8] = [
+    "clap",
+    "clap_complete",
+    "axum",
+    "rmcp",
+    "schemars",
+    "globset",
+    "nix",
+    "tracing-subscriber",
+];
+
+#[test]
+fn the_client_library_brings_none_of_the_clis_dependencies() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let tree = |package: &str| -> BTreeSet<String> {
+        let out = std::process::Command::new(&cargo)
+            .args([
+                "tree",
+                "--offline",
+                "-e",
+                "normal",
+                "--prefix",
+                "none",
+                "-p",
+                package,
+            ])
+            .current_dir(root)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cargo tree -p {package}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter_map(|line| line.split_whitespace().next())
+            .map(str::to_owned)
+            .collect()
+    };
+    let client = tree("baton-client");
+    assert!(client.contains("tonic"), "not a tree: {client:?}");
+    let found: Vec<&str> = CLI_ONLY_CRATES
+        .into_iter()
+        .filter(|name| client.contains(*name))
+        .collect();
+    assert!(found.is_empty(), "baton-client depends on {found:?}");
+    // The names are right: the CLI does use each of them.
+    let cli = tree("baton-cli");
+    let missing: Vec<&str> = CLI_ONLY_CRATES
+        .into_iter()
+        .filter(|name| !cli.contains(*name))
+        .collect();
+    assert!(missing.is_empty(), "baton-cli no longer uses {missing:?}");
 }

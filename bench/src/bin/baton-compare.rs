@@ -13,7 +13,7 @@ use baton_bench::cluster::{cpu_seconds, find_etcd, BatonCluster, EtcdCluster};
 use baton_bench::floor;
 use baton_bench::metrics::{FlushBreakdown, FlushCounters, WriteBreakdown};
 use baton_bench::table::{median, render, Cell};
-use baton_client::{BenchConfig, BenchReport};
+use baton_workload::{BenchConfig, BenchReport};
 use clap::Parser;
 use serde::Serialize;
 
@@ -202,7 +202,7 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
                     let flush_before = single.then(|| scrape_all(&admin));
                     let before = cpu_seconds(&pids);
                     let report = match system {
-                        "baton" => baton_client::bench::run(config).await?,
+                        "baton" => baton_workload::run(config).await?,
                         _ => baton_bench::etcd::run(config).await?,
                     };
                     let cpu_s = cpu_seconds(&pids) - before;

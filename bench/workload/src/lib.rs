@@ -1,5 +1,6 @@
-//! The `baton bench` workload, as a library so that other harnesses (jepsen-tests, a
-//! comparison with etcd) can run the same loop.
+//! baton-workload: the `baton bench` workload, a crate of its own so that the CLI and the
+//! comparison with etcd (`baton-compare`) run the same loop, and the client library carries
+//! none of it.
 //!
 //! [`run`] starts [`BenchConfig::clients`] claimants at once. Each is its own [`Client`]
 //! (its own connections, client id and request session: they share nothing, like separate
@@ -27,7 +28,7 @@
 //! most [`HISTOGRAM_BUCKETS_MAX`] counters per histogram, four histograms per claimant)
 //! whatever the duration, and histograms merge exactly. The maximum is exact; a percentile
 //! is the upper bound of the bucket it falls in, capped at the maximum, so it is never
-//! below the true value and `p50 <= p99 <= max` always holds (`bench/histogram.rs`).
+//! below the true value and `p50 <= p99 <= max` always holds (`histogram.rs`).
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -36,10 +37,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use crate::config::{ClientConfig, DEFAULT_ENDPOINT};
-use crate::error::Error;
-use crate::types::{ClaimOutcome, ReleaseOutcome, RenewOutcome};
-use crate::Client;
+use baton_client::{
+    ClaimOutcome, Client, ClientConfig, Error, ReleaseOutcome, RenewOutcome, DEFAULT_ENDPOINT,
+};
 
 mod histogram;
 #[cfg(test)]
@@ -104,9 +104,9 @@ pub struct BenchConfig {
     /// [`BENCH_RETRY_DEADLINE_MAX`].
     pub retry_deadline: Duration,
     /// TLS toward the nodes, as for [`ClientConfig::tls`].
-    pub tls: Option<crate::ClientTls>,
+    pub tls: Option<baton_client::ClientTls>,
     /// A bearer token every claimant shows, as for [`ClientConfig::token`].
-    pub token: Option<crate::BearerToken>,
+    pub token: Option<baton_client::BearerToken>,
     /// The holder name of every claimant (each still its own client id, so its own
     /// holder); `None`: `bench-0`, `bench-1`, .... With auth on, the token's principal (or a
     /// name the permissions let it use).

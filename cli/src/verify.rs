@@ -246,7 +246,7 @@ fn truncate(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::git::testing::{git as run_git, repo};
+    use crate::git::testing::{git as run_git, repo};
 
     fn fact(name: &str, claimed: &str, command: &str) -> VolatileFact {
         VolatileFact {

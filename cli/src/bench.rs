@@ -1,9 +1,9 @@
-//! `baton bench`: runs the library's workload ([`baton_client::bench::run`]) and renders
+//! `baton bench`: runs the workload ([`baton_workload::run`]) and renders
 //! its report as a table followed by one JSON line.
 
 use std::time::Duration;
 
-use baton_client::bench::{self, BenchConfig, BenchReport, LatencySummary, BENCH_KEY_DIGITS};
+use baton_workload::{self as bench, BenchConfig, BenchReport, LatencySummary, BENCH_KEY_DIGITS};
 
 use super::args::{BenchArgs, OutputFormat};
 use super::exit::Verdict;
@@ -197,7 +197,7 @@ fn seconds(value: f64) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use baton_client::bench::{BenchErrors, BenchLatencies};
+    use baton_workload::{BenchErrors, BenchLatencies};
 
     pub(crate) fn sample_report() -> BenchReport {
         let step = |p50, p99, max, count| LatencySummary {

@@ -3,25 +3,51 @@
 //! Results go to stdout (text, or one JSON object with `--output json`); errors go to stderr
 //! as one `error: ...` line. The exit code says how it went: 0 ok, 1 error, 2 usage, 3 held /
 //! lost / stale token (stand down), 4 cluster unavailable.
+//!
+//! Parse ([`args`]), run ([`dispatch`], which calls the library), render ([`output`]), exit
+//! ([`exit`]). A command with more to it than one call has its own module, its arguments,
+//! run and rendering together: [`records`] (the case file), [`handoff`], [`watch`],
+//! [`access`], [`cluster`], [`bench`], [`run`] (`baton run`), [`verify`], [`commit_hook`]
+//! (`baton hook`), [`mcp`] (`baton mcp`, the agents' tools apart from the operators'),
+//! [`web`] (`baton web`, the board).
 
-mod cli;
+mod access;
+mod args;
+mod bench;
+mod cluster;
+mod colour;
+mod commit_hook;
+mod dispatch;
+mod exit;
+mod git;
+mod handoff;
+mod loss;
+mod mcp;
+mod note;
+mod output;
+mod records;
+mod run;
+mod table;
+mod verify;
+mod watch;
+mod web;
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use cli::args::Cli;
-use cli::exit::{error_exit_code, EXIT_ERROR};
+use args::Cli;
+use exit::{error_exit_code, EXIT_ERROR};
 
 fn main() -> ExitCode {
     // clap prints usage errors itself and exits with 2, as the SPEC asks.
     let cli = Cli::parse();
     init_tracing();
     // Colour only table output, for a person at a terminal; never a completion script.
-    let colour = cli.global.output == cli::args::OutputFormat::Table
-        && !matches!(cli.command, cli::args::Command::Completions { .. })
-        && cli::colour::wanted(
+    let colour = cli.global.output == args::OutputFormat::Table
+        && !matches!(cli.command, args::Command::Completions { .. })
+        && colour::wanted(
             std::env::var_os("NO_COLOR").is_some(),
             std::io::IsTerminal::is_terminal(&std::io::stdout()),
             std::env::var("TERM").ok().as_deref(),
@@ -29,7 +55,7 @@ fn main() -> ExitCode {
 
     // One thread is plenty for one request at a time; `bench` drives many concurrent
     // clients, and on one thread it would measure this process rather than the cluster.
-    let mut builder = if matches!(cli.command, cli::args::Command::Bench(_)) {
+    let mut builder = if matches!(cli.command, args::Command::Bench(_)) {
         tokio::runtime::Builder::new_multi_thread()
     } else {
         tokio::runtime::Builder::new_current_thread()
@@ -41,10 +67,10 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_ERROR);
         }
     };
-    match runtime.block_on(cli::run(cli)) {
+    match runtime.block_on(dispatch::run(cli)) {
         Ok(rendered) => {
             let stdout = if colour {
-                cli::colour::paint(&rendered.stdout)
+                colour::paint(&rendered.stdout)
             } else {
                 rendered.stdout
             };

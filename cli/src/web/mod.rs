@@ -353,7 +353,7 @@ async fn key_page(
 }
 
 async fn cluster(State(s): Ctx) -> Json<serde_json::Value> {
-    let nodes = super::cluster_status(&s.client).await;
+    let nodes = crate::cluster::cluster_status(&s.client).await;
     let leader = nodes
         .iter()
         .filter_map(|n| n.status.as_ref())

@@ -72,7 +72,7 @@ pub struct BenchArgs {
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub ttl: Duration,
     /// Keys are this prefix and a 6-digit number, e.g. bench/000123.
-    #[arg(long, default_value = baton_client::bench::BENCH_KEY_PREFIX_DEFAULT)]
+    #[arg(long, default_value = baton_workload::BENCH_KEY_PREFIX_DEFAULT)]
     pub prefix: String,
     /// The holder name of every claimant (each is still its own holder, by client id); by
     /// default bench-0, bench-1, .... On a cluster with auth, your principal.

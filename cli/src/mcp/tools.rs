@@ -23,9 +23,9 @@ use serde_json::Value;
 
 use super::book::{Book, HeldRow, Notice, LEASES_MAX};
 use super::{Settings, TTL_S_MAX, TTL_S_MIN, WAIT_S_MAX};
-use crate::cli::args::OfferArgs;
-use crate::cli::verify::{self, CHECK_TIMEOUT};
-use crate::cli::{git, note};
+use crate::args::OfferArgs;
+use crate::verify::{self, CHECK_TIMEOUT};
+use crate::{git, note};
 
 mod args;
 mod operator;

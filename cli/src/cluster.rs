@@ -1,4 +1,4 @@
-//! `baton cluster members | add | remove | snapshot | backup`.
+//! `baton cluster status | members | add | remove | snapshot | backup`.
 
 use std::time::Duration;
 
@@ -9,7 +9,12 @@ use super::args::{ClusterCommand, OutputFormat};
 use super::exit::Verdict;
 use super::output::Rendered;
 use super::table;
-use baton_client::{Client, Membership, SnapshotTaken};
+use std::collections::{BTreeMap, HashSet};
+
+use baton_client::{normalize_endpoint, Client, ClusterStatus, Membership, SnapshotTaken};
+use futures::future::join_all;
+
+use super::output::NodeRow;
 
 /// How long `cluster add`, `remove`, `snapshot` and `backup` keep at it when `--timeout` is
 /// not given: a new member may need a while to catch up.
@@ -149,9 +154,85 @@ fn write_durably(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// Asks every configured endpoint for its status, then every member those answers list that
+/// was not asked yet, all in parallel; one row per node, sorted by id.
+pub async fn cluster_status(client: &Client) -> Vec<NodeRow> {
+    let asked = client.endpoints();
+    let mut answers = ask_all(client, asked).await;
+
+    let members: Vec<String> = answers
+        .iter()
+        .filter_map(|(_, answer)| answer.as_ref().ok())
+        .flat_map(|status| status.members.iter())
+        .filter_map(|member| normalize_endpoint(&member.addr).ok())
+        .collect();
+    let mut seen: HashSet<String> = asked.iter().cloned().collect();
+    let unasked: Vec<String> = members
+        .into_iter()
+        .filter(|addr| seen.insert(addr.clone()))
+        .collect();
+    answers.extend(ask_all(client, &unasked).await);
+
+    node_rows(answers)
+}
+
+type StatusAnswer = (String, Result<ClusterStatus, baton_client::Error>);
+
+async fn ask_all(client: &Client, endpoints: &[String]) -> Vec<StatusAnswer> {
+    let answers = join_all(endpoints.iter().map(|e| client.status_of(e))).await;
+    endpoints.iter().cloned().zip(answers).collect()
+}
+
+/// Merges answers into one row per node: a node reached at two addresses (an endpoint
+/// and its member address) shows once, and an unreachable node takes its id from any
+/// member list that names its address.
+fn node_rows(answers: Vec<StatusAnswer>) -> Vec<NodeRow> {
+    let member_ids: BTreeMap<String, u64> = answers
+        .iter()
+        .filter_map(|(_, answer)| answer.as_ref().ok())
+        .flat_map(|status| status.members.iter())
+        .filter_map(|m| Some((normalize_endpoint(&m.addr).ok()?, m.id)))
+        .collect();
+
+    let mut rows: Vec<NodeRow> = Vec::new();
+    let mut ids_seen: HashSet<u64> = HashSet::new();
+    for (addr, answer) in answers {
+        match answer {
+            Ok(status) => {
+                if ids_seen.insert(status.node_id) {
+                    rows.push(NodeRow {
+                        id: Some(status.node_id),
+                        addr,
+                        reachable: true,
+                        status: Some(status),
+                        error: None,
+                    });
+                }
+            }
+            Err(error) => rows.push(NodeRow {
+                id: member_ids.get(&addr).copied(),
+                addr,
+                reachable: false,
+                status: None,
+                // For one node, "the cluster is unavailable" would overstate it: say why
+                // this node did not answer.
+                error: Some(match error {
+                    baton_client::Error::Unavailable { last } => last,
+                    other => other.to_string(),
+                }),
+            }),
+        }
+    }
+    // An unreachable address whose member id answered at another address is the same node.
+    rows.retain(|row| row.reachable || !row.id.is_some_and(|id| ids_seen.contains(&id)));
+    rows.sort_by(|a, b| (a.id.is_none(), a.id, &a.addr).cmp(&(b.id.is_none(), b.id, &b.addr)));
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use baton_client::Member;
 
     #[test]
     fn a_backup_with_a_bad_length_or_checksum_is_refused() {
@@ -170,5 +251,59 @@ mod tests {
         *flipped.last_mut().unwrap() ^= 1;
         assert!(check_backup(&flipped).is_err());
         assert!(check_backup(b"nope").is_err());
+    }
+
+    fn status(node_id: u64, members: &[(u64, &str)]) -> ClusterStatus {
+        ClusterStatus {
+            endpoint: String::new(),
+            node_id,
+            cluster_name: "baton".into(),
+            state: "follower".into(),
+            leader_id: Some(1),
+            leader_addr: None,
+            term: 1,
+            last_log_index: 1,
+            applied_index: 1,
+            members: members
+                .iter()
+                .map(|(id, addr)| Member {
+                    id: *id,
+                    addr: (*addr).into(),
+                    voter: true,
+                })
+                .collect(),
+            leases: 0,
+        }
+    }
+
+    fn unreachable() -> Result<ClusterStatus, baton_client::Error> {
+        Err(baton_client::Error::Unavailable {
+            last: "refused".into(),
+        })
+    }
+
+    #[test]
+    fn node_rows_are_one_per_node_sorted_by_id_with_unreachable_ids_from_members() {
+        let members = [(1, "a:1"), (2, "b:2"), (3, "c:3")];
+        let rows = node_rows(vec![
+            ("b:2".into(), Ok(status(2, &members))),
+            ("localhost:1".into(), Ok(status(1, &members))),
+            ("a:1".into(), Ok(status(1, &members))),
+            ("c:3".into(), unreachable()),
+            ("d:4".into(), unreachable()),
+        ]);
+        let summary: Vec<(Option<u64>, &str, bool)> = rows
+            .iter()
+            .map(|r| (r.id, r.addr.as_str(), r.reachable))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (Some(1), "localhost:1", true),
+                (Some(2), "b:2", true),
+                (Some(3), "c:3", false),
+                (None, "d:4", false),
+            ]
+        );
     }
 }

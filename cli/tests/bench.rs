@@ -1,12 +1,12 @@
 //! `baton bench` against a real 3-node cluster of `baton-node` processes: the library's
-//! workload ([`baton_client::bench::run`]) and the CLI's JSON line and exit codes.
+//! workload ([`baton_workload::run`]) and the CLI's JSON line and exit codes.
 
 mod common;
 
 use std::time::Duration;
 
-use baton_client::bench::{self, BenchConfig, LatencySummary};
 use baton_client::ReadMode;
+use baton_workload::{self as bench, BenchConfig, LatencySummary};
 use common::{cli_bin, free_port, Cluster};
 use serde_json::Value;
 

@@ -31,7 +31,7 @@
 //! fixes, like a token granted after a `--wait` (every grant and renewal is a Raft entry,
 //! and tokens are entry indexes, so how many came before depends on timing).
 //!
-//! To write or refresh a block, `BATON_TRANSCRIPT_SHOW=1 cargo test -p baton-client --test
+//! To write or refresh a block, `BATON_TRANSCRIPT_SHOW=1 cargo test -p baton-cli --test
 //! transcripts -- --nocapture` prints what each command printed instead of comparing.
 //!
 //! The cluster's endpoints are shown as `127.0.0.1:7001`, `:7002`, `:7003` (the dev

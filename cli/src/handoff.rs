@@ -404,7 +404,7 @@ fn verification_text(verification: &Verification) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cli::verify::{CommitCheck, FactCheck};
+    use crate::verify::{CommitCheck, FactCheck};
     use baton_client::VolatileFact;
 
     pub(crate) fn sample_note() -> HandoffNote {

@@ -3,7 +3,7 @@
 //! cluster and a real `baton web` process, each started here and stopped by PID.
 //!
 //! Set `BATON_WEB_SCREENSHOTS=DIR` to keep the board and a key's page as PNGs (the ones docs/agents.md
-//! shows come from here: `BATON_WEB_SCREENSHOTS=$PWD/docs cargo test -p baton-client --test web`).
+//! shows come from here: `BATON_WEB_SCREENSHOTS=$PWD/docs cargo test -p baton-cli --test web`).
 
 mod common;
 

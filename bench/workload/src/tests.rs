@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use tonic::Code;
 
-use super::histogram::{bucket_index, bucket_upper};
 use super::*;
-use crate::fake_node::{FakeNode, RenewAnswer};
+use crate::histogram::{bucket_index, bucket_upper};
+use baton_client::fake_node::{FakeNode, RenewAnswer};
 
 fn histogram(values: impl IntoIterator<Item = u64>) -> LatencyHistogram {
     let mut histogram = LatencyHistogram::default();

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use baton_client::{Client, LeaseGuard, LossReason};
 
-use crate::cli::loss;
+use crate::loss;
 use schemars::JsonSchema;
 use serde::Serialize;
 use tokio::sync::Mutex;

@@ -1,6 +1,6 @@
 use super::*;
-use crate::cli::records::tests::assignment;
-use crate::cli::{bench, handoff, records, watch};
+use crate::records::tests::assignment;
+use crate::{bench, handoff, records, watch};
 use serde_json::json;
 
 fn lease() -> LeaseInfo {
@@ -274,13 +274,13 @@ fn waiting_board() -> Board {
         revision: 50,
         assignments: [(
             "tasks/evidence-42".to_string(),
-            crate::cli::records::tests::assignment(),
+            crate::records::tests::assignment(),
         )]
         .into(),
         quarantines: Default::default(),
         unclaimed: [(
             "tasks/waiting".to_string(),
-            crate::cli::records::tests::assignment(),
+            crate::records::tests::assignment(),
         )]
         .into(),
         unclaimed_truncated: false,
@@ -614,7 +614,7 @@ fn shape(value: &serde_json::Value) -> serde_json::Value {
 
 #[test]
 fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
-    let doc = include_str!("../../../docs/cli-json.md");
+    let doc = include_str!("../../docs/cli-json.md");
     let documented: Vec<serde_json::Value> = doc
         .split("```json\n")
         .skip(1)
