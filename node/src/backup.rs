@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! BATON-BACKUP 1\n
-//! {"data_format":2,"cluster_name":"baton",...,"state_bytes":N,"state_crc32":C}\n
+//! {"data_format":8,"cluster_name":"baton",...,"state_bytes":N,"state_crc32":C}\n
 //! <N bytes: the encoded state>
 //! ```
 //!

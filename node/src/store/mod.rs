@@ -7,6 +7,7 @@
 //! - `log/`           the Raft log in segment files (`segments`), its damaged files kept in
 //!   `log/damaged/` and a pending repair in `log/repair.json`;
 //! - `snapshots/`     the current snapshot file, written, fsync'd and renamed into place;
+//! - `peers.json`     the incarnation first seen of each peer (`crate::peers`, not this module);
 //! - before format 7, `sled/`: a sled database with the meta (tree `raft_meta`) and, before
 //!   format 6, the log (tree `raft_log`), read once to upgrade the dir (`legacy`).
 //!
