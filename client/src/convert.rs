@@ -10,6 +10,7 @@ use crate::error::{Error, Refusal, RefusalReason};
 use crate::handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
 use crate::history::{Event, History};
 use crate::record::{Assigned, Record, RecordPatch, RecordView};
+use crate::tasks::{NextOutcome, Posted, Unclaimable};
 use crate::types::{
     safe_deadline, AccessChange, AccessView, ActorInfo, AssignmentInfo, Board, ClaimOutcome,
     ClusterStatus, Grant, HolderInfo, LeaseInfo, Member, Membership, Probe, ReleaseOutcome,
@@ -307,6 +308,42 @@ pub(crate) fn assigned(key: &str, response: pb::AssignResponse) -> Result<Assign
     })
 }
 
+pub(crate) fn posted(key: &str, response: pb::PostResponse) -> Result<Posted, Error> {
+    Ok(Posted {
+        key: key.to_owned(),
+        record: required_record(key, response.record, "post reply")?,
+        created: response.created,
+        revision: response.revision,
+    })
+}
+
+pub(crate) fn next_outcome(
+    response: pb::ClaimNextResponse,
+    clock: GrantClock,
+) -> Result<NextOutcome, Error> {
+    use pb::claim_next_response::Outcome;
+    match response.outcome {
+        Some(Outcome::Granted(granted)) => Ok(NextOutcome::Granted(clock.grant(
+            required_lease(granted.lease, "claim-next granted")?,
+            granted.already_held,
+            response.revision,
+            granted.assignment.map(assignment),
+        ))),
+        Some(Outcome::Nothing(n)) => Ok(NextOutcome::Nothing(Unclaimable {
+            scanned: n.scanned,
+            held: n.held,
+            quarantined: n.quarantined,
+            finished: n.finished,
+            unmatched: n.unmatched,
+            assigned_elsewhere: n.assigned_elsewhere,
+            truncated: n.truncated,
+        })),
+        None => Err(Error::Protocol(
+            "claim-next reply without an outcome".into(),
+        )),
+    }
+}
+
 pub(crate) fn record_view(key: &str, response: pb::GetRecordResponse) -> Result<RecordView, Error> {
     Ok(RecordView {
         key: key.to_owned(),
@@ -479,6 +516,7 @@ pub(crate) fn refusal(status: &tonic::Status) -> Refusal {
         keys_max: d.keys_max,
         data_format: d.data_format,
         nodes: d.nodes,
+        status: d.status,
         message: if d.message.is_empty() {
             status.message().to_owned()
         } else {

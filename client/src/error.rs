@@ -39,6 +39,9 @@ pub enum RefusalReason {
     /// ([`Refusal::nodes`]) have not told the leader they read it: a rolling upgrade is not
     /// finished.
     FormatPending,
+    /// A post of a key that already has a case file, without `update` ([`Refusal::status`];
+    /// its holder, if held, in [`Refusal::lease`]).
+    Exists,
     /// A reason this client does not know (a newer cluster), or none given (a refusal of
     /// the cluster's own, e.g. a setting). Still a refusal: nothing changed.
     Other(String),
@@ -57,6 +60,7 @@ impl RefusalReason {
             "quarantined" => RefusalReason::Quarantined,
             "key_limit" => RefusalReason::KeyLimit,
             "format_pending" => RefusalReason::FormatPending,
+            "exists" => RefusalReason::Exists,
             other => RefusalReason::Other(other.to_owned()),
         }
     }
@@ -74,6 +78,7 @@ impl RefusalReason {
             RefusalReason::Quarantined => "quarantined",
             RefusalReason::KeyLimit => "key_limit",
             RefusalReason::FormatPending => "format_pending",
+            RefusalReason::Exists => "exists",
             RefusalReason::Other(other) => other,
         }
     }
@@ -121,6 +126,8 @@ pub struct Refusal {
     pub data_format: u32,
     /// The members not yet known to read it (`format_pending`).
     pub nodes: Vec<u64>,
+    /// The record's status (`exists`).
+    pub status: String,
     /// The line for people, built by the cluster from the fields.
     pub message: String,
 }
@@ -147,6 +154,7 @@ impl Refusal {
             keys_max: 0,
             data_format: 0,
             nodes: Vec::new(),
+            status: String::new(),
             message: message.to_owned(),
         }
     }

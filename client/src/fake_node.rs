@@ -459,6 +459,22 @@ impl Baton for FakeNode {
         Err(Status::unimplemented("fake"))
     }
 
+    async fn post(
+        &self,
+        request: Request<pb::PostRequest>,
+    ) -> Result<Response<pb::PostResponse>, Status> {
+        self.enter("post", request.get_ref().request_id.as_ref())?;
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn claim_next(
+        &self,
+        request: Request<pb::ClaimNextRequest>,
+    ) -> Result<Response<pb::ClaimNextResponse>, Status> {
+        self.enter("claim_next", request.get_ref().request_id.as_ref())?;
+        Err(Status::unimplemented("fake"))
+    }
+
     async fn set_access(
         &self,
         request: Request<pb::SetAccessRequest>,

@@ -54,6 +54,8 @@
 //! - [`types`]: the client's own lease and outcome types, serialisable for scripts.
 //! - [`record`]: a key's record (its case file), written only with the current token
 //!   ([`Client::update`]); assignments ([`Client::assign`]) that reserve nothing.
+//! - [`tasks`]: the task board: [`Client::post`] puts a task up, [`Client::claim_next`]
+//!   takes the next claimable one under a prefix in one log entry ([`NextOutcome`]).
 //! - [`history`]: a key's events ([`Client::history`]) and the ownership stints read out
 //!   of them ([`History::stints`], pure).
 //! - [`handoff`]: offer, accept, decline, cancel; the status note with its volatile facts.
@@ -92,6 +94,7 @@ pub mod history;
 pub mod note;
 pub mod record;
 mod retry;
+pub mod tasks;
 pub mod types;
 pub mod watch;
 
@@ -105,6 +108,7 @@ pub use guard::{GuardedClaim, LeaseGuard, LossReason};
 pub use handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
 pub use history::{Event, History, Stint};
 pub use record::{Assigned, QuarantineView, Record, RecordPatch, RecordView};
+pub use tasks::{NextFilter, NextOutcome, Posted, Unclaimable};
 pub use types::{
     safe_deadline, AccessChange, AccessView, ActorInfo, AssignmentInfo, Board, ClaimOutcome,
     ClusterStatus, Grant, HolderInfo, LeaseInfo, Member, Membership, Probe, ReadMode,

@@ -1151,6 +1151,42 @@ async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
         }
         other => panic!("expected a format_pending refusal: {other:?}"),
     }
+    // So are posting a task and claiming the next one (format 9): the post is not made.
+    let posted = client
+        .post(
+            "tasks/u3",
+            baton_client::RecordPatch::default(),
+            None,
+            "lead",
+            false,
+        )
+        .await;
+    let next = client
+        .claim_next(
+            "tasks/",
+            "worker",
+            Duration::from_secs(30),
+            &baton_client::NextFilter::default(),
+        )
+        .await;
+    for answer in [posted.map(|_| ()), next.map(|_| ())] {
+        match answer {
+            Err(Error::Refused(r)) => {
+                assert_eq!(r.reason, baton_client::RefusalReason::FormatPending);
+                assert_eq!((r.data_format, r.nodes.as_slice()), (9, &[silent][..]));
+            }
+            other => panic!("expected a format_pending refusal: {other:?}"),
+        }
+    }
+    let view = client
+        .record("tasks/u3", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert_eq!(
+        view.record,
+        baton_client::Record::default(),
+        "a refused post made nothing"
+    );
     let now = client.revoke_with("tasks/u2", "stuck", true).await.unwrap();
     assert!(now.revoked.is_some() && now.claimable_in.is_zero());
     let view = client

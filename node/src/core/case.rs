@@ -191,6 +191,8 @@ pub enum EventKind {
     Updated,
     /// An assignment cleared (data format 5; appended last to keep the others' encoding).
     Unassigned,
+    /// A task put on the board, or its record patched by its dispatcher (data format 9).
+    Posted,
 }
 
 impl EventKind {
@@ -208,6 +210,7 @@ impl EventKind {
             EventKind::Assigned => "assigned",
             EventKind::Updated => "updated",
             EventKind::Unassigned => "unassigned",
+            EventKind::Posted => "posted",
         }
     }
 }

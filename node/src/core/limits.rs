@@ -53,6 +53,15 @@ pub const TTL_MS_FLOOR: u64 = 100;
 /// Leases one `Board` answer lists at most; more are paged with `start_after`.
 pub const BOARD_LEASES_MAX: usize = 1_000;
 
+/// Case files one `claim-next` looks at, in key order from its prefix, within its one log
+/// entry. Past them it stops looking: a claimable key further on is not seen, and the answer
+/// says nothing is claimable with `truncated` set (narrow the prefix, or finish tasks).
+pub const CLAIM_NEXT_SCAN_MAX: usize = 10_000;
+/// `--where FIELD=VALUE` conditions one `claim-next` may carry.
+pub const CLAIM_NEXT_WHERE_MAX: usize = 8;
+/// A task whose record has one of these statuses is finished: `claim-next` passes it by.
+pub const FINISHED_STATUSES: [&str; 3] = ["done", "cancelled", "closed"];
+
 /// Clients whose latest answers the state machine remembers for de-duplication. When more
 /// clients appear, the one idle for the longest (by revision) is forgotten.
 pub const DEDUP_CLIENTS_MAX: usize = 10_000;

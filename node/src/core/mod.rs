@@ -32,6 +32,8 @@ pub mod validate;
 
 #[cfg(test)]
 mod case_tests;
+#[cfg(test)]
+mod queue_tests;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod sequences;
 #[cfg(test)]
@@ -47,5 +49,5 @@ pub use refusal::Refusal;
 pub use table::{Changes, ClientSession, Effect, Ending, LeaseTable, Timer};
 pub use types::{
     Actor, Applied, FencingToken, Holder, Lease, LogCommand, Name, Op, Outcome, Proposal,
-    RequestId, Sender,
+    RequestId, Sender, Unclaimable,
 };

@@ -65,6 +65,13 @@ pub enum Refusal {
         keys: u64,
         keys_max: u64,
     },
+    /// A post of a key that already has a case file, without `update`: its status, and its
+    /// lease if it is held (data format 9).
+    Exists {
+        key: String,
+        status: String,
+        lease: Option<Box<Lease>>,
+    },
 }
 
 impl Refusal {
@@ -80,6 +87,7 @@ impl Refusal {
             Refusal::OfferToHolder { .. } => "offer_to_holder",
             Refusal::Quarantined { .. } => "quarantined",
             Refusal::KeyLimit { .. } => "key_limit",
+            Refusal::Exists { .. } => "exists",
         }
     }
 
@@ -94,7 +102,8 @@ impl Refusal {
             | Refusal::NotAddressee { key, .. }
             | Refusal::OfferToHolder { key, .. }
             | Refusal::Quarantined { key, .. }
-            | Refusal::KeyLimit { key, .. } => key,
+            | Refusal::KeyLimit { key, .. }
+            | Refusal::Exists { key, .. } => key,
         }
     }
 
@@ -103,6 +112,7 @@ impl Refusal {
         match self {
             Refusal::StaleToken { current, .. } => current.as_deref(),
             Refusal::WrongSession { lease, .. } => Some(lease),
+            Refusal::Exists { lease, .. } => lease.as_deref(),
             _ => None,
         }
     }
@@ -170,6 +180,16 @@ impl std::fmt::Display for Refusal {
                 "the cluster holds {keys} keys, its limit ({keys_max}): {key} cannot be added \
                  (reuse or revoke keys you no longer need)"
             ),
+            Refusal::Exists { key, status, lease } => {
+                write!(f, "{key} is already on the board")?;
+                if !status.is_empty() {
+                    write!(f, " (status {status})")?;
+                }
+                if let Some(l) = lease {
+                    write!(f, ", held by {} with token {}", l.holder.name, l.token)?;
+                }
+                write!(f, ": post --update changes its record")
+            }
         }
     }
 }

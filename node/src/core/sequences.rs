@@ -79,7 +79,7 @@ fn ttl(rng: &mut dyn RngCore) -> u64 {
 fn op(rng: &mut dyn RngCore, table: &LeaseTable, seen: &[u64]) -> Op {
     let key = key(rng);
     let token = token(rng, table, &key, seen);
-    match rng.gen_range(0..15) {
+    match rng.gen_range(0..17) {
         0..=2 => Op::Claim {
             key,
             holder: holder(rng),
@@ -146,6 +146,33 @@ fn op(rng: &mut dyn RngCore, table: &LeaseTable, seen: &[u64]) -> Op {
             holder: holder(rng),
         },
         12 => Op::Cancel { key, token },
+        14 => Op::Post {
+            key,
+            patch: RecordPatch {
+                summary: rng.gen_ratio(1, 2).then(|| "a task".into()),
+                status: rng
+                    .gen_ratio(1, 4)
+                    .then(|| pick(rng, &["open", "done"]).into()),
+                set_fields: [("role".to_owned(), pick(rng, &["coder", "reviewer"]).into())]
+                    .into_iter()
+                    .filter(|_| rng.gen_ratio(1, 2))
+                    .collect(),
+                ..RecordPatch::default()
+            },
+            to: rng.gen_ratio(1, 3).then(|| pick(rng, &NAMES).into()),
+            by: "dispatcher".into(),
+            update: rng.gen_ratio(1, 3),
+        },
+        15 => Op::ClaimNext {
+            prefix: pick(rng, &["tasks/", "jobs/", "tasks/a", "nope/"]).into(),
+            holder: holder(rng),
+            ttl_ms: ttl(rng),
+            any: rng.gen_ratio(1, 3),
+            wheres: [("role".to_owned(), "coder".to_owned())]
+                .into_iter()
+                .filter(|_| rng.gen_ratio(1, 3))
+                .collect(),
+        },
         13 => Op::SetQuarantine {
             prefix: pick(rng, &["tasks/", "jobs/", "", "nope/"]).into(),
             delay_ms: rng.gen_range(0..3) * 1_000,
@@ -189,9 +216,10 @@ fn command(
     let format_3 = request_id.is_some() && rng.gen_ratio(1, 20);
     let sender = (!leaders && !format_3).then(|| {
         let needed = match &op {
-            Op::Claim { holder, .. } | Op::Accept { holder, .. } | Op::Decline { holder, .. } => {
-                Some(holder.client_id.clone())
-            }
+            Op::Claim { holder, .. }
+            | Op::ClaimNext { holder, .. }
+            | Op::Accept { holder, .. }
+            | Op::Decline { holder, .. } => Some(holder.client_id.clone()),
             op => table.lease(op.key()).map(|l| l.holder.client_id.clone()),
         };
         Sender {
@@ -222,7 +250,18 @@ fn command(
 /// format's rules; the leader's own entries credit no one. A lease is renewed or released
 /// only by its holder's session, and a repeated claim never renames or adopts a lease.
 fn check_actors(table: &LeaseTable, revision: u64, cmd: &LogCommand, outcome: &Outcome) {
-    let key = cmd.op.key();
+    // `claim-next` acts on the key it picked, under its prefix.
+    let key = match (&cmd.op, outcome) {
+        (Op::ClaimNext { prefix, holder, .. }, Outcome::Granted { lease, .. }) => {
+            assert!(
+                lease.key.starts_with(prefix.as_str()),
+                "{lease:?} of {cmd:?}"
+            );
+            assert_eq!(&lease.holder, holder, "{cmd:?}");
+            &*lease.key
+        }
+        (op, _) => op.key(),
+    };
     let events = table
         .case(key)
         .map(|c| c.history.events.iter().filter(|e| e.revision == revision));
@@ -420,6 +459,8 @@ mod prop_tests {
             "Accepted",
             "Declined",
             "Cancelled",
+            "Posted",
+            "NothingClaimable",
             // Answered as the leader would from a read, with no log entry.
             "WithoutLog",
         ] {

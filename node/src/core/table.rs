@@ -16,6 +16,7 @@ use super::refusal::Refusal;
 use super::types::{Holder, Lease, LogCommand, Op, Outcome, RequestId};
 use super::validate;
 
+mod next;
 mod step;
 
 use step::Step;
@@ -522,11 +523,34 @@ impl LeaseTable {
 
     fn apply_op(&mut self, index: u64, cmd: &LogCommand, changes: &mut Changes) -> Outcome {
         let op = &cmd.op;
-        let key = op.key();
+        // `claim-next` picks its key first, then claims it like a claim of that key.
+        let next = match op {
+            Op::ClaimNext {
+                prefix,
+                holder,
+                any,
+                wheres,
+                ..
+            } => match self.next_claimable(prefix, &holder.name, *any, wheres) {
+                Ok(key) => Some(key),
+                Err(counts) => {
+                    return Outcome::NothingClaimable {
+                        prefix: prefix.clone(),
+                        counts,
+                    }
+                }
+            },
+            _ => None,
+        };
+        let key = next.as_deref().unwrap_or(op.key());
         let creates_key = !self.cases.contains_key(key)
             && matches!(
                 op,
-                Op::Claim { .. } | Op::Assign { .. } | Op::Revoke { .. } | Op::RevokeHeld { .. }
+                Op::Claim { .. }
+                    | Op::Assign { .. }
+                    | Op::Revoke { .. }
+                    | Op::RevokeHeld { .. }
+                    | Op::Post { .. }
             );
         if creates_key && self.cases.len() >= self.keys_max() {
             return Outcome::Refused {
@@ -546,7 +570,20 @@ impl LeaseTable {
             changes,
         };
         match op {
-            Op::Claim { holder, ttl_ms, .. } => step.claim(holder, *ttl_ms),
+            Op::Claim { holder, ttl_ms, .. } => step.claim(holder, *ttl_ms, ""),
+            Op::ClaimNext {
+                prefix,
+                holder,
+                ttl_ms,
+                ..
+            } => step.claim(holder, *ttl_ms, &format!("next under {prefix}")),
+            Op::Post {
+                patch,
+                to,
+                by,
+                update,
+                ..
+            } => step.post(patch, to.as_deref(), by, *update),
             Op::Renew { token, .. } => step.renew(*token),
             Op::Release {
                 token,
@@ -621,7 +658,10 @@ impl LeaseTable {
 /// claims for itself, never for another client id. (Format-3 commands knew no sender.)
 fn holder_is_sender(cmd: &LogCommand) -> Result<(), validate::InvalidInput> {
     let holder = match &cmd.op {
-        Op::Claim { holder, .. } | Op::Accept { holder, .. } | Op::Decline { holder, .. } => holder,
+        Op::Claim { holder, .. }
+        | Op::ClaimNext { holder, .. }
+        | Op::Accept { holder, .. }
+        | Op::Decline { holder, .. } => holder,
         _ => return Ok(()),
     };
     match &cmd.sender {

@@ -177,6 +177,30 @@ pub enum Op {
         key: String,
         reason: String,
     },
+    /// A dispatcher puts a task on the board: the key gets a case file with this record
+    /// (status `open` unless the patch names one) and, with `to`, an assignment, without a
+    /// claim. A key that has a case file is refused unless `update`, which patches its
+    /// record (and assignment) instead. `by` is the dispatcher's name; the sender is
+    /// recorded as the actor. Data format 9, appended last.
+    Post {
+        key: String,
+        patch: RecordPatch,
+        to: Option<String>,
+        by: String,
+        update: bool,
+    },
+    /// Grants `holder` the first claimable key under `prefix` that has a case file, in one
+    /// entry: not held, not quarantined, not finished (`FINISHED_STATUSES`), matching every
+    /// `wheres` field, and not assigned to someone else unless `any`; keys assigned to the
+    /// holder's name first, then in key order, among the first `CLAIM_NEXT_SCAN_MAX` keys.
+    /// Data format 9, appended last.
+    ClaimNext {
+        prefix: String,
+        holder: Holder,
+        ttl_ms: u64,
+        any: bool,
+        wheres: Vec<(String, String)>,
+    },
 }
 
 impl Op {
@@ -295,6 +319,37 @@ impl Op {
                 feed(key.as_bytes());
                 feed(by.as_bytes());
             }
+            Op::Post {
+                key,
+                to,
+                by,
+                update,
+                ..
+            } => {
+                feed(b"post");
+                feed(key.as_bytes());
+                feed(to.as_deref().unwrap_or("").as_bytes());
+                feed(by.as_bytes());
+                feed(&[u8::from(*update)]);
+            }
+            Op::ClaimNext {
+                prefix,
+                holder,
+                ttl_ms,
+                any,
+                wheres,
+            } => {
+                feed(b"claim-next");
+                feed(prefix.as_bytes());
+                feed(holder.name.as_bytes());
+                feed(holder.client_id.as_bytes());
+                feed(&ttl_ms.to_le_bytes());
+                feed(&[u8::from(*any)]);
+                for (field, value) in wheres {
+                    feed(field.as_bytes());
+                    feed(value.as_bytes());
+                }
+            }
             Op::SetAccess { policy, by } => {
                 feed(b"set-access");
                 feed(by.as_bytes());
@@ -322,8 +377,11 @@ impl Op {
             | Op::Decline { key, .. }
             | Op::Cancel { key, .. }
             | Op::Lapse { key, .. }
-            | Op::EndQuarantine { key, .. } => key,
-            Op::SetQuarantine { prefix, .. } => prefix,
+            | Op::EndQuarantine { key, .. }
+            | Op::Post { key, .. } => key,
+            // The keys under the prefix: permissions are by prefix, so a right over this
+            // prefix as a key is a right over every key under it.
+            Op::SetQuarantine { prefix, .. } | Op::ClaimNext { prefix, .. } => prefix,
             // About the whole cluster, no one key.
             Op::SetAccess { .. } => "",
         }
@@ -431,6 +489,27 @@ impl Op {
                 Ok(())
             }
             Op::EndQuarantine { revision, .. } => validate::token(*revision),
+            Op::Post {
+                patch: p, to, by, ..
+            } => {
+                if !p.is_empty() {
+                    validate::patch(p)?;
+                }
+                if let Some(to) = to {
+                    validate::holder_name("assignee", to)?;
+                }
+                validate::holder_name("posted by", by)
+            }
+            Op::ClaimNext {
+                holder: h,
+                ttl_ms: t,
+                wheres,
+                ..
+            } => {
+                validate::holder(h)?;
+                validate::ttl_ms(*t, TTL_MS_FLOOR, TTL_MS_MAX)?;
+                validate::wheres(wheres)
+            }
             Op::SetAccess { .. } => Ok(()),
         }
     }
@@ -526,6 +605,36 @@ pub enum Outcome {
     Refused {
         refusal: super::refusal::Refusal,
     },
+    /// A task posted (`created`: the key had no case file) or its record patched
+    /// (`post --update`). Data format 9.
+    Posted {
+        record: Record,
+        created: bool,
+    },
+    /// `claim-next` found no claimable key: a normal answer, with why each key it looked at
+    /// was passed by. Nothing changed. Data format 9.
+    NothingClaimable {
+        prefix: String,
+        counts: Unclaimable,
+    },
+}
+
+/// Why `claim-next` passed the keys it looked at by, one count per reason (a key counts
+/// once, under the first reason that applies, in this order).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unclaimable {
+    /// Case files looked at (at most `CLAIM_NEXT_SCAN_MAX`).
+    pub scanned: u64,
+    pub held: u64,
+    pub quarantined: u64,
+    /// Status in `FINISHED_STATUSES`.
+    pub finished: u64,
+    /// A `where` field missing or different.
+    pub unmatched: u64,
+    /// Assigned to someone other than the claimant (without `any`).
+    pub assigned_elsewhere: u64,
+    /// The scan stopped at `CLAIM_NEXT_SCAN_MAX` with keys left under the prefix.
+    pub truncated: bool,
 }
 
 impl Refusal {

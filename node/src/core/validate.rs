@@ -173,6 +173,28 @@ pub fn patch(patch: &RecordPatch) -> Result<(), InvalidInput> {
     Ok(())
 }
 
+/// `claim-next`'s `--where FIELD=VALUE` conditions: at most `CLAIM_NEXT_WHERE_MAX`, each
+/// field a field name, each value no longer than a record holds.
+pub fn wheres(wheres: &[(String, String)]) -> Result<(), InvalidInput> {
+    if wheres.len() > CLAIM_NEXT_WHERE_MAX {
+        return invalid(format!(
+            "{} where-conditions: the limit is {CLAIM_NEXT_WHERE_MAX}",
+            wheres.len()
+        ));
+    }
+    for (field, value) in wheres {
+        check_text("where field", field, FIELD_NAME_BYTES_MAX)?;
+        if value.len() > RECORD_BYTES_MAX {
+            return invalid(format!(
+                "where value of {field:?} is {} bytes: a record holds at most \
+                 {RECORD_BYTES_MAX} bytes",
+                value.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub fn note(note: &HandoffNote) -> Result<(), InvalidInput> {
     if note.size_bytes() > NOTE_BYTES_MAX {
         return invalid(format!(

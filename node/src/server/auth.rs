@@ -87,6 +87,8 @@ macro_rules! acts {
 }
 
 acts!(holder, Claim, key: pb::ClaimRequest, pb::AcceptRequest, pb::DeclineRequest);
+// A right over the prefix as a key is a right over every key under it (rules are prefixes).
+acts!(holder, Claim, prefix: pb::ClaimNextRequest);
 acts!(token, Claim, key: pb::RenewRequest, pb::ReleaseRequest, pb::UpdateRequest,
     pb::OfferRequest, pb::CancelRequest);
 acts!(read, Read, key: pb::ProbeRequest, pb::CheckTokenRequest, pb::GetRecordRequest,
@@ -95,6 +97,16 @@ acts!(read, Read, prefix: pb::BoardRequest);
 
 /// An assignment is signed by its dispatcher (`by`): with auth on, the principal's own name.
 impl Acts for pb::AssignRequest {
+    fn acting(&self) -> Acting<'_> {
+        Acting::Holder(&self.by)
+    }
+    fn needs(&self) -> (Permission, &str) {
+        (Permission::Assign, &self.key)
+    }
+}
+
+/// Posting a task is a dispatcher's act, signed like an assignment (`by`).
+impl Acts for pb::PostRequest {
     fn acting(&self) -> Acting<'_> {
         Acting::Holder(&self.by)
     }

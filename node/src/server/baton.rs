@@ -33,6 +33,7 @@ use crate::raft_types::Raft;
 use crate::store::{SmState, StateMachine};
 
 mod decide;
+mod tasks;
 
 use super::claims_in_flight::ClaimsInFlight;
 

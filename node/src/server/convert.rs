@@ -40,9 +40,10 @@ pub fn origin(id: Option<pb::RequestId>, op: &Op) -> Result<Option<Origin>, Stat
         ));
     };
     let holder = match op {
-        Op::Claim { holder, .. } | Op::Accept { holder, .. } | Op::Decline { holder, .. } => {
-            Some(holder)
-        }
+        Op::Claim { holder, .. }
+        | Op::ClaimNext { holder, .. }
+        | Op::Accept { holder, .. }
+        | Op::Decline { holder, .. } => Some(holder),
         _ => None,
     };
     let session = match (id.session.as_str(), holder) {
@@ -222,6 +223,57 @@ pub fn assign(req: pb::AssignRequest) -> Result<(Option<Origin>, Op), Status> {
     };
     op.validate().map_err(invalid)?;
     Ok((origin(req.request_id, &op)?, op))
+}
+
+pub fn post(req: pb::PostRequest) -> Result<(Option<Origin>, Op), Status> {
+    validate::key(&req.key).map_err(invalid)?;
+    let p = req.patch.unwrap_or_default();
+    let op = Op::Post {
+        key: req.key,
+        patch: RecordPatch {
+            status: p.status,
+            summary: p.summary,
+            set_fields: p.set_fields.into_iter().collect(),
+            remove_fields: p.remove_fields,
+        },
+        to: (!req.to.is_empty()).then_some(req.to),
+        by: req.by,
+        update: req.update,
+    };
+    op.validate().map_err(invalid)?;
+    Ok((origin(req.request_id, &op)?, op))
+}
+
+pub fn claim_next(
+    req: pb::ClaimNextRequest,
+    ttl: TtlBounds,
+) -> Result<(Option<Origin>, Op), Status> {
+    validate::ttl_ms(req.ttl_ms, ttl.min_ms, ttl.max_ms).map_err(invalid)?;
+    let op = Op::ClaimNext {
+        prefix: req.prefix,
+        holder: holder_of(req.holder)?,
+        ttl_ms: req.ttl_ms,
+        any: req.any,
+        wheres: req
+            .r#where
+            .into_iter()
+            .map(|w| (w.field, w.value))
+            .collect(),
+    };
+    op.validate().map_err(invalid)?;
+    Ok((origin(req.request_id, &op)?, op))
+}
+
+pub fn unclaimable(c: &crate::core::Unclaimable) -> pb::Unclaimable {
+    pb::Unclaimable {
+        scanned: c.scanned,
+        held: c.held,
+        quarantined: c.quarantined,
+        finished: c.finished,
+        unmatched: c.unmatched,
+        assigned_elsewhere: c.assigned_elsewhere,
+        truncated: c.truncated,
+    }
 }
 
 pub fn note(n: pb::HandoffNote) -> HandoffNote {
@@ -485,6 +537,7 @@ pub fn refusal_status(refusal: &crate::core::Refusal, sm: &crate::store::StateMa
             details.keys = *keys;
             details.keys_max = *keys_max;
         }
+        R::Exists { status, .. } => details.status = status.clone(),
     }
     let bytes = prost::Message::encode_to_vec(&details);
     Status::with_details(

@@ -88,6 +88,8 @@ baton_service! {
         cancel(CancelRequest) -> CancelResponse;
         set_access(SetAccessRequest) -> AccessResponse;
         set_quarantine(SetQuarantineRequest) -> SetQuarantineResponse;
+        post(PostRequest) -> PostResponse;
+        claim_next(ClaimNextRequest) -> ClaimNextResponse;
     }
     reads {
         probe(ProbeRequest) -> ProbeResponse;

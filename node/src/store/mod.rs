@@ -66,7 +66,11 @@ use std::sync::Arc;
 /// Format 8: one more command, `Op::RevokeHeld` (a revoke that keeps the key unclaimable
 /// for the revoked holder's window); a format-7 dir is format 8 as it is, and the leader
 /// proposes the new command only once every member said it reads format 8, as for format 5.
-pub const DATA_FORMAT: u32 = 8;
+/// Format 9: two more commands, `Op::Post` (a task put on the board) and `Op::ClaimNext`
+/// (the next claimable task under a prefix, in one entry), one more event (`posted`), a
+/// refusal (`exists`) and two outcomes; a format-8 dir is format 9 as it is, and the leader
+/// proposes the new commands only once every member said it reads format 9.
+pub const DATA_FORMAT: u32 = 9;
 /// The oldest format this baton reads (and upgrades).
 pub const DATA_FORMAT_OLDEST: u32 = 2;
 const IDENTITY_FILE: &str = "baton.id";

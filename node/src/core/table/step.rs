@@ -203,7 +203,8 @@ impl Step<'_> {
         Outcome::Refused { refusal }
     }
 
-    pub(super) fn claim(&mut self, holder: &Holder, ttl_ms: u64) -> Outcome {
+    /// A claim; `how` is said in the event (`claim-next`'s prefix).
+    pub(super) fn claim(&mut self, holder: &Holder, ttl_ms: u64, how: &str) -> Outcome {
         let format_3 = self.cmd.is_format_3();
         if let Some(refused) = self.table.claim_refused(self.key, holder, format_3) {
             return refused;
@@ -219,7 +220,7 @@ impl Step<'_> {
                     _ => String::new(),
                 };
                 let actor = self.actor(&holder.name, Some(holder));
-                self.event(EventKind::Claimed, actor, self.index, detail);
+                self.event(EventKind::Claimed, actor, self.index, join(how, &detail));
                 Outcome::Granted {
                     lease,
                     already_held: false,
@@ -422,6 +423,68 @@ impl Step<'_> {
             self.event(EventKind::Updated, actor, lease.token, detail);
         }
         Outcome::Updated { record }
+    }
+
+    /// Puts a task on the board: a new case file with its record (status `open` unless the
+    /// patch names one) and assignment; with `update`, patches an existing one instead
+    /// (refused while an offer freezes it). A key that has a case file is refused without
+    /// `update`. Credited to the sender, acting as `by`.
+    pub(super) fn post(
+        &mut self,
+        patch: &RecordPatch,
+        to: Option<&str>,
+        by: &str,
+        update: bool,
+    ) -> Outcome {
+        let existing = self.table.cases.get(self.key).map(|c| c.record.clone());
+        let created = existing.is_none();
+        if let (Some(record), false) = (&existing, update) {
+            return Self::refused(Refusal::Exists {
+                key: self.key.to_owned(),
+                status: record.status.clone(),
+                lease: self.lease().cloned().map(Box::new),
+            });
+        }
+        if let Some(refusal) = self.frozen() {
+            return Self::refused(refusal);
+        }
+        let mut record = existing.unwrap_or_default();
+        let mut detail = patch.apply_to(&mut record);
+        if created && record.status.is_empty() {
+            record.status = "open".into();
+            detail = join("status open", &detail);
+        }
+        if record.fields.len() > FIELDS_MAX || record.size_bytes() > RECORD_BYTES_MAX {
+            return Outcome::Invalid {
+                message: format!(
+                    "the record would hold {} fields and {} bytes: the limits are {FIELDS_MAX} \
+                     fields and {RECORD_BYTES_MAX} bytes",
+                    record.fields.len(),
+                    record.size_bytes()
+                ),
+            };
+        }
+        if !detail.is_empty() {
+            record.updated_revision = self.index;
+        }
+        let reassigned = to.filter(|to| record.assigned_to.as_ref().is_none_or(|a| a.to != *to));
+        if let Some(to) = reassigned {
+            record.assigned_to = Some(Box::new(Assignment {
+                to: to.to_string(),
+                by: by.to_string(),
+                reason: String::new(),
+                unix_ms: self.now_unix_ms,
+                revision: self.index,
+            }));
+            detail = join(&detail, &format!("assigned to {to}"));
+        }
+        if created || !detail.is_empty() {
+            self.case_mut().record = record.clone();
+            let token = self.lease().map(|l| l.token).unwrap_or(0);
+            let actor = self.actor(&Name::from(by), None);
+            self.event(EventKind::Posted, actor, token, detail);
+        }
+        Outcome::Posted { record, created }
     }
 
     pub(super) fn assign(&mut self, to: &str, by: &str, reason: &str) -> Outcome {

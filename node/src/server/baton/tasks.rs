@@ -1,0 +1,57 @@
+//! The task board's writes: a dispatcher posts a task, an agent claims the next claimable
+//! one under a prefix. Both are data format 9: proposed only once every member reads it.
+
+use super::*;
+
+/// The data format that brought `post` and `claim-next` (`Op::Post`, `Op::ClaimNext`).
+const TASKS_FORMAT: u32 = 9;
+
+impl Ctx {
+    pub(in crate::server) async fn post(
+        &self,
+        req: pb::PostRequest,
+        who: Caller,
+    ) -> Result<pb::PostResponse, NotAnswered> {
+        let (id, op) = convert::post(req)?;
+        self.format_gate(TASKS_FORMAT, "posting a task")?;
+        match self.propose(id, op, who.principal).await? {
+            (Outcome::Posted { record, created }, revision) => Ok(pb::PostResponse {
+                record: Some(convert::pb_record(&record)),
+                created,
+                revision,
+            }),
+            (other, _) => Err(convert::unexpected(other).into()),
+        }
+    }
+
+    pub(in crate::server) async fn claim_next(
+        &self,
+        req: pb::ClaimNextRequest,
+        who: Caller,
+    ) -> Result<pb::ClaimNextResponse, NotAnswered> {
+        let (id, op) = convert::claim_next(req, self.ttl)?;
+        self.format_gate(TASKS_FORMAT, "claiming the next task")?;
+        let (outcome, revision) = self.propose(id, op, who.principal).await?;
+        use pb::claim_next_response::Outcome as O;
+        let outcome = match outcome {
+            Outcome::Granted {
+                lease,
+                already_held,
+                assignment,
+            } => {
+                self.metrics.claim("granted");
+                O::Granted(pb::Granted {
+                    lease: Some(self.lease(&lease)),
+                    already_held,
+                    assignment: assignment.as_ref().map(convert::assignment),
+                })
+            }
+            Outcome::NothingClaimable { counts, .. } => O::Nothing(convert::unclaimable(&counts)),
+            other => return Err(convert::unexpected(other).into()),
+        };
+        Ok(pb::ClaimNextResponse {
+            outcome: Some(outcome),
+            revision,
+        })
+    }
+}

@@ -1,0 +1,176 @@
+//! The task board on a real 3-node cluster: a dispatcher posts tasks, agents race on
+//! `claim-next`, each task goes to exactly one of them in one log entry, and the losers are
+//! told, with counts, that nothing is left. Every racer is its own client (its own session),
+//! half of them talking to followers, which forward.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use baton_client::{Error, NextFilter, NextOutcome, ReadMode, RecordPatch, RefusalReason};
+use common::{serial, Cluster};
+
+const TASKS: usize = 16;
+const RACERS: usize = 64;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_racers_on_claim_next_over_sixteen_tasks_make_sixteen_distinct_winners() {
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    cluster.leader(Duration::from_secs(10)).await;
+    let dispatcher = cluster.client().await;
+    for i in 0..TASKS {
+        let patch = RecordPatch {
+            summary: Some(format!("task {i}")),
+            set_fields: [("role".to_owned(), "coder".to_owned())].into(),
+            ..RecordPatch::default()
+        };
+        let posted = dispatcher
+            .post(&format!("tasks/{i:02}"), patch, None, "dispatch@ci", false)
+            .await
+            .unwrap();
+        assert!(posted.created);
+        assert_eq!(posted.record.status, "open");
+    }
+    // A key outside the prefix and a finished task under it are never handed out.
+    dispatcher
+        .post(
+            "other/1",
+            RecordPatch::default(),
+            None,
+            "dispatch@ci",
+            false,
+        )
+        .await
+        .unwrap();
+    let done = RecordPatch {
+        status: Some("done".into()),
+        ..RecordPatch::default()
+    };
+    dispatcher
+        .post("tasks/zz-done", done, None, "dispatch@ci", false)
+        .await
+        .unwrap();
+
+    let mut racers = Vec::new();
+    for i in 0..RACERS {
+        racers.push(cluster.client_of(1 + (i as u64 % 3)).await);
+    }
+    let filter = NextFilter {
+        any: false,
+        wheres: vec![("role".into(), "coder".into())],
+    };
+    let answers = futures::future::join_all(racers.iter().enumerate().map(|(i, c)| {
+        let filter = filter.clone();
+        async move {
+            c.claim_next(
+                "tasks/",
+                &format!("agent-{i}"),
+                Duration::from_secs(60),
+                &filter,
+            )
+            .await
+            .unwrap()
+        }
+    }))
+    .await;
+    let mut winners: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
+    let mut nothing = 0;
+    for answer in &answers {
+        match answer {
+            NextOutcome::Granted(grant) => winners
+                .entry(grant.lease.key.clone())
+                .or_default()
+                .push((grant.lease.holder_name.clone(), grant.lease.token)),
+            NextOutcome::Nothing(counts) => {
+                nothing += 1;
+                assert_eq!(
+                    (counts.scanned, counts.finished, counts.truncated),
+                    (TASKS as u64 + 1, 1, false),
+                    "{counts:?}"
+                );
+                assert!(counts.held > 0, "{counts:?}");
+            }
+        }
+    }
+    assert_eq!(winners.len(), TASKS, "{winners:?}");
+    assert!(winners.values().all(|w| w.len() == 1), "{winners:?}");
+    assert_eq!(nothing, RACERS - TASKS);
+    // What each winner was told is what the cluster holds: its name, its token.
+    for (key, won) in &winners {
+        let probe = dispatcher.probe(key, ReadMode::Linearizable).await.unwrap();
+        let lease = probe.lease.expect("held");
+        assert_eq!((lease.holder_name.clone(), lease.token), won[0]);
+        let history = dispatcher
+            .history(key, ReadMode::Linearizable)
+            .await
+            .unwrap();
+        let kinds: Vec<&str> = history.events.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["posted", "claimed"], "{key}");
+    }
+    // Posting a task that is on the board is refused, naming its holder.
+    let again = dispatcher
+        .post(
+            "tasks/00",
+            RecordPatch::default(),
+            None,
+            "dispatch@ci",
+            false,
+        )
+        .await
+        .unwrap_err();
+    match again {
+        Error::Refused(r) => {
+            assert_eq!(r.reason, RefusalReason::Exists);
+            assert_eq!(r.status, "open");
+            assert_eq!(
+                r.lease.map(|l| l.holder_name),
+                Some(winners["tasks/00"][0].0.clone())
+            );
+        }
+        other => panic!("expected an exists refusal: {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_next_gives_an_agent_its_own_assignment_first_and_leaves_others_assignments() {
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    cluster.leader(Duration::from_secs(10)).await;
+    let dispatcher = cluster.client().await;
+    for (key, to) in [("q/a", Some("bob")), ("q/b", None), ("q/c", Some("ann"))] {
+        dispatcher
+            .post(key, RecordPatch::default(), to, "dispatch@ci", false)
+            .await
+            .unwrap();
+    }
+    let ann = cluster.client().await;
+    let cy = cluster.client().await;
+    let ttl = Duration::from_secs(60);
+    let plain = NextFilter::default();
+    let key_of = |outcome: NextOutcome| match outcome {
+        NextOutcome::Granted(g) => g.lease.key,
+        NextOutcome::Nothing(n) => panic!("nothing: {n:?}"),
+    };
+    assert_eq!(
+        key_of(ann.claim_next("q/", "ann", ttl, &plain).await.unwrap()),
+        "q/c"
+    );
+    assert_eq!(
+        key_of(cy.claim_next("q/", "cy", ttl, &plain).await.unwrap()),
+        "q/b"
+    );
+    match cy.claim_next("q/", "cy", ttl, &plain).await.unwrap() {
+        NextOutcome::Nothing(n) => assert_eq!((n.held, n.assigned_elsewhere), (2, 1), "{n:?}"),
+        other => panic!("{other:?}"),
+    }
+    let any = NextFilter {
+        any: true,
+        ..NextFilter::default()
+    };
+    assert_eq!(
+        key_of(cy.claim_next("q/", "cy", ttl, &any).await.unwrap()),
+        "q/a"
+    );
+}
