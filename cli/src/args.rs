@@ -9,8 +9,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod commands;
 
 pub use commands::{
-    AccessCommand, BenchArgs, ClusterCommand, HandoffCommand, HookCommand, McpArgs, OfferArgs,
-    RunArgs, WebArgs,
+    AccessCommand, BenchArgs, ClaimNextArgs, ClusterCommand, HandoffCommand, HookCommand, McpArgs,
+    OfferArgs, PostArgs, RunArgs, WebArgs,
 };
 
 /// Longest holder name the cluster accepts; a default built from the environment is cut to
@@ -344,6 +344,28 @@ The longest matching prefix wins. Prints every rule after the change.")]
         #[arg(long, value_parser = parse_duration_or_zero, requires = "prefix")]
         delay: Option<Duration>,
     },
+    /// Put a task on the board: KEY gets a record (status open) and, with --to, an
+    /// assignment, without a claim. Agents take it with `baton claim-next`.
+    #[command(after_help = "Examples:
+  baton post tasks/review-17 --summary \"review the cache fix\" --set role=reviewer
+  baton post tasks/review-17 --to claude@host-a --update    # assign it afterwards
+
+A key already on the board (it has a record: posted, claimed, assigned) is refused, exit 3,
+naming its status and holder, unless --update, which patches its record. Recorded in the
+history as 'posted', by --by from this client id.")]
+    Post(PostArgs),
+    /// Claim the next claimable task under PREFIX, in one write: one winner per task,
+    /// whatever the race.
+    #[command(after_help = "Examples:
+  baton claim-next tasks/ --holder claude@host-a --ttl 5m
+  baton claim-next tasks/ --where role=reviewer --output json | jq -r .lease.key
+
+Claimable: a key under PREFIX with a record (posted, or claimed once) that is not held, not
+quarantined, not finished (status done, cancelled or closed), has every --where field, and
+is assigned to no one or to you (anyone with --any). Yours first, then in key order, among
+the first 10,000 keys under PREFIX. Prints the grant as `baton claim` does; with nothing
+claimable exits 3 and says why each task was passed by.")]
+    ClaimNext(ClaimNextArgs),
     /// Record who a dispatcher wants on KEY, or clear that. Reserves nothing: anyone's claim
     /// still wins.
     #[command(after_help = "Examples:

@@ -75,7 +75,7 @@ fn run_takes_the_command_after_a_double_dash() {
     let Command::Run(run) = cli.command else {
         panic!("parsed as {:?}", cli.command);
     };
-    assert_eq!(run.key, "tasks/x");
+    assert_eq!(run.key.as_deref(), Some("tasks/x"));
     assert_eq!(run.ttl, Duration::from_secs(2));
     assert_eq!(run.grace, Duration::from_secs(1));
     assert!(!run.wait);
@@ -83,6 +83,22 @@ fn run_takes_the_command_after_a_double_dash() {
     // The command is required.
     let error = Cli::try_parse_from(["baton", "run", "tasks/x"]).unwrap_err();
     assert_eq!(error.exit_code(), 2);
+    // A key or --next, not both, not neither (`run` refuses --where and --any without
+    // --next, exit 2: tested in cli/tests/tasks.rs).
+    let next = Cli::try_parse_from(["baton", "run", "--next", "q/", "--where", "a=b", "--", "x"]);
+    let Command::Run(run) = next.unwrap().command else {
+        panic!("not run");
+    };
+    assert_eq!((run.key, run.next.as_deref()), (None, Some("q/")));
+    assert_eq!(run.wheres, [("a".to_owned(), "b".to_owned())]);
+    for argv in [
+        &["baton", "run", "k", "--next", "q/", "--", "x"][..],
+        &["baton", "run", "--", "x"],
+        &["baton", "run", "--next", "q/", "--wait", "--", "x"],
+    ] {
+        let error = Cli::try_parse_from(argv).unwrap_err();
+        assert_eq!(error.exit_code(), 2, "{argv:?}");
+    }
 }
 
 #[test]

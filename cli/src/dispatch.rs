@@ -9,7 +9,8 @@ use baton_client::{Client, ClientConfig, ReadMode, RecordPatch};
 use crate::args::{Cli, ClusterCommand, Command};
 use crate::output::Rendered;
 use crate::{
-    access, args, bench, cluster, commit_hook, exit, handoff, mcp, output, records, run, watch, web,
+    access, args, bench, cluster, commit_hook, exit, handoff, mcp, output, records, run, tasks,
+    watch, web,
 };
 
 /// Runs one parsed command and renders its result.
@@ -171,6 +172,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
                 Err(error) => handoff::refusal(&key, error, format)?,
             }
         }
+        Command::Post(args) => tasks::post(&client, args, format).await?,
+        Command::ClaimNext(args) => tasks::claim_next(&client, args, format).await?,
         Command::Record { key, stale } => {
             let view = client.record(&key, read_mode(stale)).await?;
             records::record(&view, format)

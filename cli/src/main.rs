@@ -7,7 +7,7 @@
 //! Parse ([`args`]), run ([`dispatch`], which calls the library), render ([`output`]), exit
 //! ([`exit`]). A command with more to it than one call has its own module, its arguments,
 //! run and rendering together: [`records`] (the case file), [`handoff`], [`watch`],
-//! [`access`], [`cluster`], [`bench`], [`run`] (`baton run`), [`verify`], [`commit_hook`]
+//! [`tasks`] (`post`, `claim-next`), [`access`], [`cluster`], [`bench`], [`run`] (`baton run`), [`verify`], [`commit_hook`]
 //! (`baton hook`), [`mcp`] (`baton mcp`, the agents' tools apart from the operators'),
 //! [`web`] (`baton web`, the board).
 
@@ -28,6 +28,7 @@ mod output;
 mod records;
 mod run;
 mod table;
+mod tasks;
 mod verify;
 mod watch;
 mod web;

@@ -759,6 +759,40 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
             },
             f,
         ),
+        crate::tasks::posted_rendered(
+            &baton_client::Posted {
+                key: "tasks/review-17".into(),
+                record: baton_client::Record {
+                    fields: [("role".to_owned(), "reviewer".to_owned())].into(),
+                    ..records::tests::sample_record()
+                },
+                created: true,
+                revision: 31,
+            },
+            f,
+        ),
+        crate::tasks::next_rendered(
+            "tasks/",
+            &baton_client::NextOutcome::Nothing(baton_client::Unclaimable {
+                scanned: 17,
+                held: 16,
+                finished: 1,
+                ..Default::default()
+            }),
+            f,
+            now,
+        ),
+        records::refused(
+            "tasks/review-17",
+            &baton_client::Refusal {
+                reason: baton_client::RefusalReason::Exists,
+                key: "tasks/review-17".into(),
+                lease: Some(lease()),
+                status: "open".into(),
+                ..baton_client::Refusal::other("tasks/review-17 is already on the board")
+            },
+            f,
+        ),
         records::record(&record_view, f),
         records::history(&records::tests::sample_history(), false, f),
         handoff::offered(&handoff::tests::sample_offer(), None, f),

@@ -156,7 +156,7 @@ pub fn record(view: &RecordView, format: OutputFormat) -> Rendered {
 
 /// A record for people. With `view`, also who holds the key (the lease is not part of the
 /// record, but a reader wants the two side by side).
-fn record_text(record: &Record, view: Option<&RecordView>) -> String {
+pub(crate) fn record_text(record: &Record, view: Option<&RecordView>) -> String {
     let or_dash = |text: &str| {
         if text.is_empty() {
             "-".to_owned()

@@ -1,6 +1,8 @@
 //! `baton run KEY -- CMD ARGS...`: claim KEY (or wait for it), run the command while a
 //! [`baton_client::LeaseGuard`] keeps the lease alive, stop the command if the lease is
-//! lost, release the key when the command exits.
+//! lost, release the key when the command exits. With `--next PREFIX` it takes the next
+//! claimable task under the prefix instead (`baton claim-next`), and releases it as `done`
+//! when the command exits 0, else as it was (back on the board for the next taker).
 //!
 //! # The child and its signals
 //! The child runs in a process group of its own, so that everything it starts can be
@@ -24,7 +26,10 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use anyhow::Context;
-use baton_client::{Client, GuardedClaim, LossReason, ReadMode, ReleaseOutcome};
+use baton_client::{
+    Client, GuardedClaim, GuardedNext, LeaseGuard, LossReason, NextFilter, NextOutcome, ReadMode,
+    ReleaseOutcome, Unclaimable,
+};
 use futures::future::select_all;
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, sigprocmask, SigSet, SigmaskHow, Signal};
@@ -37,6 +42,7 @@ use super::args::{default_holder, OutputFormat, RunArgs};
 use super::exit::{Verdict, EXIT_STAND_DOWN};
 use super::loss;
 use super::output::{self, Rendered};
+use super::tasks::next_rendered;
 
 /// Signals passed on to the child. SIGTSTP, SIGTTIN, SIGTTOU and SIGWINCH are left to the
 /// terminal, which sends them to the foreground group itself.
@@ -70,12 +76,26 @@ const RELEASE_AFTER_LOSS_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest wait for cleaning up a claim cut short by a signal.
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The status `baton run --next` releases a task with when its command exits 0 (one of
+/// the statuses `claim-next` passes by).
+const TASK_DONE_STATUS: &str = "done";
+
 /// Exit code when the command is not found, as shells use it.
 const EXIT_NOT_FOUND: u8 = 127;
 /// Exit code when the command is found but cannot be run.
 const EXIT_CANNOT_RUN: u8 = 126;
 /// Exit codes for "killed by signal N" are this plus N, as shells report them.
 const EXIT_SIGNAL_BASE: u8 = 128;
+
+/// What `baton run`'s claim came to.
+enum Claimed {
+    /// A claim of KEY: granted, or held by someone else.
+    Key(GuardedClaim),
+    /// `--next`: the task it got.
+    Guard(LeaseGuard),
+    /// `--next`: nothing claimable under the prefix.
+    Nothing(String, Unclaimable),
+}
 
 /// Runs `baton run`. `wait_timeout` applies with `--wait`.
 pub async fn run(
@@ -89,19 +109,44 @@ pub async fn run(
     // the child's start and leave the key held until its TTL runs out.
     let mut signals = Signals::install().context("cannot install signal handlers")?;
 
+    if args.next.is_none() && (args.any || !args.wheres.is_empty()) {
+        return Err(baton_client::Error::Config(
+            "--where and --any choose among tasks: they go with --next PREFIX".into(),
+        )
+        .into());
+    }
+    let key = args.key.clone().unwrap_or_default();
     let claim = async {
-        if args.wait {
-            client
-                .claim_wait_guarded(&args.key, &holder, args.ttl, wait_timeout)
-                .await
-        } else {
-            client.claim_guarded(&args.key, &holder, args.ttl).await
-        }
+        Ok::<_, baton_client::Error>(match &args.next {
+            Some(prefix) => {
+                let filter = NextFilter {
+                    any: args.any,
+                    wheres: args.wheres.clone(),
+                };
+                match client
+                    .claim_next_guarded(prefix, &holder, args.ttl, &filter)
+                    .await?
+                {
+                    GuardedNext::Granted(guard) => Claimed::Guard(guard),
+                    GuardedNext::Nothing(counts) => Claimed::Nothing(prefix.clone(), counts),
+                }
+            }
+            None => {
+                let claimed = if args.wait {
+                    client
+                        .claim_wait_guarded(&key, &holder, args.ttl, wait_timeout)
+                        .await?
+                } else {
+                    client.claim_guarded(&key, &holder, args.ttl).await?
+                };
+                Claimed::Key(claimed)
+            }
+        })
     };
     let guard = tokio::select! {
         claimed = claim => match claimed? {
-            GuardedClaim::Granted(guard) => guard,
-            GuardedClaim::Held { lease, same_name_other_process, assignment } => {
+            Claimed::Key(GuardedClaim::Granted(guard)) | Claimed::Guard(guard) => guard,
+            Claimed::Key(GuardedClaim::Held { lease, same_name_other_process, assignment }) => {
                 return Ok(output::run_held(
                     &lease,
                     same_name_other_process,
@@ -109,10 +154,18 @@ pub async fn run(
                     format,
                 ));
             }
+            // Nothing claimable under the prefix: a stand-down, and nothing runs.
+            Claimed::Nothing(prefix, counts) => {
+                let nothing = NextOutcome::Nothing(counts);
+                return Ok(next_rendered(&prefix, &nothing, format, std::time::Instant::now()));
+            }
         },
         signal = signals.recv() => {
-            // A claim in flight may have been granted all the same: free it.
-            release_if_ours(client, &args.key).await;
+            // A claim in flight may have been granted all the same: free it. (A `--next`
+            // claim in flight names no key yet: a grant it got runs out with its TTL.)
+            if !key.is_empty() {
+                release_if_ours(client, &key).await;
+            }
             return Ok(exit_with(signal_exit_code(signal)));
         }
     };
@@ -187,7 +240,13 @@ pub async fn run(
                 terminal.take_back();
             }
             let key = guard.key().to_owned();
-            match guard.release().await {
+            // A task taken with `--next` is done when its command succeeds: it leaves the
+            // board; otherwise it goes back on it for the next taker.
+            let final_status = match args.next.is_some() && status.success() {
+                true => TASK_DONE_STATUS,
+                false => "",
+            };
+            match guard.release_with_status(final_status).await {
                 Ok(ReleaseOutcome::Released(_)) => {}
                 Ok(ReleaseOutcome::Lost { current }) => eprintln!(
                     "baton run: warning: {key} was no longer held by this run when the child \

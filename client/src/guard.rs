@@ -34,6 +34,7 @@ use crate::client::Client;
 use crate::error::Error;
 use crate::handoff::Accepted;
 use crate::retry::{claim_wait_delay, Backoff, WAIT_BACKOFF_INITIAL, WAIT_BACKOFF_MAX};
+use crate::tasks::{NextFilter, NextOutcome, Unclaimable};
 use crate::types::{AssignmentInfo, ClaimOutcome, Grant, LeaseInfo, ReleaseOutcome, RenewOutcome};
 
 /// Renewals per TTL when all goes well: the guard renews every TTL / 3, so two renewals in
@@ -120,6 +121,15 @@ pub enum GuardedClaim {
         /// Who a dispatcher assigned the key to, if anyone; it reserved nothing.
         assignment: Option<AssignmentInfo>,
     },
+}
+
+/// The answer to [`Client::claim_next_guarded`].
+#[derive(Debug)]
+pub enum GuardedNext {
+    /// The caller holds the task [`LeaseGuard::key`]; the guard keeps it alive.
+    Granted(LeaseGuard),
+    /// Nothing under the prefix was claimable: why each task was passed by.
+    Nothing(Unclaimable),
 }
 
 /// What the renewal task publishes and every reader of the guard sees.
@@ -482,6 +492,26 @@ impl Client {
         self.guard_room()?;
         let outcome = self.claim(key, holder_name, ttl).await?;
         Ok(self.guard(outcome))
+    }
+
+    /// [`Client::claim_next`], the task it grants kept alive by a [`LeaseGuard`] (`baton run
+    /// --next`).
+    pub async fn claim_next_guarded(
+        &self,
+        prefix: &str,
+        holder_name: &str,
+        ttl: Duration,
+        filter: &NextFilter,
+    ) -> Result<GuardedNext, Error> {
+        self.guard_room()?;
+        Ok(
+            match self.claim_next(prefix, holder_name, ttl, filter).await? {
+                NextOutcome::Granted(grant) => {
+                    GuardedNext::Granted(LeaseGuard::start(self.clone(), grant))
+                }
+                NextOutcome::Nothing(counts) => GuardedNext::Nothing(counts),
+            },
+        )
     }
 
     /// Refuses another guard past [`crate::endings::LEASES_PER_SESSION_MAX`], before

@@ -104,7 +104,7 @@ pub use config::{
 };
 pub use endings::{EndedHow, Ending};
 pub use error::{Error, Refusal, RefusalReason};
-pub use guard::{GuardedClaim, LeaseGuard, LossReason};
+pub use guard::{GuardedClaim, GuardedNext, LeaseGuard, LossReason};
 pub use handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
 pub use history::{Event, History, Stint};
 pub use record::{Assigned, QuarantineView, Record, RecordPatch, RecordView};

@@ -94,6 +94,12 @@ pub fn decode_all(bytes: &[u8]) -> Vec<(Option<convert::Origin>, Op)> {
     if let Ok(r) = pb::SetQuarantineRequest::decode(bytes) {
         keep(convert::set_quarantine(r));
     }
+    if let Ok(r) = pb::PostRequest::decode(bytes) {
+        keep(convert::post(r));
+    }
+    if let Ok(r) = pb::ClaimNextRequest::decode(bytes) {
+        keep(convert::claim_next(r, TTL));
+    }
     ok
 }
 

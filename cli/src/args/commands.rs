@@ -33,7 +33,20 @@ pub enum AccessCommand {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The key to hold while the command runs.
-    pub key: String,
+    #[arg(required_unless_present = "next", conflicts_with = "next")]
+    pub key: Option<String>,
+    /// Instead of KEY, take the next claimable task under this prefix (as `baton
+    /// claim-next`); the command gets its key in $BATON_KEY. When the command exits 0 the
+    /// task is released with status done (finished: claim-next passes it by), else as it
+    /// was (back on the board). Exits 3, running nothing, when none is claimable.
+    #[arg(long, value_name = "PREFIX")]
+    pub next: Option<String>,
+    /// With --next: only tasks whose record has this field with this value; repeatable.
+    #[arg(long = "where", value_name = "NAME=VALUE", value_parser = parse_field)]
+    pub wheres: Vec<(String, String)>,
+    /// With --next: also tasks assigned to someone else.
+    #[arg(long)]
+    pub any: bool,
     /// Your name as the holder (default: $BATON_HOLDER, else $USER@hostname).
     #[arg(long, env = "BATON_HOLDER")]
     pub holder: Option<String>,
@@ -42,7 +55,7 @@ pub struct RunArgs {
     pub ttl: Duration,
     /// While the key is held, wait for it (until --timeout, default 30s) instead of
     /// standing down at once.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "next")]
     pub wait: bool,
     /// How long the child has between SIGTERM and SIGKILL once the lease is lost.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
@@ -355,4 +368,57 @@ The file is written to FILE.tmp, fsync'd and renamed, so FILE is either complete
         /// Where to write the backup.
         file: std::path::PathBuf,
     },
+}
+
+/// `baton post KEY`: put a task on the board.
+#[derive(Debug, Args)]
+pub struct PostArgs {
+    /// The task's key, e.g. tasks/review-17.
+    pub key: String,
+    /// What the task is, for people.
+    #[arg(long)]
+    pub summary: Option<String>,
+    /// Its status (default: open for a new task).
+    #[arg(long)]
+    pub status: Option<String>,
+    /// Set a record field, as NAME=VALUE (e.g. role=reviewer); repeatable.
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_field)]
+    pub set: Vec<(String, String)>,
+    /// Assign the task to this agent (routing: it reserves nothing).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Who posts (default: $BATON_HOLDER, else $USER@hostname).
+    #[arg(long, env = "BATON_HOLDER")]
+    pub by: Option<String>,
+    /// Patch the record of a task already on the board (without it, refused, exit 3).
+    #[arg(long)]
+    pub update: bool,
+}
+
+/// `baton claim-next PREFIX`: take the next claimable task.
+#[derive(Debug, Args)]
+pub struct ClaimNextArgs {
+    /// Take a task whose key starts with this, e.g. tasks/.
+    pub prefix: String,
+    /// Your name as the holder (default: $BATON_HOLDER, else $USER@hostname).
+    #[arg(long, env = "BATON_HOLDER")]
+    pub holder: Option<String>,
+    /// Lease length, e.g. 30s or 5m.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    pub ttl: Duration,
+    /// Only tasks whose record has this field with this value, as NAME=VALUE; repeatable.
+    #[arg(long = "where", value_name = "NAME=VALUE", value_parser = parse_field)]
+    pub wheres: Vec<(String, String)>,
+    /// Also take tasks assigned to someone else.
+    #[arg(long)]
+    pub any: bool,
+}
+
+impl ClaimNextArgs {
+    pub fn filter(&self) -> baton_client::NextFilter {
+        baton_client::NextFilter {
+            any: self.any,
+            wheres: self.wheres.clone(),
+        }
+    }
 }

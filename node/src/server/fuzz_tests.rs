@@ -162,6 +162,37 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
             }
             .encode_to_vec(),
         ),
+        (
+            "post",
+            pb::PostRequest {
+                key: key(),
+                patch: Some(pb::RecordPatch {
+                    summary: Some("a task".into()),
+                    set_fields: [("role".to_owned(), "coder".to_owned())].into(),
+                    ..Default::default()
+                }),
+                to: "bob@h2".into(),
+                by: "dispatcher".into(),
+                update: false,
+                request_id: rid(9),
+            }
+            .encode_to_vec(),
+        ),
+        (
+            "claim-next",
+            pb::ClaimNextRequest {
+                prefix: "tasks/".into(),
+                holder: holder(),
+                ttl_ms: 30_000,
+                any: false,
+                r#where: vec![pb::FieldIs {
+                    field: "role".into(),
+                    value: "coder".into(),
+                }],
+                request_id: rid(10),
+            }
+            .encode_to_vec(),
+        ),
     ]
 }
 
