@@ -178,12 +178,14 @@ async fn tools_have_schemas_and_operator_tools_come_only_with_operator() {
             "board",
             "check",
             "claim",
+            "claim_next",
             "handoff_accept",
             "handoff_cancel",
             "handoff_decline",
             "handoff_offer",
             "history",
             "my_claims",
+            "post_task",
             "probe",
             "record",
             "release",
@@ -223,6 +225,46 @@ async fn tools_have_schemas_and_operator_tools_come_only_with_operator() {
         assert!(names.iter().any(|n| n == name), "{name} missing: {names:?}");
     }
     operator.cancel().await.unwrap();
+}
+
+/// A dispatching agent posts two tasks; two agents take one each with `claim_next`, the
+/// reviewer by its `where`, and a third is told there is nothing for it, with why.
+#[tokio::test]
+async fn agents_take_posted_tasks_with_claim_next_one_each() {
+    let cluster = Cluster::start(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let lead = agent(&cluster, "s-lead", "lead@h", &[], dir.path()).await;
+    let a = agent(&cluster, "s-a", "claude@a", &[], dir.path()).await;
+    let b = agent(&cluster, "s-b", "codex@b", &[], dir.path()).await;
+    let c = agent(&cluster, "s-c", "cy@c", &[], dir.path()).await;
+    for (key, role) in [("tasks/fix-1", "coder"), ("tasks/review-1", "reviewer")] {
+        let posted = call(
+            &lead,
+            "post_task",
+            json!({"key": key, "summary": "do it", "fields": {"role": role}}),
+        )
+        .await;
+        assert_eq!(posted["result"]["outcome"], "posted", "{posted}");
+    }
+    let again = call(&lead, "post_task", json!({"key": "tasks/fix-1"})).await;
+    assert_eq!(again["result"]["outcome"], "refused", "{again}");
+    let reviewer = json!({"prefix": "tasks/", "where": {"role": "reviewer"}});
+    let (ra, rb) = tokio::join!(
+        call(&a, "claim_next", reviewer),
+        call(&b, "claim_next", json!({"prefix": "tasks/"}))
+    );
+    assert_eq!(ra["result"]["outcome"], "granted", "{ra}");
+    assert_eq!(ra["result"]["key"], "tasks/review-1", "{ra}");
+    assert_eq!(rb["result"]["outcome"], "granted", "{rb}");
+    assert_eq!(rb["result"]["key"], "tasks/fix-1", "{rb}");
+    let mine = call(&b, "my_claims", json!({})).await;
+    assert_eq!(mine["result"]["held"][0]["key"], "tasks/fix-1", "{mine}");
+    let none = call(&c, "claim_next", json!({"prefix": "tasks/"})).await;
+    assert_eq!(none["result"]["outcome"], "nothing_claimable", "{none}");
+    assert_eq!(none["result"]["details"]["held"], 2, "{none}");
+    // The cluster agrees: each task is held by the session that was told it won.
+    let probe = cli(&cluster, "s-x", &["probe", "tasks/fix-1"]);
+    assert_eq!(probe["lease"]["holder_client_id"], "s-b", "{probe}");
 }
 
 #[tokio::test]
