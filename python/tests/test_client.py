@@ -17,6 +17,7 @@ from baton import (
     LeaseLost,
     Loss,
     Lost,
+    NothingClaimable,
     PermissionDenied,
     Refused,
     Unauthenticated,
@@ -51,6 +52,37 @@ def test_a_race_of_many_claimants_has_one_winner(cluster):
     # Every loser was told who won, with the winning token.
     assert all(h.holder == winner.lease.holder and h.token == winner.token for h in losers)
     assert all(h.free_in > 20 and h.since_unix_ms > 0 for h in losers)
+
+
+def test_racers_on_claim_next_take_one_posted_task_each(cluster):
+    dispatcher = cluster.client(holder="dispatch@ci")
+    for i in range(4):
+        posted = dispatcher.post(f"board/{i}", summary=f"task {i}", fields={"role": "coder"})
+        assert posted.created and posted.record.status == "open"
+    with pytest.raises(Refused) as exists:
+        dispatcher.post("board/0")
+    assert exists.value.reason == "exists" and exists.value.status == "open"
+    results = []
+    barrier = threading.Barrier(8)
+
+    def taker(i):
+        client = cluster.client(holder=f"agent-{i}")
+        barrier.wait()
+        try:
+            results.append(("won", client.claim_next("board/", ttl=30, where={"role": "coder"})))
+        except NothingClaimable as nothing:
+            results.append(("nothing", nothing))
+
+    threads = [threading.Thread(target=taker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    won = sorted(g.key for kind, g in results if kind == "won")
+    nothing = [n for kind, n in results if kind == "nothing"]
+    assert won == [f"board/{i}" for i in range(4)], results
+    assert len(nothing) == 4
+    assert all(n.counts["held"] == 4 and n.counts["scanned"] == 4 for n in nothing)
 
 
 def test_refusals_carry_their_facts_as_attributes(cluster):

@@ -194,5 +194,6 @@ def error(e: grpc.RpcError) -> BatonError:
             quarantine_remaining=r.quarantine_remaining_ms / 1000,
             nodes=list(r.nodes),
             data_format=r.data_format,
+            status=r.status,
         )
     return BatonError(f"{code.name}: {message}")

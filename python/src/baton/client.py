@@ -28,6 +28,7 @@ from .errors import (
     InvalidArgument,
     LeaseInfo,
     Lost,
+    NothingClaimable,
 
 )
 from .types import (
@@ -38,6 +39,7 @@ from .types import (
     HandoffNote,
     History,
     Offer,
+    Posted,
     Probe,
     Record,
     RecordView,
@@ -286,6 +288,78 @@ class Client:
         """Clears `key`'s assignment (recorded as `unassigned`)."""
         request = pb.AssignRequest(key=key, clear=True, by=by or self.holder, reason=reason, request_id=self._request_id())
         return _assigned(key, self._call("baton", "Assign", request))
+
+    # ---- the task board -------------------------------------------------------------------
+
+    def post(
+        self,
+        key: str,
+        summary: Optional[str] = None,
+        status: Optional[str] = None,
+        fields: Optional[Mapping[str, str]] = None,
+        to: Optional[str] = None,
+        by: Optional[str] = None,
+        update: bool = False,
+    ) -> Posted:
+        """Puts a task on the board: `key` gets a record (status `open` unless given) and, with
+        `to`, an assignment, without a claim; recorded as `posted` by `by` (default this
+        client's holder). A key already on the board raises `Refused` (reason `exists`, its
+        `status` and holder) unless `update`, which patches its record instead."""
+        patch = pb.RecordPatch(set_fields=dict(fields or {}))
+        if status is not None:
+            patch.status = status
+        if summary is not None:
+            patch.summary = summary
+        request = pb.PostRequest(
+            key=key, patch=patch, to=to or "", by=by or self.holder, update=update, request_id=self._request_id()
+        )
+        answer = self._call("baton", "Post", request)
+        return Posted(key, _record(key, answer.record), answer.created, answer.revision)
+
+    def claim_next(
+        self,
+        prefix: str,
+        ttl: float = 30.0,
+        holder: Optional[str] = None,
+        where: Optional[Mapping[str, str]] = None,
+        any: bool = False,
+    ) -> Grant:
+        """Claims the first claimable task under `prefix` in one log entry: a key with a
+        record that is not held, not quarantined, not finished (status done, cancelled or
+        closed), has every `where` field, and is assigned to no one or to this holder (anyone
+        with `any`); this holder's assignments first, then key order. Returns the `Grant`
+        (`grant.key` is the task); raises `NothingClaimable` with why each task was passed by."""
+        request = pb.ClaimNextRequest(
+            prefix=prefix,
+            holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
+            ttl_ms=int(ttl * 1000),
+            any=any,
+            request_id=self._request_id(),
+        )
+        request.where.extend(pb.FieldIs(field=f, value=v) for f, v in (where or {}).items())
+        sent = time.monotonic()
+        answer = self._call("baton", "ClaimNext", request)
+        if answer.WhichOneof("outcome") == "nothing":
+            n = answer.nothing
+            counts = {
+                "scanned": n.scanned,
+                "held": n.held,
+                "quarantined": n.quarantined,
+                "finished": n.finished,
+                "unmatched": n.unmatched,
+                "assigned_elsewhere": n.assigned_elsewhere,
+                "truncated": n.truncated,
+            }
+            raise NothingClaimable(prefix, counts)
+        granted = answer.granted
+        lease = _lease(granted.lease)
+        return Grant(
+            lease=lease,
+            already_held=granted.already_held,
+            revision=answer.revision,
+            safe_until=self._safe_until(sent, lease.ttl),
+            assignment=_maybe_assignment(granted, "assignment"),
+        )
 
     def record(self, key: str, stale: bool = False) -> RecordView:
         answer = self._call("baton", "GetRecord", pb.GetRecordRequest(key=key, stale=stale))

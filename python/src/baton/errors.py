@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Dict, Optional
 
 __all__ = [
     "BatonError",
@@ -53,10 +53,11 @@ class Refused(BatonError):
 
     `reason` is the cluster's word for it (`stale_token`, `wrong_session`, `frozen`,
     `offer_pending`, `no_offer`, `not_addressee`, `offer_to_holder`, `quarantined`,
-    `key_limit`, `format_pending`, or a newer one), and the attributes are its facts:
+    `key_limit`, `format_pending`, `exists`, or a newer one), and the attributes are its facts:
     `key`, `holder` / `holder_client_id` / `token` / `since_unix_ms` / `free_in` of the
     current lease when the key is held, `client_id` (the requester's session), `offer_to`,
-    `quarantine_remaining` (seconds), `nodes` and `data_format`.
+    `quarantine_remaining` (seconds), `nodes`, `data_format` and `status` (the record's, for
+    `exists`).
     """
 
     def __init__(self, message: str, reason: str = "", key: str = "", lease: Optional["LeaseInfo"] = None, **facts):
@@ -76,6 +77,7 @@ class Refused(BatonError):
         self.quarantine_remaining = facts.pop("quarantine_remaining", 0.0)
         self.nodes = facts.pop("nodes", [])
         self.data_format = facts.pop("data_format", 0)
+        self.status = facts.pop("status", "")
         self.facts = facts
 
 
@@ -97,6 +99,21 @@ class Held(Refused):
         )
         self.same_name_other_process = same_name_other_process
         self.assignment = assignment
+
+
+class NothingClaimable(Refused):
+    """`claim_next` found no claimable task under `prefix`: no work for this taker now.
+    `counts` says why each task was passed by (`scanned`, `held`, `quarantined`,
+    `finished`, `unmatched`, `assigned_elsewhere`, `truncated`)."""
+
+    def __init__(self, prefix: str, counts: Dict[str, int]):
+        super().__init__(
+            f"nothing claimable under {prefix}: {counts}",
+            reason="nothing_claimable",
+            key=prefix,
+        )
+        self.prefix = prefix
+        self.counts = counts
 
 
 class Lost(Refused):

@@ -167,6 +167,17 @@ class Assigned:
 
 
 @dataclass(frozen=True)
+class Posted:
+    """The answer to `post`: the task's record after it; `created` when the key had none
+    before (else `update` patched it)."""
+
+    key: str
+    record: Record
+    created: bool
+    revision: int
+
+
+@dataclass(frozen=True)
 class RecordView:
     key: str
     record: Record
