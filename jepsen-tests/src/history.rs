@@ -178,6 +178,7 @@ pub enum Line {
     Nemesis(NemesisEvent),
     Wire(WireEvent),
     Belief(BeliefEvent),
+    Task(TaskEvent),
 }
 
 /// An invocation or completion of a client operation.
@@ -287,6 +288,32 @@ pub struct BeliefEvent {
     /// The guard's loss came from the cluster's push (`LossReason::Ended`).
     pub pushed: bool,
     /// When the belief line was written.
+    pub t_ns: Nanos,
+}
+
+/// One step of the `task-takers` workload, written when it returned (it names its key only
+/// then: `claim-next` picks it): a `claim-next` that `granted` a task or found `nothing`, a
+/// release of a task as `done` or as it was (`released`), a release told the lease was
+/// `lost`, or a step with no answer (`unknown`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskEvent {
+    pub idx: u64,
+    pub process: u64,
+    /// The taking process's client id (its session).
+    pub client: String,
+    /// `claim-next` or `release`.
+    pub step: String,
+    /// `granted`, `nothing`, `done`, `released`, `lost` or `unknown`.
+    pub what: String,
+    /// The board prefix.
+    pub prefix: String,
+    /// The task (empty for `nothing`, and for an `unknown` claim-next).
+    pub key: String,
+    pub token: u64,
+    pub ttl_ms: u64,
+    pub inv_ns: Nanos,
+    pub ret_ns: Nanos,
+    /// When the line was written.
     pub t_ns: Nanos,
 }
 
@@ -420,13 +447,24 @@ impl History {
             .collect()
     }
 
+    /// Every step of the `task-takers` workload.
+    pub fn tasks(&self) -> Vec<&TaskEvent> {
+        self.lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Task(t) => Some(t),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The largest clock-rate deviation any skew fault applied in the run.
     pub fn max_skew(&self) -> f64 {
         self.lines
             .iter()
             .filter_map(|l| match l {
                 Line::Nemesis(n) => Some(n.skew),
-                Line::Op(_) | Line::Wire(_) | Line::Belief(_) => None,
+                Line::Op(_) | Line::Wire(_) | Line::Belief(_) | Line::Task(_) => None,
             })
             .fold(0.0, f64::max)
     }
@@ -440,6 +478,7 @@ impl History {
                 Line::Nemesis(n) => n.t_ns,
                 Line::Wire(w) => w.t_ns,
                 Line::Belief(b) => b.t_ns,
+                Line::Task(t) => t.t_ns,
             })
             .max()
             .unwrap_or(0)

@@ -566,6 +566,13 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     if scenario.revoker.is_some() {
         results.push(check::notice::check(&history, ELECTION_MS_MAX));
     }
+    if scenario
+        .workloads
+        .iter()
+        .any(|(w, _, _)| *w == "task-takers")
+    {
+        results.push(check::tasks::check(&history, params.rho));
+    }
     // Any panic fails (sled's on a failed disk, BUGS.md P7, went with sled at data format 7).
     let died = panics.len() + worker_panics.len();
     results.push(result(

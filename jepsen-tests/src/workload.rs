@@ -34,9 +34,11 @@ use crate::history::{decode_list, encode_list, Call, Elem, Holding, Kind, Nanos,
 
 mod guarded;
 mod recorder;
+mod tasks;
 
 pub use guarded::{run_revoker, GUARD_HOLD_MS, GUARD_TTL, REVOKE_GAP_MS};
 pub use recorder::Recorder;
+pub use tasks::{TASK_HOLD_MS, TASK_TTL};
 
 /// Operations on one key before its workers move on to a fresh key.
 pub const KEY_OPS_MAX: u64 = 120;
@@ -417,6 +419,7 @@ impl Slot {
             "lease-register" => "lr",
             "fenced-append" => "fa",
             "guard-holders" => "gh",
+            "task-takers" => "tt",
             _ => "canary",
         };
         format!(
@@ -747,6 +750,7 @@ pub async fn run_worker(ctx: Arc<Ctx>, slot: Arc<Slot>, w: usize, seed: u64) {
             }
             "fenced-append" => worker.fenced_append_round().await,
             "guard-holders" => worker.guard_round().await,
+            "task-takers" => worker.task_round().await,
             _ => worker.canary_round(&mut paused_once).await,
         }
     }

@@ -11,6 +11,8 @@
 //!   proxy made) is the one its client heard;
 //! - [`notice`] (runs with a revoker): every guard holder hears of its lease's revoke within
 //!   the bound, or the failover time after a fault;
+//! - [`tasks`] (runs with the `task-takers` workload): `claim-next` hands a task to one taker
+//!   at a time, tokens in time order, and a finished task to no one;
 //! - [`lists`]: the record lists workers append to lose, duplicate, corrupt or invent nothing
 //!   (also run on the unfenced canary's memory lists, where it must find lost updates).
 //!
@@ -26,6 +28,7 @@ pub mod intervals;
 pub mod lists;
 pub mod model;
 pub mod notice;
+pub mod tasks;
 pub mod tokens;
 pub mod wgl;
 

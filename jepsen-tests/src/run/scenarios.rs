@@ -122,6 +122,7 @@ pub(super) const CANARY_CATCHERS: &[&str] = &[
     "no-panic",
     "copies",
     "notice",
+    "tasks",
 ];
 
 /// The scenario called `name`, for a cluster of `nodes`.
@@ -151,13 +152,17 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
     };
     let mut revoked = baton.clone();
     revoked.push(("guard-holders", 4, 2));
+    // Takers of the task board (`claim-next`) beside the plain workers: one board, three
+    // workers posting and taking.
+    let mut tasked = baton.clone();
+    tasked.push(("task-takers", 1, 3));
     Some(match name {
         "partition-kill" => {
             let mut f = partitions.clone();
             // The leader isolated or paused with clients still attached, twice as often:
             // where a stale read would show.
             f.extend([KillOne, KillLeader, KillAll, IsolateLeader, PauseLeader]);
-            s(f, baton, BaseSkew::None, false)
+            s(f, tasked, BaseSkew::None, false)
         }
         "pause" => s(
             vec![PauseLeader, PauseOne, PauseLeader],
@@ -168,7 +173,7 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
         "skew" => {
             let mut f = partitions.clone();
             f.extend([Delay, PauseLeader]);
-            s(f, baton, BaseSkew::Within, true)
+            s(f, tasked, BaseSkew::Within, true)
         }
         "skew-over" => s(vec![PartitionHalves, Delay], baton, BaseSkew::Over, false),
         "canary" => Scenario {
@@ -198,7 +203,7 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
             power: true,
             ..s(
                 vec![PowerOne, PowerLeader, PowerMinority, PowerAll],
-                baton,
+                tasked,
                 BaseSkew::None,
                 false,
             )

@@ -113,6 +113,11 @@ impl Recorder {
         self.push(|idx, t_ns| Line::Belief(BeliefEvent { idx, t_ns, ..event }));
     }
 
+    /// Records a `task-takers` step (`idx` and `t_ns` are filled in here).
+    pub fn task(&self, event: crate::history::TaskEvent) {
+        self.push(|idx, t_ns| Line::Task(crate::history::TaskEvent { idx, t_ns, ..event }));
+    }
+
     pub fn uid(&self) -> u64 {
         self.next_uid.fetch_add(1, Ordering::Relaxed)
     }

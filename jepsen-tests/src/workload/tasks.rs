@@ -1,0 +1,109 @@
+//! The `task-takers` workload: workers post tasks under their slot's board prefix and take
+//! the next one with `claim-next`, hold it a while, and release it as done (mostly) or as it
+//! was (back on the board). Every step is a `task` line, written when it returned, for the
+//! `tasks` checker.
+
+use std::time::Duration;
+
+use baton_client::{NextFilter, NextOutcome, RecordPatch, ReleaseOutcome};
+use rand::Rng;
+
+use super::{failed, Worker, OP_TIMEOUT};
+use crate::history::{Kind, TaskEvent};
+
+/// The TTL of a task's lease: a worker holds a task at most a third of it, so its lease ends
+/// by its release, not its expiry, unless a fault cuts the release off.
+pub const TASK_TTL: Duration = Duration::from_millis(3000);
+/// A worker holds a task this long at least and at most, in ms.
+pub const TASK_HOLD_MS: (u64, u64) = (50, 900);
+/// A worker posts a new task before one round in this many.
+const POST_EVERY: u32 = 2;
+/// A worker releases a task as done in this many rounds of ten (else as it was).
+const DONE_IN_TEN: u32 = 7;
+
+impl Worker {
+    /// One round of `task-takers`: maybe post a task, then take the next one and release it.
+    /// A step with no answer retires the process (what it held is unknown from then on).
+    pub(super) async fn task_round(&mut self) {
+        let ctx = self.ctx.clone();
+        let prefix = format!("tt/{}/", self.slot.index);
+        if self.rng.gen_ratio(1, POST_EVERY) {
+            let key = format!("{prefix}{:08}", ctx.rec.uid());
+            let p = &self.proc_;
+            let post = p
+                .client
+                .post(&key, RecordPatch::default(), None, &p.name, false);
+            // A post that got no answer may or may not be on the board: either is fine.
+            let _ = tokio::time::timeout(OP_TIMEOUT, post).await;
+        }
+        let ttl_ms = TASK_TTL.as_millis() as u64;
+        let step = |what: &str, key: &str, token: u64, inv_ns, ret_ns, step: &str| TaskEvent {
+            idx: 0,
+            process: self.proc_.process,
+            client: self.proc_.client_id.clone(),
+            step: step.into(),
+            what: what.into(),
+            prefix: prefix.clone(),
+            key: key.into(),
+            token,
+            ttl_ms,
+            inv_ns,
+            ret_ns,
+            t_ns: 0,
+        };
+        let inv = ctx.rec.now_ns();
+        let taken = tokio::time::timeout(
+            OP_TIMEOUT,
+            self.proc_.client.claim_next(
+                &prefix,
+                &self.proc_.name,
+                TASK_TTL,
+                &NextFilter::default(),
+            ),
+        )
+        .await;
+        let ret = ctx.rec.now_ns();
+        let grant = match taken {
+            Ok(Ok(NextOutcome::Granted(grant))) => grant,
+            Ok(Ok(NextOutcome::Nothing(_))) => {
+                ctx.rec.task(step("nothing", "", 0, inv, ret, "claim-next"));
+                self.nap(200).await;
+                return;
+            }
+            Ok(Err(e)) if failed(e.clone()).0 == Kind::Fail => {
+                self.nap(200).await;
+                return;
+            }
+            Ok(Err(_)) | Err(_) => {
+                ctx.rec.task(step("unknown", "", 0, inv, ret, "claim-next"));
+                self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
+                return;
+            }
+        };
+        let (key, token) = (grant.lease.key.clone(), grant.lease.token);
+        ctx.rec
+            .task(step("granted", &key, token, inv, ret, "claim-next"));
+        let hold = self.rng.gen_range(TASK_HOLD_MS.0..=TASK_HOLD_MS.1);
+        tokio::time::sleep(Duration::from_millis(hold)).await;
+        let done = self.rng.gen_ratio(DONE_IN_TEN, 10);
+        let status = if done { "done" } else { "" };
+        let inv = ctx.rec.now_ns();
+        let released = tokio::time::timeout(
+            OP_TIMEOUT,
+            self.proc_.client.release_with_status(&key, token, status),
+        )
+        .await;
+        let ret = ctx.rec.now_ns();
+        let what = match released {
+            Ok(Ok(ReleaseOutcome::Released(_))) if done => "done",
+            Ok(Ok(ReleaseOutcome::Released(_))) => "released",
+            Ok(Ok(ReleaseOutcome::Lost { .. })) => "lost",
+            Ok(Err(e)) if failed(e.clone()).0 == Kind::Fail => "lost",
+            Ok(Err(_)) | Err(_) => "unknown",
+        };
+        ctx.rec.task(step(what, &key, token, inv, ret, "release"));
+        if what == "unknown" {
+            self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
+        }
+    }
+}
