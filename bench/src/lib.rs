@@ -15,6 +15,8 @@
 //!   `lost()`, and the leader's memory per session (`baton-scale --endings`).
 //! - [`expiry`]: N leases never renewed: how long after the last came due all were freed,
 //!   and the log entries their expiries took (`baton-scale --expiry-leases`).
+//! - [`tasks`]: T tasks posted, C agents take them with `claim-next` until none is left:
+//!   tasks/s and duplicates (`baton-scale --tasks`).
 //! - [`pb`]: the hand-written subset of etcd's v3 gRPC API (`proto/`).
 
 pub mod cli;
@@ -26,6 +28,7 @@ pub mod floor;
 pub mod metrics;
 pub mod scale;
 pub mod table;
+pub mod tasks;
 pub mod watchers;
 
 /// Code generated from `proto/etcd.proto` and `proto/kv.proto`.

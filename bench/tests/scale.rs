@@ -98,3 +98,21 @@ fn the_expiry_bench_frees_every_lease_and_counts_the_entries() {
     assert!((1..300).contains(&entries), "{report}");
     assert!(stdout.contains("freed after last due"), "{stdout}");
 }
+
+#[test]
+fn the_task_bench_takes_every_task_once() {
+    let (stdout, report) = run_scale(&["--tasks", "120", "--task-takers", "16"]);
+    assert_eq!(
+        (report["tasks"].as_u64(), report["takers"].as_u64()),
+        (Some(120), Some(16)),
+        "{report}"
+    );
+    // Every task was taken (the run fails otherwise), each by one taker.
+    assert_eq!(report["grants"], 120, "{report}");
+    assert_eq!(report["duplicates"], 0, "{report}");
+    assert!(report["tasks_per_s"].as_f64().unwrap() > 0.0, "{report}");
+    assert!(
+        stdout.contains("claim-next: 120 tasks, 16 takers"),
+        "{stdout}"
+    );
+}

@@ -12,6 +12,7 @@ use baton_bench::cli::{node_bin, run_main};
 use baton_bench::endings::{self, EndingsConfig};
 use baton_bench::expiry::{self, ExpiryConfig};
 use baton_bench::scale::{self, ScaleConfig, ScaleReport};
+use baton_bench::tasks::{self, TasksConfig};
 use baton_bench::watchers::{self, WatchersConfig};
 use clap::Parser;
 
@@ -23,6 +24,7 @@ use clap::Parser;
   cargo build --release -p baton-node -p baton-bench
   target/release/baton-scale --leases 10000,100000,1000000
   target/release/baton-scale --watchers 1000,10000
+  target/release/baton-scale --tasks 1000 --task-takers 64
   target/release/baton-scale --endings 1:1,1:100,1:10000,1000:1000,1000:10000 --run-revokes 50"
 )]
 struct Args {
@@ -63,6 +65,13 @@ struct Args {
     /// Rounds of --expiry-leases (each build once per round).
     #[arg(long, default_value_t = 1)]
     expiry_rounds: usize,
+    /// Tasks to post, then take with `claim-next` by --task-takers agents until none is left
+    /// (tasks/s, duplicates).
+    #[arg(long, default_value_t = 0)]
+    tasks: usize,
+    /// Agents taking --tasks, each its own client.
+    #[arg(long, default_value_t = 64)]
+    task_takers: usize,
     /// The baton CLI for --run-revokes [default: baton next to this program].
     #[arg(long)]
     cli_bin: Option<PathBuf>,
@@ -123,6 +132,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             && args.endings.is_empty()
             && args.run_revokes == 0
             && args.expiry_leases == 0
+            && args.tasks == 0
         {
             vec![10_000, 100_000]
         } else {
@@ -197,6 +207,18 @@ async fn run(args: Args) -> anyhow::Result<()> {
             }
         }
     }
+    let mut taken = None;
+    if args.tasks > 0 {
+        let cfg = TasksConfig {
+            tasks: args.tasks,
+            takers: args.task_takers,
+        };
+        let run_dir = dir.join(format!("tasks-{}", args.tasks));
+        std::fs::create_dir_all(&run_dir)?;
+        let report = tasks::run(&node_bin, &run_dir, &cfg).await?;
+        println!("{}", serde_json::to_string(&report)?);
+        taken = Some(report);
+    }
     let mut sigterm = None;
     if args.run_revokes > 0 {
         let me = std::env::current_exe()?;
@@ -211,6 +233,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         sigterm = Some(report);
     }
     println!();
+    if let Some(r) = &taken {
+        println!("{}", tasks::render(r));
+    }
     if !expired.is_empty() {
         println!("{}", expiry::render(&expired));
     }
