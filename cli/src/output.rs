@@ -264,8 +264,9 @@ pub fn assignment_line(assignment: &AssignmentInfo, holder: Option<&str>, yours:
     format!("assigned to {assignment}{aside}\n")
 }
 
-/// `baton board`; with `unclaimed_only`, only the keys assigned and not held (`--unclaimed`:
-/// the JSON then has no leases, quarantines or assignments of held keys).
+/// `baton board`; with `unclaimed_only`, only the keys waiting to be claimed: assigned and
+/// not held, and open tasks (`--unclaimed`: the JSON then has no leases, quarantines or
+/// assignments of held keys).
 pub fn board(prefix: &str, board: &Board, unclaimed_only: bool, format: OutputFormat) -> Rendered {
     if unclaimed_only {
         let only = Board {
@@ -276,13 +277,16 @@ pub fn board(prefix: &str, board: &Board, unclaimed_only: bool, format: OutputFo
             quarantines: Default::default(),
             unclaimed: board.unclaimed.clone(),
             unclaimed_truncated: board.unclaimed_truncated,
+            open: board.open.clone(),
+            open_truncated: board.open_truncated,
             answered_by: board.answered_by.clone(),
         };
         let mut text = unclaimed_text(prefix, &only);
-        if only.unclaimed.is_empty() {
+        text.push_str(&open_text(prefix, &only));
+        if only.unclaimed.is_empty() && only.open.is_empty() {
             text = match prefix {
-                "" => "no assigned key is waiting to be claimed\n".to_owned(),
-                _ => format!("no assigned key under {prefix:?} is waiting to be claimed\n"),
+                "" => "no key is waiting to be claimed\n".to_owned(),
+                _ => format!("no key under {prefix:?} is waiting to be claimed\n"),
             };
         }
         return Rendered::new(format, &only, text, Verdict::Ok);
@@ -315,6 +319,7 @@ pub fn board(prefix: &str, board: &Board, unclaimed_only: bool, format: OutputFo
         }
     }
     text.push_str(&unclaimed_text(prefix, board));
+    text.push_str(&open_text(prefix, board));
     if let (true, Some(last)) = (board.truncated, board.leases.last()) {
         text.push_str(&format!(
             "more leases match: baton board {}--start-after {}\n",
@@ -347,6 +352,26 @@ fn unclaimed_text(prefix: &str, board: &Board) -> String {
     if let (true, Some(last)) = (board.unclaimed_truncated, board.unclaimed.keys().last()) {
         text.push_str(&format!(
             "more unclaimed keys match: baton board {}--unclaimed --start-after {}\n",
+            prefix_arg(prefix),
+            shell_word(last)
+        ));
+    }
+    text
+}
+
+/// The board's section of open tasks: no holder, no assignee, not finished (`claim-next`
+/// takes them).
+fn open_text(prefix: &str, board: &Board) -> String {
+    if board.open.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from("open tasks (baton claim-next takes them):\n");
+    for key in &board.open {
+        text.push_str(&format!("  {key}\n"));
+    }
+    if let (true, Some(last)) = (board.open_truncated, board.open.last()) {
+        text.push_str(&format!(
+            "more open tasks match: baton board {}--unclaimed --start-after {}\n",
             prefix_arg(prefix),
             shell_word(last)
         ));

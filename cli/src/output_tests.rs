@@ -284,6 +284,8 @@ fn waiting_board() -> Board {
         )]
         .into(),
         unclaimed_truncated: false,
+        open: Vec::new(),
+        open_truncated: false,
     }
 }
 
@@ -345,6 +347,8 @@ fn board_table_has_the_documented_columns() {
 fn board_unclaimed_shows_only_the_waiting_keys_and_pages_them() {
     let full = Board {
         unclaimed_truncated: true,
+        open: Vec::new(),
+        open_truncated: false,
         ..waiting_board()
     };
     let out = board("tasks/", &full, true, OutputFormat::Table);
@@ -365,12 +369,14 @@ fn board_unclaimed_shows_only_the_waiting_keys_and_pages_them() {
     let none = Board {
         unclaimed: Default::default(),
         unclaimed_truncated: false,
+        open: Vec::new(),
+        open_truncated: false,
         ..full
     };
     let out = board("tasks/", &none, true, OutputFormat::Table);
     assert_eq!(
         out.stdout,
-        "no assigned key under \"tasks/\" is waiting to be claimed\n"
+        "no key under \"tasks/\" is waiting to be claimed\n"
     );
 }
 
@@ -387,6 +393,8 @@ fn board_json_shape() {
             quarantines: Default::default(),
             unclaimed: Default::default(),
             unclaimed_truncated: false,
+            open: Vec::new(),
+            open_truncated: false,
         },
         false,
         OutputFormat::Json,
@@ -394,7 +402,8 @@ fn board_json_shape() {
     assert_eq!(
         json_of(&out),
         json!({"leases": [lease_json()], "truncated": false, "revision": 50, "assignments": {},
-               "quarantines": {}, "unclaimed": {}, "unclaimed_truncated": false})
+               "quarantines": {}, "unclaimed": {}, "unclaimed_truncated": false, "open": [],
+               "open_truncated": false})
     );
 }
 
@@ -689,6 +698,8 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
                 quarantines: Default::default(),
                 unclaimed: Default::default(),
                 unclaimed_truncated: false,
+                open: Vec::new(),
+                open_truncated: false,
             },
             false,
             f,

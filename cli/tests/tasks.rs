@@ -39,6 +39,13 @@ fn a_task_is_posted_once_taken_once_and_the_next_taker_is_told_why_not() {
         )
     );
     assert_eq!(v["record"]["fields"]["role"], "reviewer");
+    // The board lists it as open.
+    let (code, v) = node.json(&["board", "tasks/", "--unclaimed"]);
+    assert_eq!(
+        (code, &v["open"]),
+        (0, &serde_json::json!(["tasks/review-17"])),
+        "{v}"
+    );
     // Posting it again is refused, naming its status: exit 3, nothing changed.
     let (code, v) = node.json(&post);
     assert_eq!(code, 3, "{v}");

@@ -317,6 +317,27 @@ async fn the_board_follows_claims_releases_assignments_and_handoffs_live_and_sur
     })
     .await;
 
+    // A posted task no one holds or is assigned shows as open, with its status and summary.
+    codex
+        .post(
+            "tasks/posted",
+            baton_client::RecordPatch {
+                summary: Some("triage the flaky test".into()),
+                ..Default::default()
+            },
+            None,
+            "dispatch@ci",
+            false,
+        )
+        .await
+        .unwrap();
+    until(&browser, "the posted task, open", async |b| {
+        row_text(b, "tasks/posted")
+            .await
+            .is_some_and(|(text, _)| text.contains("open") && text.contains("triage the flaky"))
+    })
+    .await;
+
     // The node `baton web` talks to first dies: the page stays live through another one.
     cluster.kill(1);
     granted(

@@ -159,6 +159,8 @@ pub(crate) fn board(response: pb::BoardResponse, answered_by: String) -> Result<
             .map(|(key, a)| (key, assignment(a)))
             .collect(),
         unclaimed_truncated: response.unclaimed_truncated,
+        open: response.open,
+        open_truncated: response.open_truncated,
     })
 }
 

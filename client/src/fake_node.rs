@@ -432,6 +432,8 @@ impl Baton for FakeNode {
             quarantines: Default::default(),
             unclaimed: Default::default(),
             unclaimed_truncated: false,
+            open: Vec::new(),
+            open_truncated: false,
         }))
     }
 

@@ -202,6 +202,11 @@ pub struct Board {
     pub unclaimed: std::collections::BTreeMap<String, crate::AssignmentInfo>,
     /// More unclaimed keys match: ask again with `start_after` = the last of them.
     pub unclaimed_truncated: bool,
+    /// Keys under the prefix that `claim-next` could grant to anyone: not held, not
+    /// quarantined, not finished, assigned to no one (tasks on the board).
+    pub open: Vec<String>,
+    /// More open keys match: ask again with `start_after` = the last of them.
+    pub open_truncated: bool,
     /// The endpoint (`host:port`) of the node that answered (not in the CLI's JSON).
     #[serde(skip)]
     pub answered_by: String,

@@ -10,6 +10,9 @@ pub const HOLDER_NAME_BYTES_MAX: usize = 128;
 pub const CLIENT_ID_BYTES_MAX: usize = 64;
 /// A record's status word: 1..=32 bytes of `a-z`, `0-9`, `_`, `-`.
 pub const STATUS_BYTES_MAX: usize = 32;
+/// A task whose record has one of these statuses is finished: `claim-next` passes it by, and
+/// boards do not list it as open.
+pub const FINISHED_STATUSES: [&str; 3] = ["done", "cancelled", "closed"];
 /// Longest `authorization` value (a bearer token) a node hashes; longer ones are refused
 /// unread, and a client does not send one.
 pub const TOKEN_BYTES_MAX: usize = 512;

@@ -59,6 +59,8 @@ def test_racers_on_claim_next_take_one_posted_task_each(cluster):
     for i in range(4):
         posted = dispatcher.post(f"board/{i}", summary=f"task {i}", fields={"role": "coder"})
         assert posted.created and posted.record.status == "open"
+    board = dispatcher.board("board/")
+    assert board.open == [f"board/{i}" for i in range(4)] and not board.open_truncated
     with pytest.raises(Refused) as exists:
         dispatcher.post("board/0")
     assert exists.value.reason == "exists" and exists.value.status == "open"

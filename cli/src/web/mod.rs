@@ -210,6 +210,10 @@ struct Row {
     offer: Option<OfferRow>,
     quarantine: Option<QuarantineView>,
     revision: u64,
+    /// An open task: no holder, no assignee, not quarantined, a status that is not a
+    /// finished one (`claim-next` could grant it to anyone). A key with no status at all
+    /// (claimed and released, never posted) is not shown as one.
+    open: bool,
 }
 
 #[derive(Serialize)]
@@ -221,6 +225,12 @@ struct OfferRow {
 impl Row {
     fn of(view: RecordView) -> Row {
         let assignment = view.record.assigned_to.clone();
+        let status = view.record.status.as_str();
+        let open = view.lease.is_none()
+            && view.quarantine.is_none()
+            && assignment.is_none()
+            && !status.is_empty()
+            && !baton_proto::limits::FINISHED_STATUSES.contains(&status);
         let mismatch = match (&view.lease, &assignment) {
             (Some(lease), Some(a)) => a.to != lease.holder_name,
             _ => false,
@@ -238,13 +248,14 @@ impl Row {
             summary: view.record.summary,
             quarantine: view.quarantine,
             revision: view.revision,
+            open,
         }
     }
 
-    /// Worth a line on the board: held, or quarantined.
-    /// Held, quarantined, or assigned and waiting for its assignee.
+    /// Worth a line on the board: held, quarantined, assigned and waiting for its assignee,
+    /// or an open task.
     fn shown(&self) -> bool {
-        self.lease.is_some() || self.quarantine.is_some() || self.assignment.is_some()
+        self.lease.is_some() || self.quarantine.is_some() || self.assignment.is_some() || self.open
     }
 }
 
@@ -279,6 +290,9 @@ async fn board(State(s): Ctx, Query(q): Query<BoardQuery>) -> Result<Json<BoardJ
         page.unclaimed_truncated
             .then(|| page.unclaimed.keys().last().cloned())
             .flatten(),
+        page.open_truncated
+            .then(|| page.open.last().cloned())
+            .flatten(),
     ];
     let last = ends.into_iter().flatten().min();
     let truncated = last.is_some();
@@ -288,6 +302,7 @@ async fn board(State(s): Ctx, Query(q): Query<BoardQuery>) -> Result<Json<BoardJ
         page.quarantines
             .keys()
             .chain(page.unclaimed.keys())
+            .chain(page.open.iter())
             .filter(|k| **k > q.after && (!truncated || Some(*k) <= last.as_ref()))
             .cloned(),
     );

@@ -6,7 +6,7 @@
 /// The wire limits clients check too (key, holder name, client id, status word): one home,
 /// in `baton_proto::limits`.
 pub use baton_proto::limits::{
-    CLIENT_ID_BYTES_MAX, HOLDER_NAME_BYTES_MAX, KEY_BYTES_MAX, STATUS_BYTES_MAX,
+    CLIENT_ID_BYTES_MAX, FINISHED_STATUSES, HOLDER_NAME_BYTES_MAX, KEY_BYTES_MAX, STATUS_BYTES_MAX,
 };
 /// The reason given with an operator's revoke: 1..=1024 bytes.
 pub const REASON_BYTES_MAX: usize = 1024;
@@ -59,8 +59,6 @@ pub const BOARD_LEASES_MAX: usize = 1_000;
 pub const CLAIM_NEXT_SCAN_MAX: usize = 10_000;
 /// `--where FIELD=VALUE` conditions one `claim-next` may carry.
 pub const CLAIM_NEXT_WHERE_MAX: usize = 8;
-/// A task whose record has one of these statuses is finished: `claim-next` passes it by.
-pub const FINISHED_STATUSES: [&str; 3] = ["done", "cancelled", "closed"];
 
 /// Clients whose latest answers the state machine remembers for de-duplication. When more
 /// clients appear, the one idle for the longest (by revision) is forgotten.

@@ -314,3 +314,32 @@ fn bad_posts_and_claim_nexts_are_refused_as_invalid_and_change_nothing() {
     ));
     assert!(t.case("tasks/1").is_none());
 }
+
+#[test]
+fn the_board_lists_as_open_what_claim_next_could_grant_to_anyone() {
+    let mut t = LeaseTable::default();
+    post(&mut t, 1, "tasks/a", None);
+    post(&mut t, 2, "tasks/b", Some("bob@h2"));
+    post(&mut t, 3, "tasks/c", None);
+    post(&mut t, 4, "tasks/d", None);
+    post(&mut t, 5, "other/e", None);
+    assert_eq!(
+        granted_key(&next(&mut t, 6, "tasks/c", "ann@h1")),
+        "tasks/c"
+    );
+    let done = Op::Post {
+        key: "tasks/d".into(),
+        patch: RecordPatch {
+            status: Some("done".into()),
+            ..RecordPatch::default()
+        },
+        to: None,
+        by: "dispatch@ci".into(),
+        update: true,
+    };
+    t.apply(7, &from("cid-dispatch", done));
+    // a: open; b: assigned (unclaimed); c: held; d: finished; e: another prefix.
+    assert_eq!(t.open_tasks("tasks/", "", 10), (vec!["tasks/a"], false));
+    assert_eq!(t.open_tasks("", "", 1), (vec!["other/e"], true));
+    assert_eq!(t.open_tasks("", "other/e", 10), (vec!["tasks/a"], false));
+}

@@ -237,6 +237,8 @@ class Client:
             quarantines={k: _quarantine(q) for k, q in answer.quarantines.items()},
             unclaimed={k: _assignment(a) for k, a in answer.unclaimed.items()},
             unclaimed_truncated=answer.unclaimed_truncated,
+            open=list(answer.open),
+            open_truncated=answer.open_truncated,
         )
 
     def check(self, key: str, token: int) -> TokenCheck:

@@ -99,6 +99,10 @@ class Board:
     # Keys assigned by a dispatcher that no one holds yet (key -> assignment).
     unclaimed: Dict[str, Assignment]
     unclaimed_truncated: bool
+    # Keys claim_next could grant to anyone: not held, not quarantined, not finished,
+    # assigned to no one (open tasks).
+    open: List[str] = field(default_factory=list)
+    open_truncated: bool = False
 
 
 @dataclass(frozen=True)

@@ -79,9 +79,10 @@ function renderRow(row, at) {
   tr.append(keyCell);
   const lease = row.lease;
   const a = row.assignment;
-  // An assigned key no one holds is a task waiting for its assignee: "unclaimed".
-  const holder = lease ? lease.holder_name : a ? "unclaimed" : "-";
-  tr.append(el("td", holder, lease || !a ? "holder" : "holder unclaimed"));
+  // An assigned key no one holds is a task waiting for its assignee: "unclaimed"; a task no
+  // one holds or is assigned is "open" (claim-next takes it).
+  const holder = lease ? lease.holder_name : a ? "unclaimed" : row.open ? "open" : "-";
+  tr.append(el("td", holder, lease || (!a && !row.open) ? "holder" : "holder unclaimed"));
   tr.append(el("td", a ? a.to : "-", "assigned"));
   tr.append(el("td", lease ? lease.token : "-", "num token"));
   const expires = el("td", "", "num expires");

@@ -8,6 +8,26 @@ use crate::core::limits::{CLAIM_NEXT_SCAN_MAX, FINISHED_STATUSES};
 use crate::core::types::Unclaimable;
 
 impl LeaseTable {
+    /// Keys that start with `prefix`, after `start_after`, that `claim-next` could grant to
+    /// anyone: not held, not quarantined, not finished, and assigned to no one (the assigned
+    /// ones are `unclaimed`); at most `limit` of them; the flag says whether more match.
+    pub fn open_tasks(&self, prefix: &str, start_after: &str, limit: usize) -> (Vec<&str>, bool) {
+        let mut matching = self
+            .cases
+            .range::<str, _>(super::page_range(prefix, start_after))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .filter(|(k, c)| {
+                !self.leases.contains_key(&***k)
+                    && c.quarantine.is_none()
+                    && c.record.assigned_to.is_none()
+                    && !FINISHED_STATUSES.contains(&c.record.status.as_str())
+            })
+            .map(|(k, _)| &**k);
+        let page: Vec<&str> = matching.by_ref().take(limit).collect();
+        let truncated = matching.next().is_some();
+        (page, truncated)
+    }
+
     /// The key `claim-next` grants `holder_name`, or why none can be: looks at the case files
     /// under `prefix` in key order, at most `CLAIM_NEXT_SCAN_MAX` of them. A key is claimable
     /// when it is not held, not quarantined, not finished, its record has every `wheres`
