@@ -74,18 +74,33 @@ fn optional_lease(lease_opt: Option<pb::Lease>) -> Result<Option<LeaseInfo>, Err
     lease_opt.map(lease).transpose()
 }
 
+/// A `Granted` answer (of a claim or a claim-next) at `revision`, as a [`Grant`].
+fn grant_of(
+    granted: pb::Granted,
+    revision: u64,
+    clock: GrantClock,
+    what: &str,
+) -> Result<Grant, Error> {
+    Ok(clock.grant(
+        required_lease(granted.lease, what)?,
+        granted.already_held,
+        revision,
+        granted.assignment.map(assignment),
+    ))
+}
+
 pub(crate) fn claim_outcome(
     response: pb::ClaimResponse,
     clock: GrantClock,
 ) -> Result<ClaimOutcome, Error> {
     use pb::claim_response::Outcome;
     match response.outcome {
-        Some(Outcome::Granted(granted)) => Ok(ClaimOutcome::Granted(clock.grant(
-            required_lease(granted.lease, "claim granted")?,
-            granted.already_held,
+        Some(Outcome::Granted(granted)) => Ok(ClaimOutcome::Granted(grant_of(
+            granted,
             response.revision,
-            granted.assignment.map(assignment),
-        ))),
+            clock,
+            "claim granted",
+        )?)),
         Some(Outcome::Held(held)) => Ok(ClaimOutcome::Held {
             lease: required_lease(held.lease, "claim held")?,
             same_name_other_process: held.same_name_other_process,
@@ -325,12 +340,12 @@ pub(crate) fn next_outcome(
 ) -> Result<NextOutcome, Error> {
     use pb::claim_next_response::Outcome;
     match response.outcome {
-        Some(Outcome::Granted(granted)) => Ok(NextOutcome::Granted(clock.grant(
-            required_lease(granted.lease, "claim-next granted")?,
-            granted.already_held,
+        Some(Outcome::Granted(granted)) => Ok(NextOutcome::Granted(grant_of(
+            granted,
             response.revision,
-            granted.assignment.map(assignment),
-        ))),
+            clock,
+            "claim-next granted",
+        )?)),
         Some(Outcome::Nothing(n)) => Ok(NextOutcome::Nothing(Unclaimable {
             scanned: n.scanned,
             held: n.held,

@@ -166,6 +166,17 @@ class Client:
     def _safe_until(self, sent: float, ttl: float) -> float:
         return sent + ttl * (1.0 - self.drift_margin)
 
+    def _grant(self, granted, revision: int, sent: float) -> Grant:
+        """A `Granted` answer (of a claim or a claim_next) as a `Grant`."""
+        lease = _lease(granted.lease)
+        return Grant(
+            lease=lease,
+            already_held=granted.already_held,
+            revision=revision,
+            safe_until=self._safe_until(sent, lease.ttl),
+            assignment=_maybe_assignment(granted, "assignment"),
+        )
+
     # ---- leases ---------------------------------------------------------------------------
 
     def claim(self, key: str, ttl: float = 30.0, holder: Optional[str] = None) -> Grant:
@@ -188,15 +199,7 @@ class Client:
                 answer.held.same_name_other_process,
                 _maybe_assignment(answer.held, "assignment"),
             )
-        granted = answer.granted
-        lease = _lease(granted.lease)
-        return Grant(
-            lease=lease,
-            already_held=granted.already_held,
-            revision=answer.revision,
-            safe_until=self._safe_until(sent, lease.ttl),
-            assignment=_maybe_assignment(granted, "assignment"),
-        )
+        return self._grant(answer.granted, answer.revision, sent)
 
     def renew(self, key: str, token: int, deadline: Optional[float] = None) -> Tuple[LeaseInfo, float]:
         """Renews the lease `token` of `key`: (the lease, its new `safe_until`). Raises
@@ -353,15 +356,7 @@ class Client:
                 "truncated": n.truncated,
             }
             raise NothingClaimable(prefix, counts)
-        granted = answer.granted
-        lease = _lease(granted.lease)
-        return Grant(
-            lease=lease,
-            already_held=granted.already_held,
-            revision=answer.revision,
-            safe_until=self._safe_until(sent, lease.ttl),
-            assignment=_maybe_assignment(granted, "assignment"),
-        )
+        return self._grant(answer.granted, answer.revision, sent)
 
     def record(self, key: str, stale: bool = False) -> RecordView:
         answer = self._call("baton", "GetRecord", pb.GetRecordRequest(key=key, stale=stale))

@@ -406,15 +406,8 @@ impl Step<'_> {
             .map(|c| c.record.clone())
             .unwrap_or_default();
         let detail = patch.apply_to(&mut record);
-        if record.fields.len() > FIELDS_MAX || record.size_bytes() > RECORD_BYTES_MAX {
-            return Outcome::Invalid {
-                message: format!(
-                    "the record would hold {} fields and {} bytes: the limits are {FIELDS_MAX} \
-                     fields and {RECORD_BYTES_MAX} bytes",
-                    record.fields.len(),
-                    record.size_bytes()
-                ),
-            };
+        if let Some(too_big) = over_limits(&record) {
+            return too_big;
         }
         if !detail.is_empty() {
             record.updated_revision = self.index;
@@ -454,15 +447,8 @@ impl Step<'_> {
             record.status = "open".into();
             detail = join("status open", &detail);
         }
-        if record.fields.len() > FIELDS_MAX || record.size_bytes() > RECORD_BYTES_MAX {
-            return Outcome::Invalid {
-                message: format!(
-                    "the record would hold {} fields and {} bytes: the limits are {FIELDS_MAX} \
-                     fields and {RECORD_BYTES_MAX} bytes",
-                    record.fields.len(),
-                    record.size_bytes()
-                ),
-            };
+        if let Some(too_big) = over_limits(&record) {
+            return too_big;
         }
         if !detail.is_empty() {
             record.updated_revision = self.index;
@@ -724,6 +710,21 @@ pub(super) fn held_by(
             current: current.cloned().map(Box::new),
         }),
     }
+}
+
+/// The refusal of a record a patch would take past its limits (`FIELDS_MAX`,
+/// `RECORD_BYTES_MAX`), if it would.
+fn over_limits(record: &crate::core::case::Record) -> Option<Outcome> {
+    (record.fields.len() > FIELDS_MAX || record.size_bytes() > RECORD_BYTES_MAX).then(|| {
+        Outcome::Invalid {
+            message: format!(
+                "the record would hold {} fields and {} bytes: the limits are {FIELDS_MAX} \
+                 fields and {RECORD_BYTES_MAX} bytes",
+                record.fields.len(),
+                record.size_bytes()
+            ),
+        }
+    })
 }
 
 fn join(a: &str, b: &str) -> String {
