@@ -17,6 +17,8 @@ use crate::error::Error;
 use crate::handoff::{Accepted, HandoffNote, OfferView};
 use crate::history::History;
 use crate::record::{Assigned, Record, RecordPatch, RecordView};
+mod sets;
+pub use sets::GuardedSet;
 mod tasks;
 mod transport;
 

@@ -10,6 +10,7 @@ use crate::error::{Error, Refusal, RefusalReason};
 use crate::handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
 use crate::history::{Event, History};
 use crate::record::{Assigned, Record, RecordPatch, RecordView};
+use crate::sets::{BlockedKey, SetOutcome};
 use crate::tasks::{NextOutcome, Posted, Unclaimable};
 use crate::types::{
     safe_deadline, AccessChange, AccessView, ActorInfo, AssignmentInfo, Board, ClaimOutcome,
@@ -358,6 +359,49 @@ pub(crate) fn next_outcome(
         None => Err(Error::Protocol(
             "claim-next reply without an outcome".into(),
         )),
+    }
+}
+
+pub(crate) fn set_outcome(
+    response: pb::ClaimSetResponse,
+    clock: GrantClock,
+) -> Result<SetOutcome, Error> {
+    use pb::claim_set_response::Outcome;
+    match response.outcome {
+        Some(Outcome::Granted(set)) => Ok(SetOutcome::Granted(
+            set.granted
+                .into_iter()
+                .map(|g| grant_of(g, response.revision, clock, "claim-set granted"))
+                .collect::<Result<_, _>>()?,
+        )),
+        Some(Outcome::Blocked(set)) => Ok(SetOutcome::Blocked(
+            set.blocked
+                .into_iter()
+                .map(blocked_key)
+                .collect::<Result<_, _>>()?,
+        )),
+        None => Err(Error::Protocol("claim-set reply without an outcome".into())),
+    }
+}
+
+fn blocked_key(b: pb::BlockedKey) -> Result<BlockedKey, Error> {
+    match (b.held, b.quarantined) {
+        (Some(held), _) => Ok(BlockedKey::Held {
+            lease: required_lease(held.lease, "claim-set blocked")?,
+            same_name_other_process: held.same_name_other_process,
+            assignment: held.assignment.map(assignment),
+        }),
+        (None, Some(q)) => Ok(BlockedKey::Quarantined {
+            key: b.key,
+            revision: q.quarantine_revision,
+            delay: Duration::from_millis(q.quarantine_delay_ms),
+            remaining: Duration::from_millis(q.quarantine_remaining_ms),
+            revoked: q.quarantine_revoked,
+        }),
+        (None, None) => Err(Error::Protocol(format!(
+            "claim-set blocked by {} without saying why",
+            b.key
+        ))),
     }
 }
 

@@ -477,6 +477,14 @@ impl Baton for FakeNode {
         Err(Status::unimplemented("fake"))
     }
 
+    async fn claim_set(
+        &self,
+        request: Request<pb::ClaimSetRequest>,
+    ) -> Result<Response<pb::ClaimSetResponse>, Status> {
+        self.enter("claim_set", request.get_ref().request_id.as_ref())?;
+        Err(Status::unimplemented("fake"))
+    }
+
     async fn set_access(
         &self,
         request: Request<pb::SetAccessRequest>,

@@ -516,7 +516,7 @@ impl Client {
 
     /// Refuses another guard past [`crate::endings::LEASES_PER_SESSION_MAX`], before
     /// anything is claimed.
-    fn guard_room(&self) -> Result<(), Error> {
+    pub(crate) fn guard_room(&self) -> Result<(), Error> {
         if self.feed_full() {
             return Err(Error::InvalidArgument(format!(
                 "this session follows {} leases already (LEASES_PER_SESSION_MAX); release \

@@ -94,11 +94,13 @@ pub mod history;
 pub mod note;
 pub mod record;
 mod retry;
+pub mod sets;
 pub mod tasks;
 pub mod types;
 pub mod watch;
 
 pub use client::Client;
+pub use client::GuardedSet;
 pub use config::{
     normalize_endpoint, BearerToken, ClientConfig, ClientTls, ValidConfig, DEFAULT_ENDPOINT,
 };
@@ -108,6 +110,7 @@ pub use guard::{GuardedClaim, GuardedNext, LeaseGuard, LossReason};
 pub use handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
 pub use history::{Event, History, Stint};
 pub use record::{Assigned, QuarantineView, Record, RecordPatch, RecordView};
+pub use sets::{BlockedKey, SetOutcome};
 pub use tasks::{NextFilter, NextOutcome, Posted, Unclaimable};
 pub use types::{
     safe_deadline, AccessChange, AccessView, ActorInfo, AssignmentInfo, Board, ClaimOutcome,

@@ -100,6 +100,9 @@ pub fn decode_all(bytes: &[u8]) -> Vec<(Option<convert::Origin>, Op)> {
     if let Ok(r) = pb::ClaimNextRequest::decode(bytes) {
         keep(convert::claim_next(r, TTL));
     }
+    if let Ok(r) = pb::ClaimSetRequest::decode(bytes) {
+        keep(convert::claim_set(r, TTL));
+    }
     ok
 }
 

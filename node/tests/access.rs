@@ -166,6 +166,20 @@ async fn a_policy_set_as_one_raft_entry_binds_every_node_per_principal_and_prefi
         ca.claim("billing/1", "agent-a", TTL).await,
         "no `claim` permission on \"billing/1\"",
     );
+    // A set needs `claim` on every key of it: one key outside the rules refuses it all.
+    denied(
+        ca.claim_set(&["tasks/s1", "billing/2"], "agent-a", TTL)
+            .await,
+        "no `claim` permission on \"billing/2\"",
+    );
+    let probe = ca.probe("tasks/s1", ReadMode::Linearizable).await.unwrap();
+    assert_eq!(probe.lease, None, "a refused set granted nothing");
+    assert!(matches!(
+        ca.claim_set(&["tasks/s1", "tasks/s2"], "agent-a", TTL)
+            .await
+            .unwrap(),
+        baton_client::SetOutcome::Granted(_)
+    ));
     assert!(ca.probe("billing/1", ReadMode::Linearizable).await.is_ok());
     denied(
         cb.probe("billing/1", ReadMode::Linearizable).await,

@@ -1187,6 +1187,21 @@ async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
         baton_client::Record::default(),
         "a refused post made nothing"
     );
+    // So is a claim of a set (format 10): none of its keys is granted.
+    match client
+        .claim_set(&["sets/u4", "sets/u5"], "worker", Duration::from_secs(30))
+        .await
+    {
+        Err(Error::Refused(r)) => {
+            assert_eq!(r.reason, baton_client::RefusalReason::FormatPending);
+            assert_eq!((r.data_format, r.nodes.as_slice()), (10, &[silent][..]));
+        }
+        other => panic!("expected a format_pending refusal: {other:?}"),
+    }
+    for key in ["sets/u4", "sets/u5"] {
+        let probe = client.probe(key, ReadMode::Linearizable).await.unwrap();
+        assert_eq!(probe.lease, None, "a refused set granted {key}");
+    }
     let now = client.revoke_with("tasks/u2", "stuck", true).await.unwrap();
     assert!(now.revoked.is_some() && now.claimable_in.is_zero());
     let view = client

@@ -13,6 +13,9 @@ pub const STATUS_BYTES_MAX: usize = 32;
 /// A task whose record has one of these statuses is finished: `claim-next` passes it by, and
 /// boards do not list it as open.
 pub const FINISHED_STATUSES: [&str; 3] = ["done", "cancelled", "closed"];
+/// Keys one all-or-none claim (a claim of a set) may name. A larger set is refused as bad
+/// input: split the work, or take a prefix's tasks one by one with `claim-next`.
+pub const CLAIM_SET_KEYS_MAX: usize = 64;
 /// Longest `authorization` value (a bearer token) a node hashes; longer ones are refused
 /// unread, and a client does not send one.
 pub const TOKEN_BYTES_MAX: usize = 512;

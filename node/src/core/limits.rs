@@ -6,7 +6,8 @@
 /// The wire limits clients check too (key, holder name, client id, status word): one home,
 /// in `baton_proto::limits`.
 pub use baton_proto::limits::{
-    CLIENT_ID_BYTES_MAX, FINISHED_STATUSES, HOLDER_NAME_BYTES_MAX, KEY_BYTES_MAX, STATUS_BYTES_MAX,
+    CLAIM_SET_KEYS_MAX, CLIENT_ID_BYTES_MAX, FINISHED_STATUSES, HOLDER_NAME_BYTES_MAX,
+    KEY_BYTES_MAX, STATUS_BYTES_MAX,
 };
 /// The reason given with an operator's revoke: 1..=1024 bytes.
 pub const REASON_BYTES_MAX: usize = 1024;
@@ -98,6 +99,9 @@ const _: () = assert!(PROPOSAL_COMMANDS_MAX >= 1 && PROPOSALS_IN_FLIGHT_MAX >= 1
 const _: () = assert!(TTL_MS_FLOOR < TTL_MS_MAX);
 const _: () = assert!(KEY_BYTES_MAX + HOLDER_NAME_BYTES_MAX + REASON_BYTES_MAX < REQUEST_BYTES_MAX);
 const _: () = assert!(DEDUP_ANSWERS_PER_CLIENT_MAX >= 1);
+// A whole set's keys, holder and answer fit in one request and one proposal.
+const _: () =
+    assert!(CLAIM_SET_KEYS_MAX * KEY_BYTES_MAX + HOLDER_NAME_BYTES_MAX < PROPOSAL_BYTES_MAX);
 const _: () = assert!(SUMMARY_BYTES_MAX < RECORD_BYTES_MAX);
 const _: () = assert!(RECORD_BYTES_MAX + NOTE_BYTES_MAX < REQUEST_BYTES_MAX);
 const _: () = assert!(OFFER_TTL_MS_MIN < OFFER_TTL_MS_MAX && OFFER_TTL_MS_MAX <= TTL_MS_MAX);

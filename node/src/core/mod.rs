@@ -39,6 +39,8 @@ pub mod sequences;
 #[cfg(test)]
 mod session_tests;
 #[cfg(test)]
+mod set_tests;
+#[cfg(test)]
 mod tests;
 
 pub use case::{
@@ -48,6 +50,6 @@ pub use case::{
 pub use refusal::Refusal;
 pub use table::{Changes, ClientSession, Effect, Ending, LeaseTable, Timer};
 pub use types::{
-    Actor, Applied, FencingToken, Holder, Lease, LogCommand, Name, Op, Outcome, Proposal,
-    RequestId, Sender, Unclaimable,
+    Actor, Applied, Blocked, FencingToken, Grant, Holder, Lease, LogCommand, Name, Op, Outcome,
+    Proposal, RequestId, Sender, Unclaimable,
 };

@@ -79,7 +79,7 @@ fn ttl(rng: &mut dyn RngCore) -> u64 {
 fn op(rng: &mut dyn RngCore, table: &LeaseTable, seen: &[u64]) -> Op {
     let key = key(rng);
     let token = token(rng, table, &key, seen);
-    match rng.gen_range(0..17) {
+    match rng.gen_range(0..18) {
         0..=2 => Op::Claim {
             key,
             holder: holder(rng),
@@ -173,6 +173,21 @@ fn op(rng: &mut dyn RngCore, table: &LeaseTable, seen: &[u64]) -> Op {
                 .filter(|_| rng.gen_ratio(1, 3))
                 .collect(),
         },
+        16 => {
+            let mut keys: Vec<String> = KEYS
+                .iter()
+                .filter(|_| rng.gen_ratio(1, 2))
+                .map(|k| (*k).to_owned())
+                .collect();
+            if rng.gen_ratio(1, 10) {
+                keys.push(self::key(rng));
+            }
+            Op::ClaimSet {
+                keys,
+                holder: holder(rng),
+                ttl_ms: ttl(rng),
+            }
+        }
         13 => Op::SetQuarantine {
             prefix: pick(rng, &["tasks/", "jobs/", "", "nope/"]).into(),
             delay_ms: rng.gen_range(0..3) * 1_000,
@@ -218,6 +233,7 @@ fn command(
         let needed = match &op {
             Op::Claim { holder, .. }
             | Op::ClaimNext { holder, .. }
+            | Op::ClaimSet { holder, .. }
             | Op::Accept { holder, .. }
             | Op::Decline { holder, .. } => Some(holder.client_id.clone()),
             op => table.lease(op.key()).map(|l| l.holder.client_id.clone()),
@@ -309,6 +325,13 @@ fn check(table: &LeaseTable, revision: u64, outcome: &Outcome, last_token: &mut 
     } = outcome
     {
         assert_eq!(lease.token, revision, "a new grant's token is its revision");
+    }
+    // A set is held whole by its claimant, every new grant at the entry's revision.
+    if let Outcome::GrantedSet { grants } = outcome {
+        for g in grants {
+            assert!(g.already_held || g.lease.token == revision, "{g:?}");
+            assert_eq!(table.lease(&g.lease.key), Some(&g.lease), "{g:?}");
+        }
     }
     for (i, key) in KEYS.iter().enumerate() {
         if let Some(lease) = table.lease(key) {
@@ -461,6 +484,8 @@ mod prop_tests {
             "Cancelled",
             "Posted",
             "NothingClaimable",
+            "GrantedSet",
+            "BlockedSet",
             // Answered as the leader would from a read, with no log entry.
             "WithoutLog",
         ] {

@@ -13,10 +13,11 @@ use super::access::AccessState;
 use super::case::{Assignment, CaseFile, Event};
 use super::limits::{DEDUP_ANSWERS_PER_CLIENT_MAX, DEDUP_CLIENTS_MAX, KEYS_MAX};
 use super::refusal::Refusal;
-use super::types::{Holder, Lease, LogCommand, Op, Outcome, RequestId};
+use super::types::{Blocked, Holder, Lease, LogCommand, Op, Outcome, RequestId};
 use super::validate;
 
 mod next;
+mod set;
 mod step;
 
 use step::Step;
@@ -388,20 +389,30 @@ impl LeaseTable {
         holder: &Holder,
         format_3: bool,
     ) -> Option<Outcome> {
+        self.claim_blocked(key, holder, format_3)
+            .map(Blocked::into_outcome)
+    }
+
+    /// Why a claim of `key` by `holder` is refused (see `claim_refused`), as one key of a set
+    /// names it.
+    pub(crate) fn claim_blocked(
+        &self,
+        key: &str,
+        holder: &Holder,
+        format_3: bool,
+    ) -> Option<Blocked> {
         let case = self.cases.get(key);
         if let Some(q) = case.and_then(|c| c.quarantine.as_ref()) {
-            return Some(Outcome::Refused {
-                refusal: Refusal::Quarantined {
-                    key: key.to_owned(),
-                    revision: q.revision,
-                    delay_ms: q.delay_ms,
-                },
+            return Some(Blocked::Quarantined {
+                key: key.to_owned(),
+                revision: q.revision,
+                delay_ms: q.delay_ms,
             });
         }
         let lease = self.lease(key)?;
         let same =
             lease.holder == *holder || (format_3 && lease.holder.client_id == holder.client_id);
-        (!same).then(|| Outcome::Held {
+        (!same).then(|| Blocked::Held {
             same_name_other_process: lease.holder.name == holder.name,
             lease: lease.clone(),
             assignment: case.and_then(|c| c.record.assigned_to.as_deref().cloned()),
@@ -439,6 +450,10 @@ impl LeaseTable {
             }
             Op::Update { key, token, .. } => {
                 fenced(key, *token).map(|refusal| Outcome::Refused { refusal })
+            }
+            Op::ClaimSet { keys, holder, .. } => {
+                let blocked = self.set_blocked(keys, holder);
+                (!blocked.is_empty()).then_some(Outcome::BlockedSet { blocked })
             }
             _ => None,
         }
@@ -523,6 +538,15 @@ impl LeaseTable {
 
     fn apply_op(&mut self, index: u64, cmd: &LogCommand, changes: &mut Changes) -> Outcome {
         let op = &cmd.op;
+        // A set is claimed one step per key, all or none.
+        if let Op::ClaimSet {
+            keys,
+            holder,
+            ttl_ms,
+        } = op
+        {
+            return self.claim_set(index, cmd, keys, holder, *ttl_ms, changes);
+        }
         // `claim-next` picks its key first, then claims it like a claim of that key.
         let next = match op {
             Op::ClaimNext {
@@ -609,8 +633,9 @@ impl LeaseTable {
             Op::Lapse { offer_revision, .. } => step.lapse(*offer_revision),
             Op::SetQuarantine { prefix, delay_ms } => step.set_quarantine(prefix, *delay_ms),
             Op::EndQuarantine { revision, .. } => step.end_quarantine(*revision),
-            // Applied by `apply_tracked`, which has the access state.
-            Op::SetAccess { .. } => Outcome::None,
+            // Applied before a step is made: by `apply_tracked`, which has the access state;
+            // by `claim_set` above, one step per key.
+            Op::SetAccess { .. } | Op::ClaimSet { .. } => Outcome::None,
         }
     }
 
@@ -618,12 +643,13 @@ impl LeaseTable {
     /// the entry could have touched is checked, so the cost stays O(log n) per apply.
     #[cfg(debug_assertions)]
     fn check_invariants(&self, index: u64, cmd: &LogCommand) {
-        let key = cmd.op.key();
-        if let Some(lease) = self.leases.get(key) {
-            assert_eq!(key, &*lease.key, "lease stored under another key");
-            assert!(lease.token >= 1, "token 0 on {key}");
-            assert!(lease.token <= lease.basis, "basis before token on {key}");
-            assert!(lease.basis <= index, "basis from the future on {key}");
+        for key in cmd.op.keys() {
+            if let Some(lease) = self.leases.get(key) {
+                assert_eq!(key, &*lease.key, "lease stored under another key");
+                assert!(lease.token >= 1, "token 0 on {key}");
+                assert!(lease.token <= lease.basis, "basis before token on {key}");
+                assert!(lease.basis <= index, "basis from the future on {key}");
+            }
         }
         assert!(
             self.sessions.len() <= DEDUP_CLIENTS_MAX,
@@ -660,6 +686,7 @@ fn holder_is_sender(cmd: &LogCommand) -> Result<(), validate::InvalidInput> {
     let holder = match &cmd.op {
         Op::Claim { holder, .. }
         | Op::ClaimNext { holder, .. }
+        | Op::ClaimSet { holder, .. }
         | Op::Accept { holder, .. }
         | Op::Decline { holder, .. } => holder,
         _ => return Ok(()),

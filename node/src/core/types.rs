@@ -201,6 +201,16 @@ pub enum Op {
         any: bool,
         wheres: Vec<(String, String)>,
     },
+    /// Grants `holder` every key in `keys`, or none, in one entry: each key it grants gets
+    /// this entry's revision as its token (a key the holder's session already holds keeps
+    /// its token and is renewed, as a claim of it would). Refused, changing nothing, if any
+    /// key is held by someone else or quarantined: the answer names every such key. At most
+    /// `CLAIM_SET_KEYS_MAX` distinct keys. Data format 10, appended last.
+    ClaimSet {
+        keys: Vec<String>,
+        holder: Holder,
+        ttl_ms: u64,
+    },
 }
 
 impl Op {
@@ -350,6 +360,19 @@ impl Op {
                     feed(value.as_bytes());
                 }
             }
+            Op::ClaimSet {
+                keys,
+                holder,
+                ttl_ms,
+            } => {
+                feed(b"claim-set");
+                for key in keys {
+                    feed(key.as_bytes());
+                }
+                feed(holder.name.as_bytes());
+                feed(holder.client_id.as_bytes());
+                feed(&ttl_ms.to_le_bytes());
+            }
             Op::SetAccess { policy, by } => {
                 feed(b"set-access");
                 feed(by.as_bytes());
@@ -382,6 +405,8 @@ impl Op {
             // The keys under the prefix: permissions are by prefix, so a right over this
             // prefix as a key is a right over every key under it.
             Op::SetQuarantine { prefix, .. } | Op::ClaimNext { prefix, .. } => prefix,
+            // The first of the set (each is checked and claimed; see `keys`).
+            Op::ClaimSet { keys, .. } => keys.first().map_or("", String::as_str),
             // About the whole cluster, no one key.
             Op::SetAccess { .. } => "",
         }
@@ -389,6 +414,14 @@ impl Op {
 }
 
 impl Op {
+    /// Every key the operation is about: the set of a `ClaimSet`, else `key()` alone.
+    pub fn keys(&self) -> Vec<&str> {
+        match self {
+            Op::ClaimSet { keys, .. } => keys.iter().map(String::as_str).collect(),
+            op => vec![op.key()],
+        }
+    }
+
     /// Validates the operation against the core's absolute limits (the edge checks its
     /// node's own, inside them, first).
     pub fn validate(&self) -> Result<(), InvalidInput> {
@@ -399,6 +432,16 @@ impl Op {
                 Some(p) => p.check().map_err(|e| InvalidInput(e.to_string())),
                 None => Ok(()),
             };
+        }
+        if let Op::ClaimSet {
+            keys,
+            holder: h,
+            ttl_ms: t,
+        } = op
+        {
+            validate::key_set(keys)?;
+            validate::holder(h)?;
+            return validate::ttl_ms(*t, TTL_MS_FLOOR, TTL_MS_MAX);
         }
         validate::key(op.key())?;
         match op {
@@ -510,7 +553,7 @@ impl Op {
                 validate::ttl_ms(*t, TTL_MS_FLOOR, TTL_MS_MAX)?;
                 validate::wheres(wheres)
             }
-            Op::SetAccess { .. } => Ok(()),
+            Op::SetAccess { .. } | Op::ClaimSet { .. } => Ok(()),
         }
     }
 }
@@ -617,6 +660,77 @@ pub enum Outcome {
         prefix: String,
         counts: Unclaimable,
     },
+    /// Every key of a `ClaimSet` is the claimant's, in the order asked. Data format 10.
+    GrantedSet {
+        grants: Vec<Grant>,
+    },
+    /// A `ClaimSet` that granted nothing: every key that blocked it, in the order asked.
+    /// Nothing changed. Data format 10.
+    BlockedSet {
+        blocked: Vec<Blocked>,
+    },
+}
+
+/// One key of a granted set: its lease (the entry's revision as its token, unless
+/// `already_held`: the claimant's session held it, and keeps its token) and who a dispatcher
+/// wanted on it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub lease: Lease,
+    pub already_held: bool,
+    pub assignment: Option<Assignment>,
+}
+
+/// Why one key of a set could not be granted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Blocked {
+    /// Someone else holds it (as a claim's `Outcome::Held` says).
+    Held {
+        lease: Lease,
+        same_name_other_process: bool,
+        assignment: Option<Assignment>,
+    },
+    /// It is quarantined (as a claim's `Refusal::Quarantined` says).
+    Quarantined {
+        key: String,
+        revision: u64,
+        delay_ms: u64,
+    },
+}
+
+impl Blocked {
+    /// The answer a claim of this one key gets.
+    pub fn into_outcome(self) -> Outcome {
+        match self {
+            Blocked::Held {
+                lease,
+                same_name_other_process,
+                assignment,
+            } => Outcome::Held {
+                lease,
+                same_name_other_process,
+                assignment,
+            },
+            Blocked::Quarantined {
+                key,
+                revision,
+                delay_ms,
+            } => Outcome::Refused {
+                refusal: Refusal::Quarantined {
+                    key,
+                    revision,
+                    delay_ms,
+                },
+            },
+        }
+    }
+
+    pub fn key(&self) -> &str {
+        match self {
+            Blocked::Held { lease, .. } => &lease.key,
+            Blocked::Quarantined { key, .. } => key,
+        }
+    }
 }
 
 /// Why `claim-next` passed the keys it looked at by, one count per reason (a key counts

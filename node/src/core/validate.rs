@@ -39,6 +39,29 @@ pub fn key(key: &str) -> Result<(), InvalidInput> {
     check_text("key", key, KEY_BYTES_MAX)
 }
 
+/// The keys of an all-or-none claim: 1 to `CLAIM_SET_KEYS_MAX` distinct valid keys.
+pub fn key_set(keys: &[String]) -> Result<(), InvalidInput> {
+    if keys.is_empty() {
+        return invalid("a claim of a set names no key: give 1 or more keys".to_owned());
+    }
+    if keys.len() > CLAIM_SET_KEYS_MAX {
+        return invalid(format!(
+            "a claim of {} keys: the limit is {CLAIM_SET_KEYS_MAX} keys in one claim",
+            keys.len()
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for k in keys {
+        key(k)?;
+        if !seen.insert(k.as_str()) {
+            return invalid(format!(
+                "key {k:?} is named twice in one claim: name it once"
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub fn holder(holder: &Holder) -> Result<(), InvalidInput> {
     check_text("holder name", &holder.name, HOLDER_NAME_BYTES_MAX)?;
     client_id(&holder.client_id)

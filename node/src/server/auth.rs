@@ -34,6 +34,11 @@ pub enum Acting<'a> {
 pub trait Acts {
     fn acting(&self) -> Acting<'_>;
     fn needs(&self) -> (Permission, &str);
+    /// More keys it needs the same permission on (a claim of a set: every key after the
+    /// first).
+    fn also_needs(&self) -> &[String] {
+        &[]
+    }
     /// Whether it is a write (counted by the per-principal write limit).
     fn writes(&self) -> bool {
         true
@@ -89,6 +94,24 @@ macro_rules! acts {
 acts!(holder, Claim, key: pb::ClaimRequest, pb::AcceptRequest, pb::DeclineRequest);
 // A right over the prefix as a key is a right over every key under it (rules are prefixes).
 acts!(holder, Claim, prefix: pb::ClaimNextRequest);
+/// A claim of a set needs `claim` on every key of it.
+impl Acts for pb::ClaimSetRequest {
+    fn acting(&self) -> Acting<'_> {
+        self.holder
+            .as_ref()
+            .map_or(Acting::Holder(""), |h| Acting::Holder(&h.name))
+    }
+    fn needs(&self) -> (Permission, &str) {
+        (
+            Permission::Claim,
+            self.keys.first().map_or("", String::as_str),
+        )
+    }
+    fn also_needs(&self) -> &[String] {
+        self.keys.get(1..).unwrap_or_default()
+    }
+}
+
 acts!(token, Claim, key: pb::RenewRequest, pb::ReleaseRequest, pb::UpdateRequest,
     pb::OfferRequest, pb::CancelRequest);
 acts!(read, Read, key: pb::ProbeRequest, pb::CheckTokenRequest, pb::GetRecordRequest,

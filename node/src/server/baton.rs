@@ -34,6 +34,7 @@ use crate::store::{SmState, StateMachine};
 
 mod board;
 mod decide;
+mod sets;
 mod tasks;
 
 use super::claims_in_flight::ClaimsInFlight;

@@ -42,6 +42,7 @@ pub fn origin(id: Option<pb::RequestId>, op: &Op) -> Result<Option<Origin>, Stat
     let holder = match op {
         Op::Claim { holder, .. }
         | Op::ClaimNext { holder, .. }
+        | Op::ClaimSet { holder, .. }
         | Op::Accept { holder, .. }
         | Op::Decline { holder, .. } => Some(holder),
         _ => None,
@@ -264,6 +265,17 @@ pub fn claim_next(
     Ok((origin(req.request_id, &op)?, op))
 }
 
+pub fn claim_set(req: pb::ClaimSetRequest, ttl: TtlBounds) -> Result<(Option<Origin>, Op), Status> {
+    validate::ttl_ms(req.ttl_ms, ttl.min_ms, ttl.max_ms).map_err(invalid)?;
+    let op = Op::ClaimSet {
+        keys: req.keys,
+        holder: holder_of(req.holder)?,
+        ttl_ms: req.ttl_ms,
+    };
+    op.validate().map_err(invalid)?;
+    Ok((origin(req.request_id, &op)?, op))
+}
+
 pub fn unclaimable(c: &crate::core::Unclaimable) -> pb::Unclaimable {
     pb::Unclaimable {
         scanned: c.scanned,
@@ -464,6 +476,20 @@ pub fn quarantine_left_ms(
 /// left (the lease's, a quarantine's) are this node's estimates, from its countdowns; the
 /// assignment is read from `sm`.
 pub fn refusal_status(refusal: &crate::core::Refusal, sm: &crate::store::StateMachine) -> Status {
+    let details = refusal_details(refusal, sm);
+    let bytes = prost::Message::encode_to_vec(&details);
+    Status::with_details(
+        tonic::Code::FailedPrecondition,
+        details.message,
+        tonic::codegen::Bytes::from(bytes),
+    )
+}
+
+/// The facts of a refusal, as `refusal_status` sends them in its details.
+pub fn refusal_details(
+    refusal: &crate::core::Refusal,
+    sm: &crate::store::StateMachine,
+) -> pb::Refusal {
     use crate::core::Refusal as R;
     let key = refusal.key();
     // A quarantine a revoke started is told as what it is: the revoked holder's window.
@@ -494,7 +520,7 @@ pub fn refusal_status(refusal: &crate::core::Refusal, sm: &crate::store::StateMa
         key: key.to_owned(),
         lease: refusal.lease().map(|l| lease(l, sm.countdowns())),
         assignment,
-        message: message.clone(),
+        message,
         ..pb::Refusal::default()
     };
     match refusal {
@@ -539,12 +565,7 @@ pub fn refusal_status(refusal: &crate::core::Refusal, sm: &crate::store::StateMa
         }
         R::Exists { status, .. } => details.status = status.clone(),
     }
-    let bytes = prost::Message::encode_to_vec(&details);
-    Status::with_details(
-        tonic::Code::FailedPrecondition,
-        message,
-        tonic::codegen::Bytes::from(bytes),
-    )
+    details
 }
 
 /// An outcome that cannot answer this operation: a bug, reported as INTERNAL.

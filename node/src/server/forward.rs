@@ -56,7 +56,18 @@ impl BatonServer {
                     acting,
                     needs,
                     &self.ctx.sm,
-                ) {
+                )
+                .and_then(|()| {
+                    msg.also_needs().iter().try_for_each(|key| {
+                        super::auth::authorize(
+                            &self.ctx.auth,
+                            principal.as_deref(),
+                            super::auth::Acting::Other,
+                            (needs.0, key),
+                            &self.ctx.sm,
+                        )
+                    })
+                }) {
                     Ok(()) => match self
                         .ctx
                         .principal_limited(principal.as_deref(), msg.writes())

@@ -193,6 +193,16 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
             }
             .encode_to_vec(),
         ),
+        (
+            "claim-set",
+            pb::ClaimSetRequest {
+                keys: vec!["tasks/a".into(), "tasks/b".into()],
+                holder: holder(),
+                ttl_ms: 30_000,
+                request_id: rid(11),
+            }
+            .encode_to_vec(),
+        ),
     ]
 }
 

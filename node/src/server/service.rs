@@ -90,6 +90,7 @@ baton_service! {
         set_quarantine(SetQuarantineRequest) -> SetQuarantineResponse;
         post(PostRequest) -> PostResponse;
         claim_next(ClaimNextRequest) -> ClaimNextResponse;
+        claim_set(ClaimSetRequest) -> ClaimSetResponse;
     }
     reads {
         probe(ProbeRequest) -> ProbeResponse;

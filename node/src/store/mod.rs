@@ -70,7 +70,10 @@ use std::sync::Arc;
 /// (the next claimable task under a prefix, in one entry), one more event (`posted`), a
 /// refusal (`exists`) and two outcomes; a format-8 dir is format 9 as it is, and the leader
 /// proposes the new commands only once every member said it reads format 9.
-pub const DATA_FORMAT: u32 = 9;
+/// Format 10: one more command, `Op::ClaimSet` (a set of keys to one holder, all or none, in
+/// one entry) and its two outcomes; a format-9 dir is format 10 as it is, and the leader
+/// proposes the new command only once every member said it reads format 10.
+pub const DATA_FORMAT: u32 = 10;
 /// The oldest format this baton reads (and upgrades).
 pub const DATA_FORMAT_OLDEST: u32 = 2;
 const IDENTITY_FILE: &str = "baton.id";

@@ -707,14 +707,15 @@ async fn a_format_4_or_5_data_dir_has_its_log_and_meta_moved_from_sled() {
     }
 }
 
-/// A format-6 dir (no marks yet), a format-7 dir (format 8 adds only a log command) and a
-/// format-8 dir (format 9 adds only log commands, an event kind, a refusal and outcomes) are
-/// read as they are and say the current format from their first open.
+/// A format-6 dir (no marks yet), a format-7 dir (format 8 adds only a log command), a
+/// format-8 dir (format 9 adds only log commands, an event kind, a refusal and outcomes) and
+/// a format-9 dir (format 10 adds a log command and its outcomes) are read as they are and
+/// say the current format from their first open.
 #[tokio::test]
-async fn a_format_6_to_8_data_dir_keeps_its_segment_log_and_says_the_current_format() {
+async fn a_format_6_to_9_data_dir_keeps_its_segment_log_and_says_the_current_format() {
     use openraft::testing::log_id;
     use openraft::{Entry, EntryPayload, RaftLogReader};
-    for format in [6, 7, 8] {
+    for format in [6, 7, 8, 9] {
         let dir = tempfile::tempdir().unwrap();
         let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
         drop(sm);

@@ -156,12 +156,15 @@ impl Ctx {
     ) -> Result<(Outcome, u64), NotAnswered> {
         // The chaos suite's `copies` canary decides every copy afresh, as before seed 426017.
         let afresh = crate::chaos::decide_copies_afresh();
-        let may_read = afresh || who.first_attempt || !matches!(op, Op::Claim { .. });
+        // A claim of a set is a claim too: refused from a read only on its first attempt,
+        // and a copy of that attempt gets the same refusal.
+        let claim = matches!(op, Op::Claim { .. } | Op::ClaimSet { .. });
+        let may_read = afresh || who.first_attempt || !claim;
         let cmd = command(origin, op, who.principal);
         let remembered = cmd
             .request_id
             .as_ref()
-            .filter(|_| !afresh && matches!(cmd.op, Op::Claim { .. }))
+            .filter(|_| !afresh && claim)
             .and_then(|id| self.read_answers.get(id));
         if let Some((outcome, revision)) = remembered {
             return Ok((answer_or_status(outcome, &self.sm)?, revision));
@@ -202,7 +205,7 @@ impl Ctx {
                 .read(|s| s.table.unchanged_answer(&cmd).map(|a| (a, revision(s))));
             if let Some((outcome, revision)) = answered {
                 self.metrics.refused_without_log.inc();
-                if let (Some(id), true) = (&cmd.request_id, claimed.is_some() && !afresh) {
+                if let (Some(id), true) = (&cmd.request_id, claim && !afresh) {
                     self.read_answers.remember(id, &outcome, revision);
                 }
                 return Ok((answer_or_status(outcome, &self.sm)?, revision));
