@@ -178,17 +178,24 @@ pub enum OutputFormat {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Claim KEY: prints the fencing token and the safe deadline, or the holder if it is held.
+    /// Claim KEY, or every KEY of several or none: prints the fencing token and the safe
+    /// deadline, or who holds it.
     #[command(after_help = "Examples:
   baton claim tasks/evidence-42
   baton claim tasks/evidence-42 --ttl 5m --holder claude@host-a
   baton claim tasks/evidence-42 --wait --timeout 2m   # wait up to 2m for the holder
   token=$(baton claim tasks/evidence-42 --output json | jq .lease.token)
+  baton claim src/a.rs src/b.rs src/c.rs              # all three in one write, or none
 
-Exits 3 when the key is held (after the timeout, with --wait).")]
+Several keys are claimed all or none, in one log entry: each gets that entry's revision as its
+token (a key you already hold keeps its own), or nothing is granted and every key that blocked
+is named with its holder. At most 64 keys. Renew and release them with the one token:
+  baton release src/a.rs src/b.rs src/c.rs --token 1234
+Exits 3 when a key is held (after the timeout, with --wait).")]
     Claim {
-        /// The key to claim, e.g. tasks/evidence-42.
-        key: String,
+        /// The key to claim, e.g. tasks/evidence-42; several: all or none.
+        #[arg(required = true, value_name = "KEY", num_args = 1..=baton_client::sets::CLAIM_SET_KEYS_MAX)]
+        keys: Vec<String>,
         /// Your name as the holder, e.g. claude@host-a (default: $USER@hostname).
         #[arg(long, env = "BATON_HOLDER")]
         holder: Option<String>,
@@ -209,8 +216,9 @@ The renewal must come from the claimant's client id (--client-id or $BATON_CLIEN
 another, the right token is refused naming both, exit 3. Exits 3 when the token is no longer
 current.")]
     Renew {
-        /// The key you hold.
-        key: String,
+        /// The key you hold; several keys held with one token (a set) are renewed each.
+        #[arg(required = true, value_name = "KEY")]
+        keys: Vec<String>,
         /// The fencing token the claim returned.
         #[arg(long)]
         token: u64,
@@ -224,8 +232,9 @@ Like every write with a token, it must come from the claimant's client id (--cli
 $BATON_CLIENT_ID). Exits 3 when the token is no longer current or the client id is another's
 (nothing is released).")]
     Release {
-        /// The key you hold.
-        key: String,
+        /// The key you hold; several keys held with one token (a set) are released each.
+        #[arg(required = true, value_name = "KEY")]
+        keys: Vec<String>,
         /// The fencing token the claim returned.
         #[arg(long)]
         token: u64,

@@ -75,7 +75,7 @@ fn run_takes_the_command_after_a_double_dash() {
     let Command::Run(run) = cli.command else {
         panic!("parsed as {:?}", cli.command);
     };
-    assert_eq!(run.key.as_deref(), Some("tasks/x"));
+    assert_eq!(run.keys, ["tasks/x"]);
     assert_eq!(run.ttl, Duration::from_secs(2));
     assert_eq!(run.grace, Duration::from_secs(1));
     assert!(!run.wait);
@@ -89,8 +89,20 @@ fn run_takes_the_command_after_a_double_dash() {
     let Command::Run(run) = next.unwrap().command else {
         panic!("not run");
     };
-    assert_eq!((run.key, run.next.as_deref()), (None, Some("q/")));
+    assert_eq!((run.keys.len(), run.next.as_deref()), (0, Some("q/")));
     assert_eq!(run.wheres, [("a".to_owned(), "b".to_owned())]);
+    // Several keys: a set, claimed all or none.
+    let set = Cli::try_parse_from(["baton", "run", "a", "b", "--", "x", "y"]).unwrap();
+    let Command::Run(run) = set.command else {
+        panic!("not run");
+    };
+    assert_eq!(
+        (run.keys, run.command),
+        (
+            vec!["a".to_owned(), "b".to_owned()],
+            vec!["x".to_owned(), "y".to_owned()]
+        )
+    );
     for argv in [
         &["baton", "run", "k", "--next", "q/", "--", "x"][..],
         &["baton", "run", "--", "x"],

@@ -9,8 +9,8 @@ use baton_client::{Client, ClientConfig, ReadMode, RecordPatch};
 use crate::args::{Cli, ClusterCommand, Command};
 use crate::output::Rendered;
 use crate::{
-    access, args, bench, cluster, commit_hook, exit, handoff, mcp, output, records, run, tasks,
-    watch, web,
+    access, args, bench, cluster, commit_hook, exit, handoff, mcp, output, records, run, sets,
+    tasks, watch, web,
 };
 
 /// Runs one parsed command and renders its result.
@@ -90,11 +90,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
 
     let rendered = match cli.command {
         Command::Claim {
-            key,
+            keys,
+            holder,
+            ttl,
+            wait,
+        } if keys.len() > 1 => {
+            let holder = holder.unwrap_or_else(args::default_holder);
+            let wait = wait.then_some(wait_timeout);
+            sets::claim(&client, &keys, &holder, ttl, wait, format).await?
+        }
+        Command::Claim {
+            keys,
             holder,
             ttl,
             wait,
         } => {
+            let key = keys.into_iter().next().unwrap_or_default();
             let holder = holder.unwrap_or_else(args::default_holder);
             let tell = format == args::OutputFormat::Table;
             // A refusal (quarantined, the cluster's key limit) is an answer with its facts.
@@ -114,11 +125,30 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
         }
         // A renew or release from another session than the holder's is refused (exit 3)
         // with the holder named, like any refusal.
-        Command::Renew { key, token } => match client.renew(&key, token).await {
-            Ok(outcome) => output::renew(&key, token, &outcome, format, Instant::now()),
-            Err(error) => handoff::refusal(&key, error, format)?,
-        },
-        Command::Release { key, token, status } => {
+        Command::Renew { keys, token } if keys.len() > 1 => {
+            sets::renew(&client, &keys, token, format).await?
+        }
+        Command::Renew { keys, token } => {
+            let key = keys.into_iter().next().unwrap_or_default();
+            match client.renew(&key, token).await {
+                Ok(outcome) => output::renew(&key, token, &outcome, format, Instant::now()),
+                Err(error) => handoff::refusal(&key, error, format)?,
+            }
+        }
+        Command::Release {
+            keys,
+            token,
+            status,
+        } if keys.len() > 1 => {
+            let status = status.unwrap_or_default();
+            sets::release(&client, &keys, token, &status, format).await?
+        }
+        Command::Release {
+            keys,
+            token,
+            status,
+        } => {
+            let key = keys.into_iter().next().unwrap_or_default();
             let status = status.unwrap_or_default();
             match client.release_with_status(&key, token, &status).await {
                 Ok(outcome) => output::release(&key, token, &outcome, format),

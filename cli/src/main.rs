@@ -27,6 +27,7 @@ mod note;
 mod output;
 mod records;
 mod run;
+mod sets;
 mod table;
 mod tasks;
 mod verify;

@@ -1,6 +1,7 @@
 use super::*;
 use crate::records::tests::assignment;
-use crate::{bench, handoff, records, watch};
+use crate::{bench, handoff, records, sets, watch};
+use baton_client::{BlockedKey, SetOutcome};
 use serde_json::json;
 
 fn lease() -> LeaseInfo {
@@ -820,6 +821,42 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
         watch::rendered(&watch::tests::sample_event(false), f),
         bench::rendered(&bench::tests::sample_report(), f),
         bench::rendered(&bench::tests::clean_report(), f),
+        sets::rendered(&SetOutcome::Granted(vec![grant(now), grant(now)]), f, now),
+        sets::rendered(
+            &SetOutcome::Blocked(vec![
+                BlockedKey::Held {
+                    lease: lease(),
+                    same_name_other_process: false,
+                    assignment: None,
+                },
+                BlockedKey::Quarantined {
+                    key: "src/b.rs".into(),
+                    revision: 7,
+                    delay: Duration::from_secs(30),
+                    remaining: Duration::from_secs(12),
+                    revoked: false,
+                },
+            ]),
+            f,
+            now,
+        ),
+        sets::several(
+            &["src/a.rs".to_owned(), "src/b.rs".to_owned()],
+            vec![
+                sets::Each::Done(RenewOutcome::Renewed(grant(now))),
+                sets::Each::Done(lost()),
+            ],
+            f,
+            |key, outcome| renew(key, 1, outcome, f, now),
+        )
+        .unwrap(),
+        sets::several(
+            &["src/a.rs".to_owned()],
+            vec![sets::Each::Done(ReleaseOutcome::Released(lease()))],
+            f,
+            |key, outcome| release(key, 1, outcome, f),
+        )
+        .unwrap(),
     ];
     if std::env::var_os("BATON_PRINT_JSON_EXAMPLES").is_some() {
         for out in &outputs {

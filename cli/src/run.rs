@@ -1,6 +1,7 @@
 //! `baton run KEY -- CMD ARGS...`: claim KEY (or wait for it), run the command while a
 //! [`baton_client::LeaseGuard`] keeps the lease alive, stop the command if the lease is
-//! lost, release the key when the command exits. With `--next PREFIX` it takes the next
+//! lost, release the key when the command exits. With several keys it claims them all or
+//! none in one write, keeps a guard per key, and stops the command if any of them is lost. With `--next PREFIX` it takes the next
 //! claimable task under the prefix instead (`baton claim-next`), and releases it as `done`
 //! when the command exits 0, else as it was (back on the board for the next taker).
 //!
@@ -27,8 +28,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use baton_client::{
-    Client, GuardedClaim, GuardedNext, LeaseGuard, LossReason, NextFilter, NextOutcome, ReadMode,
-    ReleaseOutcome, Unclaimable,
+    Client, GuardedClaim, GuardedNext, GuardedSet, LeaseGuard, LossReason, NextFilter, NextOutcome,
+    ReadMode, ReleaseOutcome, Unclaimable,
 };
 use futures::future::select_all;
 use nix::errno::Errno;
@@ -95,6 +96,8 @@ enum Claimed {
     Guard(LeaseGuard),
     /// `--next`: nothing claimable under the prefix.
     Nothing(String, Unclaimable),
+    /// Several keys: all granted, or what blocked them.
+    Set(GuardedSet),
 }
 
 /// Runs `baton run`. `wait_timeout` applies with `--wait`.
@@ -115,7 +118,8 @@ pub async fn run(
         )
         .into());
     }
-    let key = args.key.clone().unwrap_or_default();
+    let keys: Vec<&str> = args.keys.iter().map(String::as_str).collect();
+    let key = keys.first().copied().unwrap_or_default();
     let claim = async {
         Ok::<_, baton_client::Error>(match &args.next {
             Some(prefix) => {
@@ -131,21 +135,33 @@ pub async fn run(
                     GuardedNext::Nothing(counts) => Claimed::Nothing(prefix.clone(), counts),
                 }
             }
+            None if keys.len() > 1 => Claimed::Set(if args.wait {
+                client
+                    .claim_set_wait_guarded(&keys, &holder, args.ttl, wait_timeout)
+                    .await?
+            } else {
+                client.claim_set_guarded(&keys, &holder, args.ttl).await?
+            }),
             None => {
                 let claimed = if args.wait {
                     client
-                        .claim_wait_guarded(&key, &holder, args.ttl, wait_timeout)
+                        .claim_wait_guarded(key, &holder, args.ttl, wait_timeout)
                         .await?
                 } else {
-                    client.claim_guarded(&key, &holder, args.ttl).await?
+                    client.claim_guarded(key, &holder, args.ttl).await?
                 };
                 Claimed::Key(claimed)
             }
         })
     };
-    let guard = tokio::select! {
+    let guards = tokio::select! {
         claimed = claim => match claimed? {
-            Claimed::Key(GuardedClaim::Granted(guard)) | Claimed::Guard(guard) => guard,
+            Claimed::Key(GuardedClaim::Granted(guard)) | Claimed::Guard(guard) => vec![guard],
+            Claimed::Set(GuardedSet::Granted(guards)) => guards,
+            Claimed::Set(GuardedSet::Blocked(blocked)) => {
+                let blocked = baton_client::SetOutcome::Blocked(blocked);
+                return Ok(crate::sets::rendered(&blocked, format, std::time::Instant::now()));
+            }
             Claimed::Key(GuardedClaim::Held { lease, same_name_other_process, assignment }) => {
                 return Ok(output::run_held(
                     &lease,
@@ -163,19 +179,24 @@ pub async fn run(
         signal = signals.recv() => {
             // A claim in flight may have been granted all the same: free it. (A `--next`
             // claim in flight names no key yet: a grant it got runs out with its TTL.)
-            if !key.is_empty() {
-                release_if_ours(client, &key).await;
+            for key in &keys {
+                release_if_ours(client, key).await;
             }
             return Ok(exit_with(signal_exit_code(signal)));
         }
     };
 
+    let guard = &guards[0];
+    let lines =
+        |of: &dyn Fn(&LeaseGuard) -> String| guards.iter().map(of).collect::<Vec<_>>().join("\n");
     let program = &args.command[0];
     let mut command = tokio::process::Command::new(program);
     command
         .args(&args.command[1..])
         .env("BATON_KEY", guard.key())
         .env("BATON_TOKEN", guard.token().to_string())
+        .env("BATON_KEYS", lines(&|g| g.key().to_owned()))
+        .env("BATON_TOKENS", lines(&|g| g.token().to_string()))
         // The session the lease is bound to: the child's own `baton update --token
         // $BATON_TOKEN` acts as the holder only from the holder's client id.
         .env("BATON_CLIENT_ID", guard.session())
@@ -191,7 +212,9 @@ pub async fn run(
             } else {
                 EXIT_CANNOT_RUN
             };
-            let _ = guard.release().await;
+            for guard in guards {
+                let _ = guard.release().await;
+            }
             return Ok(Rendered {
                 error_line: Some(format!("cannot run {program:?}: {error}")),
                 ..exit_with(code)
@@ -211,7 +234,7 @@ pub async fn run(
         tokio::select! {
             biased;
             status = child.wait() => break End::Exited(status.context("cannot wait for the child")?),
-            reason = guard.lost() => break End::Lost(reason),
+            (lost, reason) = first_loss(&guards) => break End::Lost(lost, reason),
             signal = signals.recv() => {
                 forward(group, signal);
                 if kill_at.is_none() && STOPPING_SIGNALS.contains(&signal) {
@@ -239,29 +262,31 @@ pub async fn run(
             if let Some(terminal) = &terminal {
                 terminal.take_back();
             }
-            let key = guard.key().to_owned();
             // A task taken with `--next` is done when its command succeeds: it leaves the
             // board; otherwise it goes back on it for the next taker.
             let final_status = match args.next.is_some() && status.success() {
                 true => TASK_DONE_STATUS,
                 false => "",
             };
-            match guard.release_with_status(final_status).await {
-                Ok(ReleaseOutcome::Released(_)) => {}
-                Ok(ReleaseOutcome::Lost { current }) => eprintln!(
-                    "baton run: warning: {key} was no longer held by this run when the child \
-                     exited ({}); passing on the child's exit code",
-                    LossReason::Taken { current }
-                ),
-                Err(error) => eprintln!(
-                    "baton run: warning: cannot release {key}: {error}; it frees itself when \
-                     its lease runs out"
-                ),
+            for guard in guards {
+                let key = guard.key().to_owned();
+                match guard.release_with_status(final_status).await {
+                    Ok(ReleaseOutcome::Released(_)) => {}
+                    Ok(ReleaseOutcome::Lost { current }) => eprintln!(
+                        "baton run: warning: {key} was no longer held by this run when the \
+                         child exited ({}); passing on the child's exit code",
+                        LossReason::Taken { current }
+                    ),
+                    Err(error) => eprintln!(
+                        "baton run: warning: cannot release {key}: {error}; it frees itself \
+                         when its lease runs out"
+                    ),
+                }
             }
             Ok(exit_with(exit_code_of(status)))
         }
-        End::Lost(reason) => {
-            let (key, token) = (guard.key().to_owned(), guard.token());
+        End::Lost(lost, reason) => {
+            let (key, token) = (guards[lost].key().to_owned(), guards[lost].token());
             let loss = loss::account(client, &key, token, Some(reason.clone())).await;
             eprintln!("baton run: lost {key} (token {token}): {loss}; stopping the child");
             let killed = stop_group(&mut child, group, args.grace, &mut signals).await;
@@ -274,9 +299,13 @@ pub async fn run(
             if let Some(terminal) = &terminal {
                 terminal.take_back();
             }
-            if matches!(reason, LossReason::DeadlinePassed { .. }) {
-                // The cluster may still count the lease as ours; free it if it answers soon.
-                let _ = tokio::time::timeout(RELEASE_AFTER_LOSS_TIMEOUT, guard.release()).await;
+            // The rest of a set is freed; the lost key too if the cluster may still count it
+            // as ours (free it if the cluster answers soon).
+            let deadline_passed = matches!(reason, LossReason::DeadlinePassed { .. });
+            for (i, guard) in guards.into_iter().enumerate() {
+                if i != lost || deadline_passed {
+                    let _ = tokio::time::timeout(RELEASE_AFTER_LOSS_TIMEOUT, guard.release()).await;
+                }
             }
             Ok(output::run_lost(&key, token, &loss, killed, format))
         }
@@ -294,7 +323,14 @@ async fn sleep_until_or_never(at: Option<Instant>) {
 /// How the supervised child ended.
 enum End {
     Exited(ExitStatus),
-    Lost(LossReason),
+    /// The lease of `guards[i]` was lost.
+    Lost(usize, LossReason),
+}
+
+/// The first of `guards` to be lost, and how.
+async fn first_loss(guards: &[LeaseGuard]) -> (usize, LossReason) {
+    let (reason, i, _) = select_all(guards.iter().map(|g| Box::pin(g.lost()))).await;
+    (i, reason)
 }
 
 fn exit_with(code: u8) -> Rendered {

@@ -439,3 +439,76 @@ fn claim_wait_with_a_timeout_on_a_held_key_exits_3_naming_the_holder() {
         "{waited:?}"
     );
 }
+
+#[test]
+fn a_run_over_a_set_holds_every_key_and_losing_one_stops_the_child_and_frees_the_rest() {
+    let node = start_node();
+    // Blocked: nothing runs, and the refusal names the holder of the one key that blocked.
+    let (code, held) = node.json(&["claim", "sets/b", "--holder", "other"]);
+    assert_eq!(code, 0, "{held}");
+    let other_token = held["lease"]["token"].as_u64().unwrap();
+    let marker = node.file("ran");
+    let touch = format!("touch '{}'", marker.display());
+    let out = node.baton(&[
+        "--output", "json", "run", "sets/a", "sets/b", "--", "sh", "-c", &touch,
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["outcome"], "blocked", "{json}");
+    assert_eq!(json["blocked"][0]["key"], "sets/b", "{json}");
+    assert_eq!(
+        json["blocked"][0]["lease"]["holder_name"], "other",
+        "{json}"
+    );
+    assert!(!marker.exists(), "a blocked set ran the command");
+    assert_eq!(
+        node.lease("sets/a"),
+        Value::Null,
+        "a blocked set held sets/a"
+    );
+    let released = node.baton(&["release", "sets/b", "--token", &other_token.to_string()]);
+    assert!(released.status.success(), "{released:?}");
+
+    // Granted: the child sees every key and token; revoking one key stops it and the run
+    // frees the other.
+    let env_file = node.file("env");
+    let script = format!(
+        "printf '%s|%s' \"$BATON_KEYS\" \"$BATON_TOKENS\" > '{0}.tmp'; mv '{0}.tmp' '{0}'; \
+         sleep 120",
+        env_file.display()
+    );
+    let run = node.spawn(&[
+        "--output", "json", "run", "sets/a", "sets/b", "sets/c", "--ttl", "60s", "--grace", "5s",
+        "--", "sh", "-c", &script,
+    ]);
+    wait_for_file(&env_file, Duration::from_secs(10));
+    let env = std::fs::read_to_string(&env_file).unwrap();
+    let (keys, tokens) = env.split_once('|').unwrap();
+    assert_eq!(keys, "sets/a\nsets/b\nsets/c");
+    let tokens: Vec<&str> = tokens.lines().collect();
+    assert_eq!(tokens.len(), 3, "{env}");
+    assert!(
+        tokens.iter().all(|t| *t == tokens[0]),
+        "one entry, one token: {env}"
+    );
+    for key in ["sets/a", "sets/b", "sets/c"] {
+        assert_eq!(node.lease(key)["token"].to_string(), tokens[0], "{key}");
+    }
+    let revoked = node.baton(&["revoke", "sets/b", "--now", "--reason", "needed elsewhere"]);
+    assert!(revoked.status.success(), "{revoked:?}");
+    let out = finish_within(run, Duration::from_secs(15));
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&json["outcome"], &json["key"]),
+        (&"lost".into(), &"sets/b".into()),
+        "{json}"
+    );
+    for key in ["sets/a", "sets/c"] {
+        assert_eq!(
+            node.lease(key),
+            Value::Null,
+            "{key} stayed held after the run"
+        );
+    }
+}

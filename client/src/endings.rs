@@ -27,7 +27,7 @@ use crate::types::ActorInfo;
 /// ([`crate::Error::InvalidArgument`]) before anything is claimed.
 pub const LEASES_PER_SESSION_MAX: usize = 100_000;
 
-/// Endings kept for tokens no guard has registered yet (a lease ended in the moment
+/// Endings kept for leases no guard has registered yet (a lease ended in the moment
 /// between its grant's answer and its guard's start); the oldest is dropped first.
 pub const EARLY_ENDINGS_MAX: usize = 1_024;
 
@@ -123,12 +123,13 @@ pub(crate) struct Feed {
 
 #[derive(Default)]
 pub(crate) struct FeedState {
-    /// Token -> the guards of that lease (a claim of a key already held returns the same
-    /// token, so two guards may share one).
-    pub(crate) listeners: HashMap<u64, Vec<Listener>>,
-    /// How many listeners, over all tokens.
+    /// (Key, token) -> the guards of that lease (a claim of a key already held returns the
+    /// same token, so two guards may share one; the keys of a set claimed together share
+    /// their token, so a token alone does not name a lease).
+    pub(crate) listeners: HashMap<(String, u64), Vec<Listener>>,
+    /// How many listeners, over all leases.
     pub(crate) count: usize,
-    /// Endings that came for tokens nobody listened to, newest last.
+    /// Endings that came for leases nobody listened to, newest last.
     pub(crate) early: VecDeque<Ending>,
     /// Whether the stream task runs.
     pub(crate) running: bool,
@@ -138,7 +139,6 @@ pub(crate) struct FeedState {
 
 pub(crate) struct Listener {
     pub(crate) id: u64,
-    pub(crate) key: String,
     pub(crate) tell: oneshot::Sender<Ending>,
 }
 
@@ -148,10 +148,10 @@ impl Feed {
     }
 }
 
-/// Hands `ending` to its token's listeners, or keeps it for one that registers late.
+/// Hands `ending` to its lease's listeners, or keeps it for one that registers late.
 pub(crate) fn deliver(feed: &Feed, ending: Ending) {
     let mut state = feed.lock();
-    match state.listeners.remove(&ending.token) {
+    match state.listeners.remove(&(ending.key.clone(), ending.token)) {
         Some(listeners) => {
             state.count -= listeners.len();
             for listener in listeners {
@@ -159,7 +159,11 @@ pub(crate) fn deliver(feed: &Feed, ending: Ending) {
             }
         }
         None => {
-            if state.early.iter().any(|e| e.token == ending.token) {
+            if state
+                .early
+                .iter()
+                .any(|e| e.token == ending.token && e.key == ending.key)
+            {
                 return;
             }
             if state.early.len() >= EARLY_ENDINGS_MAX {

@@ -39,6 +39,7 @@ fn ending(message: pb::LeaseEnding) -> Ending {
 /// A guard's place at the feed; dropping it leaves.
 pub(crate) struct Registration {
     client: Client,
+    key: String,
     token: u64,
     id: u64,
     /// Completes with the lease's ending.
@@ -58,15 +59,20 @@ impl Client {
         if state.count >= LEASES_PER_SESSION_MAX {
             return None;
         }
-        if let Some(at) = state.early.iter().position(|e| e.token == token) {
+        if let Some(at) = state
+            .early
+            .iter()
+            .position(|e| e.token == token && e.key == key)
+        {
             let early = state.early.remove(at).expect("found above");
             let _ = tell.send(early);
         } else {
-            state.listeners.entry(token).or_default().push(Listener {
-                id,
-                key: key.to_owned(),
-                tell,
-            });
+            let lease = (key.to_owned(), token);
+            state
+                .listeners
+                .entry(lease)
+                .or_default()
+                .push(Listener { id, tell });
             state.count += 1;
         }
         if !state.running {
@@ -79,6 +85,7 @@ impl Client {
         drop(state);
         Some(Registration {
             client: self.clone(),
+            key: key.to_owned(),
             token,
             id,
             ended,
@@ -95,12 +102,13 @@ impl Drop for Registration {
     fn drop(&mut self) {
         let feed = self.client.feed();
         let mut state = feed.lock();
-        if let Some(listeners) = state.listeners.get_mut(&self.token) {
+        let lease = (std::mem::take(&mut self.key), self.token);
+        if let Some(listeners) = state.listeners.get_mut(&lease) {
             let before = listeners.len();
             listeners.retain(|l| l.id != self.id);
             let gone = before - listeners.len();
             if listeners.is_empty() {
-                state.listeners.remove(&self.token);
+                state.listeners.remove(&lease);
             }
             state.count -= gone;
         }
@@ -261,7 +269,8 @@ async fn recheck(client: &Client, feed: &Feed) -> bool {
         .lock()
         .listeners
         .iter()
-        .filter_map(|(token, l)| l.first().map(|l| (*token, l.key.clone())))
+        .filter(|(_, l)| !l.is_empty())
+        .map(|((key, token), _)| (*token, key.clone()))
         .collect();
     let mut resume: Option<u64> = None;
     for (token, key) in leases {

@@ -29,12 +29,19 @@ pub enum AccessCommand {
     },
 }
 
-/// `baton run KEY [--ttl D] [--holder NAME] [--wait] [--grace D] -- CMD ARGS...`
+/// `baton run KEY... [--ttl D] [--holder NAME] [--wait] [--grace D] -- CMD ARGS...`
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The key to hold while the command runs.
-    #[arg(required_unless_present = "next", conflicts_with = "next")]
-    pub key: Option<String>,
+    /// The key to hold while the command runs; several: all of them or none, claimed in one
+    /// write (as `baton claim K1 K2`), the command gets them in $BATON_KEYS and their tokens
+    /// in $BATON_TOKENS (one per line), the first in $BATON_KEY and $BATON_TOKEN.
+    #[arg(
+        required_unless_present = "next",
+        conflicts_with = "next",
+        value_name = "KEY",
+        num_args = 1..=baton_client::sets::CLAIM_SET_KEYS_MAX
+    )]
+    pub keys: Vec<String>,
     /// Instead of KEY, take the next claimable task under this prefix (as `baton
     /// claim-next`); the command gets its key in $BATON_KEY. When the command exits 0 the
     /// task is released with status done (finished: claim-next passes it by), else as it

@@ -1,7 +1,10 @@
 //! [`Client::claim_set`]: every key of a set, or none, in one log entry.
 
 use super::*;
+use rand::Rng;
+
 use crate::guard::LeaseGuard;
+use crate::retry::{claim_wait_delay, Backoff, WAIT_BACKOFF_INITIAL, WAIT_BACKOFF_MAX};
 use crate::sets::{BlockedKey, SetOutcome};
 
 /// The answer to [`Client::claim_set_guarded`].
@@ -51,7 +54,64 @@ impl Client {
         ttl: Duration,
     ) -> Result<GuardedSet, Error> {
         self.guard_room()?;
-        Ok(match self.claim_set(keys, holder_name, ttl).await? {
+        let outcome = self.claim_set(keys, holder_name, ttl).await?;
+        Ok(self.guarded_set(outcome))
+    }
+
+    /// [`Client::claim_set`]; while the set is blocked, claims it again after a jittered
+    /// backoff (from about 100 ms up to 2 s, shortened to just after the first blocking
+    /// key's reported end), until it is granted or `timeout` has passed. Returns the last
+    /// [`SetOutcome::Blocked`] on timeout: an answer, not an error. Waiting for a set is
+    /// polling: it grants no priority, and a set is never granted in parts.
+    pub async fn claim_set_wait(
+        &self,
+        keys: &[&str],
+        holder_name: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<SetOutcome, Error> {
+        let give_up_at = Instant::now() + timeout;
+        let mut backoff = Backoff::between(WAIT_BACKOFF_INITIAL, WAIT_BACKOFF_MAX);
+        loop {
+            let outcome = self.claim_set(keys, holder_name, ttl).await?;
+            let SetOutcome::Blocked(blocked) = &outcome else {
+                return Ok(outcome);
+            };
+            let time_left = give_up_at.saturating_duration_since(Instant::now());
+            if time_left.is_zero() {
+                return Ok(outcome);
+            }
+            let first_free = blocked
+                .iter()
+                .map(|b| match b {
+                    BlockedKey::Held { lease, .. } => lease.remaining,
+                    BlockedKey::Quarantined { remaining, .. } => *remaining,
+                })
+                .min()
+                .unwrap_or_default();
+            let (step, unit) = {
+                let mut rng = rand::thread_rng();
+                (backoff.next_delay(rng.gen()), rng.gen())
+            };
+            tokio::time::sleep(claim_wait_delay(step, first_free, time_left, unit)).await;
+        }
+    }
+
+    /// [`Client::claim_set_wait`], with a [`LeaseGuard`] per key once the set is granted.
+    pub async fn claim_set_wait_guarded(
+        &self,
+        keys: &[&str],
+        holder_name: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<GuardedSet, Error> {
+        self.guard_room()?;
+        let outcome = self.claim_set_wait(keys, holder_name, ttl, timeout).await?;
+        Ok(self.guarded_set(outcome))
+    }
+
+    fn guarded_set(&self, outcome: SetOutcome) -> GuardedSet {
+        match outcome {
             SetOutcome::Granted(grants) => GuardedSet::Granted(
                 grants
                     .into_iter()
@@ -59,6 +119,6 @@ impl Client {
                     .collect(),
             ),
             SetOutcome::Blocked(blocked) => GuardedSet::Blocked(blocked),
-        })
+        }
     }
 }
