@@ -289,6 +289,100 @@ async fn a_free_key_or_no_session_is_refused_with_what_to_do() {
     );
 }
 
+/// A commit that touches the files of several keys needs every one of them: a set claimed
+/// together (`baton claim K1 K2`, one token) passes; with one of them held by another
+/// session, the commit is refused naming that key.
+#[tokio::test]
+async fn a_commit_touching_several_keys_needs_every_one_and_a_set_claimed_together_passes() {
+    let cluster = Cluster::start(3).await;
+    let repo = guarded_repo(&cluster);
+    let dir = repo.path();
+    let other = baton(
+        &cluster,
+        dir,
+        "s-b",
+        &["claim", "incidents/9", "--holder", "codex@b"],
+    );
+    assert_eq!(other["outcome"], "granted", "{other}");
+    let blocked = baton(
+        &cluster,
+        dir,
+        "s-a",
+        &[
+            "claim",
+            "incidents/8",
+            "incidents/9",
+            "--holder",
+            "claude@a",
+        ],
+    );
+    assert_eq!(blocked["outcome"], "blocked", "{blocked}");
+    assert_eq!(blocked["blocked"][0]["key"], "incidents/9", "{blocked}");
+    let mine = baton(
+        &cluster,
+        dir,
+        "s-a",
+        &["claim", "incidents/8", "--holder", "claude@a"],
+    );
+    assert_eq!(mine["outcome"], "granted", "{mine}");
+    // Holding one of the two keys is not enough.
+    for (path, text) in [
+        ("docs/incidents/8.md", "a\n"),
+        ("docs/incidents/9.md", "b\n"),
+    ] {
+        let file = dir.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, text).unwrap();
+        ok(git(&cluster, dir, Some("s-a"), &["add", path]));
+    }
+    let before = head_count(&cluster, dir);
+    let half = git(&cluster, dir, Some("s-a"), &["commit", "-q", "-m", "both"]);
+    assert!(!half.status.success());
+    assert!(stderr(&half).contains("incidents/9"), "{}", stderr(&half));
+    assert_eq!(head_count(&cluster, dir), before);
+    // Once the other session lets go, the set is claimed together and the commit passes.
+    let token = other["lease"]["token"].to_string();
+    let released = baton(
+        &cluster,
+        dir,
+        "s-b",
+        &["release", "incidents/9", "--token", &token],
+    );
+    assert_eq!(released["outcome"], "released", "{released}");
+    let mine_token = mine["lease"]["token"].to_string();
+    let freed = baton(
+        &cluster,
+        dir,
+        "s-a",
+        &["release", "incidents/8", "--token", &mine_token],
+    );
+    assert_eq!(freed["outcome"], "released", "{freed}");
+    let set = baton(
+        &cluster,
+        dir,
+        "s-a",
+        &[
+            "claim",
+            "incidents/8",
+            "incidents/9",
+            "--holder",
+            "claude@a",
+        ],
+    );
+    assert_eq!(set["outcome"], "granted", "{set}");
+    ok(git(
+        &cluster,
+        dir,
+        Some("s-a"),
+        &["commit", "-q", "-m", "both"],
+    ));
+    assert_eq!(head_count(&cluster, dir), before + 1);
+    let message = head_message(&cluster, dir);
+    for key in ["incidents/8", "incidents/9"] {
+        assert!(message.contains(key), "{message}");
+    }
+}
+
 #[tokio::test]
 async fn with_no_cluster_the_hook_fails_closed_unless_told_otherwise() {
     let cluster = Cluster::start(1).await;

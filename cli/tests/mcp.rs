@@ -179,6 +179,7 @@ async fn tools_have_schemas_and_operator_tools_come_only_with_operator() {
             "check",
             "claim",
             "claim_next",
+            "claim_set",
             "handoff_accept",
             "handoff_cancel",
             "handoff_decline",
@@ -265,6 +266,54 @@ async fn agents_take_posted_tasks_with_claim_next_one_each() {
     // The cluster agrees: each task is held by the session that was told it won.
     let probe = cli(&cluster, "s-x", &["probe", "tasks/fix-1"]);
     assert_eq!(probe["lease"]["holder_client_id"], "s-b", "{probe}");
+}
+
+/// An agent claims a set over a key another holds: nothing is granted, and the answer names
+/// that key and its holder; once it is free the set is granted whole, one token for all.
+#[tokio::test]
+async fn claim_set_grants_every_key_or_none_and_names_what_blocked() {
+    let cluster = Cluster::start(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = agent(&cluster, "s-a", "claude@a", &[], dir.path()).await;
+    let b = agent(&cluster, "s-b", "codex@b", &[], dir.path()).await;
+    let held = call(&b, "claim", json!({"key": "src/lru.rs"})).await;
+    assert_eq!(held["result"]["outcome"], "granted", "{held}");
+    let keys = json!({"keys": ["src/cache.rs", "src/lru.rs", "src/main.rs"]});
+    let blocked = call(&a, "claim_set", keys.clone()).await;
+    assert_eq!(blocked["result"]["outcome"], "held", "{blocked}");
+    let named = &blocked["result"]["details"];
+    assert_eq!(named.as_array().map(Vec::len), Some(1), "{blocked}");
+    assert_eq!(
+        (&named[0]["key"], &named[0]["holder"]),
+        (&json!("src/lru.rs"), &json!("codex@b")),
+        "{blocked}"
+    );
+    let probe = cli(&cluster, "s-x", &["probe", "src/cache.rs"]);
+    assert_eq!(
+        probe["lease"],
+        Value::Null,
+        "a blocked set granted src/cache.rs: {probe}"
+    );
+    let released = call(&b, "release", json!({"key": "src/lru.rs"})).await;
+    assert_eq!(released["result"]["outcome"], "released", "{released}");
+    let granted = call(&a, "claim_set", keys).await;
+    assert_eq!(granted["result"]["outcome"], "granted", "{granted}");
+    let token = granted["result"]["token"].as_u64().unwrap();
+    for (i, key) in ["src/cache.rs", "src/lru.rs", "src/main.rs"]
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(granted["result"]["details"][i]["key"], *key, "{granted}");
+        assert_eq!(granted["result"]["details"][i]["token"], token, "{granted}");
+        let probe = cli(&cluster, "s-x", &["probe", key]);
+        assert_eq!(probe["lease"]["holder_client_id"], "s-a", "{probe}");
+    }
+    let mine = call(&a, "my_claims", json!({})).await;
+    assert_eq!(
+        mine["result"]["held"].as_array().map(Vec::len),
+        Some(3),
+        "{mine}"
+    );
 }
 
 #[tokio::test]

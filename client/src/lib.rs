@@ -110,7 +110,7 @@ pub use guard::{GuardedClaim, GuardedNext, LeaseGuard, LossReason};
 pub use handoff::{Accepted, HandoffNote, OfferView, VolatileFact};
 pub use history::{Event, History, Stint};
 pub use record::{Assigned, QuarantineView, Record, RecordPatch, RecordView};
-pub use sets::{BlockedKey, SetOutcome};
+pub use sets::{BlockedKey, SetOutcome, CLAIM_SET_KEYS_MAX};
 pub use tasks::{NextFilter, NextOutcome, Posted, Unclaimable};
 pub use types::{
     safe_deadline, AccessChange, AccessView, ActorInfo, AssignmentInfo, Board, ClaimOutcome,
