@@ -91,6 +91,18 @@ impl Baton {
         }
     }
 
+    /// The lease length a call asks for (`ttl_s`, else the server's `--ttl`), or why it is
+    /// out of range.
+    fn ttl_of(&self, ttl_s: Option<u64>) -> Result<Duration, String> {
+        let ttl_s = ttl_s.unwrap_or(self.settings.ttl.as_secs());
+        if !(TTL_S_MIN..=TTL_S_MAX).contains(&ttl_s) {
+            return Err(format!(
+                "ttl_s {ttl_s} is out of range: give {TTL_S_MIN} to {TTL_S_MAX} seconds"
+            ));
+        }
+        Ok(Duration::from_secs(ttl_s))
+    }
+
     /// The session's leases.
     pub fn book(&self) -> Arc<Book> {
         self.book.clone()
@@ -292,14 +304,10 @@ impl Baton {
         &self,
         Parameters(args): Parameters<ClaimArgs>,
     ) -> Result<Json<Reply<Outcome>>, String> {
-        let ttl_s = args.ttl_s.unwrap_or(self.settings.ttl.as_secs());
-        if !(TTL_S_MIN..=TTL_S_MAX).contains(&ttl_s) {
-            return self
-                .failed(format!(
-                    "ttl_s {ttl_s} is out of range: give {TTL_S_MIN} to {TTL_S_MAX} seconds"
-                ))
-                .await;
-        }
+        let ttl = match self.ttl_of(args.ttl_s) {
+            Ok(ttl) => ttl,
+            Err(why) => return self.failed(why).await,
+        };
         let wait_s = args.wait_s.unwrap_or(0);
         if wait_s > WAIT_S_MAX {
             return self
@@ -329,7 +337,6 @@ impl Baton {
                 ))
                 .await;
         }
-        let ttl = Duration::from_secs(ttl_s);
         let holder = &self.settings.holder;
         let claimed = if wait_s > 0 {
             self.client

@@ -239,6 +239,17 @@ impl LeaseTable {
         self.keys_max_for_tests.unwrap_or(KEYS_MAX)
     }
 
+    /// The refusal of a new key `key` at the key limit.
+    fn key_limit(&self, key: &str) -> Outcome {
+        Outcome::Refused {
+            refusal: Refusal::KeyLimit {
+                key: key.to_owned(),
+                keys: self.cases.len() as u64,
+                keys_max: self.keys_max() as u64,
+            },
+        }
+    }
+
     /// A table with a lower key limit, so that tests can reach it.
     #[cfg(test)]
     pub fn with_keys_max(keys_max: usize) -> LeaseTable {
@@ -577,13 +588,7 @@ impl LeaseTable {
                     | Op::Post { .. }
             );
         if creates_key && self.cases.len() >= self.keys_max() {
-            return Outcome::Refused {
-                refusal: Refusal::KeyLimit {
-                    key: key.to_owned(),
-                    keys: self.cases.len() as u64,
-                    keys_max: self.keys_max() as u64,
-                },
-            };
+            return self.key_limit(key);
         }
         let mut step = Step {
             table: self,

@@ -24,14 +24,10 @@ impl Baton {
         holds the rest. Release each key with release when done."
     )]
     async fn claim_set(&self, Parameters(args): Parameters<ClaimSetArgs>) -> ToolResult<Outcome> {
-        let ttl_s = args.ttl_s.unwrap_or(self.settings.ttl.as_secs());
-        if !(TTL_S_MIN..=TTL_S_MAX).contains(&ttl_s) {
-            return self
-                .failed(format!(
-                    "ttl_s {ttl_s} is out of range: give {TTL_S_MIN} to {TTL_S_MAX} seconds"
-                ))
-                .await;
-        }
+        let ttl = match self.ttl_of(args.ttl_s) {
+            Ok(ttl) => ttl,
+            Err(why) => return self.failed(why).await,
+        };
         if args.keys.is_empty() || args.keys.len() > CLAIM_SET_KEYS_MAX {
             return self
                 .failed(format!(
@@ -49,7 +45,6 @@ impl Baton {
                 .await;
         }
         let keys: Vec<&str> = args.keys.iter().map(String::as_str).collect();
-        let ttl = Duration::from_secs(ttl_s);
         let claimed = self
             .client
             .claim_set_guarded(&keys, &self.settings.holder, ttl)

@@ -46,14 +46,10 @@ impl Baton {
         normal answer with why each task was passed by: there is no work for you now."
     )]
     async fn claim_next(&self, Parameters(args): Parameters<ClaimNextArgs>) -> ToolResult<Outcome> {
-        let ttl_s = args.ttl_s.unwrap_or(self.settings.ttl.as_secs());
-        if !(TTL_S_MIN..=TTL_S_MAX).contains(&ttl_s) {
-            return self
-                .failed(format!(
-                    "ttl_s {ttl_s} is out of range: give {TTL_S_MIN} to {TTL_S_MAX} seconds"
-                ))
-                .await;
-        }
+        let ttl = match self.ttl_of(args.ttl_s) {
+            Ok(ttl) => ttl,
+            Err(why) => return self.failed(why).await,
+        };
         if self.book.len().await >= LEASES_MAX {
             return self
                 .failed(format!(
@@ -65,7 +61,6 @@ impl Baton {
             any: args.any,
             wheres: args.r#where.into_iter().collect(),
         };
-        let ttl = Duration::from_secs(ttl_s);
         let claimed = self
             .client
             .claim_next_guarded(&args.prefix, &self.settings.holder, ttl, &filter)

@@ -4,7 +4,6 @@
 
 use super::step::Step;
 use super::{Changes, LeaseTable};
-use crate::core::refusal::Refusal;
 use crate::core::types::{Blocked, Grant, Holder, LogCommand, Outcome};
 
 impl LeaseTable {
@@ -33,13 +32,7 @@ impl LeaseTable {
         let mut new_keys = keys.iter().filter(|k| !self.cases.contains_key(k.as_str()));
         if let Some(first_new) = new_keys.next() {
             if self.cases.len() + 1 + new_keys.count() > self.keys_max() {
-                return Outcome::Refused {
-                    refusal: Refusal::KeyLimit {
-                        key: first_new.clone(),
-                        keys: self.cases.len() as u64,
-                        keys_max: self.keys_max() as u64,
-                    },
-                };
+                return self.key_limit(first_new);
             }
         }
         let how = format!("one of {} keys claimed together", keys.len());
