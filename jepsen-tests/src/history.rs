@@ -179,6 +179,7 @@ pub enum Line {
     Wire(WireEvent),
     Belief(BeliefEvent),
     Task(TaskEvent),
+    Set(SetEvent),
 }
 
 /// An invocation or completion of a client operation.
@@ -310,6 +311,35 @@ pub struct TaskEvent {
     /// The task (empty for `nothing`, and for an `unknown` claim-next).
     pub key: String,
     pub token: u64,
+    pub ttl_ms: u64,
+    pub inv_ns: Nanos,
+    pub ret_ns: Nanos,
+    /// When the line was written.
+    pub t_ns: Nanos,
+}
+
+/// One step of the `set-takers` workload, written when it returned: a `claim-set` of a set
+/// of keys, all or none, that was `granted` or `blocked` or got no answer (`unknown`), or a
+/// release of one key of a granted set that answered `released`, `lost` or nothing
+/// (`unknown`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetEvent {
+    pub idx: u64,
+    pub process: u64,
+    /// The claiming process's client id (its session).
+    pub client: String,
+    /// `claim-set` or `release`.
+    pub step: String,
+    /// `granted`, `blocked` or `unknown` (claim-set); `released`, `lost` or `unknown`
+    /// (release).
+    pub what: String,
+    /// The set asked, in the order asked (claim-set); the one key released (release).
+    pub keys: Vec<String>,
+    /// The token of each key granted, in the order asked (granted); the token released
+    /// (release); empty otherwise.
+    pub tokens: Vec<u64>,
+    /// The keys a `blocked` answer named as held: (key, holder client id, token).
+    pub blocked: Vec<(String, String, u64)>,
     pub ttl_ms: u64,
     pub inv_ns: Nanos,
     pub ret_ns: Nanos,
@@ -458,13 +488,26 @@ impl History {
             .collect()
     }
 
+    /// Every step of the `set-takers` workload.
+    pub fn sets(&self) -> Vec<&SetEvent> {
+        self.lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Set(s) => Some(s),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The largest clock-rate deviation any skew fault applied in the run.
     pub fn max_skew(&self) -> f64 {
         self.lines
             .iter()
             .filter_map(|l| match l {
                 Line::Nemesis(n) => Some(n.skew),
-                Line::Op(_) | Line::Wire(_) | Line::Belief(_) | Line::Task(_) => None,
+                Line::Op(_) | Line::Wire(_) | Line::Belief(_) | Line::Task(_) | Line::Set(_) => {
+                    None
+                }
             })
             .fold(0.0, f64::max)
     }
@@ -479,6 +522,7 @@ impl History {
                 Line::Wire(w) => w.t_ns,
                 Line::Belief(b) => b.t_ns,
                 Line::Task(t) => t.t_ns,
+                Line::Set(s) => s.t_ns,
             })
             .max()
             .unwrap_or(0)

@@ -34,10 +34,12 @@ use crate::history::{decode_list, encode_list, Call, Elem, Holding, Kind, Nanos,
 
 mod guarded;
 mod recorder;
+mod sets;
 mod tasks;
 
 pub use guarded::{run_revoker, GUARD_HOLD_MS, GUARD_TTL, REVOKE_GAP_MS};
 pub use recorder::Recorder;
+pub use sets::{SET_HOLD_MS, SET_KEYS, SET_TTL};
 pub use tasks::{TASK_HOLD_MS, TASK_TTL};
 
 /// Operations on one key before its workers move on to a fresh key.
@@ -420,6 +422,7 @@ impl Slot {
             "fenced-append" => "fa",
             "guard-holders" => "gh",
             "task-takers" => "tt",
+            "set-takers" => "ts",
             _ => "canary",
         };
         format!(
@@ -751,6 +754,7 @@ pub async fn run_worker(ctx: Arc<Ctx>, slot: Arc<Slot>, w: usize, seed: u64) {
             "fenced-append" => worker.fenced_append_round().await,
             "guard-holders" => worker.guard_round().await,
             "task-takers" => worker.task_round().await,
+            "set-takers" => worker.set_round().await,
             _ => worker.canary_round(&mut paused_once).await,
         }
     }

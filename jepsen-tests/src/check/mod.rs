@@ -13,6 +13,9 @@
 //!   the bound, or the failover time after a fault;
 //! - [`tasks`] (runs with the `task-takers` workload): `claim-next` hands a task to one taker
 //!   at a time, tokens in time order, and a finished task to no one;
+//! - [`sets`] (runs with the `set-takers` workload): `claim-set` grants a set whole or not at
+//!   all, each key to one holder at a time, tokens in time order, and every blocker it names
+//!   is a real holder;
 //! - [`lists`]: the record lists workers append to lose, duplicate, corrupt or invent nothing
 //!   (also run on the unfenced canary's memory lists, where it must find lost updates).
 //!
@@ -28,6 +31,7 @@ pub mod intervals;
 pub mod lists;
 pub mod model;
 pub mod notice;
+pub mod sets;
 pub mod tasks;
 pub mod tokens;
 pub mod wgl;

@@ -123,6 +123,7 @@ pub(super) const CANARY_CATCHERS: &[&str] = &[
     "copies",
     "notice",
     "tasks",
+    "sets",
 ];
 
 /// The scenario called `name`, for a cluster of `nodes`.
@@ -153,9 +154,11 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
     let mut revoked = baton.clone();
     revoked.push(("guard-holders", 4, 2));
     // Takers of the task board (`claim-next`) beside the plain workers: one board, three
-    // workers posting and taking.
+    // workers posting and taking; and takers of sets of keys (`claim-set`, all or none): one
+    // pool of keys, three workers claiming sets of it.
     let mut tasked = baton.clone();
     tasked.push(("task-takers", 1, 3));
+    tasked.push(("set-takers", 1, 3));
     Some(match name {
         "partition-kill" => {
             let mut f = partitions.clone();

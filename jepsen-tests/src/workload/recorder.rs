@@ -118,6 +118,11 @@ impl Recorder {
         self.push(|idx, t_ns| Line::Task(crate::history::TaskEvent { idx, t_ns, ..event }));
     }
 
+    /// Records a `set-takers` step (`idx` and `t_ns` are filled in here).
+    pub fn set(&self, event: crate::history::SetEvent) {
+        self.push(|idx, t_ns| Line::Set(crate::history::SetEvent { idx, t_ns, ..event }));
+    }
+
     pub fn uid(&self) -> u64 {
         self.next_uid.fetch_add(1, Ordering::Relaxed)
     }
