@@ -10,6 +10,7 @@ import pytest
 
 from baton import (
     Actor,
+    Blocked,
     Client,
     HandoffNote,
     Held,
@@ -85,6 +86,28 @@ def test_racers_on_claim_next_take_one_posted_task_each(cluster):
     assert won == [f"board/{i}" for i in range(4)], results
     assert len(nothing) == 4
     assert all(n.counts["held"] == 4 and n.counts["scanned"] == 4 for n in nothing)
+
+
+def test_a_set_is_granted_whole_or_not_at_all_naming_what_blocked(cluster):
+    bob = cluster.client(holder="bob@h2")
+    ann = cluster.client(holder="ann@h1")
+    held = bob.claim("set/b", ttl=30)
+    keys = ["set/a", "set/b", "set/c"]
+    with pytest.raises(Blocked) as blocked:
+        ann.claim_set(keys, ttl=30)
+    assert [b.key for b in blocked.value.blocked] == ["set/b"]
+    b = blocked.value.blocked[0]
+    assert b.reason == "held" and b.lease.holder == "bob@h2" and b.lease.token == held.token
+    assert ann.probe("set/a").lease is None and ann.probe("set/c").lease is None
+    bob.release("set/b", held.token)
+    grants = ann.claim_set(keys, ttl=30)
+    assert [g.key for g in grants] == keys
+    assert len({g.token for g in grants}) == 1 and grants[0].token > held.token
+    assert all(ann.probe(k).lease.token == grants[0].token for k in keys)
+    with pytest.raises(InvalidArgument):
+        ann.claim_set([])
+    for k in keys:
+        ann.release(k, grants[0].token)
 
 
 def test_refusals_carry_their_facts_as_attributes(cluster):

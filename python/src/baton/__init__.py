@@ -13,9 +13,10 @@
         print(f"{held.holder} holds it (token {held.token}), free in {held.free_in:.0f}s")
 """
 
-from .client import DEFAULT_ENDPOINT, TLS, Client
+from .client import CLAIM_SET_KEYS_MAX, DEFAULT_ENDPOINT, TLS, Client
 from .errors import (
     BatonError,
+    Blocked,
     Compacted,
     Held,
     InvalidArgument,
@@ -34,6 +35,7 @@ from .types import (
     Actor,
     Assigned,
     Assignment,
+    BlockedKey,
     Board,
     Event,
     Grant,
@@ -55,6 +57,7 @@ __all__ = [
     "Client",
     "TLS",
     "DEFAULT_ENDPOINT",
+    "CLAIM_SET_KEYS_MAX",
     "Lease",
     "Watch",
     "BatonError",
@@ -65,6 +68,7 @@ __all__ = [
     "Compacted",
     "Refused",
     "Held",
+    "Blocked",
     "Lost",
     "NothingClaimable",
     "LeaseLost",
@@ -73,6 +77,7 @@ __all__ = [
     "Actor",
     "Assigned",
     "Assignment",
+    "BlockedKey",
     "Board",
     "Event",
     "Grant",

@@ -21,6 +21,7 @@ from .types import (
     Actor,
     Assigned,
     Assignment,
+    BlockedKey,
     Event,
     HandoffNote,
     Offer,
@@ -65,6 +66,27 @@ def assignment(p) -> Assignment:
 
 def maybe_assignment(msg, field: str) -> Optional[Assignment]:
     return maybe(msg, field, assignment)
+
+
+def blocked_key(p) -> BlockedKey:
+    """One key of a `claim_set`'s refusal: held (its lease) or quarantined (its facts)."""
+    if p.HasField("held"):
+        return BlockedKey(
+            key=p.key,
+            reason="held",
+            lease=lease(p.held.lease),
+            same_name_other_process=p.held.same_name_other_process,
+            assignment=maybe_assignment(p.held, "assignment"),
+        )
+    q = p.quarantined
+    return BlockedKey(
+        key=p.key,
+        reason="quarantined",
+        quarantine_revision=q.quarantine_revision,
+        quarantine_delay=q.quarantine_delay_ms / 1000,
+        quarantine_remaining=q.quarantine_remaining_ms / 1000,
+        quarantine_revoked=q.quarantine_revoked,
+    )
 
 
 def quarantine(p) -> Quarantine:

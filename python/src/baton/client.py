@@ -24,6 +24,7 @@ from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 import grpc
 
 from .errors import (
+    Blocked,
     Held,
     InvalidArgument,
     LeaseInfo,
@@ -52,6 +53,7 @@ from ._convert import (
     maybe_lease as _maybe_lease,
     assignment as _assignment,
     maybe_assignment as _maybe_assignment,
+    blocked_key as _blocked_key,
     quarantine as _quarantine,
     note as _note,
     note_pb as _note_pb,
@@ -67,6 +69,9 @@ __all__ = ["Client", "TLS", "DEFAULT_ENDPOINT"]
 DEFAULT_ENDPOINT = "127.0.0.1:7001"
 #: Most endpoints one client takes (the Rust client's ENDPOINTS_MAX).
 ENDPOINTS_MAX = 64
+
+#: Most keys one `claim_set` may name (the cluster's CLAIM_SET_KEYS_MAX; more is refused).
+CLAIM_SET_KEYS_MAX = 64
 
 
 class TLS:
@@ -200,6 +205,26 @@ class Client:
                 _maybe_assignment(answer.held, "assignment"),
             )
         return self._grant(answer.granted, answer.revision, sent)
+
+    def claim_set(self, keys: Sequence[str], ttl: float = 30.0, holder: Optional[str] = None) -> List[Grant]:
+        """Claims every key in `keys` for `ttl` seconds, or none, in one log entry (1 to
+        `CLAIM_SET_KEYS_MAX` distinct keys). Returns a `Grant` per key, in the order asked; the
+        keys granted together share the entry's revision as their token (a key this session
+        already holds keeps its own). Raises `Blocked` naming every key held by someone else
+        or quarantined: then nothing was granted. Renew and release the keys one by one."""
+        if not keys or len(keys) > CLAIM_SET_KEYS_MAX:
+            raise InvalidArgument(f"{len(keys)} keys: give 1 to {CLAIM_SET_KEYS_MAX} (CLAIM_SET_KEYS_MAX)")
+        request = pb.ClaimSetRequest(
+            keys=list(keys),
+            holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
+            ttl_ms=int(ttl * 1000),
+            request_id=self._request_id(),
+        )
+        sent = time.monotonic()
+        answer = self._call("baton", "ClaimSet", request)
+        if answer.WhichOneof("outcome") == "blocked":
+            raise Blocked(keys, [_blocked_key(b) for b in answer.blocked.blocked])
+        return [self._grant(g, answer.revision, sent) for g in answer.granted.granted]
 
     def renew(self, key: str, token: int, deadline: Optional[float] = None) -> Tuple[LeaseInfo, float]:
         """Renews the lease `token` of `key`: (the lease, its new `safe_until`). Raises

@@ -116,6 +116,25 @@ class NothingClaimable(Refused):
         self.counts = counts
 
 
+class Blocked(Refused):
+    """A `claim_set` granted nothing: `blocked` lists every key that blocked it (a
+    `BlockedKey` each: held by someone else, with its lease, or quarantined), in the order
+    asked. Stand down on all of them."""
+
+    def __init__(self, keys, blocked):
+        named = ", ".join(
+            f"{b.key} (held by {b.lease.holder})" if b.lease else f"{b.key} ({b.reason})" for b in blocked
+        )
+        super().__init__(
+            f"none of {len(keys)} keys granted: {named}; stand down",
+            reason="blocked",
+            key=blocked[0].key if blocked else "",
+            lease=blocked[0].lease if blocked else None,
+        )
+        self.keys = list(keys)
+        self.blocked = list(blocked)
+
+
 class Lost(Refused):
     """A renew, release or write with a token that is no longer current: the caller lost the
     key. `lease` (and `holder`, `token`, ...) is who holds it now, or None when it is free."""

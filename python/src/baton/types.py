@@ -84,6 +84,23 @@ class Grant:
 
 
 @dataclass(frozen=True)
+class BlockedKey:
+    """One key that kept a `claim_set` from being granted. `reason` is `held` (`lease` is the
+    holder's, `assignment` who a dispatcher wanted) or `quarantined` (`quarantine_*`: its
+    revision, length and the answering node's estimate of the time left, in seconds)."""
+
+    key: str
+    reason: str
+    lease: Optional[LeaseInfo] = None
+    same_name_other_process: bool = False
+    assignment: Optional[Assignment] = None
+    quarantine_revision: int = 0
+    quarantine_delay: float = 0.0
+    quarantine_remaining: float = 0.0
+    quarantine_revoked: bool = False
+
+
+@dataclass(frozen=True)
 class Probe:
     lease: Optional[LeaseInfo]
     revision: int
