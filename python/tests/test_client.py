@@ -9,6 +9,7 @@ import time
 import pytest
 
 from baton import (
+    CLAIM_SET_KEYS_MAX,
     Actor,
     Blocked,
     Client,
@@ -104,8 +105,11 @@ def test_a_set_is_granted_whole_or_not_at_all_naming_what_blocked(cluster):
     assert [g.key for g in grants] == keys
     assert len({g.token for g in grants}) == 1 and grants[0].token > held.token
     assert all(ann.probe(k).lease.token == grants[0].token for k in keys)
-    with pytest.raises(InvalidArgument):
-        ann.claim_set([])
+    # The cluster refuses a set of no key, of more than CLAIM_SET_KEYS_MAX or naming one twice.
+    for bad in ([], [f"set/{i}" for i in range(CLAIM_SET_KEYS_MAX + 1)], ["set/x", "set/x"]):
+        with pytest.raises(InvalidArgument):
+            ann.claim_set(bad)
+    assert ann.probe("set/x").lease is None
     for k in keys:
         ann.release(k, grants[0].token)
 

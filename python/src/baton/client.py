@@ -70,7 +70,8 @@ DEFAULT_ENDPOINT = "127.0.0.1:7001"
 #: Most endpoints one client takes (the Rust client's ENDPOINTS_MAX).
 ENDPOINTS_MAX = 64
 
-#: Most keys one `claim_set` may name (the cluster's CLAIM_SET_KEYS_MAX; more is refused).
+#: Most keys one `claim_set` may name (the cluster's CLAIM_SET_KEYS_MAX: it refuses more as
+#: `InvalidArgument`, as the Rust client leaves it to).
 CLAIM_SET_KEYS_MAX = 64
 
 
@@ -172,7 +173,7 @@ class Client:
         return sent + ttl * (1.0 - self.drift_margin)
 
     def _grant(self, granted, revision: int, sent: float) -> Grant:
-        """A `Granted` answer (of a claim or a claim_next) as a `Grant`."""
+        """A `Granted` answer (of a claim, a claim_next or one key of a claim_set) as a `Grant`."""
         lease = _lease(granted.lease)
         return Grant(
             lease=lease,
@@ -208,12 +209,11 @@ class Client:
 
     def claim_set(self, keys: Sequence[str], ttl: float = 30.0, holder: Optional[str] = None) -> List[Grant]:
         """Claims every key in `keys` for `ttl` seconds, or none, in one log entry (1 to
-        `CLAIM_SET_KEYS_MAX` distinct keys). Returns a `Grant` per key, in the order asked; the
-        keys granted together share the entry's revision as their token (a key this session
-        already holds keeps its own). Raises `Blocked` naming every key held by someone else
-        or quarantined: then nothing was granted. Renew and release the keys one by one."""
-        if not keys or len(keys) > CLAIM_SET_KEYS_MAX:
-            raise InvalidArgument(f"{len(keys)} keys: give 1 to {CLAIM_SET_KEYS_MAX} (CLAIM_SET_KEYS_MAX)")
+        `CLAIM_SET_KEYS_MAX` distinct keys; the cluster refuses none, more or a key named twice
+        with `InvalidArgument`). Returns a `Grant` per key, in the order asked; the keys
+        granted together share the entry's revision as their token (a key this session already
+        holds keeps its own). Raises `Blocked` naming every key held by someone else or
+        quarantined: then nothing was granted. Renew and release the keys one by one."""
         request = pb.ClaimSetRequest(
             keys=list(keys),
             holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),

@@ -14,6 +14,8 @@ __all__ = [
     "Compacted",
     "Refused",
     "Held",
+    "NothingClaimable",
+    "Blocked",
     "Lost",
     "LeaseLost",
 ]
