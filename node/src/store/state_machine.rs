@@ -245,6 +245,17 @@ impl StateMachine {
                     .as_ref()
                     .map(|o| (Arc::from(key), o.from_token, o.revision, o.offer_ttl_ms))
             }));
+        // A quarantine's countdown names its revision twice (`Effect::Start`). Without this,
+        // a node that learned a quarantine from disk or a snapshot never counted it down, and
+        // as leader never ended it: the key stayed unclaimable (the chaos suite's `revoke`
+        // scenario, seed 199298).
+        self.shared
+            .quarantine_countdowns
+            .restart_all(state.table.cases().filter_map(|(key, case)| {
+                case.quarantine
+                    .as_ref()
+                    .map(|q| (Arc::from(key), q.revision, q.revision, q.delay_ms))
+            }));
     }
 
     /// Applies one command at the next revision and keeps this node's countdowns in step.

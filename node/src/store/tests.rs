@@ -317,6 +317,86 @@ async fn after_a_reopen_the_snapshot_plus_the_log_replayed_is_the_state_that_was
     );
 }
 
+/// A quarantine learned from a snapshot (or from disk at start) is counted down like the
+/// leases and offers: without its countdown a node never ends it as leader, and the key stays
+/// unclaimable (found by the chaos suite's `revoke` scenario, seed 199298).
+#[tokio::test]
+async fn a_quarantine_learned_from_a_snapshot_or_a_reopen_is_counted_down() {
+    use crate::core::{Holder, LogCommand, Op};
+    use openraft::storage::RaftStateMachine;
+    use openraft::testing::log_id;
+    use openraft::{Entry, EntryPayload};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_log, mut sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
+    let holder = Holder {
+        name: "codex".into(),
+        client_id: "c-codex".into(),
+    };
+    let ops = [
+        Op::Claim {
+            key: "q".into(),
+            holder: holder.clone(),
+            ttl_ms: 9_000,
+        },
+        Op::RevokeHeld {
+            key: "q".into(),
+            reason: "stuck".into(),
+        },
+    ];
+    let entries: Vec<Entry<TypeConfig>> = ops
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| Entry {
+            log_id: log_id(1, 1, i as u64 + 1),
+            payload: EntryPayload::Normal(Proposal::one(LogCommand {
+                request_id: None,
+                leader_unix_ms: 7,
+                sender: Some(crate::core::Sender {
+                    client_id: holder.client_id.clone(),
+                    principal: None,
+                }),
+                op,
+            })),
+        })
+        .collect();
+    sm.apply(entries).await.unwrap();
+    let revision = sm.read(|s| {
+        s.table
+            .case("q")
+            .unwrap()
+            .quarantine
+            .as_ref()
+            .unwrap()
+            .revision
+    });
+    assert!(sm
+        .quarantine_countdowns()
+        .remaining("q", revision)
+        .is_some());
+
+    let snapshot = snapshot_of(&mut sm).await;
+    let other = tempfile::tempdir().unwrap();
+    let (_l2, mut sm2) = open(other.path(), 2, "t", countdowns()).unwrap();
+    sm2.install_snapshot(&snapshot.meta, snapshot.snapshot)
+        .await
+        .unwrap();
+    assert!(
+        sm2.quarantine_countdowns()
+            .remaining("q", revision)
+            .is_some(),
+        "a snapshot's quarantine is counted down"
+    );
+    drop((_log, sm));
+    let (_log, sm) = reopen(dir.path());
+    assert!(
+        sm.quarantine_countdowns()
+            .remaining("q", revision)
+            .is_some(),
+        "a reopened node's quarantine is counted down"
+    );
+}
+
 #[tokio::test]
 async fn case_files_offers_notes_and_history_survive_a_reopen_and_a_snapshot_install() {
     use crate::core::{HandoffNote, Holder, LogCommand, Op, RecordPatch};
