@@ -33,7 +33,7 @@ use tokio::task::JoinHandle;
 use crate::client::Client;
 use crate::error::Error;
 use crate::handoff::Accepted;
-use crate::retry::{claim_wait_delay, Backoff, WAIT_BACKOFF_INITIAL, WAIT_BACKOFF_MAX};
+use crate::retry::WaitPacer;
 use crate::tasks::{NextFilter, NextOutcome, Unclaimable};
 use crate::types::{AssignmentInfo, ClaimOutcome, Grant, LeaseInfo, ReleaseOutcome, RenewOutcome};
 
@@ -546,22 +546,15 @@ impl Client {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<ClaimOutcome, Error> {
-        let give_up_at = Instant::now() + timeout;
-        let mut backoff = Backoff::between(WAIT_BACKOFF_INITIAL, WAIT_BACKOFF_MAX);
+        let mut pacer = WaitPacer::until(Instant::now() + timeout);
         loop {
             let outcome = self.claim(key, holder_name, ttl).await?;
             let ClaimOutcome::Held { lease, .. } = &outcome else {
                 return Ok(outcome);
             };
-            let time_left = give_up_at.saturating_duration_since(Instant::now());
-            if time_left.is_zero() {
+            let Some(delay) = pacer.next(lease.remaining) else {
                 return Ok(outcome);
-            }
-            let (step, unit) = {
-                let mut rng = rand::thread_rng();
-                (backoff.next_delay(rng.gen()), rng.gen())
             };
-            let delay = claim_wait_delay(step, lease.remaining, time_left, unit);
             tracing::debug!(
                 key = %key,
                 holder = %lease.holder_name,

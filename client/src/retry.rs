@@ -101,6 +101,42 @@ impl Backoff {
 /// (`holder_remaining`, the serving node's estimate) shortens the wait to just after the
 /// end, plus up to [`WAIT_AFTER_EXPIRY_JITTER_MAX`] drawn from `unit` so that waiters spread
 /// out. The wait never runs past the caller's own timeout (`time_left`).
+/// The pauses of one claimant waiting for a key (or a set) until a deadline: a jittered
+/// backoff, shortened by the holder's reported end of lease ([`claim_wait_delay`]).
+pub(crate) struct WaitPacer {
+    give_up_at: std::time::Instant,
+    backoff: Backoff,
+}
+
+impl WaitPacer {
+    pub(crate) fn until(give_up_at: std::time::Instant) -> WaitPacer {
+        WaitPacer {
+            give_up_at,
+            backoff: Backoff::between(WAIT_BACKOFF_INITIAL, WAIT_BACKOFF_MAX),
+        }
+    }
+
+    /// How long to wait before the next claim, given when the holder's lease ends by the
+    /// serving node's estimate; `None` once the deadline has passed.
+    pub(crate) fn next(&mut self, holder_remaining: Duration) -> Option<Duration> {
+        use rand::Rng;
+        let time_left = self
+            .give_up_at
+            .saturating_duration_since(std::time::Instant::now());
+        if time_left.is_zero() {
+            return None;
+        }
+        let mut rng = rand::thread_rng();
+        let step = self.backoff.next_delay(rng.gen());
+        Some(claim_wait_delay(
+            step,
+            holder_remaining,
+            time_left,
+            rng.gen(),
+        ))
+    }
+}
+
 pub(crate) fn claim_wait_delay(
     backoff: Duration,
     holder_remaining: Duration,

@@ -1,10 +1,8 @@
 //! [`Client::claim_set`]: every key of a set, or none, in one log entry.
 
 use super::*;
-use rand::Rng;
-
 use crate::guard::LeaseGuard;
-use crate::retry::{claim_wait_delay, Backoff, WAIT_BACKOFF_INITIAL, WAIT_BACKOFF_MAX};
+use crate::retry::WaitPacer;
 use crate::sets::{BlockedKey, SetOutcome};
 
 /// The answer to [`Client::claim_set_guarded`].
@@ -70,17 +68,12 @@ impl Client {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<SetOutcome, Error> {
-        let give_up_at = Instant::now() + timeout;
-        let mut backoff = Backoff::between(WAIT_BACKOFF_INITIAL, WAIT_BACKOFF_MAX);
+        let mut pacer = WaitPacer::until(Instant::now() + timeout);
         loop {
             let outcome = self.claim_set(keys, holder_name, ttl).await?;
             let SetOutcome::Blocked(blocked) = &outcome else {
                 return Ok(outcome);
             };
-            let time_left = give_up_at.saturating_duration_since(Instant::now());
-            if time_left.is_zero() {
-                return Ok(outcome);
-            }
             let first_free = blocked
                 .iter()
                 .map(|b| match b {
@@ -89,11 +82,10 @@ impl Client {
                 })
                 .min()
                 .unwrap_or_default();
-            let (step, unit) = {
-                let mut rng = rand::thread_rng();
-                (backoff.next_delay(rng.gen()), rng.gen())
+            let Some(delay) = pacer.next(first_free) else {
+                return Ok(outcome);
             };
-            tokio::time::sleep(claim_wait_delay(step, first_free, time_left, unit)).await;
+            tokio::time::sleep(delay).await;
         }
     }
 

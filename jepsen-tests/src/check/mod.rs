@@ -27,6 +27,7 @@
 
 pub mod copies;
 pub mod fencing;
+pub mod holds;
 pub mod intervals;
 pub mod lists;
 pub mod model;

@@ -20,7 +20,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::history::{CheckResult, History, Nanos, SetEvent, Verdict, Violation};
+use super::holds::{out_of_turn, Hold};
+use crate::history::{CheckResult, History, SetEvent, Verdict, Violation};
 
 /// A run must grant at least this many sets to prove anything.
 pub const MIN_GRANTS: usize = 5;
@@ -76,47 +77,30 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
         .filter_map(|s| Some(((s.keys.first()?.as_str(), *s.tokens.first()?), s)))
         .collect();
     for (key, grants) in &by_key {
+        let holds: Vec<Hold> = grants
+            .iter()
+            .map(|g| Hold {
+                client: &g.set.client,
+                token: g.token,
+                inv_ns: g.set.inv_ns,
+                ret_ns: g.set.ret_ns,
+                ttl_ms: g.set.ttl_ms,
+                released_inv_ns: releases.get(&(*key, g.token)).map(|r| r.inv_ns),
+            })
+            .collect();
+        for (j, why) in out_of_turn(key, &holds, rho) {
+            violations.push(violation(grants[j].set, Some(key.to_string()), why));
+        }
         for (i, a) in grants.iter().enumerate() {
-            let expiry = a.set.inv_ns + (a.set.ttl_ms as f64 * 1e6 / (1.0 + rho.max(0.0))) as Nanos;
-            let end = releases
-                .get(&(*key, a.token))
-                .map_or(expiry, |r| r.inv_ns.min(expiry));
-            for (j, b) in grants.iter().enumerate().filter(|(j, _)| *j != i) {
-                if b.token == a.token {
-                    if i < j {
-                        violations.push(violation(
-                            b.set,
-                            Some(key.to_string()),
-                            format!(
-                                "{key} (token {}) was granted to {} and to {}: one grant, two \
-                                 holders",
-                                a.token, a.set.client, b.set.client
-                            ),
-                        ));
-                    }
-                    continue;
-                }
-                if b.set.inv_ns >= a.set.ret_ns && b.set.ret_ns <= end {
-                    violations.push(violation(
-                        b.set,
-                        Some(key.to_string()),
-                        format!(
-                            "{key} was granted to {} (token {}) while {} certainly held it \
-                             (token {})",
-                            b.set.client, b.token, a.set.client, a.token
-                        ),
-                    ));
-                }
-                if a.set.ret_ns < b.set.inv_ns && a.token > b.token {
-                    violations.push(violation(
-                        b.set,
-                        Some(key.to_string()),
-                        format!(
-                            "{key}: token {} was granted after token {} returned",
-                            b.token, a.token
-                        ),
-                    ));
-                }
+            for b in grants[i + 1..].iter().filter(|b| b.token == a.token) {
+                violations.push(violation(
+                    b.set,
+                    Some(key.to_string()),
+                    format!(
+                        "{key} (token {}) was granted to {} and to {}: one grant, two holders",
+                        a.token, a.set.client, b.set.client
+                    ),
+                ));
             }
         }
     }
@@ -191,7 +175,7 @@ fn violation(s: &SetEvent, key: Option<String>, message: String) -> Violation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::Line;
+    use crate::history::{Line, Nanos};
 
     const MS: Nanos = 1_000_000;
 

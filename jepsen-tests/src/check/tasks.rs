@@ -16,7 +16,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::history::{CheckResult, History, Nanos, TaskEvent, Verdict, Violation};
+use super::holds::{out_of_turn, Hold};
+use crate::history::{CheckResult, History, TaskEvent, Verdict, Violation};
 
 /// A run must grant at least this many tasks to prove anything.
 pub const MIN_GRANTS: usize = 5;
@@ -56,32 +57,19 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
         by_key.entry(&g.key).or_default().push(g);
     }
     for (key, grants) in &by_key {
-        for a in grants {
-            let expiry = a.inv_ns + (a.ttl_ms as f64 * 1e6 / (1.0 + rho.max(0.0))) as Nanos;
-            let end = releases
-                .get(&(*key, a.token))
-                .map_or(expiry, |r| r.inv_ns.min(expiry));
-            for b in grants.iter().filter(|b| b.token != a.token) {
-                if b.inv_ns >= a.ret_ns && b.ret_ns <= end {
-                    violations.push(violation(
-                        b,
-                        format!(
-                            "{key} was granted to {} (token {}) while {} certainly held it \
-                             (token {})",
-                            b.client, b.token, a.client, a.token
-                        ),
-                    ));
-                }
-                if a.ret_ns < b.inv_ns && a.token > b.token {
-                    violations.push(violation(
-                        b,
-                        format!(
-                            "{key}: token {} was granted after token {} returned",
-                            b.token, a.token
-                        ),
-                    ));
-                }
-            }
+        let holds: Vec<Hold> = grants
+            .iter()
+            .map(|g| Hold {
+                client: &g.client,
+                token: g.token,
+                inv_ns: g.inv_ns,
+                ret_ns: g.ret_ns,
+                ttl_ms: g.ttl_ms,
+                released_inv_ns: releases.get(&(*key, g.token)).map(|r| r.inv_ns),
+            })
+            .collect();
+        for (j, why) in out_of_turn(key, &holds, rho) {
+            violations.push(violation(grants[j], why));
         }
     }
     let done: Vec<&TaskEvent> = steps
@@ -137,7 +125,7 @@ fn violation(t: &TaskEvent, message: String) -> Violation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::Line;
+    use crate::history::{Line, Nanos};
 
     const MS: Nanos = 1_000_000;
 

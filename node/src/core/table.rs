@@ -590,14 +590,7 @@ impl LeaseTable {
         if creates_key && self.cases.len() >= self.keys_max() {
             return self.key_limit(key);
         }
-        let mut step = Step {
-            table: self,
-            key,
-            index,
-            now_unix_ms: cmd.leader_unix_ms,
-            cmd,
-            changes,
-        };
+        let mut step = Step::new(self, key, index, cmd, changes);
         match op {
             Op::Claim { holder, ttl_ms, .. } => step.claim(holder, *ttl_ms, ""),
             Op::ClaimNext {

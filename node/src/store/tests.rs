@@ -317,15 +317,36 @@ async fn after_a_reopen_the_snapshot_plus_the_log_replayed_is_the_state_that_was
     );
 }
 
+/// `ops` as log entries 1, 2, ... of term 1, each one command from the session `session`
+/// names for it.
+fn entries_of(
+    ops: Vec<crate::core::Op>,
+    session: impl Fn(&crate::core::Op) -> crate::core::Name,
+) -> Vec<openraft::Entry<TypeConfig>> {
+    ops.into_iter()
+        .enumerate()
+        .map(|(i, op)| openraft::Entry {
+            log_id: openraft::testing::log_id(1, 1, i as u64 + 1),
+            payload: openraft::EntryPayload::Normal(Proposal::one(crate::core::LogCommand {
+                request_id: None,
+                leader_unix_ms: 7,
+                sender: Some(crate::core::Sender {
+                    client_id: session(&op),
+                    principal: None,
+                }),
+                op,
+            })),
+        })
+        .collect()
+}
+
 /// A quarantine learned from a snapshot (or from disk at start) is counted down like the
 /// leases and offers: without its countdown a node never ends it as leader, and the key stays
 /// unclaimable (found by the chaos suite's `revoke` scenario, seed 199298).
 #[tokio::test]
 async fn a_quarantine_learned_from_a_snapshot_or_a_reopen_is_counted_down() {
-    use crate::core::{Holder, LogCommand, Op};
+    use crate::core::{Holder, Op};
     use openraft::storage::RaftStateMachine;
-    use openraft::testing::log_id;
-    use openraft::{Entry, EntryPayload};
 
     let dir = tempfile::tempdir().unwrap();
     let (_log, mut sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
@@ -344,23 +365,9 @@ async fn a_quarantine_learned_from_a_snapshot_or_a_reopen_is_counted_down() {
             reason: "stuck".into(),
         },
     ];
-    let entries: Vec<Entry<TypeConfig>> = ops
-        .into_iter()
-        .enumerate()
-        .map(|(i, op)| Entry {
-            log_id: log_id(1, 1, i as u64 + 1),
-            payload: EntryPayload::Normal(Proposal::one(LogCommand {
-                request_id: None,
-                leader_unix_ms: 7,
-                sender: Some(crate::core::Sender {
-                    client_id: holder.client_id.clone(),
-                    principal: None,
-                }),
-                op,
-            })),
-        })
-        .collect();
-    sm.apply(entries).await.unwrap();
+    sm.apply(entries_of(ops.into(), |_| holder.client_id.clone()))
+        .await
+        .unwrap();
     let revision = sm.read(|s| {
         s.table
             .case("q")
@@ -399,10 +406,8 @@ async fn a_quarantine_learned_from_a_snapshot_or_a_reopen_is_counted_down() {
 
 #[tokio::test]
 async fn case_files_offers_notes_and_history_survive_a_reopen_and_a_snapshot_install() {
-    use crate::core::{HandoffNote, Holder, LogCommand, Op, RecordPatch};
+    use crate::core::{HandoffNote, Holder, Op, RecordPatch};
     use openraft::storage::RaftStateMachine;
-    use openraft::testing::log_id;
-    use openraft::{Entry, EntryPayload};
 
     let dir = tempfile::tempdir().unwrap();
     let (_log, mut sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
@@ -448,28 +453,13 @@ async fn case_files_offers_notes_and_history_survive_a_reopen_and_a_snapshot_ins
             ttl_ms: 60_000,
         },
     ];
-    let entries: Vec<Entry<TypeConfig>> = ops
-        .into_iter()
-        .enumerate()
-        .map(|(i, op)| Entry {
-            log_id: log_id(1, 1, i as u64 + 1),
-            payload: EntryPayload::Normal(Proposal::one(LogCommand {
-                request_id: None,
-                leader_unix_ms: 7,
-                // A claim from its holder's session; the rest from codex's, whose lease the
-                // update and offer act on.
-                sender: Some(crate::core::Sender {
-                    client_id: match &op {
-                        Op::Claim { holder, .. } => holder.client_id.clone(),
-                        _ => who("codex").client_id,
-                    },
-                    principal: None,
-                }),
-                op,
-            })),
-        })
-        .collect();
-    sm.apply(entries).await.unwrap();
+    // A claim from its holder's session; the rest from codex's, whose lease the update and
+    // offer act on.
+    let session = |op: &Op| match op {
+        Op::Claim { holder, .. } => holder.client_id.clone(),
+        _ => who("codex").client_id,
+    };
+    sm.apply(entries_of(ops, session)).await.unwrap();
     let before = sm.read(|s| s.clone());
     let case = before.table.case("k").unwrap();
     assert!(case.offer.is_some() && case.record.assigned_to.is_some());

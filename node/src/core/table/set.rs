@@ -38,14 +38,7 @@ impl LeaseTable {
         let how = format!("one of {} keys claimed together", keys.len());
         let mut grants = Vec::with_capacity(keys.len());
         for key in keys {
-            let mut step = Step {
-                table: self,
-                key,
-                index,
-                now_unix_ms: cmd.leader_unix_ms,
-                cmd,
-                changes,
-            };
+            let mut step = Step::new(self, key, index, cmd, changes);
             // Nothing blocks any key (checked above), so each claim grants or renews.
             if let Outcome::Granted {
                 lease,

@@ -25,7 +25,25 @@ pub(super) struct Step<'a> {
     pub(super) changes: &'a mut Changes,
 }
 
-impl Step<'_> {
+impl<'a> Step<'a> {
+    /// The step of `cmd`, the command of entry `index`, on `key`.
+    pub(super) fn new(
+        table: &'a mut LeaseTable,
+        key: &'a str,
+        index: u64,
+        cmd: &'a LogCommand,
+        changes: &'a mut Changes,
+    ) -> Step<'a> {
+        Step {
+            table,
+            key,
+            index,
+            now_unix_ms: cmd.leader_unix_ms,
+            cmd,
+            changes,
+        }
+    }
+
     fn lease(&self) -> Option<&Lease> {
         self.table.leases.get(self.key).map(|l| &**l)
     }
