@@ -17,6 +17,7 @@ use crate::error::Error;
 use crate::handoff::{Accepted, HandoffNote, OfferView};
 use crate::history::History;
 use crate::record::{Assigned, Record, RecordPatch, RecordView};
+mod lines;
 mod sets;
 pub use sets::GuardedSet;
 mod tasks;

@@ -71,12 +71,12 @@ fn required_lease(lease_opt: Option<pb::Lease>, what: &str) -> Result<LeaseInfo,
     lease(lease_opt.ok_or_else(|| Error::Protocol(format!("{what} without a lease")))?)
 }
 
-fn optional_lease(lease_opt: Option<pb::Lease>) -> Result<Option<LeaseInfo>, Error> {
+pub(crate) fn optional_lease(lease_opt: Option<pb::Lease>) -> Result<Option<LeaseInfo>, Error> {
     lease_opt.map(lease).transpose()
 }
 
 /// A `Granted` answer (of a claim or a claim-next) at `revision`, as a [`Grant`].
-fn grant_of(
+pub(crate) fn grant_of(
     granted: pb::Granted,
     revision: u64,
     clock: GrantClock,
@@ -146,6 +146,7 @@ pub(crate) fn probe(response: pb::ProbeResponse) -> Result<Probe, Error> {
     Ok(Probe {
         lease: optional_lease(response.lease)?,
         revision: response.revision,
+        line: response.line.map(crate::lines::key_line).transpose()?,
     })
 }
 
@@ -384,7 +385,7 @@ pub(crate) fn set_outcome(
     }
 }
 
-fn blocked_key(b: pb::BlockedKey) -> Result<BlockedKey, Error> {
+pub(crate) fn blocked_key(b: pb::BlockedKey) -> Result<BlockedKey, Error> {
     match (b.held, b.quarantined) {
         (Some(held), _) => Ok(BlockedKey::Held {
             lease: required_lease(held.lease, "claim-set blocked")?,
@@ -578,6 +579,9 @@ pub(crate) fn refusal(status: &tonic::Status) -> Refusal {
         data_format: d.data_format,
         nodes: d.nodes,
         status: d.status,
+        waiters: d.waiters,
+        waiters_max: d.waiters_max,
+        whole_cluster: d.whole_cluster,
         message: if d.message.is_empty() {
             status.message().to_owned()
         } else {

@@ -42,6 +42,9 @@ pub enum RefusalReason {
     /// A post of a key that already has a case file, without `update` ([`Refusal::status`];
     /// its holder, if held, in [`Refusal::lease`]).
     Exists,
+    /// A wait in a key's line that is full ([`Refusal::waiters`], [`Refusal::waiters_max`];
+    /// [`Refusal::whole_cluster`]: all lines together are). Wait by polling instead.
+    LineFull,
     /// A reason this client does not know (a newer cluster), or none given (a refusal of
     /// the cluster's own, e.g. a setting). Still a refusal: nothing changed.
     Other(String),
@@ -61,6 +64,7 @@ impl RefusalReason {
             "key_limit" => RefusalReason::KeyLimit,
             "format_pending" => RefusalReason::FormatPending,
             "exists" => RefusalReason::Exists,
+            "line_full" => RefusalReason::LineFull,
             other => RefusalReason::Other(other.to_owned()),
         }
     }
@@ -79,6 +83,7 @@ impl RefusalReason {
             RefusalReason::KeyLimit => "key_limit",
             RefusalReason::FormatPending => "format_pending",
             RefusalReason::Exists => "exists",
+            RefusalReason::LineFull => "line_full",
             RefusalReason::Other(other) => other,
         }
     }
@@ -128,6 +133,11 @@ pub struct Refusal {
     pub nodes: Vec<u64>,
     /// The record's status (`exists`).
     pub status: String,
+    /// How many wait in the key's line (or, with `whole_cluster`, in all lines), and its
+    /// limit (`line_full`).
+    pub waiters: u64,
+    pub waiters_max: u64,
+    pub whole_cluster: bool,
     /// The line for people, built by the cluster from the fields.
     pub message: String,
 }
@@ -155,6 +165,9 @@ impl Refusal {
             data_format: 0,
             nodes: Vec::new(),
             status: String::new(),
+            waiters: 0,
+            waiters_max: 0,
+            whole_cluster: false,
             message: message.to_owned(),
         }
     }

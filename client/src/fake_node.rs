@@ -416,6 +416,7 @@ impl Baton for FakeNode {
         Ok(Response::new(pb::ProbeResponse {
             lease: None,
             revision: 42,
+            line: None,
         }))
     }
 
@@ -434,6 +435,7 @@ impl Baton for FakeNode {
             unclaimed_truncated: false,
             open: Vec::new(),
             open_truncated: false,
+            lines: Default::default(),
         }))
     }
 
@@ -482,6 +484,22 @@ impl Baton for FakeNode {
         request: Request<pb::ClaimSetRequest>,
     ) -> Result<Response<pb::ClaimSetResponse>, Status> {
         self.enter("claim_set", request.get_ref().request_id.as_ref())?;
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn wait(
+        &self,
+        request: Request<pb::WaitRequest>,
+    ) -> Result<Response<pb::WaitResponse>, Status> {
+        self.enter("wait", request.get_ref().request_id.as_ref())?;
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn leave_line(
+        &self,
+        request: Request<pb::LeaveLineRequest>,
+    ) -> Result<Response<pb::LeaveLineResponse>, Status> {
+        self.enter("leave_line", request.get_ref().request_id.as_ref())?;
         Err(Status::unimplemented("fake"))
     }
 

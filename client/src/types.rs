@@ -180,6 +180,9 @@ pub struct Probe {
     pub lease: Option<LeaseInfo>,
     /// Revision the answer reflects (of the last applied write).
     pub revision: u64,
+    /// Who waits in the key's line; `None` (left out of JSON) when no one does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<crate::lines::KeyLine>,
 }
 
 /// One page of held keys under a prefix.
@@ -360,6 +363,7 @@ mod tests {
         let json = serde_json::to_value(Probe {
             lease: None,
             revision: 7,
+            line: None,
         })
         .unwrap();
         assert_eq!(json, serde_json::json!({"lease": null, "revision": 7}));

@@ -20,7 +20,7 @@ use openraft::ServerState;
 
 use crate::clock::Clock;
 use crate::core::limits::PROPOSAL_COMMANDS_MAX;
-use crate::core::{FencingToken, Lease, LogCommand, Op, Proposal};
+use crate::core::{FencingToken, Lease, LogCommand, Op, Proposal, Waiter};
 use crate::limits::EXPIRE_IN_FLIGHT_MAX;
 use crate::raft_types::Raft;
 
@@ -235,14 +235,15 @@ pub fn wall_clock_unix_ms() -> u64 {
 }
 
 /// The leader's expiry loop: every `tick`, if this node is the leader, propose `Expire` for
-/// each lease countdown, `Lapse` for each offer countdown and `EndQuarantine` for each
-/// quarantine countdown that ran out. Runs until
+/// each lease countdown, `Lapse` for each offer countdown, `EndQuarantine` for each
+/// quarantine countdown and `DropWaiter` for each waiter's place that ran out. Runs until
 /// `shutdown` resolves.
 pub async fn run(
     raft: Raft,
     leases: Arc<Countdowns>,
     offers: Arc<Countdowns>,
     quarantines: Arc<Countdowns>,
+    waiters: Arc<Countdowns>,
     tick: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -270,17 +271,27 @@ pub async fn run(
             key,
             revision: c.basis,
         };
+        // A waiter's countdown is kept under its key and session (`Waiter::countdown_id`).
+        let drop_waiter = |id: String, c: Countdown| {
+            let (key, client_id) = Waiter::parse_countdown_id(&id).unwrap_or((&id, ""));
+            Op::DropWaiter {
+                key: key.to_owned(),
+                client_id: client_id.to_owned(),
+                basis: c.basis,
+            }
+        };
         // Everything due this tick, within the room left in flight, in entries of up to
         // `PROPOSAL_COMMANDS_MAX` commands: one entry (one fsync, one replication round) for
         // many countdowns, not one each.
         let mut due: Vec<((String, u64), LogCommand)> = Vec::new();
-        // In flight, and taken this tick. Revisions are unique across leases, offers and
-        // quarantines, so one set serves all three.
+        // In flight, and taken this tick. Revisions are unique across leases, offers,
+        // quarantines and places in line, so one set serves all four.
         let mut skip = in_flight.lock().expect("in-flight lock").clone();
         for (countdowns, make_op) in [
             (&leases, &expire as &dyn Fn(String, Countdown) -> Op),
             (&offers, &lapse),
             (&quarantines, &end_quarantine),
+            (&waiters, &drop_waiter),
         ] {
             let room = EXPIRE_IN_FLIGHT_MAX.saturating_sub(skip.len());
             for (key, countdown) in countdowns.due(room, &skip) {

@@ -176,6 +176,7 @@ pub async fn run_announcing(
         countdowns,
         sm.offer_countdowns().clone(),
         sm.quarantine_countdowns().clone(),
+        sm.waiter_countdowns().clone(),
         cfg.expiry_tick,
         stop_rx.clone(),
     ));

@@ -145,7 +145,9 @@ impl WatchHub {
         let mut next = from;
         let mut out = Vec::new();
         for (key, event) in window.events.range(start..) {
-            if out.len() == limit {
+            // Never between two events of one revision (a set's keys, a release and the
+            // hand-on to a waiter): the next read starts at the revision after.
+            if out.len() >= limit && event.revision + 1 != next {
                 break;
             }
             next = event.revision + 1;

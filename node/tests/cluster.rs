@@ -1202,6 +1202,26 @@ async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
         let probe = client.probe(key, ReadMode::Linearizable).await.unwrap();
         assert_eq!(probe.lease, None, "a refused set granted {key}");
     }
+    // So is waiting in line (format 11): the key is not granted, no one is put in line.
+    match client
+        .wait_once("sets/u4", "worker", Duration::from_secs(30))
+        .await
+    {
+        Err(Error::Refused(r)) => {
+            assert_eq!(r.reason, baton_client::RefusalReason::FormatPending);
+            assert_eq!((r.data_format, r.nodes.as_slice()), (11, &[silent][..]));
+        }
+        other => panic!("expected a format_pending refusal: {other:?}"),
+    }
+    let probe = client
+        .probe("sets/u4", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert_eq!(
+        (probe.lease, probe.line),
+        (None, None),
+        "a refused wait did something"
+    );
     let now = client.revoke_with("tasks/u2", "stuck", true).await.unwrap();
     assert!(now.revoked.is_some() && now.claimable_in.is_zero());
     let view = client

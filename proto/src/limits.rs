@@ -16,6 +16,14 @@ pub const FINISHED_STATUSES: [&str; 3] = ["done", "cancelled", "closed"];
 /// Keys one all-or-none claim (a claim of a set) may name. A larger set is refused as bad
 /// input: split the work, or take a prefix's tasks one by one with `claim-next`.
 pub const CLAIM_SET_KEYS_MAX: usize = 64;
+/// Claimants that may wait in one key's line (`claim --wait`); one more is refused
+/// (`line_full`) and may wait by polling instead.
+pub const WAITERS_PER_KEY_MAX: usize = 1_024;
+/// Claimants that may wait in all lines together: each costs every node a place in memory
+/// and a countdown (about 200 B).
+pub const WAITERS_MAX: usize = 100_000;
+/// Waiters a probe or a board row lists by name, oldest first (the rest are counted).
+pub const LINE_LISTED_MAX: usize = 16;
 /// Longest `authorization` value (a bearer token) a node hashes; longer ones are refused
 /// unread, and a client does not send one.
 pub const TOKEN_BYTES_MAX: usize = 512;

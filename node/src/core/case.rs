@@ -193,6 +193,10 @@ pub enum EventKind {
     Unassigned,
     /// A task put on the board, or its record patched by its dispatcher (data format 9).
     Posted,
+    /// A claimant joined the key's line (data format 11).
+    Waited,
+    /// A claimant left the key's line, or its place lapsed (data format 11).
+    LeftLine,
 }
 
 impl EventKind {
@@ -211,6 +215,8 @@ impl EventKind {
             EventKind::Updated => "updated",
             EventKind::Unassigned => "unassigned",
             EventKind::Posted => "posted",
+            EventKind::Waited => "waited",
+            EventKind::LeftLine => "left-line",
         }
     }
 }

@@ -6,6 +6,7 @@
 //! - `case`     a key's case file: record, offer, note, history;
 //! - `access`   permissions: the policy, its checks, its replicated state and audit trail;
 //! - `limits`   every named limit;
+//! - `line`     waiting in a key's line: waiters and where one stands;
 //! - `refusal`  why a request was refused, with its facts;
 //! - `types`    log commands (`LogCommand`, `Op`) and their `Outcome`s;
 //! - `validate` input rules shared with the gRPC edge;
@@ -22,9 +23,11 @@
 
 pub mod access;
 pub mod case;
+mod fingerprint;
 pub mod ids;
 pub mod lease;
 pub mod limits;
+pub mod line;
 pub mod refusal;
 pub mod table;
 pub mod types;
@@ -32,6 +35,8 @@ pub mod validate;
 
 #[cfg(test)]
 mod case_tests;
+#[cfg(test)]
+mod line_tests;
 #[cfg(test)]
 mod queue_tests;
 #[cfg(any(test, feature = "fuzzing"))]
@@ -47,6 +52,7 @@ pub use case::{
     Assignment, Attribution, CaseFile, Event, EventKind, HandoffNote, History, Offer, Quarantine,
     Record, RecordPatch, VolatileFact,
 };
+pub use line::{InLine, Waiter};
 pub use refusal::Refusal;
 pub use table::{Changes, ClientSession, Effect, Ending, LeaseTable, Timer};
 pub use types::{

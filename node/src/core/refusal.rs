@@ -72,6 +72,15 @@ pub enum Refusal {
         status: String,
         lease: Option<Box<Lease>>,
     },
+    /// A claimant asked to wait in a key's line that is full: `waiters` already wait on it,
+    /// its limit `waiters_max` (`WAITERS_PER_KEY_MAX`), or, with `whole_cluster`, that many
+    /// wait on all keys together (`WAITERS_MAX`). Data format 11.
+    LineFull {
+        key: String,
+        waiters: u64,
+        waiters_max: u64,
+        whole_cluster: bool,
+    },
 }
 
 impl Refusal {
@@ -88,6 +97,7 @@ impl Refusal {
             Refusal::Quarantined { .. } => "quarantined",
             Refusal::KeyLimit { .. } => "key_limit",
             Refusal::Exists { .. } => "exists",
+            Refusal::LineFull { .. } => "line_full",
         }
     }
 
@@ -103,7 +113,8 @@ impl Refusal {
             | Refusal::OfferToHolder { key, .. }
             | Refusal::Quarantined { key, .. }
             | Refusal::KeyLimit { key, .. }
-            | Refusal::Exists { key, .. } => key,
+            | Refusal::Exists { key, .. }
+            | Refusal::LineFull { key, .. } => key,
         }
     }
 
@@ -190,6 +201,27 @@ impl std::fmt::Display for Refusal {
                 }
                 write!(f, ": post --update changes its record")
             }
+            Refusal::LineFull {
+                key,
+                waiters,
+                waiters_max,
+                whole_cluster: false,
+            } => write!(
+                f,
+                "{waiters} claimants wait in the line of {key}, its limit ({waiters_max}): \
+                 wait by polling (claim --wait --poll) or try later"
+            ),
+            Refusal::LineFull {
+                key,
+                waiters,
+                waiters_max,
+                whole_cluster: true,
+            } => write!(
+                f,
+                "{waiters} claimants wait in lines across the cluster, its limit \
+                 ({waiters_max}): {key} cannot take another; wait by polling (claim --wait \
+                 --poll) or try later"
+            ),
         }
     }
 }

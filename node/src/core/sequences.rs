@@ -79,7 +79,30 @@ fn ttl(rng: &mut dyn RngCore) -> u64 {
 fn op(rng: &mut dyn RngCore, table: &LeaseTable, seen: &[u64]) -> Op {
     let key = key(rng);
     let token = token(rng, table, &key, seen);
-    match rng.gen_range(0..18) {
+    match rng.gen_range(0..21) {
+        18 | 19 => Op::Wait {
+            key,
+            holder: holder(rng),
+            ttl_ms: ttl(rng),
+        },
+        20 if rng.gen_ratio(1, 2) => Op::LeaveLine {
+            key,
+            holder: holder(rng),
+        },
+        20 => {
+            // Mostly a place that is there, with its basis; else a stale or made-up one.
+            let line = table.line(&key);
+            let (client_id, basis) = match line.get(rng.gen_range(0..line.len() + 1)) {
+                Some(w) if rng.gen_ratio(3, 4) => (w.holder.client_id.to_string(), w.basis),
+                Some(w) => (w.holder.client_id.to_string(), w.basis + 1),
+                None => (holder(rng).client_id.to_string(), token.max(1)),
+            };
+            Op::DropWaiter {
+                key,
+                client_id,
+                basis,
+            }
+        }
         0..=2 => Op::Claim {
             key,
             holder: holder(rng),
@@ -219,7 +242,7 @@ fn command(
     let op = op(rng, table, seen);
     let leaders = matches!(
         op,
-        Op::Expire { .. } | Op::Lapse { .. } | Op::EndQuarantine { .. }
+        Op::Expire { .. } | Op::Lapse { .. } | Op::EndQuarantine { .. } | Op::DropWaiter { .. }
     );
     let request_id = (!leaders && rng.gen_ratio(2, 3)).then(|| RequestId {
         client_id: format!("{:032x}", rng.gen_range(0..4u64)),
@@ -235,7 +258,9 @@ fn command(
             | Op::ClaimNext { holder, .. }
             | Op::ClaimSet { holder, .. }
             | Op::Accept { holder, .. }
-            | Op::Decline { holder, .. } => Some(holder.client_id.clone()),
+            | Op::Decline { holder, .. }
+            | Op::Wait { holder, .. }
+            | Op::LeaveLine { holder, .. } => Some(holder.client_id.clone()),
             op => table.lease(op.key()).map(|l| l.holder.client_id.clone()),
         };
         Sender {
@@ -281,7 +306,21 @@ fn check_actors(table: &LeaseTable, revision: u64, cmd: &LogCommand, outcome: &O
     let events = table
         .case(key)
         .map(|c| c.history.events.iter().filter(|e| e.revision == revision));
+    let claims = matches!(
+        cmd.op,
+        Op::Claim { .. } | Op::ClaimNext { .. } | Op::ClaimSet { .. } | Op::Wait { .. }
+    );
     for event in events.into_iter().flatten() {
+        // A freed key handed on to its oldest waiter: credited to the waiter, who holds it.
+        if event.kind == EventKind::Claimed && !claims {
+            let holder = table.lease(key).map(|l| &l.holder.client_id);
+            let actor = event.actor.as_ref().map(|a| &a.client_id);
+            assert!(
+                holder.is_some() && actor == holder,
+                "a hand-on of {key} credited to {actor:?}, held by {holder:?}: {cmd:?}"
+            );
+            continue;
+        }
         match (&cmd.sender, &event.actor) {
             (Some(sender), Some(actor)) => {
                 assert_eq!(actor.client_id, sender.client_id, "{event:?} of {cmd:?}");
@@ -309,7 +348,9 @@ fn check_actors(table: &LeaseTable, revision: u64, cmd: &LogCommand, outcome: &O
             already_held: true,
             ..
         } => match &cmd.op {
-            Op::Claim { holder, .. } => assert_eq!(&lease.holder, holder, "adopted: {cmd:?}"),
+            Op::Claim { holder, .. } | Op::Wait { holder, .. } => {
+                assert_eq!(&lease.holder, holder, "adopted: {cmd:?}")
+            }
             op => panic!("a grant answered {op:?}"),
         },
         _ => {}
@@ -350,7 +391,8 @@ fn check(table: &LeaseTable, revision: u64, outcome: &Outcome, last_token: &mut 
         if let Some(case) = table.case(key) {
             let revisions: Vec<u64> = case.history.events.iter().map(|e| e.revision).collect();
             assert!(
-                revisions.windows(2).all(|w| w[0] < w[1]),
+                // A freed key handed on records its end and the new grant at one revision.
+                revisions.windows(2).all(|w| w[0] <= w[1]),
                 "{key}: history out of order: {revisions:?}"
             );
             assert!(revisions.last().is_none_or(|r| *r <= revision));
@@ -380,7 +422,22 @@ pub fn run(
         // What the leader would answer from a read, with no log entry: exactly what the log
         // answers, and the log changes nothing but its memory of answers.
         let unchanged = a.unchanged_answer(&cmd).map(|answer| (answer, a.clone()));
+        let head = a.line(cmd.op.key()).front().map(|w| w.holder.clone());
         let outcome = a.apply(revision, &cmd);
+        // A key freed with someone in line goes to the oldest waiter, in this entry.
+        let handed_on = matches!(
+            outcome,
+            Outcome::Released { .. }
+                | Outcome::Expired { .. }
+                | Outcome::Revoked { .. }
+                | Outcome::QuarantineEnded
+        ) && a.lease(cmd.op.key()).is_some_and(|l| l.token == revision);
+        if handed_on {
+            let lease = a.lease(cmd.op.key()).expect("checked");
+            assert_eq!(Some(&lease.holder), head.as_ref(), "{what}: not the head");
+            assert_eq!(lease.token, revision, "{what}: a hand-on's token");
+            *kinds.entry("HandedOn".into()).or_insert(0u64) += 1;
+        }
         if let Some((answer, before)) = unchanged {
             assert_eq!(answer, outcome, "{what}: the read's answer to {cmd:?}");
             assert!(
@@ -429,8 +486,11 @@ pub fn run(
         if revision == restore_at {
             // The encoding the store keeps the table in (bincode's default), without the core
             // reaching up into the store for it.
-            let bytes = bincode::serialize(&a).expect("the table encodes");
-            let mut copy: LeaseTable = bincode::deserialize(&bytes).expect("the table decodes");
+            // The lines go beside the table, as `store::SmState` encodes them.
+            let bytes = bincode::serialize(&(&a, a.lines())).expect("the table encodes");
+            let (mut copy, lines): (LeaseTable, _) =
+                bincode::deserialize(&bytes).expect("the table decodes");
+            copy.set_lines(lines);
             copy.rebuild_index();
             restored = Some(copy);
         }
@@ -486,6 +546,10 @@ mod prop_tests {
             "NothingClaimable",
             "GrantedSet",
             "BlockedSet",
+            "InLine",
+            "LeftLine",
+            "WaiterDropped",
+            "HandedOn",
             // Answered as the leader would from a read, with no log entry.
             "WithoutLog",
         ] {

@@ -12,10 +12,12 @@ use serde::{Deserialize, Serialize};
 use super::access::AccessState;
 use super::case::{Assignment, CaseFile, Event};
 use super::limits::{DEDUP_ANSWERS_PER_CLIENT_MAX, DEDUP_CLIENTS_MAX, KEYS_MAX};
+use super::line::Line;
 use super::refusal::Refusal;
 use super::types::{Blocked, Holder, Lease, LogCommand, Op, Outcome, RequestId};
 use super::validate;
 
+mod line;
 mod next;
 mod set;
 mod step;
@@ -58,6 +60,9 @@ pub enum Timer {
     Offer,
     /// A quarantine's delay; its end is an `EndQuarantine`.
     Quarantine,
+    /// A waiter's place in a key's line (its key is `Waiter::countdown_id`); its end is a
+    /// `DropWaiter`.
+    Waiter,
 }
 
 /// What an apply asks of the node besides the table: the core decides, the adapter
@@ -136,6 +141,14 @@ pub struct LeaseTable {
     /// Derived from `sessions`; rebuilt on load.
     #[serde(skip)]
     by_activity: BTreeMap<u64, String>,
+    /// Keys' lines of waiters (data format 11), oldest first; a key with none has no entry.
+    /// Not serialized with the table: `store::SmState` encodes them after everything else,
+    /// and only when there are any, so a state without waiters encodes as format 10 did.
+    #[serde(skip)]
+    lines: BTreeMap<Arc<str>, Line>,
+    /// How many wait in all lines. Derived from `lines`.
+    #[serde(skip)]
+    waiters: usize,
 }
 
 impl LeaseTable {
@@ -474,6 +487,7 @@ impl LeaseTable {
     #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn same_but_sessions(&self, other: &LeaseTable) -> bool {
         self.leases == other.leases
+            && self.lines == other.lines
             && self.cases == other.cases
             && self.quarantine_rules == other.quarantine_rules
     }
@@ -586,12 +600,13 @@ impl LeaseTable {
                     | Op::Revoke { .. }
                     | Op::RevokeHeld { .. }
                     | Op::Post { .. }
+                    | Op::Wait { .. }
             );
         if creates_key && self.cases.len() >= self.keys_max() {
             return self.key_limit(key);
         }
         let mut step = Step::new(self, key, index, cmd, changes);
-        match op {
+        let outcome = match op {
             Op::Claim { holder, ttl_ms, .. } => step.claim(holder, *ttl_ms, ""),
             Op::ClaimNext {
                 prefix,
@@ -631,10 +646,27 @@ impl LeaseTable {
             Op::Lapse { offer_revision, .. } => step.lapse(*offer_revision),
             Op::SetQuarantine { prefix, delay_ms } => step.set_quarantine(prefix, *delay_ms),
             Op::EndQuarantine { revision, .. } => step.end_quarantine(*revision),
+            Op::Wait { holder, ttl_ms, .. } => step.wait(holder, *ttl_ms),
+            Op::LeaveLine { holder, .. } => step.leave_line(holder),
+            Op::DropWaiter {
+                client_id, basis, ..
+            } => step.drop_waiter(client_id, *basis),
             // Applied before a step is made: by `apply_tracked`, which has the access state;
             // by `claim_set` above, one step per key.
             Op::SetAccess { .. } | Op::ClaimSet { .. } => Outcome::None,
+        };
+        // Whatever freed the key hands it on to the oldest waiter, in this entry.
+        if matches!(
+            op,
+            Op::Release { .. }
+                | Op::Expire { .. }
+                | Op::Revoke { .. }
+                | Op::RevokeHeld { .. }
+                | Op::EndQuarantine { .. }
+        ) {
+            step.hand_on();
         }
+        outcome
     }
 
     /// Invariants that hold after every apply (debug builds check them each time). Only what
@@ -647,6 +679,21 @@ impl LeaseTable {
                 assert!(lease.token >= 1, "token 0 on {key}");
                 assert!(lease.token <= lease.basis, "basis before token on {key}");
                 assert!(lease.basis <= index, "basis from the future on {key}");
+            }
+            if let Some(line) = self.lines.get(key) {
+                assert!(!line.is_empty(), "an empty line is kept for {key}");
+                let quarantined = self.case(key).is_some_and(|c| c.quarantine.is_some());
+                assert!(
+                    self.leases.contains_key(key) || quarantined,
+                    "{key} is free with {} waiting",
+                    line.len()
+                );
+                assert!(
+                    line.iter()
+                        .zip(line.iter().skip(1))
+                        .all(|(a, b)| a.joined < b.joined),
+                    "the line of {key} is in order of arrival"
+                );
             }
         }
         assert!(
@@ -686,7 +733,9 @@ fn holder_is_sender(cmd: &LogCommand) -> Result<(), validate::InvalidInput> {
         | Op::ClaimNext { holder, .. }
         | Op::ClaimSet { holder, .. }
         | Op::Accept { holder, .. }
-        | Op::Decline { holder, .. } => holder,
+        | Op::Decline { holder, .. }
+        | Op::Wait { holder, .. }
+        | Op::LeaveLine { holder, .. } => holder,
         _ => return Ok(()),
     };
     match &cmd.sender {

@@ -211,178 +211,31 @@ pub enum Op {
         holder: Holder,
         ttl_ms: u64,
     },
+    /// Claims `key` for `holder` if it can be granted now (as `Claim`); otherwise puts the
+    /// holder's session in the key's line, or, if it is in line already, renews its place
+    /// (its countdown restarts from this entry). When the key is freed the oldest waiter is
+    /// granted it in the freeing entry, with `ttl_ms`. Data format 11, appended last.
+    Wait {
+        key: String,
+        holder: Holder,
+        ttl_ms: u64,
+    },
+    /// Takes `holder`'s session out of the key's line. Data format 11, appended last.
+    LeaveLine {
+        key: String,
+        holder: Holder,
+    },
+    /// Proposed by the leader when a waiter's place, counted from its own apply of `basis`,
+    /// has run out. Takes effect only if that session still waits with that basis. Data
+    /// format 11, appended last.
+    DropWaiter {
+        key: String,
+        client_id: String,
+        basis: u64,
+    },
 }
 
 impl Op {
-    /// A stable 64-bit fingerprint of the operation (FNV-1a over a fixed encoding), kept with
-    /// each remembered answer so that a request id reused for a *different* operation is
-    /// refused instead of answered with another request's outcome. Hand-rolled, not
-    /// `std::hash`, because every node must compute the same value whatever it was built with.
-    pub fn fingerprint(&self) -> u64 {
-        const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-        const PRIME: u64 = 0x0000_0100_0000_01b3;
-        let mut hash = OFFSET;
-        let mut feed = |bytes: &[u8]| {
-            for b in bytes.iter().chain(&[0xff]) {
-                hash ^= u64::from(*b);
-                hash = hash.wrapping_mul(PRIME);
-            }
-        };
-        match self {
-            Op::Claim {
-                key,
-                holder,
-                ttl_ms,
-            } => {
-                feed(b"claim");
-                feed(key.as_bytes());
-                feed(holder.name.as_bytes());
-                feed(holder.client_id.as_bytes());
-                feed(&ttl_ms.to_le_bytes());
-            }
-            Op::Renew { key, token } => {
-                feed(b"renew");
-                feed(key.as_bytes());
-                feed(&token.to_le_bytes());
-            }
-            Op::Release {
-                key,
-                token,
-                final_status,
-            } => {
-                feed(b"release");
-                feed(key.as_bytes());
-                feed(&token.to_le_bytes());
-                feed(final_status.as_deref().unwrap_or("").as_bytes());
-            }
-            Op::Expire { key, token, basis } => {
-                feed(b"expire");
-                feed(key.as_bytes());
-                feed(&token.to_le_bytes());
-                feed(&basis.to_le_bytes());
-            }
-            Op::Revoke { key, reason } => {
-                feed(b"revoke");
-                feed(key.as_bytes());
-                feed(reason.as_bytes());
-            }
-            Op::RevokeHeld { key, reason } => {
-                feed(b"revoke-held");
-                feed(key.as_bytes());
-                feed(reason.as_bytes());
-            }
-            // The remaining operations are told apart by kind, key and their identifying
-            // fields; a request id reused for another operation of the same kind on the same
-            // key with the same identity is not worth a full encoding.
-            Op::Update { key, token, .. } => {
-                feed(b"update");
-                feed(key.as_bytes());
-                feed(&token.to_le_bytes());
-            }
-            Op::Assign { key, to, by, .. } => {
-                feed(b"assign");
-                feed(key.as_bytes());
-                feed(to.as_bytes());
-                feed(by.as_bytes());
-            }
-            Op::Offer { key, token, to, .. } => {
-                feed(b"offer");
-                feed(key.as_bytes());
-                feed(&token.to_le_bytes());
-                feed(to.as_bytes());
-            }
-            Op::Accept { key, holder, .. } => {
-                feed(b"accept");
-                feed(key.as_bytes());
-                feed(holder.client_id.as_bytes());
-            }
-            Op::Decline { key, holder } => {
-                feed(b"decline");
-                feed(key.as_bytes());
-                feed(holder.client_id.as_bytes());
-            }
-            Op::Cancel { key, token } => {
-                feed(b"cancel");
-                feed(key.as_bytes());
-                feed(&token.to_le_bytes());
-            }
-            Op::SetQuarantine { prefix, delay_ms } => {
-                feed(b"set-quarantine");
-                feed(prefix.as_bytes());
-                feed(&delay_ms.to_le_bytes());
-            }
-            Op::EndQuarantine { key, revision } => {
-                feed(b"end-quarantine");
-                feed(key.as_bytes());
-                feed(&revision.to_le_bytes());
-            }
-            Op::Lapse {
-                key,
-                offer_revision,
-            } => {
-                feed(b"lapse");
-                feed(key.as_bytes());
-                feed(&offer_revision.to_le_bytes());
-            }
-            Op::Unassign { key, by, .. } => {
-                feed(b"unassign");
-                feed(key.as_bytes());
-                feed(by.as_bytes());
-            }
-            Op::Post {
-                key,
-                to,
-                by,
-                update,
-                ..
-            } => {
-                feed(b"post");
-                feed(key.as_bytes());
-                feed(to.as_deref().unwrap_or("").as_bytes());
-                feed(by.as_bytes());
-                feed(&[u8::from(*update)]);
-            }
-            Op::ClaimNext {
-                prefix,
-                holder,
-                ttl_ms,
-                any,
-                wheres,
-            } => {
-                feed(b"claim-next");
-                feed(prefix.as_bytes());
-                feed(holder.name.as_bytes());
-                feed(holder.client_id.as_bytes());
-                feed(&ttl_ms.to_le_bytes());
-                feed(&[u8::from(*any)]);
-                for (field, value) in wheres {
-                    feed(field.as_bytes());
-                    feed(value.as_bytes());
-                }
-            }
-            Op::ClaimSet {
-                keys,
-                holder,
-                ttl_ms,
-            } => {
-                feed(b"claim-set");
-                for key in keys {
-                    feed(key.as_bytes());
-                }
-                feed(holder.name.as_bytes());
-                feed(holder.client_id.as_bytes());
-                feed(&ttl_ms.to_le_bytes());
-            }
-            Op::SetAccess { policy, by } => {
-                feed(b"set-access");
-                feed(by.as_bytes());
-                // bincode's encoding of the policy: fixed by its fields, whatever the build.
-                feed(&bincode::serialize(policy).expect("a policy serializes"));
-            }
-        }
-        hash
-    }
-
     /// The key the operation is about.
     pub fn key(&self) -> &str {
         match self {
@@ -401,7 +254,10 @@ impl Op {
             | Op::Cancel { key, .. }
             | Op::Lapse { key, .. }
             | Op::EndQuarantine { key, .. }
-            | Op::Post { key, .. } => key,
+            | Op::Post { key, .. }
+            | Op::Wait { key, .. }
+            | Op::LeaveLine { key, .. }
+            | Op::DropWaiter { key, .. } => key,
             // The keys under the prefix: permissions are by prefix, so a right over this
             // prefix as a key is a right over every key under it.
             Op::SetQuarantine { prefix, .. } | Op::ClaimNext { prefix, .. } => prefix,
@@ -520,7 +376,21 @@ impl Op {
                 validate::holder(h)?;
                 validate::ttl_ms(*t, TTL_MS_FLOOR, TTL_MS_MAX)
             }
-            Op::Decline { holder: h, .. } => validate::holder(h),
+            Op::Decline { holder: h, .. } | Op::LeaveLine { holder: h, .. } => validate::holder(h),
+            Op::Wait {
+                holder: h,
+                ttl_ms: t,
+                ..
+            } => {
+                validate::holder(h)?;
+                validate::ttl_ms(*t, TTL_MS_FLOOR, TTL_MS_MAX)
+            }
+            Op::DropWaiter {
+                client_id, basis, ..
+            } => {
+                validate::client_id(client_id)?;
+                validate::token(*basis)
+            }
             Op::Cancel { token: t, .. } => validate::token(*t),
             Op::Lapse { offer_revision, .. } => validate::token(*offer_revision),
             Op::SetQuarantine { delay_ms, .. } => {
@@ -669,6 +539,22 @@ pub enum Outcome {
     BlockedSet {
         blocked: Vec<Blocked>,
     },
+    /// A `Wait` that did not grant: where the claimant stands in the key's line (it joined,
+    /// or renewed its place). Data format 11.
+    InLine {
+        place: super::line::InLine,
+    },
+    /// A `LeaveLine`: whether the session was in line, and the lease it holds on the key if
+    /// it was granted the key from the line before it left (release it if unwanted). Data
+    /// format 11.
+    LeftLine {
+        was_waiting: bool,
+        holds: Option<Lease>,
+    },
+    /// A waiter's place ended by the leader: it was not renewed in time. Data format 11.
+    WaiterDropped,
+    /// A `DropWaiter` for a place that was renewed or already ended: nothing changed.
+    DropWaiterIgnored,
 }
 
 /// One key of a granted set: its lease (the entry's revision as its token, unless

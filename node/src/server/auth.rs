@@ -91,7 +91,8 @@ macro_rules! acts {
     )*};
 }
 
-acts!(holder, Claim, key: pb::ClaimRequest, pb::AcceptRequest, pb::DeclineRequest);
+acts!(holder, Claim, key: pb::ClaimRequest, pb::AcceptRequest, pb::DeclineRequest,
+    pb::WaitRequest, pb::LeaveLineRequest);
 // A right over the prefix as a key is a right over every key under it (rules are prefixes).
 acts!(holder, Claim, prefix: pb::ClaimNextRequest);
 /// A claim of a set needs `claim` on every key of it.

@@ -34,6 +34,7 @@ use crate::store::{SmState, StateMachine};
 
 mod board;
 mod decide;
+mod lines;
 mod sets;
 mod tasks;
 
@@ -667,12 +668,15 @@ impl Ctx {
     ) -> Result<pb::ProbeResponse, NotAnswered> {
         validate::key(&req.key).map_err(convert::invalid)?;
         self.read_gate(req.stale).await?;
-        let (lease, revision) = self
-            .sm
-            .read(|s| (s.table.lease(&req.key).cloned(), revision(s)));
+        let (lease, line, revision) = self.sm.read(|s| {
+            let line = s.table.line(&req.key);
+            let line = (!line.is_empty()).then(|| lines::key_line(line));
+            (s.table.lease(&req.key).cloned(), line, revision(s))
+        });
         Ok(pb::ProbeResponse {
             lease: lease.map(|l| self.lease(&l)),
             revision,
+            line,
         })
     }
 

@@ -276,6 +276,26 @@ pub fn claim_set(req: pb::ClaimSetRequest, ttl: TtlBounds) -> Result<(Option<Ori
     Ok((origin(req.request_id, &op)?, op))
 }
 
+pub fn wait(req: pb::WaitRequest, ttl: TtlBounds) -> Result<(Option<Origin>, Op), Status> {
+    validate::ttl_ms(req.ttl_ms, ttl.min_ms, ttl.max_ms).map_err(invalid)?;
+    let op = Op::Wait {
+        key: req.key,
+        holder: holder_of(req.holder)?,
+        ttl_ms: req.ttl_ms,
+    };
+    op.validate().map_err(invalid)?;
+    Ok((origin(req.request_id, &op)?, op))
+}
+
+pub fn leave_line(req: pb::LeaveLineRequest) -> Result<(Option<Origin>, Op), Status> {
+    let op = Op::LeaveLine {
+        key: req.key,
+        holder: holder_of(req.holder)?,
+    };
+    op.validate().map_err(invalid)?;
+    Ok((origin(req.request_id, &op)?, op))
+}
+
 pub fn unclaimable(c: &crate::core::Unclaimable) -> pb::Unclaimable {
     pb::Unclaimable {
         scanned: c.scanned,
@@ -564,6 +584,16 @@ pub fn refusal_details(
             details.keys_max = *keys_max;
         }
         R::Exists { status, .. } => details.status = status.clone(),
+        R::LineFull {
+            waiters,
+            waiters_max,
+            whole_cluster,
+            ..
+        } => {
+            details.waiters = *waiters;
+            details.waiters_max = *waiters_max;
+            details.whole_cluster = *whole_cluster;
+        }
     }
     details
 }

@@ -91,6 +91,8 @@ baton_service! {
         post(PostRequest) -> PostResponse;
         claim_next(ClaimNextRequest) -> ClaimNextResponse;
         claim_set(ClaimSetRequest) -> ClaimSetResponse;
+        wait(WaitRequest) -> WaitResponse;
+        leave_line(LeaveLineRequest) -> LeaveLineResponse;
     }
     reads {
         probe(ProbeRequest) -> ProbeResponse;

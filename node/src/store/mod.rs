@@ -27,6 +27,7 @@ mod legacy;
 mod log_store;
 mod meta;
 mod segments;
+mod sm_state;
 mod state_machine;
 
 pub use log_store::StorageWatch;
@@ -73,7 +74,13 @@ use std::sync::Arc;
 /// Format 10: one more command, `Op::ClaimSet` (a set of keys to one holder, all or none, in
 /// one entry) and its two outcomes; a format-9 dir is format 10 as it is, and the leader
 /// proposes the new command only once every member said it reads format 10.
-pub const DATA_FORMAT: u32 = 10;
+/// Format 11: waiting in line: three more commands (`Op::Wait`, `Op::LeaveLine` and the
+/// leader's `Op::DropWaiter`), two events (`waited`, `left-line`), a refusal (`line_full`),
+/// four outcomes, and the keys' lines in the state, encoded after everything else and only
+/// when someone waits (`sm_state`), so a format-10 dir is format 11 as it is and a state
+/// without waiters encodes as format 10's; the leader proposes the new commands only once
+/// every member said it reads format 11.
+pub const DATA_FORMAT: u32 = 11;
 /// The oldest format this baton reads (and upgrades).
 pub const DATA_FORMAT_OLDEST: u32 = 2;
 const IDENTITY_FILE: &str = "baton.id";

@@ -22,11 +22,10 @@ use std::sync::{Arc, RwLock};
 
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
-use serde::{Deserialize, Serialize};
 
+pub use super::sm_state::SmState;
 use super::{encode, write_durably};
-use crate::core::access::AccessState;
-use crate::core::{Applied, Changes, Effect, LeaseTable, LogCommand, Op, Outcome, Timer};
+use crate::core::{Applied, Changes, Effect, LogCommand, Op, Outcome, Timer, Waiter};
 use crate::endings::EndingsHub;
 use crate::expiry::Countdowns;
 use crate::limits::{ENDINGS_STREAMS_MAX, ENDINGS_WINDOW_MAX};
@@ -75,43 +74,7 @@ pub(super) fn unseal(bytes: &[u8]) -> Result<&[u8], String> {
     Ok(body)
 }
 
-/// The state machine's state: the lease table plus what openraft needs to know about it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SmState {
-    pub table: LeaseTable,
-    /// The revision of the last applied command. Every command gets the next one, so a log
-    /// entry that carries a batch of commands gives each its own revision; grants take it as
-    /// their fencing token, events as their position in the history.
-    pub revision: u64,
-    pub last_applied: Option<LogId>,
-    pub membership: StoredMembership,
-    /// The permissions policy and its audit trail (data format 3; last, so a format-2
-    /// encoding is this one cut short).
-    pub access: AccessState,
-}
-
-impl SmState {
-    /// Decodes a state encoded by this format or by an older one (`format3`: format 3, and
-    /// format 2 without a policy), upgrading it. Every encoding of a state ends the bytes it
-    /// is in (a snapshot file, a backup's state section, a snapshot sent by a peer), so each
-    /// format is tried whole, trailing bytes refused: an older state fails to decode as a
-    /// newer format, and a damaged state is an error, not an older format's misreading.
-    pub fn decode(bytes: &[u8]) -> Result<SmState, bincode::Error> {
-        use super::decode_whole;
-        decode_whole::<SmState>(bytes).or_else(|current| {
-            if let Ok(v3) = decode_whole::<super::format3::SmStateV3>(bytes) {
-                return Ok(v3.upgrade());
-            }
-            match decode_whole::<super::format3::SmStateV2>(bytes) {
-                Ok(v2) => Ok(v2.upgrade()),
-                Err(_) => Err(current),
-            }
-        })
-    }
-}
-
 /// What a snapshot file holds.
-#[derive(Serialize, Deserialize)]
 struct SnapshotFile {
     meta: SnapshotMeta,
     state: SmState,
@@ -129,6 +92,8 @@ struct Shared {
     offer_countdowns: Arc<Countdowns>,
     /// Quarantine countdowns (end of a lock-delay).
     quarantine_countdowns: Arc<Countdowns>,
+    /// Waiters' places in lines, each under `Waiter::countdown_id` (data format 11).
+    waiter_countdowns: Arc<Countdowns>,
     /// The window of recent events that watches read.
     watch: Arc<WatchHub>,
     /// The window of recent lease endings that sessions' endings streams read.
@@ -163,6 +128,7 @@ impl StateMachine {
                 snapshot_lock: tokio::sync::Mutex::new(None),
                 offer_countdowns: Arc::new(countdowns.sibling()),
                 quarantine_countdowns: Arc::new(countdowns.sibling()),
+                waiter_countdowns: Arc::new(countdowns.sibling()),
                 countdowns,
                 watch: Arc::new(WatchHub::new(watch_window)),
                 endings: Arc::new(EndingsHub::new(ENDINGS_WINDOW_MAX, ENDINGS_STREAMS_MAX)),
@@ -224,6 +190,10 @@ impl StateMachine {
         &self.shared.quarantine_countdowns
     }
 
+    pub fn waiter_countdowns(&self) -> &Arc<Countdowns> {
+        &self.shared.waiter_countdowns
+    }
+
     pub fn watch_hub(&self) -> &Arc<WatchHub> {
         &self.shared.watch
     }
@@ -255,6 +225,14 @@ impl StateMachine {
                 case.quarantine
                     .as_ref()
                     .map(|q| (Arc::from(key), q.revision, q.revision, q.delay_ms))
+            }));
+        self.shared
+            .waiter_countdowns
+            .restart_all(state.table.lines().iter().flat_map(|(key, line)| {
+                line.iter().map(|w| {
+                    let id = Waiter::countdown_id(key, &w.holder.client_id);
+                    (Arc::from(id), 0, w.basis, w.ttl_ms)
+                })
             }));
     }
 
@@ -297,6 +275,7 @@ impl StateMachine {
             Timer::Lease => &self.shared.countdowns,
             Timer::Offer => &self.shared.offer_countdowns,
             Timer::Quarantine => &self.shared.quarantine_countdowns,
+            Timer::Waiter => &self.shared.waiter_countdowns,
         };
         match effect {
             Effect::Start {

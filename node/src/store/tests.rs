@@ -779,13 +779,14 @@ async fn a_format_4_or_5_data_dir_has_its_log_and_meta_moved_from_sled() {
 
 /// A format-6 dir (no marks yet), a format-7 dir (format 8 adds only a log command), a
 /// format-8 dir (format 9 adds only log commands, an event kind, a refusal and outcomes) and
-/// a format-9 dir (format 10 adds a log command and its outcomes) are read as they are and
-/// say the current format from their first open.
+/// a format-9 dir (format 10 adds a log command and its outcomes) and a format-10 dir (format
+/// 11 adds log commands and the lines, encoded only when someone waits) are read as they are
+/// and say the current format from their first open.
 #[tokio::test]
-async fn a_format_6_to_9_data_dir_keeps_its_segment_log_and_says_the_current_format() {
+async fn a_format_6_to_10_data_dir_keeps_its_segment_log_and_says_the_current_format() {
     use openraft::testing::log_id;
     use openraft::{Entry, EntryPayload, RaftLogReader};
-    for format in [6, 7, 8, 9] {
+    for format in [6, 7, 8, 9, 10] {
         let dir = tempfile::tempdir().unwrap();
         let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
         drop(sm);
@@ -813,4 +814,87 @@ async fn a_format_6_to_9_data_dir_keeps_its_segment_log_and_says_the_current_for
             "a format-{format} log is read as it is, not moved from sled (which holds none)"
         );
     }
+}
+
+/// A table where ann holds `k` and bob and cat wait in its line.
+fn table_with_a_line() -> crate::core::LeaseTable {
+    use crate::core::{Holder, LogCommand, Op, RequestId, Sender};
+    let mut table = crate::core::LeaseTable::default();
+    for (index, who) in [(1, "ann"), (2, "bob"), (3, "cat")] {
+        let holder = Holder {
+            name: who.into(),
+            client_id: format!("cid-{who}").into(),
+        };
+        let cmd = LogCommand {
+            request_id: Some(RequestId {
+                client_id: holder.client_id.to_string(),
+                seq: index,
+            }),
+            leader_unix_ms: 1,
+            sender: Some(Sender {
+                client_id: holder.client_id.clone(),
+                principal: None,
+            }),
+            op: Op::Wait {
+                key: "k".into(),
+                holder,
+                ttl_ms: 5_000,
+            },
+        };
+        table.apply(index, &cmd);
+    }
+    assert_eq!(table.line("k").len(), 2);
+    table
+}
+
+#[test]
+fn a_state_with_waiters_keeps_its_lines_and_one_without_encodes_as_format_10_did() {
+    let state = SmState {
+        table: table_with_a_line(),
+        revision: 3,
+        ..SmState::default()
+    };
+    let bytes = encode(&state);
+    let mut back = SmState::decode(&bytes).unwrap();
+    back.table.rebuild_index();
+    assert_eq!(back, state);
+    assert!(SmState::decode(&bytes[..bytes.len() - 1]).is_err());
+    // No one waiting: the bytes are format 10's (the same fields, nothing after them), which a
+    // format-10 node reads.
+    let mut quiet = state.clone();
+    quiet.table = crate::core::LeaseTable::default();
+    let format_10 = encode(&(
+        &quiet.table,
+        quiet.revision,
+        &quiet.last_applied,
+        &quiet.membership,
+        &quiet.access,
+    ));
+    assert_eq!(encode(&quiet), format_10);
+    let mut back = SmState::decode(&format_10).unwrap();
+    back.table.rebuild_index();
+    assert_eq!(back, quiet);
+}
+
+#[test]
+fn waiters_learned_from_disk_are_counted_down_again() {
+    use openraft::testing::log_id;
+    let meta = crate::raft_types::SnapshotMeta {
+        last_log_id: Some(log_id(1, 1, 3)),
+        last_membership: Default::default(),
+        snapshot_id: "t".into(),
+    };
+    let state = SmState {
+        table: table_with_a_line(),
+        revision: 3,
+        ..SmState::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path(), 1, "t", &meta, &state).unwrap();
+    let (_log, sm) = reopen(dir.path());
+    assert_eq!(sm.read(|s| s.table.line("k").len()), 2);
+    assert_eq!(sm.read(|s| s.table.waiter_count()), 2);
+    // Without this, a node that learned a line from disk or a snapshot would never drop a
+    // lapsed place as leader: a dead waiter would be granted the key.
+    assert_eq!(sm.waiter_countdowns().len(), 2);
 }

@@ -44,7 +44,7 @@ impl<'a> Step<'a> {
         }
     }
 
-    fn lease(&self) -> Option<&Lease> {
+    pub(super) fn lease(&self) -> Option<&Lease> {
         self.table.leases.get(self.key).map(|l| &**l)
     }
 
@@ -72,7 +72,7 @@ impl<'a> Step<'a> {
         self.table.leases.insert(lease.key.clone(), Box::new(lease));
     }
 
-    fn start(&mut self, timer: Timer, token: u64, basis: u64, ms: u64) {
+    pub(super) fn start(&mut self, timer: Timer, token: u64, basis: u64, ms: u64) {
         let key = self.table.shared_key(self.key);
         self.changes.effects.push(Effect::Start {
             timer,
@@ -83,14 +83,14 @@ impl<'a> Step<'a> {
         });
     }
 
-    fn stop(&mut self, timer: Timer) {
+    pub(super) fn stop(&mut self, timer: Timer) {
         let key = self.table.shared_key(self.key);
         self.changes.effects.push(Effect::Stop { timer, key });
     }
 
     /// A new lease for `holder` whose token is this entry's index: a claim of a free key or
     /// an accepted handoff.
-    fn grant(&mut self, holder: &Holder, ttl_ms: u64) -> Lease {
+    pub(super) fn grant(&mut self, holder: &Holder, ttl_ms: u64) -> Lease {
         let lease = Lease {
             key: self.table.shared_key(self.key),
             holder: holder.clone(),
@@ -113,7 +113,7 @@ impl<'a> Step<'a> {
         lease
     }
 
-    fn case_mut(&mut self) -> &mut CaseFile {
+    pub(super) fn case_mut(&mut self) -> &mut CaseFile {
         if !self.table.cases.contains_key(self.key) {
             let key = self.table.shared_key(self.key);
             self.table.cases.insert(key, Box::default());
@@ -124,7 +124,11 @@ impl<'a> Step<'a> {
     /// Who sent this entry's command, acting as holder name `name`. A format-3 command
     /// knows no sender: it is credited as that format did, to `lease_holder` (the holder of
     /// the lease it was made under), and marked so.
-    fn actor(&self, name: &Name, lease_holder: Option<&Holder>) -> (Option<Actor>, Attribution) {
+    pub(super) fn actor(
+        &self,
+        name: &Name,
+        lease_holder: Option<&Holder>,
+    ) -> (Option<Actor>, Attribution) {
         if self.cmd.is_format_3() {
             let actor = lease_holder.map(|h| Actor {
                 name: h.name.clone(),
@@ -165,7 +169,7 @@ impl<'a> Step<'a> {
     }
 
     /// Appends this entry's event to the key's history, credited to `actor`.
-    fn event(
+    pub(super) fn event(
         &mut self,
         kind: EventKind,
         (actor, attribution): (Option<Actor>, Attribution),
@@ -217,7 +221,7 @@ impl<'a> Step<'a> {
         Some(offer)
     }
 
-    fn refused(refusal: Refusal) -> Outcome {
+    pub(super) fn refused(refusal: Refusal) -> Outcome {
         Outcome::Refused { refusal }
     }
 
@@ -597,6 +601,7 @@ impl<'a> Step<'a> {
         // In one entry: the giver's token dies and the taker's is born. No gap, no overlap.
         let given = self.lease().cloned();
         let lease = self.grant(holder, ttl_ms);
+        self.out_of_line(&holder.client_id);
         self.end_offer();
         let detail = format!("from {} (token {})", offer.from.name, offer.from_token);
         let actor = self.actor(&holder.name, Some(holder));

@@ -21,32 +21,43 @@ impl Ctx {
             n => n,
         };
         self.read_gate(req.stale).await?;
-        let (leases, truncated, revision, assignments, unclaimed, open) = self.sm.read(|s| {
-            let (page, truncated) = s.table.board(&req.prefix, &req.start_after, limit);
-            let (open, open_more) = s.table.open_tasks(&req.prefix, &req.start_after, limit);
-            let open: Vec<String> = open.into_iter().map(str::to_owned).collect();
-            let (free, more) = s.table.unclaimed(&req.prefix, &req.start_after, limit);
-            let unclaimed: std::collections::HashMap<String, pb::Assignment> = free
-                .into_iter()
-                .map(|(k, a)| (k.to_string(), convert::assignment(a)))
-                .collect();
-            let assignments: std::collections::HashMap<String, pb::Assignment> = page
-                .iter()
-                .filter_map(|l| {
-                    let a = s.table.case(&l.key)?.record.assigned_to.as_deref()?;
-                    Some((l.key.to_string(), convert::assignment(a)))
-                })
-                .collect();
-            let page = page.into_iter().cloned().collect::<Vec<_>>();
-            (
-                page,
-                truncated,
-                revision(s),
-                assignments,
-                (unclaimed, more),
-                (open, open_more),
-            )
-        });
+        let (leases, truncated, revision, assignments, unclaimed, open, lines) =
+            self.sm.read(|s| {
+                let (page, truncated) = s.table.board(&req.prefix, &req.start_after, limit);
+                let (open, open_more) = s.table.open_tasks(&req.prefix, &req.start_after, limit);
+                let open: Vec<String> = open.into_iter().map(str::to_owned).collect();
+                let (free, more) = s.table.unclaimed(&req.prefix, &req.start_after, limit);
+                let unclaimed: std::collections::HashMap<String, pb::Assignment> = free
+                    .into_iter()
+                    .map(|(k, a)| (k.to_string(), convert::assignment(a)))
+                    .collect();
+                // The lines of the listed keys: held keys, or quarantined ones (below).
+                let lines: std::collections::HashMap<String, pb::KeyLine> = s
+                    .table
+                    .lines()
+                    .range::<str, _>(board_range(&req.prefix, &req.start_after))
+                    .take_while(|(k, _)| k.starts_with(&req.prefix))
+                    .take(limit)
+                    .map(|(k, line)| (k.to_string(), lines::key_line(line)))
+                    .collect();
+                let assignments: std::collections::HashMap<String, pb::Assignment> = page
+                    .iter()
+                    .filter_map(|l| {
+                        let a = s.table.case(&l.key)?.record.assigned_to.as_deref()?;
+                        Some((l.key.to_string(), convert::assignment(a)))
+                    })
+                    .collect();
+                let page = page.into_iter().cloned().collect::<Vec<_>>();
+                (
+                    page,
+                    truncated,
+                    revision(s),
+                    assignments,
+                    (unclaimed, more),
+                    (open, open_more),
+                    lines,
+                )
+            });
         // Quarantined keys: this node's countdowns find them, its state confirms each.
         let candidates =
             self.sm
@@ -82,6 +93,21 @@ impl Ctx {
             unclaimed_truncated: unclaimed.1,
             open: open.0,
             open_truncated: open.1,
+            lines,
         })
+    }
+}
+
+/// The keys a board page starts at: from `prefix`, or after `start_after` when that is past
+/// it.
+fn board_range<'a>(
+    prefix: &'a str,
+    start_after: &'a str,
+) -> (std::ops::Bound<&'a str>, std::ops::Bound<&'a str>) {
+    use std::ops::Bound::{Excluded, Included, Unbounded};
+    if start_after.is_empty() || start_after < prefix {
+        (Included(prefix), Unbounded)
+    } else {
+        (Excluded(start_after), Unbounded)
     }
 }

@@ -45,7 +45,7 @@ impl Ctx {
     }
 
     /// One key that blocked a set, with the facts a claim of it alone would get.
-    fn blocked_key(&self, blocked: crate::core::Blocked) -> pb::BlockedKey {
+    pub(super) fn blocked_key(&self, blocked: crate::core::Blocked) -> pb::BlockedKey {
         let key = blocked.key().to_owned();
         match blocked.into_outcome() {
             Outcome::Held {

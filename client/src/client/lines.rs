@@ -1,0 +1,131 @@
+//! [`Client::wait_in_line`]: waiting for a key in its line in the cluster, granted in the
+//! entry that frees it.
+
+use super::*;
+use crate::lines::{InLine, LineOutcome};
+
+impl Client {
+    /// One step of waiting in line for `key`: if nothing blocks it, claims it (as
+    /// [`Client::claim`]); otherwise puts this session in the key's line, or, if it waits
+    /// there already, renews its place (a place not renewed within `ttl` lapses). A session
+    /// the line granted the key to gets [`LineOutcome::Granted`] with `already_held` (the
+    /// lease renewed). Refused with reason `line_full` when [`crate::WAITERS_PER_KEY_MAX`]
+    /// already wait.
+    pub async fn wait_once(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+    ) -> Result<LineOutcome, Error> {
+        let request = pb::WaitRequest {
+            key: key.to_owned(),
+            holder: Some(self.holder(holder_name)),
+            ttl_ms: duration_ms(ttl),
+            request_id: Some(self.next_request_id()),
+        };
+        let clock = self.grant_clock();
+        let answer = self
+            .call("wait", request, |channel, request| async move {
+                BatonClient::new(channel).wait(request).await
+            })
+            .await?;
+        crate::lines::line_outcome(key, answer.body, clock)
+    }
+
+    /// Takes this session out of `key`'s line. Returns whether it waited there, and the
+    /// lease it holds on the key if the line granted it the key first (release it if it is
+    /// no longer wanted).
+    pub async fn leave_line(
+        &self,
+        key: &str,
+        holder_name: &str,
+    ) -> Result<(bool, Option<LeaseInfo>), Error> {
+        let request = pb::LeaveLineRequest {
+            key: key.to_owned(),
+            holder: Some(self.holder(holder_name)),
+            request_id: Some(self.next_request_id()),
+        };
+        let answer = self
+            .call("leave_line", request, |channel, request| async move {
+                BatonClient::new(channel).leave_line(request).await
+            })
+            .await?;
+        let holds = convert::optional_lease(answer.body.holds)?;
+        Ok((answer.body.was_waiting, holds))
+    }
+
+    /// Waits in `key`'s line until the cluster grants it to this session, or `timeout` has
+    /// passed. Waiters are granted in the order they joined, each in the entry that frees the
+    /// key; a waiter keeps its place by renewing it every `ttl / 3` (done here), and loses it
+    /// if it stops (its process died: the place lapses after `ttl`). The grant is seen on a
+    /// watch of the key, then confirmed by one more [`Client::wait_once`], whose answer
+    /// renews the lease and fixes its safe deadline from this client's own send time.
+    ///
+    /// On timeout the session leaves the line and gets [`LineOutcome::InLine`] with its last
+    /// place: an answer, not an error (if the key was granted to it meanwhile, it gets the
+    /// grant instead).
+    pub async fn wait_in_line(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<LineOutcome, Error> {
+        use futures::StreamExt;
+        let deadline = Instant::now() + timeout;
+        let mut place = match self.wait_once(key, holder_name, ttl).await? {
+            LineOutcome::InLine(place) => place,
+            granted => return Ok(granted),
+        };
+        let renew_every = (ttl / 3).max(Duration::from_millis(50));
+        let mut events = self.watch(key, place.revision + 1);
+        let mut watching = true;
+        loop {
+            let renew_at = (Instant::now() + renew_every).min(deadline);
+            // Wake for a grant to this session, or to renew the place, or at the deadline.
+            let granted = loop {
+                tokio::select! {
+                    item = events.next(), if watching => match item {
+                        Some(Ok(e)) if e.key == key && self.granted_to_me(&e) => break true,
+                        Some(Ok(_)) => {}
+                        // The watch ended (compacted, unreachable): renewing still finds out.
+                        _ => watching = false,
+                    },
+                    _ = tokio::time::sleep_until(renew_at.into()) => break false,
+                }
+            };
+            if !granted && Instant::now() >= deadline {
+                return self.stop_waiting(key, holder_name, ttl, place).await;
+            }
+            match self.wait_once(key, holder_name, ttl).await? {
+                LineOutcome::InLine(now) => place = now,
+                granted => return Ok(granted),
+            }
+        }
+    }
+
+    /// Whether `event` is a grant of its key to this session (from the line).
+    fn granted_to_me(&self, event: &crate::history::Event) -> bool {
+        event.kind == "claimed"
+            && event
+                .actor
+                .as_ref()
+                .is_some_and(|a| a.client_id == self.client_id())
+    }
+
+    /// Leaves the line at the end of a wait; if the line granted the key meanwhile, returns
+    /// that grant (renewed, so its safe deadline is this client's own).
+    async fn stop_waiting(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        place: InLine,
+    ) -> Result<LineOutcome, Error> {
+        let (_, holds) = self.leave_line(key, holder_name).await?;
+        if holds.is_none() {
+            return Ok(LineOutcome::InLine(place));
+        }
+        self.wait_once(key, holder_name, ttl).await
+    }
+}

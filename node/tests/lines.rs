@@ -1,0 +1,171 @@
+//! Waiting in line on a real 3-node cluster: waiters are granted a key in the order they
+//! joined its line, each in the entry that frees it (the token is that entry's revision), and
+//! a waiter whose session stopped renewing its place is skipped. Every waiter is its own
+//! client (its own session), spread over the nodes.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use baton_client::{BlockedKey, ClaimOutcome, LineOutcome, ReadMode, ReleaseOutcome};
+use common::{serial, Cluster};
+
+const KEY: &str = "gpu/runner-1";
+/// The waiters' TTL: short, so that a stopped waiter's place lapses quickly.
+const PLACE_TTL: Duration = Duration::from_secs(2);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_granted_in_arrival_order_and_a_stopped_one_is_skipped() {
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    cluster.leader(Duration::from_secs(10)).await;
+    let holder = cluster.client_of(1).await;
+    let held = match holder
+        .claim(KEY, "holder", Duration::from_secs(60))
+        .await
+        .unwrap()
+    {
+        ClaimOutcome::Granted(g) => g,
+        other => panic!("{other:?}"),
+    };
+    // Five join the line one after another; w3 never renews its place (its process died).
+    let names = ["w1", "w2", "w3", "w4", "w5"];
+    let mut clients = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let client = cluster.client_of(1 + i as u64 % 3).await;
+        match client.wait_once(KEY, name, PLACE_TTL).await.unwrap() {
+            LineOutcome::InLine(place) => {
+                assert_eq!(place.position, i as u64 + 1, "{name}: {place:?}");
+                assert_eq!(place.waiters, i as u64 + 1);
+                let BlockedKey::Held { lease, .. } = &place.blocked else {
+                    panic!("{place:?}");
+                };
+                assert_eq!(lease.token, held.lease.token, "it waits behind the holder");
+            }
+            other => panic!("{name} granted a held key: {other:?}"),
+        }
+        clients.push(client);
+    }
+    let probe = holder.probe(KEY, ReadMode::Linearizable).await.unwrap();
+    let line = probe.line.expect("a line");
+    assert_eq!(line.waiters, 5);
+    let listed: Vec<&str> = line.first.iter().map(|w| w.holder_name.as_str()).collect();
+    assert_eq!(listed, names);
+
+    // The live ones wait (renewing their places); each releases soon after it is granted.
+    let granted = Arc::new(Mutex::new(Vec::new()));
+    let mut waiting = Vec::new();
+    for (name, client) in names.iter().zip(clients) {
+        if *name == "w3" {
+            continue;
+        }
+        let granted = granted.clone();
+        let name = name.to_string();
+        waiting.push(tokio::spawn(async move {
+            let outcome = client
+                .wait_in_line(KEY, &name, PLACE_TTL, Duration::from_secs(60))
+                .await
+                .unwrap();
+            let LineOutcome::Granted(grant) = outcome else {
+                panic!("{name} not granted: {outcome:?}");
+            };
+            granted
+                .lock()
+                .unwrap()
+                .push((name.clone(), grant.lease.token));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let released = client.release(KEY, grant.lease.token).await.unwrap();
+            assert!(
+                matches!(released, ReleaseOutcome::Released(_)),
+                "{name}: {released:?}"
+            );
+        }));
+    }
+    // w3's place lapses (the leader drops it after its TTL); the others keep theirs.
+    let lapsed = async {
+        loop {
+            let probe = holder.probe(KEY, ReadMode::Linearizable).await.unwrap();
+            let line = probe.line.expect("a line");
+            if line.waiters == 4 {
+                return line;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let line = tokio::time::timeout(Duration::from_secs(10), lapsed)
+        .await
+        .expect("w3's place lapsed");
+    let listed: Vec<&str> = line.first.iter().map(|w| w.holder_name.as_str()).collect();
+    assert_eq!(listed, ["w1", "w2", "w4", "w5"]);
+
+    let released = holder.release(KEY, held.lease.token).await.unwrap();
+    assert!(matches!(released, ReleaseOutcome::Released(_)));
+    for task in waiting {
+        tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .expect("every live waiter granted in time")
+            .unwrap();
+    }
+    let granted = granted.lock().unwrap().clone();
+    let order: Vec<&str> = granted.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(order, ["w1", "w2", "w4", "w5"], "{granted:?}");
+    let tokens: Vec<u64> = granted.iter().map(|(_, t)| *t).collect();
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]) && tokens[0] > held.lease.token,
+        "tokens increase along the line: {tokens:?}"
+    );
+    // Each hand-on was one entry: the release and the grant share a revision.
+    let history = holder.history(KEY, ReadMode::Linearizable).await.unwrap();
+    for token in &tokens {
+        let at: Vec<&str> = history
+            .events
+            .iter()
+            .filter(|e| e.revision == *token)
+            .map(|e| e.kind.as_str())
+            .collect();
+        assert_eq!(at, ["released", "claimed"], "revision {token}: {at:?}");
+    }
+    assert!(
+        !history
+            .events
+            .iter()
+            .any(|e| e.kind == "claimed" && e.actor.as_ref().is_some_and(|a| a.name == "w3")),
+        "w3 stopped waiting and was never granted the key"
+    );
+    assert!(
+        history.events.iter().any(|e| e.kind == "left-line"),
+        "w3's lapse is in the history"
+    );
+    let probe = holder.probe(KEY, ReadMode::Linearizable).await.unwrap();
+    assert_eq!(probe.lease, None, "the last waiter released it");
+    assert_eq!(probe.line, None, "no one waits");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_times_out_leaves_the_line() {
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    cluster.leader(Duration::from_secs(10)).await;
+    let holder = cluster.client_of(1).await;
+    let waiter = cluster.client_of(2).await;
+    assert!(matches!(
+        holder
+            .claim(KEY, "holder", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        ClaimOutcome::Granted(_)
+    ));
+    let outcome = waiter
+        .wait_in_line(KEY, "impatient", PLACE_TTL, Duration::from_millis(1_500))
+        .await
+        .unwrap();
+    match outcome {
+        LineOutcome::InLine(place) => assert_eq!(place.position, 1),
+        other => panic!("{other:?}"),
+    }
+    let probe = holder.probe(KEY, ReadMode::Linearizable).await.unwrap();
+    assert_eq!(probe.line, None, "it left the line");
+    let (was_waiting, holds) = waiter.leave_line(KEY, "impatient").await.unwrap();
+    assert!(!was_waiting && holds.is_none());
+}
