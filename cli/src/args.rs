@@ -183,7 +183,7 @@ pub enum Command {
     #[command(after_help = "Examples:
   baton claim tasks/evidence-42
   baton claim tasks/evidence-42 --ttl 5m --holder claude@host-a
-  baton claim tasks/evidence-42 --wait --timeout 2m   # wait up to 2m for the holder
+  baton claim tasks/evidence-42 --wait --timeout 2m   # wait in line up to 2m
   token=$(baton claim tasks/evidence-42 --output json | jq .lease.token)
   baton claim src/a.rs src/b.rs src/c.rs              # all three in one write, or none
 
@@ -191,6 +191,10 @@ Several keys are claimed all or none, in one log entry: each gets that entry's r
 token (a key you already hold keeps its own), or nothing is granted and every key that blocked
 is named with its holder. At most 64 keys. Renew and release them with the one token:
   baton release src/a.rs src/b.rs src/c.rs --token 1234
+
+With --wait, one key's claimants wait in its line in the cluster, granted in the order they
+came, each in the write that frees the key; a waiter renews its place every third of --ttl and
+leaves it at --timeout (a waiter that dies loses its place after --ttl). probe shows the line.
 Exits 3 when a key is held (after the timeout, with --wait).")]
     Claim {
         /// The key to claim, e.g. tasks/evidence-42; several: all or none.
@@ -202,11 +206,15 @@ Exits 3 when a key is held (after the timeout, with --wait).")]
         /// Lease length, e.g. 30s or 5m.
         #[arg(long, value_parser = parse_duration, default_value = "30s")]
         ttl: Duration,
-        /// While the key is held, keep claiming (with jittered backoff) until it is granted
-        /// or --timeout (default 30s) passes. Waiting grants no priority: the first claim
-        /// after the key frees wins.
+        /// While the key is held, wait in its line in the cluster until it is granted or
+        /// --timeout (default 30s) passes: waiters are granted the key in the order they
+        /// joined, each in the write that frees it. Several keys: claim again with backoff.
         #[arg(long)]
         wait: bool,
+        /// With --wait, poll instead of waiting in line: claim again with jittered backoff
+        /// (no priority: the first claim after the key frees wins).
+        #[arg(long, requires = "wait")]
+        poll: bool,
     },
     /// Renew the lease on KEY held with TOKEN.
     #[command(after_help = "Examples:

@@ -94,6 +94,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             holder,
             ttl,
             wait,
+            poll: _,
         } if keys.len() > 1 => {
             let holder = holder.unwrap_or_else(args::default_holder);
             let wait = wait.then_some(wait_timeout);
@@ -104,21 +105,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             holder,
             ttl,
             wait,
+            poll,
         } => {
             let key = keys.into_iter().next().unwrap_or_default();
             let holder = holder.unwrap_or_else(args::default_holder);
             let tell = format == args::OutputFormat::Table;
             // A refusal (quarantined, the cluster's key limit) is an answer with its facts.
-            match claim(
-                &client,
-                &key,
-                &holder,
-                ttl,
-                wait.then_some(wait_timeout),
-                tell,
-            )
-            .await
-            {
+            let wait = wait.then_some(Wait {
+                timeout: wait_timeout,
+                in_line: !poll,
+            });
+            match claim(&client, &key, &holder, ttl, wait, tell).await {
                 Ok(outcome) => output::claim(&outcome, format, Instant::now()),
                 Err(error) => handoff::refusal(&key, error, format)?,
             }
@@ -306,26 +303,82 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
     Ok(rendered)
 }
 
-/// `baton claim`: one claim, or with `wait` one claim and then (when held) a wait, saying
-/// whom it waits for on stderr when `tell`.
+/// How `baton claim --wait` waits.
+struct Wait {
+    timeout: std::time::Duration,
+    /// In the key's line in the cluster (the default), or by claiming again (`--poll`).
+    in_line: bool,
+}
+
+/// `baton claim`: one claim, or with `wait` a wait in the key's line (or, with `--poll` or
+/// on a cluster not yet on data format 11, one claim and then claims again while it is
+/// held), saying whom it waits for on stderr when `tell`.
 async fn claim(
     client: &Client,
     key: &str,
     holder: &str,
     ttl: std::time::Duration,
-    wait: Option<std::time::Duration>,
+    wait: Option<Wait>,
     tell: bool,
 ) -> Result<baton_client::ClaimOutcome, baton_client::Error> {
-    let outcome = client.claim(key, holder, ttl).await?;
-    match (wait, &outcome) {
-        (Some(timeout), baton_client::ClaimOutcome::Held { lease, .. }) => {
-            if tell {
-                eprintln!("{}", waiting_line(lease, timeout));
+    use baton_client::{ClaimOutcome, Error, LineOutcome, RefusalReason};
+    let Some(wait) = wait else {
+        return client.claim(key, holder, ttl).await;
+    };
+    if wait.in_line {
+        match client.wait_once(key, holder, ttl).await {
+            Ok(LineOutcome::Granted(grant)) => return Ok(ClaimOutcome::Granted(grant)),
+            Ok(LineOutcome::InLine(place)) => {
+                if tell {
+                    eprintln!("{}", in_line_line(&place, wait.timeout));
+                }
+                return client.claim_in_line(key, holder, ttl, wait.timeout).await;
             }
-            client.claim_wait(key, holder, ttl, timeout).await
+            Err(Error::Refused(r)) if r.reason == RefusalReason::FormatPending => {
+                if tell {
+                    eprintln!(
+                        "the cluster cannot keep a line yet (a rolling upgrade is not \
+                         finished): waiting by claiming again instead"
+                    );
+                }
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    let outcome = client.claim(key, holder, ttl).await?;
+    match &outcome {
+        ClaimOutcome::Held { lease, .. } => {
+            if tell {
+                eprintln!("{}", waiting_line(lease, wait.timeout));
+            }
+            client.claim_wait(key, holder, ttl, wait.timeout).await
         }
         _ => Ok(outcome),
     }
+}
+
+/// Where a `--wait` stands in the key's line, said on stderr as the wait starts (table
+/// mode).
+fn in_line_line(place: &baton_client::InLine, timeout: std::time::Duration) -> String {
+    let behind = match &place.blocked {
+        baton_client::BlockedKey::Held { lease, .. } => format!(
+            "held by {} (token {}) since {}, free {} unless renewed",
+            lease.holder_name,
+            lease.token,
+            output::utc(lease.held_since_unix_ms),
+            output::in_human(lease.remaining)
+        ),
+        baton_client::BlockedKey::Quarantined { remaining, .. } => {
+            format!("quarantined, {}", output::in_human(*remaining))
+        }
+    };
+    format!(
+        "waiting in line for {}: position {} of {}; {behind}; waiting up to {}",
+        place.key,
+        place.position,
+        place.waiters,
+        humantime::format_duration(timeout)
+    )
 }
 
 /// What a `--wait` is waiting for, said on stderr before the wait starts (table mode).

@@ -199,6 +199,8 @@ pub fn probe(view: &RecordView, format: OutputFormat) -> Rendered {
         revision: u64,
         assignment: Option<&'a AssignmentInfo>,
         quarantine: Option<&'a baton_client::QuarantineView>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        line: Option<&'a baton_client::KeyLine>,
     }
     let assignment = view.record.assigned_to.as_ref();
     let mut text = match (&view.lease, &view.quarantine) {
@@ -218,13 +220,46 @@ pub fn probe(view: &RecordView, format: OutputFormat) -> Rendered {
             in_human(offer.remaining)
         ));
     }
+    if let Some(line) = &view.line {
+        text.push_str(&line_text(line));
+    }
     let json = Json {
         lease: view.lease.as_ref(),
         revision: view.revision,
         assignment,
         quarantine: view.quarantine.as_ref(),
+        line: view.line.as_ref(),
     };
     Rendered::new(format, json, text, Verdict::Ok)
+}
+
+/// Who waits in a key's line: how many, the head and how long it has waited, then the
+/// next ones listed.
+pub fn line_text(line: &baton_client::KeyLine) -> String {
+    let Some(head) = line.first.first() else {
+        return format!("{} waiting in line\n", line.waiters);
+    };
+    let mut text = format!(
+        "{} waiting in line; next: {} (client {}), waiting {}\n",
+        line.waiters,
+        head.holder_name,
+        head.holder_client_id,
+        humantime::format_duration(std::time::Duration::from_secs(head.waited.as_secs()))
+    );
+    let rest: Vec<&str> = line.first[1..]
+        .iter()
+        .map(|w| w.holder_name.as_str())
+        .collect();
+    if !rest.is_empty() {
+        let more = line.waiters.saturating_sub(line.first.len() as u64);
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        text.push_str(&format!("  then: {}{tail}\n", rest.join(", ")));
+    }
+    text
 }
 
 /// A key no one holds that claims are refused for: when that ends.

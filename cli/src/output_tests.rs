@@ -228,6 +228,7 @@ fn view(lease: Option<LeaseInfo>, assigned_to: Option<AssignmentInfo>) -> Record
         lease,
         revision: 9,
         quarantine: None,
+        line: None,
     }
 }
 
@@ -652,6 +653,7 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
         lease: Some(lease()),
         revision: 20,
         quarantine: None,
+        line: None,
     };
     let node = NodeRow {
         addr: "127.0.0.1:7001".into(),

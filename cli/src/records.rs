@@ -605,6 +605,7 @@ pub(crate) mod tests {
             lease: Some(lease()),
             revision: 20,
             quarantine: None,
+            line: None,
         };
         let text = record(&view, OutputFormat::Table).stdout;
         assert!(text.starts_with("tasks/x\n"), "{text}");

@@ -143,7 +143,12 @@ pub async fn run(
                 client.claim_set_guarded(&keys, &holder, args.ttl).await?
             }),
             None => {
-                let claimed = if args.wait {
+                // One key: wait in its line in the cluster (polling with --poll).
+                let claimed = if args.wait && !args.poll {
+                    client
+                        .claim_in_line_guarded(key, &holder, args.ttl, wait_timeout)
+                        .await?
+                } else if args.wait {
                     client
                         .claim_wait_guarded(key, &holder, args.ttl, wait_timeout)
                         .await?
@@ -180,6 +185,10 @@ pub async fn run(
             // A claim in flight may have been granted all the same: free it. (A `--next`
             // claim in flight names no key yet: a grant it got runs out with its TTL.)
             for key in &keys {
+                if args.wait {
+                    // Out of the key's line; a grant that came meanwhile is released below.
+                    let _ = tokio::time::timeout(CLEANUP_TIMEOUT, client.leave_line(key, &holder)).await;
+                }
                 release_if_ours(client, key).await;
             }
             return Ok(exit_with(signal_exit_code(signal)));

@@ -176,8 +176,29 @@ fn claim_wait_says_what_it_waits_for_and_an_out_of_range_ttl_is_said_in_seconds(
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&format!(
-            "waiting for tasks/w: held by alice (token {token}) since "
+            "waiting in line for tasks/w: position 1 of 1; held by alice (token {token}) since "
         )) && err.contains("waiting up to 1s"),
+        "{err}"
+    );
+    // Out of time, it left the line; `--poll` waits the old way, by claiming again.
+    let (_, v) = node.json(&["probe", "tasks/w"]);
+    assert_eq!(v.get("line"), None, "{v}");
+    let out = node.baton(&[
+        "claim",
+        "tasks/w",
+        "--holder",
+        "bob",
+        "--wait",
+        "--poll",
+        "--timeout",
+        "1s",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "waiting for tasks/w: held by alice (token {token}) since "
+        )),
         "{err}"
     );
     let out = node.baton(&["claim", "tasks/w2", "--ttl", "1s"]);

@@ -418,6 +418,7 @@ pub(crate) fn record_view(key: &str, response: pb::GetRecordResponse) -> Result<
         lease: optional_lease(response.lease)?,
         revision: response.revision,
         quarantine: response.quarantine.map(quarantine),
+        line: response.line.map(crate::lines::key_line).transpose()?,
     })
 }
 

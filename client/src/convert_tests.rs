@@ -162,6 +162,7 @@ fn record_with_offer_and_empty_last_note() {
         lease: Some(pb_lease()),
         revision: 21,
         quarantine: None,
+        line: None,
     };
     let view = record_view("tasks/a", response).unwrap();
     assert_eq!(view.key, "tasks/a");

@@ -134,9 +134,12 @@ pub struct Refusal {
     /// The record's status (`exists`).
     pub status: String,
     /// How many wait in the key's line (or, with `whole_cluster`, in all lines), and its
-    /// limit (`line_full`).
+    /// limit (`line_full`; left out of JSON for other reasons).
+    #[serde(skip_serializing_if = "is_zero")]
     pub waiters: u64,
+    #[serde(skip_serializing_if = "is_zero")]
     pub waiters_max: u64,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub whole_cluster: bool,
     /// The line for people, built by the cluster from the fields.
     pub message: String,
@@ -275,4 +278,8 @@ impl Error {
             first_available: number_after("starts at "),
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -589,6 +589,7 @@ impl Baton for FakeNode {
             lease: Some(other_lease(&request.key, Duration::from_secs(30))),
             revision: 72,
             quarantine: None,
+            line: None,
         }))
     }
 

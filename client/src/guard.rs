@@ -616,7 +616,7 @@ impl Client {
         Ok(self.guard(outcome))
     }
 
-    fn guard(&self, outcome: ClaimOutcome) -> GuardedClaim {
+    pub(crate) fn guard(&self, outcome: ClaimOutcome) -> GuardedClaim {
         match outcome {
             ClaimOutcome::Granted(grant) => {
                 GuardedClaim::Granted(LeaseGuard::start(self.clone(), grant))

@@ -114,6 +114,9 @@ pub struct RecordView {
     /// Set while the key is quarantined after its holder's lease expired: claims are refused
     /// until it ends, although no one holds the key.
     pub quarantine: Option<QuarantineView>,
+    /// Who waits in the key's line; `None` (left out of JSON) when no one does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<crate::lines::KeyLine>,
 }
 
 /// A key's quarantine (Chubby's lock-delay) after an involuntary expiry.

@@ -4,8 +4,9 @@
 //! of recent events (followers too; watches are not forwarded), so the stream talks to the
 //! endpoint the client's rotation is at and ignores leader hints. When the stream breaks
 //! (the node dies, restarts, or the connection drops) it connects again, to the next
-//! endpoint, and asks for the revision after the last event it delivered: the caller sees
-//! every event once, in order, with no gap. It gives up only when no node accepts the watch
+//! endpoint, and asks from the revision of the last event it delivered (one entry may carry
+//! several events: a set's keys, a release and the grant to the next in line), skipping the
+//! ones it delivered: the caller sees every event once, in order, with no gap. It gives up only when no node accepts the watch
 //! for the client's retry deadline ([`Error::Unavailable`]), when every endpoint says the
 //! revision is older than its window ([`Error::Compacted`]), or on a refusal that retrying
 //! cannot change ([`Error::InvalidArgument`]). Each of those is the stream's last item.
@@ -89,6 +90,8 @@ impl Client {
             compacted_at: HashSet::new(),
             compacted: None,
             finished: false,
+            at_last: 0,
+            repeats: 0,
         };
         let events = futures::stream::unfold(watcher, |mut watcher| async move {
             let item = watcher.next_item().await?;
@@ -172,6 +175,12 @@ struct Watcher {
     compacted: Option<Error>,
     /// The last item was yielded.
     finished: bool,
+    /// How many events of revision `next - 1` were delivered (0: none, or a progress
+    /// marker moved `next`).
+    at_last: u64,
+    /// Events of revision `next - 1` still to skip on the stream being read: the ones
+    /// delivered before it was opened.
+    repeats: u64,
 }
 
 /// An accepted watch.
@@ -211,15 +220,16 @@ impl Watcher {
                 Some(open) => match open.events.message().await {
                     Ok(Some(event)) => {
                         self.answered();
-                        // A repeat (a node resending what another node already sent) or an
-                        // event before the start: the caller has it or did not ask for it.
-                        if event.revision < self.next {
-                            continue;
-                        }
-                        self.set_next(event.revision + 1);
                         // A progress marker only moves the resume point (so a quiet prefix on
                         // a busy cluster does not fall out of the window); it is no event.
                         if event.kind == PROGRESS_KIND {
+                            if event.revision >= self.next {
+                                self.set_next(event.revision + 1);
+                                self.at_last = 0;
+                            }
+                            continue;
+                        }
+                        if !self.is_new(event.revision) {
                             continue;
                         }
                         return Some(Ok(convert::event(event)));
@@ -244,6 +254,29 @@ impl Watcher {
             }
         }
         None
+    }
+
+    /// Whether an event of `revision` is one the caller has not had: after the last one
+    /// delivered, or another of the same revision (one entry may carry several events: a
+    /// set's keys, a release and the grant to the next in line). A resumed stream starts at
+    /// that revision again, and its first `at_last` events there are the ones delivered.
+    fn is_new(&mut self, revision: u64) -> bool {
+        if revision >= self.next {
+            self.set_next(revision + 1);
+            self.at_last = 1;
+            return true;
+        }
+        if self.at_last > 0 && revision + 1 == self.next {
+            if self.repeats > 0 {
+                self.repeats -= 1;
+                return false;
+            }
+            self.at_last += 1;
+            return true;
+        }
+        // A repeat (a node resending what another node already sent) or an event before
+        // the start: the caller has it or did not ask for it.
+        false
     }
 
     fn set_next(&mut self, next: u64) {
@@ -312,10 +345,18 @@ impl Watcher {
             let board = node.board(request).await?.into_inner();
             self.set_next(board.revision + 1);
         }
-        // No grpc-timeout: the stream lasts as long as the caller reads it.
+        // From the last revision delivered if the caller had some of its events (the rest
+        // may follow), skipping those; else from the one after. No grpc-timeout: the stream
+        // lasts as long as the caller reads it.
+        self.repeats = self.at_last;
+        let from_revision = if self.at_last > 0 {
+            self.next - 1
+        } else {
+            self.next
+        };
         let request = self.client.request(pb::WatchRequest {
             prefix: self.prefix.clone(),
-            from_revision: self.next,
+            from_revision,
         });
         Ok(node.watch(request).await?.into_inner())
     }
@@ -486,8 +527,10 @@ mod tests {
         assert_eq!(first.actor.as_ref().unwrap().name, "codex@b");
         assert_eq!(first.detail, "event 5");
         assert_eq!(stream.next_revision(), 10);
+        // Each resume asks from the last revision delivered (more of its events may follow),
+        // and skips the ones of it already delivered.
         let froms: Vec<u64> = node.watch_calls().iter().map(|(_, from)| *from).collect();
-        assert_eq!(froms, [5, 8, 9]);
+        assert_eq!(froms, [5, 7, 8]);
         assert!(node
             .watch_calls()
             .iter()
@@ -498,6 +541,33 @@ mod tests {
                 .await
                 .is_err()
         );
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn a_resume_inside_a_revision_delivers_the_rest_of_its_events_once() {
+        let node = Arc::new(FakeNode::default());
+        let (addr, task) = node.serve().await;
+        // Revision 6 carries three events (a set's keys): the stream breaks after two.
+        let ev = |r, key: &str| watch_event(r, key, "claimed");
+        node.answer_watch(WatchAnswer::Send(
+            vec![ev(5, "a"), ev(6, "b"), ev(6, "c")],
+            WatchEnd::Fail(Code::Unavailable, "node shutting down".into()),
+        ));
+        node.answer_watch(WatchAnswer::Send(
+            vec![ev(6, "b"), ev(6, "c"), ev(6, "d"), ev(7, "e")],
+            WatchEnd::Open,
+        ));
+        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
+        let mut stream = client.watch("", 5);
+        let keys: Vec<String> = take(&mut stream, 5)
+            .await
+            .into_iter()
+            .map(|e| e.unwrap().key)
+            .collect();
+        assert_eq!(keys, ["a", "b", "c", "d", "e"]);
+        let froms: Vec<u64> = node.watch_calls().iter().map(|(_, from)| *from).collect();
+        assert_eq!(froms, [5, 6]);
         task.abort();
     }
 
@@ -527,12 +597,13 @@ mod tests {
         assert_eq!(stream.next_revision(), 0);
         assert_eq!(revisions(&take(&mut stream, 1).await), [after]);
         assert_eq!(stream.next_revision(), after + 1);
-        // Let it reconnect after the break: it asks for the revision after the event.
+        // Let it reconnect after the break: it asks from the event's revision (another event
+        // of it may follow), skipping the one delivered.
         tokio::time::timeout(Duration::from_millis(300), stream.next())
             .await
             .unwrap_err();
         let froms: Vec<u64> = node.watch_calls().iter().map(|(_, from)| *from).collect();
-        assert_eq!(froms, [after, after + 1]);
+        assert_eq!(froms, [after, after]);
         assert_eq!(node.count("board"), 1);
         task.abort();
     }
@@ -686,7 +757,7 @@ mod tests {
         let mut stream = client.watch("tasks/", 4);
         assert_eq!(revisions(&take(&mut stream, 2).await), [4, 5]);
         let froms: Vec<u64> = node.watch_calls().iter().map(|(_, from)| *from).collect();
-        assert_eq!(froms, [4, 5, 5, 5]);
+        assert_eq!(froms, [4, 4, 4, 4]);
         task.abort();
     }
 }

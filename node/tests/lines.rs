@@ -169,3 +169,65 @@ async fn a_waiter_that_times_out_leaves_the_line() {
     let (was_waiting, holds) = waiter.leave_line(KEY, "impatient").await.unwrap();
     assert!(!was_waiting && holds.is_none());
 }
+
+/// A hand-on is two events in one revision (the release, the grant): a watch delivers both,
+/// as it delivers every key of a set granted in one entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_delivers_every_event_of_one_revision() {
+    use futures::StreamExt;
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    cluster.leader(Duration::from_secs(10)).await;
+    let ann = cluster.client_of(1).await;
+    let bob = cluster.client_of(2).await;
+    let held = match ann
+        .claim(KEY, "ann", Duration::from_secs(60))
+        .await
+        .unwrap()
+    {
+        ClaimOutcome::Granted(g) => g,
+        other => panic!("{other:?}"),
+    };
+    let LineOutcome::InLine(place) = bob.wait_once(KEY, "bob", PLACE_TTL).await.unwrap() else {
+        panic!("bob granted a held key");
+    };
+    let mut events = ann.watch("gpu/", place.revision + 1);
+    let released = ann.release(KEY, held.lease.token).await.unwrap();
+    assert!(matches!(released, ReleaseOutcome::Released(_)));
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let event = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .expect("the hand-on's events in time")
+            .expect("the watch goes on")
+            .unwrap();
+        seen.push((event.revision, event.kind, event.actor.map(|a| a.name)));
+    }
+    let revision = seen[0].0;
+    assert_eq!(
+        seen,
+        [
+            (revision, "released".to_owned(), Some("ann".to_owned())),
+            (revision, "claimed".to_owned(), Some("bob".to_owned())),
+        ]
+    );
+    // A set granted in one entry: one event per key, all delivered.
+    let keys = ["gpu/a", "gpu/b", "gpu/c"];
+    let mut events = ann.watch("gpu/", events.next_revision());
+    assert!(matches!(
+        ann.claim_set(&keys, "ann", Duration::from_secs(60))
+            .await
+            .unwrap(),
+        baton_client::SetOutcome::Granted(_)
+    ));
+    let mut claimed = Vec::new();
+    while claimed.len() < 3 {
+        let event = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .expect("the set's events in time")
+            .expect("the watch goes on")
+            .unwrap();
+        claimed.push(event.key);
+    }
+    assert_eq!(claimed, keys);
+}

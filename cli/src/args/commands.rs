@@ -61,9 +61,13 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     pub ttl: Duration,
     /// While the key is held, wait for it (until --timeout, default 30s) instead of
-    /// standing down at once.
+    /// standing down at once: in the key's line in the cluster, granted in the order the
+    /// waiters came (several keys: by claiming again).
     #[arg(long, conflicts_with = "next")]
     pub wait: bool,
+    /// With --wait, poll instead of waiting in line: claim again with jittered backoff.
+    #[arg(long, requires = "wait")]
+    pub poll: bool,
     /// How long the child has between SIGTERM and SIGKILL once the lease is lost.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub grace: Duration,

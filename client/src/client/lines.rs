@@ -99,9 +99,43 @@ impl Client {
             }
             match self.wait_once(key, holder_name, ttl).await? {
                 LineOutcome::InLine(now) => place = now,
-                granted => return Ok(granted),
+                granted => return Ok(from_the_line(granted)),
             }
         }
+    }
+
+    /// [`Client::wait_in_line`], answered as a claim: granted (at once or from the line),
+    /// or, after `timeout`, out of the line and answered as [`Client::claim`] answers then
+    /// (who holds the key; a quarantine is refused). On a cluster not yet all on data
+    /// format 11 (a rolling upgrade), waits by claiming again instead ([`Client::claim_wait`]).
+    pub async fn claim_in_line(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<ClaimOutcome, Error> {
+        match self.wait_in_line(key, holder_name, ttl, timeout).await {
+            Ok(LineOutcome::Granted(grant)) => Ok(ClaimOutcome::Granted(grant)),
+            Ok(LineOutcome::InLine(_)) => self.claim(key, holder_name, ttl).await,
+            Err(Error::Refused(r)) if r.reason == crate::error::RefusalReason::FormatPending => {
+                self.claim_wait(key, holder_name, ttl, timeout).await
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// [`Client::claim_in_line`], with a [`crate::LeaseGuard`] once the key is granted.
+    pub async fn claim_in_line_guarded(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<crate::GuardedClaim, Error> {
+        self.guard_room()?;
+        let outcome = self.claim_in_line(key, holder_name, ttl, timeout).await?;
+        Ok(self.guard(outcome))
     }
 
     /// Whether `event` is a grant of its key to this session (from the line).
@@ -126,6 +160,18 @@ impl Client {
         if holds.is_none() {
             return Ok(LineOutcome::InLine(place));
         }
-        self.wait_once(key, holder_name, ttl).await
+        Ok(from_the_line(self.wait_once(key, holder_name, ttl).await?))
+    }
+}
+
+/// A grant the line made while this session waited, as its caller sees it: a new grant (the
+/// confirming wait renewed it, and says `already_held`), not a key it held before waiting.
+fn from_the_line(outcome: LineOutcome) -> LineOutcome {
+    match outcome {
+        LineOutcome::Granted(mut grant) => {
+            grant.already_held = false;
+            LineOutcome::Granted(grant)
+        }
+        in_line => in_line,
     }
 }

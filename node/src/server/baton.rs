@@ -589,8 +589,10 @@ impl Ctx {
         validate::key(&req.key).map_err(convert::invalid)?;
         self.read_gate(req.stale).await?;
         let offers = self.sm.offer_countdowns();
-        let (record, lease, quarantine, revision) = self.sm.read(|s| {
+        let (record, lease, quarantine, line, revision) = self.sm.read(|s| {
             let case = s.table.case(&req.key);
+            let line = s.table.line(&req.key);
+            let line = (!line.is_empty()).then(|| lines::key_line(line));
             let record = match case {
                 Some(case) => convert::pb_case_record(&req.key, case, offers),
                 None => pb::Record::default(),
@@ -603,6 +605,7 @@ impl Ctx {
                 record,
                 s.table.lease(&req.key).cloned(),
                 quarantine,
+                line,
                 revision(s),
             )
         });
@@ -617,6 +620,7 @@ impl Ctx {
             lease: lease.map(|l| self.lease(&l)),
             revision,
             quarantine,
+            line,
         })
     }
 
