@@ -180,6 +180,7 @@ pub enum Line {
     Belief(BeliefEvent),
     Task(TaskEvent),
     Set(SetEvent),
+    Wait(WaitEvent),
 }
 
 /// An invocation or completion of a client operation.
@@ -347,6 +348,41 @@ pub struct SetEvent {
     pub t_ns: Nanos,
 }
 
+/// One step of the `waiters` workload, written when it returned: a wait in a key's line that
+/// was `granted` (at once, or from the line), ran out (`timeout`: it left the line), was
+/// refused as `full`, or got no answer (`unknown`); or the release of a granted key
+/// (`released`, `lost`, `unknown`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitEvent {
+    pub idx: u64,
+    pub process: u64,
+    /// The waiting process's client id (its session).
+    pub client: String,
+    /// `wait` or `release`.
+    pub step: String,
+    pub what: String,
+    pub key: String,
+    /// The token granted (wait) or released (release); 0 otherwise.
+    pub token: u64,
+    /// The revision that put it in line; 0 if it never waited (granted at once, or no
+    /// answer to its first wait).
+    pub joined_revision: u64,
+    /// The first wait's invocation and return (the join).
+    pub join_inv_ns: Nanos,
+    pub join_ret_ns: Nanos,
+    /// (invocation, return) of each later wait answered "in line": a renewal of the place.
+    pub renewals: Vec<(Nanos, Nanos)>,
+    /// When it asked to leave the line (a `timeout`), if it did.
+    pub left_ns: Option<Nanos>,
+    pub ttl_ms: u64,
+    /// The whole wait (its first wait's invocation to the answer that ended it), or the
+    /// release call.
+    pub inv_ns: Nanos,
+    pub ret_ns: Nanos,
+    /// When the line was written.
+    pub t_ns: Nanos,
+}
+
 /// A whole operation: invocation and completion paired.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Op {
@@ -488,6 +524,17 @@ impl History {
             .collect()
     }
 
+    /// Every step of the `waiters` workload.
+    pub fn waits(&self) -> Vec<&WaitEvent> {
+        self.lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Wait(w) => Some(w),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Every step of the `set-takers` workload.
     pub fn sets(&self) -> Vec<&SetEvent> {
         self.lines
@@ -505,9 +552,12 @@ impl History {
             .iter()
             .filter_map(|l| match l {
                 Line::Nemesis(n) => Some(n.skew),
-                Line::Op(_) | Line::Wire(_) | Line::Belief(_) | Line::Task(_) | Line::Set(_) => {
-                    None
-                }
+                Line::Op(_)
+                | Line::Wire(_)
+                | Line::Belief(_)
+                | Line::Task(_)
+                | Line::Set(_)
+                | Line::Wait(_) => None,
             })
             .fold(0.0, f64::max)
     }
@@ -523,6 +573,7 @@ impl History {
                 Line::Belief(b) => b.t_ns,
                 Line::Task(t) => t.t_ns,
                 Line::Set(s) => s.t_ns,
+                Line::Wait(w) => w.t_ns,
             })
             .max()
             .unwrap_or(0)

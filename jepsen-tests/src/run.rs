@@ -580,6 +580,9 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     {
         results.push(check::sets::check(&history, params.rho));
     }
+    if scenario.workloads.iter().any(|(w, _, _)| *w == "waiters") {
+        results.push(check::lines::check(&history, params.rho));
+    }
     // Any panic fails (sled's on a failed disk, BUGS.md P7, went with sled at data format 7).
     let died = panics.len() + worker_panics.len();
     results.push(result(

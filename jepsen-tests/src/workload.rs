@@ -33,11 +33,13 @@ use rand::{Rng, SeedableRng};
 use crate::history::{decode_list, encode_list, Call, Elem, Holding, Kind, Nanos, Reply};
 
 mod guarded;
+mod lines;
 mod recorder;
 mod sets;
 mod tasks;
 
 pub use guarded::{run_revoker, GUARD_HOLD_MS, GUARD_TTL, REVOKE_GAP_MS};
+pub use lines::{WAIT_KEYS, WAIT_TTL};
 pub use recorder::Recorder;
 pub use sets::{SET_HOLD_MS, SET_KEYS, SET_TTL};
 pub use tasks::{TASK_HOLD_MS, TASK_TTL};
@@ -423,6 +425,7 @@ impl Slot {
             "guard-holders" => "gh",
             "task-takers" => "tt",
             "set-takers" => "ts",
+            "waiters" => "wl",
             _ => "canary",
         };
         format!(
@@ -755,6 +758,7 @@ pub async fn run_worker(ctx: Arc<Ctx>, slot: Arc<Slot>, w: usize, seed: u64) {
             "guard-holders" => worker.guard_round().await,
             "task-takers" => worker.task_round().await,
             "set-takers" => worker.set_round().await,
+            "waiters" => worker.wait_round().await,
             _ => worker.canary_round(&mut paused_once).await,
         }
     }

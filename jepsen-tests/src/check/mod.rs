@@ -16,6 +16,8 @@
 //! - [`sets`] (runs with the `set-takers` workload): `claim-set` grants a set whole or not at
 //!   all, each key to one holder at a time, tokens in time order, and every blocker it names
 //!   is a real holder;
+//! - [`lines`] (runs with the `waiters` workload): a key's line grants it to one holder at
+//!   a time, tokens in time order, and never past a waiter that was certainly in line ahead;
 //! - [`lists`]: the record lists workers append to lose, duplicate, corrupt or invent nothing
 //!   (also run on the unfenced canary's memory lists, where it must find lost updates).
 //!
@@ -29,6 +31,7 @@ pub mod copies;
 pub mod fencing;
 pub mod holds;
 pub mod intervals;
+pub mod lines;
 pub mod lists;
 pub mod model;
 pub mod notice;

@@ -159,6 +159,9 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
     let mut tasked = baton.clone();
     tasked.push(("task-takers", 1, 3));
     tasked.push(("set-takers", 1, 3));
+    // And waiters in line (`claim --wait`): one pool of keys, three workers waiting in its
+    // keys' lines.
+    tasked.push(("waiters", 1, 3));
     Some(match name {
         "partition-kill" => {
             let mut f = partitions.clone();

@@ -123,6 +123,11 @@ impl Recorder {
         self.push(|idx, t_ns| Line::Set(crate::history::SetEvent { idx, t_ns, ..event }));
     }
 
+    /// Records a `waiters` step (`idx` and `t_ns` are filled in here).
+    pub fn wait(&self, event: crate::history::WaitEvent) {
+        self.push(|idx, t_ns| Line::Wait(crate::history::WaitEvent { idx, t_ns, ..event }));
+    }
+
     pub fn uid(&self) -> u64 {
         self.next_uid.fetch_add(1, Ordering::Relaxed)
     }

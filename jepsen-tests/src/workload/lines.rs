@@ -1,0 +1,150 @@
+//! The `waiters` workload: workers wait in the lines of their slot's [`WAIT_KEYS`] keys
+//! (`Wait`, renewing the place every [`RENEW_EVERY`] until granted or [`WAIT_GIVE_UP`]),
+//! hold a granted key a while and release it. Every wait and every release is a `wait` line,
+//! written when it returned, for the `lines` checker.
+
+use std::time::Duration;
+
+use baton_client::{Error, LineOutcome, RefusalReason, ReleaseOutcome};
+use rand::Rng;
+
+use super::{failed, Worker, OP_TIMEOUT};
+use crate::history::{Kind, WaitEvent};
+
+/// The TTL of a place in line and of the lease it is granted.
+pub const WAIT_TTL: Duration = Duration::from_millis(3000);
+/// Keys in a slot's pool: three workers on two keys keep a line.
+pub const WAIT_KEYS: usize = 2;
+/// How often a waiter renews its place (it learns of a grant then too).
+const RENEW_EVERY: Duration = Duration::from_millis(300);
+/// How long a worker waits in line before it leaves.
+const WAIT_GIVE_UP: Duration = Duration::from_secs(6);
+/// A worker holds a granted key this long at least and at most, in ms.
+const WAIT_HOLD_MS: (u64, u64) = (50, 400);
+
+impl Worker {
+    /// One round of `waiters`: wait in a pool key's line until granted (or give up and
+    /// leave); hold it, release it. A step with no answer retires the process (its place or
+    /// lease is left to lapse).
+    pub(super) async fn wait_round(&mut self) {
+        let ctx = self.ctx.clone();
+        let key = format!(
+            "wl/{}/{}",
+            self.slot.index,
+            self.rng.gen_range(0..WAIT_KEYS)
+        );
+        let (process, client) = (self.proc_.process, self.proc_.client_id.clone());
+        let mut event = WaitEvent {
+            idx: 0,
+            process,
+            client,
+            step: "wait".into(),
+            what: "unknown".into(),
+            key: key.clone(),
+            token: 0,
+            joined_revision: 0,
+            join_inv_ns: 0,
+            join_ret_ns: 0,
+            renewals: Vec::new(),
+            left_ns: None,
+            ttl_ms: WAIT_TTL.as_millis() as u64,
+            inv_ns: 0,
+            ret_ns: 0,
+            t_ns: 0,
+        };
+        let started = std::time::Instant::now();
+        event.inv_ns = ctx.rec.now_ns();
+        event.join_inv_ns = event.inv_ns;
+        let mut first = true;
+        let granted = loop {
+            let inv = ctx.rec.now_ns();
+            let answer = tokio::time::timeout(
+                OP_TIMEOUT,
+                self.proc_
+                    .client
+                    .wait_once(&key, &self.proc_.name, WAIT_TTL),
+            )
+            .await;
+            let ret = ctx.rec.now_ns();
+            if first {
+                event.join_ret_ns = ret;
+            }
+            match answer {
+                Ok(Ok(LineOutcome::Granted(grant))) => break Some(grant.lease.token),
+                Ok(Ok(LineOutcome::InLine(place))) => {
+                    if first {
+                        event.joined_revision = place.joined_revision;
+                    } else {
+                        event.renewals.push((inv, ret));
+                    }
+                }
+                Ok(Err(Error::Refused(r))) if r.reason == RefusalReason::LineFull => {
+                    event.what = "full".into();
+                    break None;
+                }
+                Ok(Err(e)) if first && failed(e.clone()).0 == Kind::Fail => {
+                    // Refused outright before joining (no leader, say): nothing to record.
+                    self.nap(200).await;
+                    return;
+                }
+                Ok(Err(_)) | Err(_) => break None,
+            }
+            first = false;
+            if started.elapsed() >= WAIT_GIVE_UP {
+                event.left_ns = Some(ctx.rec.now_ns());
+                let left = tokio::time::timeout(
+                    OP_TIMEOUT,
+                    self.proc_.client.leave_line(&key, &self.proc_.name),
+                )
+                .await;
+                match left {
+                    Ok(Ok((_, Some(lease)))) => break Some(lease.token),
+                    Ok(Ok((_, None))) => {
+                        event.what = "timeout".into();
+                        break None;
+                    }
+                    Ok(Err(_)) | Err(_) => break None,
+                }
+            }
+            tokio::time::sleep(RENEW_EVERY).await;
+        };
+        event.ret_ns = ctx.rec.now_ns();
+        let Some(token) = granted else {
+            let retire = event.what == "unknown";
+            ctx.rec.wait(event);
+            if retire {
+                self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
+            } else {
+                self.nap(100).await;
+            }
+            return;
+        };
+        event.what = "granted".into();
+        event.token = token;
+        ctx.rec.wait(event.clone());
+        let hold = self.rng.gen_range(WAIT_HOLD_MS.0..=WAIT_HOLD_MS.1);
+        tokio::time::sleep(Duration::from_millis(hold)).await;
+        let inv = ctx.rec.now_ns();
+        let released =
+            tokio::time::timeout(OP_TIMEOUT, self.proc_.client.release(&key, token)).await;
+        let ret = ctx.rec.now_ns();
+        let (what, retire) = match released {
+            Ok(Ok(ReleaseOutcome::Released(_))) => ("released", false),
+            Ok(Ok(ReleaseOutcome::Lost { .. })) => ("lost", false),
+            Ok(Err(e)) if failed(e.clone()).0 == Kind::Fail => ("lost", true),
+            Ok(Err(_)) | Err(_) => ("unknown", true),
+        };
+        ctx.rec.wait(WaitEvent {
+            step: "release".into(),
+            what: what.into(),
+            renewals: Vec::new(),
+            left_ns: None,
+            inv_ns: inv,
+            ret_ns: ret,
+            ..event
+        });
+        if retire {
+            self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
+        }
+    }
+}
