@@ -232,6 +232,36 @@ fn view(lease: Option<LeaseInfo>, assigned_to: Option<AssignmentInfo>) -> Record
     }
 }
 
+/// A held key with two waiting in its line.
+fn waited_on() -> RecordView {
+    let waiter = |name: &str, joined: u64| baton_client::WaiterInfo {
+        holder_name: name.into(),
+        holder_client_id: format!("agent-{name}"),
+        joined_revision: joined,
+        joined_unix_ms: 1_795_950_006_001,
+        ttl: std::time::Duration::from_secs(30),
+        waited: std::time::Duration::from_millis(1_830),
+    };
+    RecordView {
+        line: Some(baton_client::KeyLine {
+            waiters: 2,
+            first: vec![waiter("cy@c", 2), waiter("bob@b", 3)],
+        }),
+        ..view(Some(lease()), None)
+    }
+}
+
+#[test]
+fn probe_shows_the_line_its_length_head_and_who_is_next() {
+    let text = probe(&waited_on(), OutputFormat::Table).stdout;
+    assert!(
+        text.contains(
+            "2 waiting in line; next: cy@c (client agent-cy@c), waiting 1s\n  then: bob@b\n"
+        ),
+        "{text}"
+    );
+}
+
 #[test]
 fn probe_of_a_free_key_exits_ok_with_null_lease() {
     let out = probe(&view(None, None), OutputFormat::Json);
@@ -690,6 +720,7 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
         claim(&ClaimOutcome::Granted(granted_assigned), f, now),
         probe(&view(Some(lease()), Some(assignment())), f),
         probe(&view(None, None), f),
+        probe(&waited_on(), f),
         board(
             "",
             &Board {

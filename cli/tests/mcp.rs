@@ -316,6 +316,55 @@ async fn claim_set_grants_every_key_or_none_and_names_what_blocked() {
     );
 }
 
+/// A claim with `wait_s` waits in the key's line: the probe shows it, and the holder's
+/// release grants it the key in the release's own entry.
+#[tokio::test]
+async fn a_claim_with_wait_s_waits_in_the_keys_line_and_gets_it_on_release() {
+    let cluster = Cluster::start(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = agent(&cluster, "s-a", "claude@a", &[], dir.path()).await;
+    let b = agent(&cluster, "s-b", "codex@b", &[], dir.path()).await;
+    let held = call(&a, "claim", json!({"key": "gpu/1"})).await;
+    assert_eq!(held["result"]["outcome"], "granted", "{held}");
+    let waiting = tokio::spawn(async move {
+        let got = call(&b, "claim", json!({"key": "gpu/1", "wait_s": 60})).await;
+        (b, got)
+    });
+    let in_line = async {
+        loop {
+            let probe = cli(&cluster, "s-x", &["probe", "gpu/1"]);
+            if probe["line"]["waiters"] == 1 {
+                return probe;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    let probe = tokio::time::timeout(std::time::Duration::from_secs(20), in_line)
+        .await
+        .expect("codex@b in the line");
+    assert_eq!(
+        probe["line"]["first"][0]["holder_name"], "codex@b",
+        "{probe}"
+    );
+    let released = call(&a, "release", json!({"key": "gpu/1"})).await;
+    assert_eq!(released["result"]["outcome"], "released", "{released}");
+    let (_b, got) = tokio::time::timeout(std::time::Duration::from_secs(20), waiting)
+        .await
+        .expect("granted from the line in time")
+        .unwrap();
+    assert_eq!(got["result"]["outcome"], "granted", "{got}");
+    let token = got["result"]["token"].as_u64().unwrap();
+    let history = cli(&cluster, "s-x", &["history", "gpu/1"]);
+    let at: Vec<&Value> = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["revision"] == token)
+        .map(|e| &e["kind"])
+        .collect();
+    assert_eq!(at, [&json!("released"), &json!("claimed")], "{history}");
+}
+
 #[tokio::test]
 async fn two_sessions_race_for_one_key_and_exactly_one_wins() {
     let cluster = Cluster::start(3).await;

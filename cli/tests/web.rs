@@ -200,6 +200,30 @@ async fn the_board_follows_claims_releases_assignments_and_handoffs_live_and_sur
     })
     .await;
 
+    // A claimant waiting in the key's line shows beside its holder, then leaves it.
+    let waited = claude
+        .wait_once(
+            "tasks/evidence-42",
+            "claude@host-a",
+            Duration::from_secs(600),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(waited, baton_client::LineOutcome::InLine(_)),
+        "{waited:?}"
+    );
+    until(&browser, "the line of tasks/evidence-42", async |b| {
+        row_text(b, "tasks/evidence-42")
+            .await
+            .is_some_and(|(text, _)| text.contains("1 (next claude@host-a)"))
+    })
+    .await;
+    claude
+        .leave_line("tasks/evidence-42", "claude@host-a")
+        .await
+        .unwrap();
+
     // An assignment of a key no one holds shows as a task waiting for its assignee; once
     // someone else claims it, the assignment to someone else than the holder is marked.
     codex

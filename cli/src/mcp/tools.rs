@@ -298,7 +298,8 @@ impl Baton {
         while you keep calling tools, and the answer has your fencing token. Held: someone \
         else owns it; this is a normal answer, not an error: stand down, do not do the work, \
         and tell the dispatcher or user who holds it (holder, token, since and free-in are \
-        in the answer)."
+        in the answer). With wait_s, wait in the key's line instead: claimants are granted the \
+        key in the order they asked, the moment its holder is done."
     )]
     async fn claim(
         &self,
@@ -339,8 +340,9 @@ impl Baton {
         }
         let holder = &self.settings.holder;
         let claimed = if wait_s > 0 {
+            // In the key's line: granted in turn, in the write that frees the key.
             self.client
-                .claim_wait_guarded(&args.key, holder, ttl, Duration::from_secs(wait_s))
+                .claim_in_line_guarded(&args.key, holder, ttl, Duration::from_secs(wait_s))
                 .await
         } else {
             self.client.claim_guarded(&args.key, holder, ttl).await

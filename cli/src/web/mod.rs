@@ -209,6 +209,8 @@ struct Row {
     summary: String,
     offer: Option<OfferRow>,
     quarantine: Option<QuarantineView>,
+    /// Who waits in the key's line, if anyone.
+    line: Option<baton_client::KeyLine>,
     revision: u64,
     /// An open task: no holder, no assignee, not quarantined, a status that is not a
     /// finished one (`claim-next` could grant it to anyone). A key with no status at all
@@ -247,6 +249,7 @@ impl Row {
             status: view.record.status,
             summary: view.record.summary,
             quarantine: view.quarantine,
+            line: view.line,
             revision: view.revision,
             open,
         }

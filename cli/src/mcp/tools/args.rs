@@ -47,8 +47,8 @@ pub struct ClaimArgs {
     /// it while you keep calling tools; a shorter lease frees the key sooner if this
     /// session dies.
     pub ttl_s: Option<u64>,
-    /// Wait up to this many seconds (at most 300) for a held key to free; default 0:
-    /// answer at once.
+    /// Wait up to this many seconds (at most 300) in a held key's line; default 0: answer
+    /// at once. Waiters are granted the key in the order they came, as soon as it frees.
     pub wait_s: Option<u64>,
 }
 

@@ -119,6 +119,10 @@ function renderRow(row, at) {
     q.append(until);
   }
   tr.append(q);
+  // Who waits in the key's line (claim --wait): how many, and who is next.
+  const line = row.line;
+  const next = line && line.first.length ? " (next " + line.first[0].holder_name + ")" : "";
+  tr.append(el("td", line ? line.waiters + next : "", "waiting"));
   if (state.operator) {
     const td = el("td", "", "op");
     if (lease) {
