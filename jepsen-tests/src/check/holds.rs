@@ -1,4 +1,4 @@
-//! The rule the `tasks` and `sets` checkers share: the grants of one key come in turn. No
+//! The rules the `tasks`, `sets` and `lines` checkers share: the grants of one key come in turn. No
 //! grant is decided wholly inside another's certain hold (from that grant's return until the
 //! first of its release's invocation and `inv + ttl / (1 + rho)`: expiry is never early), and
 //! of two grants the one that returned before the other was invoked has the smaller token.
@@ -44,6 +44,26 @@ pub fn out_of_turn(key: &str, grants: &[Hold], rho: f64) -> Vec<(usize, String)>
                     format!(
                         "{key}: token {} was granted after token {} returned",
                         b.token, a.token
+                    ),
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// Every grant of `key` in `grants` that carries a token an earlier one carries, as (its
+/// index, why): one log entry granting a key twice.
+pub fn told_twice(key: &str, grants: &[Hold]) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (i, a) in grants.iter().enumerate() {
+        for (j, b) in grants.iter().enumerate().skip(i + 1) {
+            if b.token == a.token {
+                found.push((
+                    j,
+                    format!(
+                        "{key} (token {}) was granted to {} and to {}: one grant, two holders",
+                        a.token, a.client, b.client
                     ),
                 ));
             }

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::holds::{out_of_turn, Hold};
+use super::holds::{out_of_turn, told_twice, Hold};
 use crate::history::{CheckResult, History, Nanos, Verdict, Violation, WaitEvent};
 
 /// A run must grant the key from the line at least this many times to prove anything.
@@ -53,19 +53,11 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
                 released_inv_ns: releases.get(&(*key, g.token)).copied(),
             })
             .collect();
-        for (j, why) in out_of_turn(key, &holds, rho) {
+        for (j, why) in out_of_turn(key, &holds, rho)
+            .into_iter()
+            .chain(told_twice(key, &holds))
+        {
             violations.push(violation(grants[j], why));
-        }
-        for (i, a) in grants.iter().enumerate() {
-            for b in grants[i + 1..].iter().filter(|b| b.token == a.token) {
-                violations.push(violation(
-                    b,
-                    format!(
-                        "{key} (token {}) was granted to {} and to {}: one grant, two holders",
-                        a.token, a.client, b.client
-                    ),
-                ));
-            }
         }
     }
     // First in line, first granted, among live waiters.

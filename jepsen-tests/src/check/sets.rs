@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::holds::{out_of_turn, Hold};
+use super::holds::{out_of_turn, told_twice, Hold};
 use crate::history::{CheckResult, History, SetEvent, Verdict, Violation};
 
 /// A run must grant at least this many sets to prove anything.
@@ -88,20 +88,11 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
                 released_inv_ns: releases.get(&(*key, g.token)).map(|r| r.inv_ns),
             })
             .collect();
-        for (j, why) in out_of_turn(key, &holds, rho) {
+        for (j, why) in out_of_turn(key, &holds, rho)
+            .into_iter()
+            .chain(told_twice(key, &holds))
+        {
             violations.push(violation(grants[j].set, Some(key.to_string()), why));
-        }
-        for (i, a) in grants.iter().enumerate() {
-            for b in grants[i + 1..].iter().filter(|b| b.token == a.token) {
-                violations.push(violation(
-                    b.set,
-                    Some(key.to_string()),
-                    format!(
-                        "{key} (token {}) was granted to {} and to {}: one grant, two holders",
-                        a.token, a.set.client, b.set.client
-                    ),
-                ));
-            }
         }
     }
 

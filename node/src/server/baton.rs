@@ -218,6 +218,20 @@ impl Ctx {
         convert::lease(lease, self.sm.countdowns())
     }
 
+    /// A grant as the wire says it (claim, claim-next, a wait granted).
+    fn granted(
+        &self,
+        lease: &crate::core::Lease,
+        already_held: bool,
+        assignment: Option<&crate::core::Assignment>,
+    ) -> pb::Granted {
+        pb::Granted {
+            lease: Some(self.lease(lease)),
+            already_held,
+            assignment: assignment.map(convert::assignment),
+        }
+    }
+
     pub(super) async fn claim(
         &self,
         req: pb::ClaimRequest,
@@ -235,11 +249,7 @@ impl Ctx {
                 lease,
                 already_held,
                 assignment,
-            } => O::Granted(pb::Granted {
-                lease: Some(self.lease(&lease)),
-                already_held,
-                assignment: assignment.as_ref().map(convert::assignment),
-            }),
+            } => O::Granted(self.granted(&lease, already_held, assignment.as_ref())),
             Outcome::Held {
                 lease,
                 same_name_other_process,

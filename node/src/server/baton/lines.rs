@@ -26,11 +26,7 @@ impl Ctx {
                 assignment,
             } => {
                 self.metrics.claim("granted");
-                O::Granted(pb::Granted {
-                    lease: Some(self.lease(&lease)),
-                    already_held,
-                    assignment: assignment.as_ref().map(convert::assignment),
-                })
+                O::Granted(self.granted(&lease, already_held, assignment.as_ref()))
             }
             Outcome::InLine { place } => {
                 self.metrics.claim("in_line");

@@ -22,11 +22,7 @@ impl Ctx {
                 O::Granted(pb::GrantedSet {
                     granted: grants
                         .iter()
-                        .map(|g| pb::Granted {
-                            lease: Some(self.lease(&g.lease)),
-                            already_held: g.already_held,
-                            assignment: g.assignment.as_ref().map(convert::assignment),
-                        })
+                        .map(|g| self.granted(&g.lease, g.already_held, g.assignment.as_ref()))
                         .collect(),
                 })
             }

@@ -40,11 +40,7 @@ impl Ctx {
                 assignment,
             } => {
                 self.metrics.claim("granted");
-                O::Granted(pb::Granted {
-                    lease: Some(self.lease(&lease)),
-                    already_held,
-                    assignment: assignment.as_ref().map(convert::assignment),
-                })
+                O::Granted(self.granted(&lease, already_held, assignment.as_ref()))
             }
             Outcome::NothingClaimable { counts, .. } => O::Nothing(convert::unclaimable(&counts)),
             other => return Err(convert::unexpected(other).into()),
