@@ -6,15 +6,19 @@ import signal
 import threading
 import time
 
+import grpc
 import pytest
 
 from baton import (
     CLAIM_SET_KEYS_MAX,
+    WAITERS_PER_KEY_MAX,
     Actor,
     Blocked,
     Client,
+    Grant,
     HandoffNote,
     Held,
+    InLine,
     InvalidArgument,
     LeaseLost,
     Loss,
@@ -22,10 +26,11 @@ from baton import (
     NothingClaimable,
     PermissionDenied,
     Refused,
+    StillWaiting,
     Unauthenticated,
     VolatileFact,
 )
-from baton import endings
+from baton import _convert, endings
 from baton.v1 import baton_pb2 as pb
 
 
@@ -112,6 +117,113 @@ def test_a_set_is_granted_whole_or_not_at_all_naming_what_blocked(cluster):
     assert ann.probe("set/x").lease is None
     for k in keys:
         ann.release(k, grants[0].token)
+
+
+def test_waiters_join_the_line_in_order_and_the_head_is_granted_the_freed_key(cluster):
+    holder = cluster.client(holder="holder@h0")
+    first = cluster.client(holder="first@h1")
+    second = cluster.client(holder="second@h2")
+    held = holder.claim("line/gpu", ttl=30)
+    places = [first.wait_once("line/gpu", ttl=30), second.wait_once("line/gpu", ttl=30)]
+    assert all(isinstance(p, InLine) for p in places), places
+    assert [(p.position, p.waiters) for p in places] == [(1, 1), (2, 2)]
+    assert places[0].joined_revision < places[1].joined_revision
+    blocked = places[1].blocked
+    assert blocked.reason == "held" and blocked.lease.token == held.token
+    line = holder.probe("line/gpu").line
+    assert line.waiters == 2
+    assert [(w.holder_name, w.holder_client_id) for w in line.first] == [
+        ("first@h1", first.client_id),
+        ("second@h2", second.client_id),
+    ]
+    assert line.first[0].ttl == 30 and line.first[0].waited >= 0
+    view = holder.record("line/gpu").line
+    assert view.waiters == 2 and [w.holder_name for w in view.first] == ["first@h1", "second@h2"]
+    assert holder.board("line/").lines["line/gpu"].waiters == 2
+    # The head waits (renewing its place); the holder releases: the head is granted the key
+    # in the release's entry, hears it on its watch and confirms it.
+    result = []
+    waiter = threading.Thread(target=lambda: result.append(first.wait_in_line("line/gpu", ttl=30, timeout=20)))
+    waiter.start()
+    # Its first wait (a renewal of its place) is an entry: after it, it is watching.
+    end = time.monotonic() + 10
+    while holder.probe("line/gpu").revision == places[1].revision and time.monotonic() < end:
+        time.sleep(0.05)
+    released_at = holder.probe("line/gpu").revision + 1
+    holder.release("line/gpu", held.token)
+    waiter.join(20)
+    assert result, "the head was not granted the key"
+    grant = result[0]
+    assert isinstance(grant, Grant) and not grant.already_held
+    assert grant.token > held.token and grant.token >= released_at
+    assert grant.lease.holder == "first@h1" and grant.lease.holder_client_id == first.client_id
+    probe = holder.probe("line/gpu")
+    assert probe.lease.token == grant.token
+    assert probe.line.waiters == 1 and probe.line.first[0].holder_name == "second@h2"
+    # The release and the grant are one entry.
+    at = [e.kind for e in holder.history("line/gpu").events if e.revision == grant.token]
+    assert at == ["released", "claimed"]
+    second.leave_line("line/gpu")
+    first.release("line/gpu", grant.token)
+
+
+def test_a_wait_that_times_out_leaves_the_line_and_raises_still_waiting(cluster):
+    holder = cluster.client(holder="holder")
+    waiter = cluster.client(holder="impatient")
+    held = holder.claim("line/slow", ttl=60)
+    started = time.monotonic()
+    with pytest.raises(StillWaiting) as still:
+        waiter.wait_in_line("line/slow", ttl=2, timeout=1.5)
+    assert time.monotonic() - started >= 1.5
+    assert isinstance(still.value, Refused) and still.value.reason == "still_waiting"
+    place = still.value.in_line
+    assert place.key == "line/slow" and place.position == 1 and place.waiters == 1
+    assert still.value.holder == "holder" and still.value.token == held.token
+    probe = holder.probe("line/slow")
+    assert probe.line is None, "it left the line"
+    assert probe.lease.token == held.token
+    assert waiter.leave_line("line/slow") == (False, None)
+    # The wait's watch was closed with it.
+    end = time.monotonic() + 5
+    while any(t.name.startswith("baton-wait") for t in threading.enumerate()) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not any(t.name.startswith("baton-wait") for t in threading.enumerate())
+
+
+def test_waiting_for_a_key_one_holds_or_a_free_one_grants_it(cluster):
+    client = cluster.client(holder="owner")
+    grant = client.claim("line/mine", ttl=30)
+    again = client.wait_once("line/mine", ttl=30)
+    assert isinstance(again, Grant) and again.already_held and again.token == grant.token
+    assert client.wait_in_line("line/mine", ttl=30, timeout=1).already_held
+    assert client.probe("line/mine").line is None
+    free = client.wait_in_line("line/free", ttl=30, timeout=1)
+    assert not free.already_held and client.probe("line/free").lease.token == free.token
+    # A waiter whose key was granted to it by the line learns so from leave_line.
+    other = cluster.client(holder="other")
+    assert isinstance(other.wait_once("line/mine", ttl=30), InLine)
+    client.release("line/mine", grant.token)
+    was_waiting, holds = other.leave_line("line/mine")
+    assert not was_waiting and holds.holder == "other" and holds.token > grant.token
+
+
+def test_a_full_line_is_refused_with_its_facts():
+    class Failed(grpc.RpcError):
+        def code(self):
+            return grpc.StatusCode.FAILED_PRECONDITION
+
+        def details(self):
+            return "the line of gpu/1 is full"
+
+        def trailing_metadata(self):
+            refusal = pb.Refusal(
+                reason="line_full", key="gpu/1", waiters=WAITERS_PER_KEY_MAX, waiters_max=WAITERS_PER_KEY_MAX
+            )
+            return (("grpc-status-details-bin", refusal.SerializeToString()),)
+
+    refused = _convert.error(Failed())
+    assert isinstance(refused, Refused) and refused.reason == "line_full" and refused.key == "gpu/1"
+    assert (refused.waiters, refused.waiters_max, refused.whole_cluster) == (1024, 1024, False)
 
 
 def test_refusals_carry_their_facts_as_attributes(cluster):

@@ -13,7 +13,7 @@
         print(f"{held.holder} holds it (token {held.token}), free in {held.free_in:.0f}s")
 """
 
-from .client import CLAIM_SET_KEYS_MAX, DEFAULT_ENDPOINT, TLS, Client
+from .client import CLAIM_SET_KEYS_MAX, DEFAULT_ENDPOINT, TLS, WAITERS_PER_KEY_MAX, Client
 from .errors import (
     BatonError,
     Blocked,
@@ -26,6 +26,7 @@ from .errors import (
     NothingClaimable,
     PermissionDenied,
     Refused,
+    StillWaiting,
     Unauthenticated,
     Unavailable,
 )
@@ -41,6 +42,8 @@ from .types import (
     Grant,
     HandoffNote,
     History,
+    InLine,
+    KeyLine,
     Loss,
     Offer,
     Posted,
@@ -50,6 +53,7 @@ from .types import (
     RecordView,
     TokenCheck,
     VolatileFact,
+    Waiter,
 )
 from .watch import Watch
 
@@ -58,6 +62,7 @@ __all__ = [
     "TLS",
     "DEFAULT_ENDPOINT",
     "CLAIM_SET_KEYS_MAX",
+    "WAITERS_PER_KEY_MAX",
     "Lease",
     "Watch",
     "BatonError",
@@ -69,6 +74,7 @@ __all__ = [
     "Refused",
     "Held",
     "Blocked",
+    "StillWaiting",
     "Lost",
     "NothingClaimable",
     "LeaseLost",
@@ -83,6 +89,8 @@ __all__ = [
     "Grant",
     "HandoffNote",
     "History",
+    "InLine",
+    "KeyLine",
     "Loss",
     "Offer",
     "Posted",
@@ -92,5 +100,6 @@ __all__ = [
     "RecordView",
     "TokenCheck",
     "VolatileFact",
+    "Waiter",
 ]
 __version__ = "0.1.0"

@@ -24,13 +24,15 @@ from .types import (
     BlockedKey,
     Event,
     HandoffNote,
+    InLine,
+    KeyLine,
     Offer,
     Quarantine,
     Record,
     VolatileFact,
+    Waiter,
 )
 from .v1 import baton_pb2 as pb
-
 
 
 def lease(p) -> LeaseInfo:
@@ -86,6 +88,36 @@ def blocked_key(p) -> BlockedKey:
         quarantine_delay=q.quarantine_delay_ms / 1000,
         quarantine_remaining=q.quarantine_remaining_ms / 1000,
         quarantine_revoked=q.quarantine_revoked,
+    )
+
+
+def key_line(p) -> KeyLine:
+    """A key's line (a probe's, a record view's, a board's): its length and first waiters."""
+    return KeyLine(
+        waiters=p.waiters,
+        first=[
+            Waiter(
+                holder_name=w.holder.name,
+                holder_client_id=w.holder.client_id,
+                joined_revision=w.joined_revision,
+                joined_unix_ms=w.joined_unix_ms,
+                ttl=w.ttl_ms / 1000,
+                waited=w.waited_ms / 1000,
+            )
+            for w in p.first
+        ],
+    )
+
+
+def in_line(key: str, p, revision: int) -> InLine:
+    """A `Wait` answered `in_line`: this session's place in `key`'s line."""
+    return InLine(
+        key=key,
+        position=p.position,
+        waiters=p.waiters,
+        joined_revision=p.joined_revision,
+        blocked=blocked_key(p.blocked),
+        revision=revision,
     )
 
 
@@ -217,5 +249,8 @@ def error(e: grpc.RpcError) -> BatonError:
             nodes=list(r.nodes),
             data_format=r.data_format,
             status=r.status,
+            waiters=r.waiters,
+            waiters_max=r.waiters_max,
+            whole_cluster=r.whole_cluster,
         )
     return BatonError(f"{code.name}: {message}")

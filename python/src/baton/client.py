@@ -18,19 +18,22 @@ import itertools
 import os
 import secrets
 import socket
+import threading
 import time
-from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 
 from .errors import (
+    BatonError,
     Blocked,
     Held,
     InvalidArgument,
     LeaseInfo,
     Lost,
     NothingClaimable,
-
+    StillWaiting,
 )
 from .types import (
     Accepted,
@@ -39,6 +42,7 @@ from .types import (
     Grant,
     HandoffNote,
     History,
+    InLine,
     Offer,
     Posted,
     Probe,
@@ -54,6 +58,8 @@ from ._convert import (
     assignment as _assignment,
     maybe_assignment as _maybe_assignment,
     blocked_key as _blocked_key,
+    in_line as _in_line,
+    key_line as _key_line,
     quarantine as _quarantine,
     note as _note,
     note_pb as _note_pb,
@@ -64,7 +70,7 @@ from ._convert import (
 from ._transport import Transport, normalize
 from .v1 import baton_pb2 as pb
 
-__all__ = ["Client", "TLS", "DEFAULT_ENDPOINT"]
+__all__ = ["Client", "TLS", "DEFAULT_ENDPOINT", "CLAIM_SET_KEYS_MAX", "WAITERS_PER_KEY_MAX"]
 
 DEFAULT_ENDPOINT = "127.0.0.1:7001"
 #: Most endpoints one client takes (the Rust client's ENDPOINTS_MAX).
@@ -73,6 +79,13 @@ ENDPOINTS_MAX = 64
 #: Most keys one `claim_set` may name (the cluster's CLAIM_SET_KEYS_MAX: it refuses more as
 #: `InvalidArgument`, as the Rust client leaves it to).
 CLAIM_SET_KEYS_MAX = 64
+
+#: Most claimants that may wait in one key's line (the cluster's WAITERS_PER_KEY_MAX: it
+#: refuses one more with `Refused`, reason `line_full`).
+WAITERS_PER_KEY_MAX = 1024
+#: `wait_in_line` renews its place every TTL / 3, but not more often than every 50 ms.
+PLACE_RENEWALS_PER_TTL = 3
+PLACE_RENEW_INTERVAL_MIN = 0.05
 
 
 class TLS:
@@ -247,9 +260,9 @@ class Client:
         return _lease(answer.released)
 
     def probe(self, key: str, stale: bool = False) -> Probe:
-        """Who holds `key` now (linearizable unless `stale`)."""
+        """Who holds `key` now, and who waits in its line (linearizable unless `stale`)."""
         answer = self._call("baton", "Probe", pb.ProbeRequest(key=key, stale=stale))
-        return Probe(_maybe_lease(answer, "lease"), answer.revision)
+        return Probe(_maybe_lease(answer, "lease"), answer.revision, _maybe(answer, "line", _key_line))
 
     def board(self, prefix: str = "", limit: int = 0, start_after: str = "", stale: bool = False) -> Board:
         """Held keys under `prefix`, in key order; page on with the last key while
@@ -267,6 +280,7 @@ class Client:
             unclaimed_truncated=answer.unclaimed_truncated,
             open=list(answer.open),
             open_truncated=answer.open_truncated,
+            lines={k: _key_line(l) for k, l in answer.lines.items()},
         )
 
     def check(self, key: str, token: int) -> TokenCheck:
@@ -285,6 +299,108 @@ class Client:
             "baton", "Revoke", pb.RevokeRequest(key=key, reason=reason, request_id=self._request_id(), now=now)
         )
         return _maybe_lease(answer, "revoked")
+
+    # ---- waiting in line -----------------------------------------------------------------
+
+    def wait_once(self, key: str, ttl: float = 30.0, holder: Optional[str] = None) -> Union[Grant, InLine]:
+        """One step of waiting in `key`'s line: if nothing blocks the key, claims it (as
+        `claim`) and returns the `Grant`; otherwise puts this session in the key's line, or,
+        if it waits there already, renews its place, and returns its `InLine` place
+        (`position` 1 is the head). A place not renewed within `ttl` lapses. When the key is
+        freed, the line's head is granted it in the same log entry (token = that entry's
+        revision): its next `wait_once` returns that `Grant`, with `already_held` (and the
+        lease renewed). Raises `Refused` with reason `line_full` (`waiters`, `waiters_max`,
+        `whole_cluster`) when the line is full (`WAITERS_PER_KEY_MAX`), or the cluster's."""
+        request = pb.WaitRequest(
+            key=key,
+            holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
+            ttl_ms=int(ttl * 1000),
+            request_id=self._request_id(),
+        )
+        sent = time.monotonic()
+        answer = self._call("baton", "Wait", request)
+        if answer.WhichOneof("outcome") == "in_line":
+            return _in_line(key, answer.in_line, answer.revision)
+        return self._grant(answer.granted, answer.revision, sent)
+
+    def leave_line(self, key: str, holder: Optional[str] = None) -> Tuple[bool, Optional[LeaseInfo]]:
+        """Takes this session out of `key`'s line: (whether it waited there, the lease it
+        holds on the key if the line granted it the key first: release it if it is no longer
+        wanted)."""
+        request = pb.LeaveLineRequest(
+            key=key,
+            holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
+            request_id=self._request_id(),
+        )
+        answer = self._call("baton", "LeaveLine", request)
+        return answer.was_waiting, _maybe_lease(answer, "holds")
+
+    def wait_in_line(
+        self, key: str, ttl: float = 30.0, timeout: float = 30.0, holder: Optional[str] = None
+    ) -> Grant:
+        """Waits in `key`'s line until the cluster grants the key to this session, for at most
+        `timeout` seconds, and returns the `Grant` (a free key is granted at once, as
+        `claim`; a key this session holds already keeps its token, `already_held`). Waiters
+        are granted in the order they joined, each in the entry that frees the key; the place
+        is renewed here every `ttl` / 3 (it lapses `ttl` after the last renewal, e.g. if this
+        process dies). The grant is seen on a watch of the key (a `claimed` event naming this
+        session), then confirmed by one more `wait_once`, whose answer renews the lease and
+        fixes its `safe_until` from this client's own send time; it is reported with
+        `already_held` False.
+
+        On timeout the session leaves the line and `StillWaiting` is raised with its last
+        place (`in_line`); if the line granted it the key meanwhile, that grant is returned
+        instead. Raises `Refused` (`line_full`, ...) as `wait_once` does."""
+        deadline = time.monotonic() + timeout
+        first = self.wait_once(key, ttl, holder)
+        if isinstance(first, Grant):
+            return first
+        place = first
+        renew_every = max(ttl / PLACE_RENEWALS_PER_TTL, PLACE_RENEW_INTERVAL_MIN)
+        granted = threading.Event()
+        watch = self.watch(key, place.revision + 1)
+
+        def follow():
+            # The watch's prefix is the key: events of longer keys are not this one's.
+            try:
+                for event in watch:
+                    if event.key == key and event.kind == "claimed" and event.actor_client_id == self.client_id:
+                        granted.set()
+            except BatonError:
+                pass  # The watch ended (compacted, unreachable): renewing still finds out.
+
+        threading.Thread(target=follow, name=f"baton-wait {key}", daemon=True).start()
+        try:
+            while True:
+                renew_at = min(time.monotonic() + renew_every, deadline)
+                # Wake for a grant to this session, or to renew the place, or at the deadline.
+                heard = granted.wait(max(0.0, renew_at - time.monotonic()))
+                if heard:
+                    granted.clear()
+                if not heard and time.monotonic() >= deadline:
+                    return self._stop_waiting(key, ttl, holder, place, timeout)
+                outcome = self.wait_once(key, ttl, holder)
+                if isinstance(outcome, Grant):
+                    return replace(outcome, already_held=False)
+                place = outcome
+        finally:
+            watch.close()
+
+    def _stop_waiting(
+        self, key: str, ttl: float, holder: Optional[str], place: InLine, waited: float
+    ) -> Grant:
+        """Leaves the line at the end of a wait: raises `StillWaiting` with the last place, or,
+        if the line granted the key meanwhile, returns that grant (renewed, so its
+        `safe_until` is this client's own)."""
+        _, holds = self.leave_line(key, holder)
+        if holds is not None:
+            outcome = self.wait_once(key, ttl, holder)
+            if isinstance(outcome, Grant):
+                return replace(outcome, already_held=False)
+            # The lease ended before the confirming wait, which put the session back in line.
+            place = outcome
+            self.leave_line(key, holder)
+        raise StillWaiting(place, waited)
 
     # ---- the case file --------------------------------------------------------------------
 
@@ -391,6 +507,7 @@ class Client:
             lease=_maybe_lease(answer, "lease"),
             revision=answer.revision,
             quarantine=_maybe(answer, "quarantine", _quarantine),
+            line=_maybe(answer, "line", _key_line),
         )
 
     def history(self, key: str, stale: bool = False) -> History:

@@ -16,6 +16,7 @@ __all__ = [
     "Held",
     "NothingClaimable",
     "Blocked",
+    "StillWaiting",
     "Lost",
     "LeaseLost",
 ]
@@ -55,11 +56,12 @@ class Refused(BatonError):
 
     `reason` is the cluster's word for it (`stale_token`, `wrong_session`, `frozen`,
     `offer_pending`, `no_offer`, `not_addressee`, `offer_to_holder`, `quarantined`,
-    `key_limit`, `format_pending`, `exists`, or a newer one), and the attributes are its facts:
-    `key`, `holder` / `holder_client_id` / `token` / `since_unix_ms` / `free_in` of the
-    current lease when the key is held, `client_id` (the requester's session), `offer_to`,
-    `quarantine_remaining` (seconds), `nodes`, `data_format` and `status` (the record's, for
-    `exists`).
+    `key_limit`, `format_pending`, `exists`, `line_full`, or a newer one), and the attributes
+    are its facts: `key`, `holder` / `holder_client_id` / `token` / `since_unix_ms` /
+    `free_in` of the current lease when the key is held, `client_id` (the requester's
+    session), `offer_to`, `quarantine_remaining` (seconds), `nodes`, `data_format`, `status`
+    (the record's, for `exists`), and for `line_full` `waiters` (how many wait already) and
+    `waiters_max` (the limit): of the key's line, or with `whole_cluster` of all lines together.
     """
 
     def __init__(self, message: str, reason: str = "", key: str = "", lease: Optional["LeaseInfo"] = None, **facts):
@@ -80,6 +82,9 @@ class Refused(BatonError):
         self.nodes = facts.pop("nodes", [])
         self.data_format = facts.pop("data_format", 0)
         self.status = facts.pop("status", "")
+        self.waiters = facts.pop("waiters", 0)
+        self.waiters_max = facts.pop("waiters_max", 0)
+        self.whole_cluster = facts.pop("whole_cluster", False)
         self.facts = facts
 
 
@@ -135,6 +140,32 @@ class Blocked(Refused):
         )
         self.keys = list(keys)
         self.blocked = list(blocked)
+
+
+class StillWaiting(Refused):
+    """`wait_in_line` timed out: the key was not granted to this session in time, and the
+    session has left the line. `in_line` is its last place (an `InLine`: `position`,
+    `waiters`, `blocked`, ...); `holder`, `token`, ... name the lease it waited behind, when
+    the key was held (`in_line.blocked` says what else blocked it: a quarantine)."""
+
+    def __init__(self, in_line, waited: float):
+        blocked = in_line.blocked
+        behind = (
+            f"held by {blocked.lease.holder} with token {blocked.lease.token}"
+            if blocked.lease
+            else blocked.reason
+        )
+        super().__init__(
+            f"{in_line.key}: not granted after waiting {waited:g}s in line (position "
+            f"{in_line.position} of {in_line.waiters}; {behind}); left the line",
+            reason="still_waiting",
+            key=in_line.key,
+            lease=blocked.lease,
+        )
+        self.in_line = in_line
+        self.waited = waited
+        self.position = in_line.position
+        self.waiters = in_line.waiters
 
 
 class Lost(Refused):

@@ -27,6 +27,9 @@ __all__ = [
     "Quarantine",
     "Actor",
     "Loss",
+    "InLine",
+    "KeyLine",
+    "Waiter",
 ]
 
 #: `Loss.what` as the cluster pushed it (the endings stream): an operator revoked the lease,
@@ -101,9 +104,53 @@ class BlockedKey:
 
 
 @dataclass(frozen=True)
+class Waiter:
+    """One claimant waiting in a key's line: its holder name and session, the revision that
+    put it in line (the line is in this order) and the leader's wall clock then, the TTL of
+    its place (and of the lease it will be granted) and how long it has waited, in seconds
+    (by the answering node's wall clock: informational)."""
+
+    holder_name: str
+    holder_client_id: str
+    joined_revision: int
+    joined_unix_ms: int
+    ttl: float
+    waited: float
+
+
+@dataclass(frozen=True)
+class KeyLine:
+    """A key's line of waiters, as a probe, a record view or a board shows it: how many wait,
+    and the first of them (at most 16), oldest first: the head is granted the key next."""
+
+    waiters: int
+    first: List[Waiter] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class InLine:
+    """Where this session stands in `key`'s line (`Client.wait_once`): `position` 1 is the
+    head (granted the key next), `waiters` how many wait (this session included),
+    `joined_revision` the revision that put it in line, `blocked` what the line waits for (a
+    `BlockedKey`: the holder's `lease`, or the key's quarantine), `revision` the revision the
+    answer reflects."""
+
+    key: str
+    position: int
+    waiters: int
+    joined_revision: int
+    blocked: BlockedKey
+    revision: int
+
+
+@dataclass(frozen=True)
 class Probe:
+    """Who holds the key (`lease`, None when free) and who waits in its line (`line`, None
+    when no one does)."""
+
     lease: Optional[LeaseInfo]
     revision: int
+    line: Optional[KeyLine] = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +167,8 @@ class Board:
     # assigned to no one (open tasks).
     open: List[str] = field(default_factory=list)
     open_truncated: bool = False
+    # Keys where someone waits in line (key -> line): held or quarantined keys.
+    lines: Dict[str, KeyLine] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -205,6 +254,8 @@ class RecordView:
     lease: Optional[LeaseInfo]
     revision: int
     quarantine: Optional[Quarantine]
+    # Who waits in the key's line (None when no one does).
+    line: Optional[KeyLine] = None
 
 
 @dataclass(frozen=True)
