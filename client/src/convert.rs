@@ -146,7 +146,7 @@ pub(crate) fn probe(response: pb::ProbeResponse) -> Result<Probe, Error> {
     Ok(Probe {
         lease: optional_lease(response.lease)?,
         revision: response.revision,
-        line: response.line.map(crate::lines::key_line).transpose()?,
+        line: response.line.map(key_line).transpose()?,
     })
 }
 
@@ -418,7 +418,7 @@ pub(crate) fn record_view(key: &str, response: pb::GetRecordResponse) -> Result<
         lease: optional_lease(response.lease)?,
         revision: response.revision,
         quarantine: response.quarantine.map(quarantine),
-        line: response.line.map(crate::lines::key_line).transpose()?,
+        line: response.line.map(key_line).transpose()?,
     })
 }
 
@@ -588,6 +588,60 @@ pub(crate) fn refusal(status: &tonic::Status) -> Refusal {
         } else {
             d.message
         },
+    }
+}
+
+pub(crate) fn key_line(line: pb::KeyLine) -> Result<crate::types::KeyLine, Error> {
+    let first = line
+        .first
+        .into_iter()
+        .map(|w| {
+            let holder = w
+                .holder
+                .ok_or_else(|| Error::Protocol("a waiter without a holder".into()))?;
+            Ok(crate::types::WaiterInfo {
+                holder_name: holder.name,
+                holder_client_id: holder.client_id,
+                joined_revision: w.joined_revision,
+                joined_unix_ms: w.joined_unix_ms,
+                ttl: Duration::from_millis(w.ttl_ms),
+                waited: Duration::from_millis(w.waited_ms),
+            })
+        })
+        .collect::<Result<_, Error>>()?;
+    Ok(crate::types::KeyLine {
+        waiters: line.waiters,
+        first,
+    })
+}
+
+pub(crate) fn line_outcome(
+    key: &str,
+    response: pb::WaitResponse,
+    clock: GrantClock,
+) -> Result<crate::lines::LineOutcome, Error> {
+    use pb::wait_response::Outcome;
+    match response.outcome {
+        Some(Outcome::Granted(granted)) => Ok(crate::lines::LineOutcome::Granted(grant_of(
+            granted,
+            response.revision,
+            clock,
+            "wait granted",
+        )?)),
+        Some(Outcome::InLine(place)) => {
+            let blocked = place
+                .blocked
+                .ok_or_else(|| Error::Protocol("in line, waiting for nothing".into()))?;
+            Ok(crate::lines::LineOutcome::InLine(crate::lines::InLine {
+                key: key.to_owned(),
+                position: place.position,
+                waiters: place.waiters,
+                joined_revision: place.joined_revision,
+                blocked: blocked_key(blocked)?,
+                revision: response.revision,
+            }))
+        }
+        None => Err(Error::Protocol("wait reply without an outcome".into())),
     }
 }
 

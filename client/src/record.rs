@@ -116,7 +116,7 @@ pub struct RecordView {
     pub quarantine: Option<QuarantineView>,
     /// Who waits in the key's line; `None` (left out of JSON) when no one does.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub line: Option<crate::lines::KeyLine>,
+    pub line: Option<crate::types::KeyLine>,
 }
 
 /// A key's quarantine (Chubby's lock-delay) after an involuntary expiry.

@@ -182,7 +182,7 @@ pub struct Probe {
     pub revision: u64,
     /// Who waits in the key's line; `None` (left out of JSON) when no one does.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub line: Option<crate::lines::KeyLine>,
+    pub line: Option<KeyLine>,
 }
 
 /// One page of held keys under a prefix.
@@ -411,4 +411,30 @@ pub struct Revoked {
     /// the key back (the default), zero with `now` or for a free key.
     #[serde(rename = "claimable_in_ms", serialize_with = "crate::types::as_millis")]
     pub claimable_in: std::time::Duration,
+}
+
+/// A key's line, as a probe or a board shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyLine {
+    /// How many wait.
+    pub waiters: u64,
+    /// The first of them (at most 16), oldest first: the head is granted the key next.
+    pub first: Vec<WaiterInfo>,
+}
+
+/// One claimant waiting in a key's line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WaiterInfo {
+    pub holder_name: String,
+    pub holder_client_id: String,
+    /// The revision that put it in line.
+    pub joined_revision: u64,
+    /// The leader's wall clock then (informational).
+    pub joined_unix_ms: u64,
+    /// The TTL of its place, and of the lease it will be granted.
+    #[serde(rename = "ttl_ms", serialize_with = "crate::types::as_millis")]
+    pub ttl: Duration,
+    /// How long it has waited, by the answering node's wall clock (informational).
+    #[serde(rename = "waited_ms", serialize_with = "crate::types::as_millis")]
+    pub waited: Duration,
 }

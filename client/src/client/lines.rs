@@ -29,7 +29,7 @@ impl Client {
                 BatonClient::new(channel).wait(request).await
             })
             .await?;
-        crate::lines::line_outcome(key, answer.body, clock)
+        convert::line_outcome(key, answer.body, clock)
     }
 
     /// Takes this session out of `key`'s line. Returns whether it waited there, and the
