@@ -17,6 +17,8 @@
 //!   and the log entries their expiries took (`baton-scale --expiry-leases`).
 //! - [`tasks`]: T tasks posted, C agents take them with `claim-next` until none is left:
 //!   tasks/s and duplicates (`baton-scale --tasks`).
+//! - [`lines`]: C clients take turns on K keys waiting in line: baton's own line against
+//!   etcd's `concurrency.Mutex` recipe; cycles/s, hand-on latency (`baton-line`).
 //! - [`pb`]: the hand-written subset of etcd's v3 gRPC API (`proto/`).
 
 pub mod cli;
@@ -25,6 +27,7 @@ pub mod endings;
 pub mod etcd;
 pub mod expiry;
 pub mod floor;
+pub mod lines;
 pub mod metrics;
 pub mod scale;
 pub mod table;

@@ -29,7 +29,7 @@ pub(crate) struct GrantClock {
 }
 
 impl GrantClock {
-    fn grant(
+    pub(crate) fn grant(
         self,
         lease: LeaseInfo,
         already_held: bool,

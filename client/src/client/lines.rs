@@ -55,11 +55,16 @@ impl Client {
     }
 
     /// Waits in `key`'s line until the cluster grants it to this session, or `timeout` has
-    /// passed. Waiters are granted in the order they joined, each in the entry that frees the
-    /// key; a waiter keeps its place by renewing it every `ttl / 3` (done here), and loses it
-    /// if it stops (its process died: the place lapses after `ttl`). The grant is seen on a
-    /// watch of the key, then confirmed by one more [`Client::wait_once`], whose answer
-    /// renews the lease and fixes its safe deadline from this client's own send time.
+    /// passed. Waiters are granted the key in the order they joined, each in the entry that
+    /// frees the key; a waiter keeps its place by renewing it every `ttl / 3` (done here), and
+    /// loses it if it stops (its process died: the place lapses after `ttl`).
+    ///
+    /// The grant is seen on a watch of the key: a `claimed` event naming this session. No
+    /// further round trip is needed to know the lease is safe to act on: the grant's entry
+    /// comes after the apply of this session's latest wait that answered "in line" (had the
+    /// key been granted before it, that wait would have answered "granted"), and every node
+    /// counts the lease's TTL from its own apply of the grant, so the safe deadline counts
+    /// from that wait's send time. (The grant's `assignment` is not known this way: `None`.)
     ///
     /// On timeout the session leaves the line and gets [`LineOutcome::InLine`] with its last
     /// place: an answer, not an error (if the key was granted to it meanwhile, it gets the
@@ -73,6 +78,7 @@ impl Client {
     ) -> Result<LineOutcome, Error> {
         use futures::StreamExt;
         let deadline = Instant::now() + timeout;
+        let mut sent = Instant::now();
         let mut place = match self.wait_once(key, holder_name, ttl).await? {
             LineOutcome::InLine(place) => place,
             granted => return Ok(granted),
@@ -86,22 +92,63 @@ impl Client {
             let granted = loop {
                 tokio::select! {
                     item = events.next(), if watching => match item {
-                        Some(Ok(e)) if e.key == key && self.granted_to_me(&e) => break true,
+                        Some(Ok(e)) if e.key == key && self.granted_to_me(&e) => break Some(e),
                         Some(Ok(_)) => {}
                         // The watch ended (compacted, unreachable): renewing still finds out.
                         _ => watching = false,
                     },
-                    _ = tokio::time::sleep_until(renew_at.into()) => break false,
+                    _ = tokio::time::sleep_until(renew_at.into()) => break None,
                 }
             };
-            if !granted && Instant::now() >= deadline {
+            if let Some(event) = granted {
+                return Ok(LineOutcome::Granted(self.granted_from_line(
+                    key,
+                    holder_name,
+                    ttl,
+                    &event,
+                    sent,
+                )));
+            }
+            if Instant::now() >= deadline {
                 return self.stop_waiting(key, holder_name, ttl, place).await;
             }
+            let sending = Instant::now();
             match self.wait_once(key, holder_name, ttl).await? {
-                LineOutcome::InLine(now) => place = now,
+                LineOutcome::InLine(now) => {
+                    place = now;
+                    sent = sending;
+                }
                 granted => return Ok(from_the_line(granted)),
             }
         }
+    }
+
+    /// The grant a `claimed` event tells this session of, its safe deadline counted from
+    /// `sent`: when this session sent its latest wait that answered "in line".
+    fn granted_from_line(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        event: &crate::history::Event,
+        sent: Instant,
+    ) -> crate::types::Grant {
+        let clock = convert::GrantClock {
+            send_time: sent,
+            ..self.grant_clock()
+        };
+        let lease = LeaseInfo {
+            key: key.to_owned(),
+            holder_name: holder_name.to_owned(),
+            holder_client_id: self.client_id().to_owned(),
+            token: event.token,
+            ttl,
+            held_since_unix_ms: event.at_unix_ms,
+            renewed_at_unix_ms: event.at_unix_ms,
+            remaining: (sent + ttl).saturating_duration_since(Instant::now()),
+            basis: event.revision,
+        };
+        clock.grant(lease, false, event.revision, None)
     }
 
     /// [`Client::wait_in_line`], answered as a claim: granted (at once or from the line),

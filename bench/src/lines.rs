@@ -1,0 +1,466 @@
+//! The waiting-in-line bench: C clients take turns on K keys, each waiting for its key in
+//! line, holding it for `hold` and releasing it, on baton and on etcd side by side.
+//!
+//! - **baton**: `Client::wait_in_line` (the cluster's own line: the release that frees a key
+//!   grants it to the oldest waiter in the same entry; the waiter hears of it on its watch
+//!   and confirms with one more `Wait`), then `release`.
+//! - **etcd**: its `concurrency.Mutex` recipe, as clientv3 does it (etcd 3.4): each client
+//!   has a session lease (granted once, longer than the run, so no keep-alives); a lock puts
+//!   `PREFIX/LEASE` with the lease if absent (its create revision is its place), then, until
+//!   no key under the prefix was created before its own, watches the last one created before
+//!   it for its delete (FIFO by create revision); unlock deletes its key. Each wait opens a
+//!   watch stream of its own (clientv3 shares one per client: a little more work for etcd
+//!   here).
+//!
+//! Measured over the window: cycles (lock, hold, unlock) per second; the hand-on, from the
+//! moment a holder sends its release to the moment the next holder knows it holds the key
+//! (when that next one was already waiting); the time from asking to holding; and, of the
+//! attempts, how many were granted before [`LOCK_TIMEOUT`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use baton_client::{Client, LineOutcome, ReleaseOutcome};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use tonic::transport::Channel;
+use tonic::Status;
+
+use crate::etcd::{connect, prefix_end};
+use crate::pb::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use crate::pb::etcdserverpb::kv_client::KvClient;
+use crate::pb::etcdserverpb::lease_client::LeaseClient;
+use crate::pb::etcdserverpb::range_request::{SortOrder, SortTarget};
+use crate::pb::etcdserverpb::request_op::Request;
+use crate::pb::etcdserverpb::watch_client::WatchClient;
+use crate::pb::etcdserverpb::watch_request::RequestUnion;
+use crate::pb::etcdserverpb::{
+    Compare, DeleteRangeRequest, LeaseGrantRequest, PutRequest, RangeRequest, RequestOp,
+    TxnRequest, WatchCreateRequest, WatchRequest,
+};
+
+/// Most clients one run starts.
+pub const LINE_CLIENTS_MAX: usize = 1024;
+/// A lock not granted within this long counts as not won (and is given up).
+pub const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+/// The TTL of a baton waiter's place and lease.
+const BATON_TTL: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub struct LineConfig {
+    pub clients: usize,
+    pub keys: usize,
+    pub warmup: Duration,
+    pub duration: Duration,
+    /// How long a holder keeps the key.
+    pub hold: Duration,
+    /// Every key of the run is under it (runs on one cluster do not meet).
+    pub prefix: String,
+}
+
+impl LineConfig {
+    fn validate(&self) -> anyhow::Result<()> {
+        if self.clients == 0 || self.clients > LINE_CLIENTS_MAX {
+            bail!("clients must be 1 to {LINE_CLIENTS_MAX}");
+        }
+        if self.keys == 0 || self.keys > self.clients {
+            bail!("keys must be 1 to the number of clients");
+        }
+        if self.warmup + self.duration > Duration::from_secs(50) {
+            bail!("warm-up and duration must add up to at most 50 s (etcd's session lease)");
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LineReport {
+    pub system: &'static str,
+    pub clients: usize,
+    pub keys: usize,
+    pub cycles: u64,
+    pub cycles_per_s: f64,
+    /// Hand-ons measured (a release while the next holder was waiting).
+    pub hand_ons: usize,
+    pub hand_on_p50_ms: f64,
+    pub hand_on_p99_ms: f64,
+    /// From asking for the key to holding it.
+    pub acquire_p50_ms: f64,
+    pub acquire_p99_ms: f64,
+    /// Lock attempts in the window, and those granted before the timeout.
+    pub attempts: u64,
+    pub granted: u64,
+    pub win_rate: f64,
+    pub errors: u64,
+    pub last_error: Option<String>,
+}
+
+/// When each key's latest release was sent.
+type Releases = Arc<Mutex<HashMap<String, Instant>>>;
+
+#[derive(Default)]
+struct Tally {
+    cycles: u64,
+    attempts: u64,
+    granted: u64,
+    errors: u64,
+    last_error: Option<String>,
+    hand_ons: Vec<Duration>,
+    acquires: Vec<Duration>,
+}
+
+impl Tally {
+    fn merge(&mut self, other: Tally) {
+        self.cycles += other.cycles;
+        self.attempts += other.attempts;
+        self.granted += other.granted;
+        self.errors += other.errors;
+        self.last_error = other.last_error.or(self.last_error.take());
+        self.hand_ons.extend(other.hand_ons);
+        self.acquires.extend(other.acquires);
+    }
+
+    /// Notes a lock asked at `asked` and held at `held` (both in the window): its wait, and
+    /// the hand-on from the key's latest release if that came while it waited.
+    fn held(&mut self, releases: &Releases, key: &str, asked: Instant, held: Instant) {
+        self.granted += 1;
+        self.acquires.push(held - asked);
+        let released = releases.lock().expect("releases lock").get(key).copied();
+        if let Some(released) = released.filter(|r| *r > asked) {
+            self.hand_ons.push(held - released);
+        }
+    }
+
+    fn error(&mut self, what: String) {
+        self.errors += 1;
+        self.last_error = Some(what);
+    }
+
+    fn report(mut self, system: &'static str, cfg: &LineConfig) -> LineReport {
+        let pct = |v: &mut Vec<Duration>, p: f64| -> f64 {
+            if v.is_empty() {
+                return 0.0;
+            }
+            v.sort();
+            let at = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
+            v[at].as_secs_f64() * 1e3
+        };
+        LineReport {
+            system,
+            clients: cfg.clients,
+            keys: cfg.keys,
+            cycles: self.cycles,
+            cycles_per_s: self.cycles as f64 / cfg.duration.as_secs_f64(),
+            hand_ons: self.hand_ons.len(),
+            hand_on_p50_ms: pct(&mut self.hand_ons, 0.50),
+            hand_on_p99_ms: pct(&mut self.hand_ons, 0.99),
+            acquire_p50_ms: pct(&mut self.acquires, 0.50),
+            acquire_p99_ms: pct(&mut self.acquires, 0.99),
+            attempts: self.attempts,
+            granted: self.granted,
+            win_rate: if self.attempts == 0 {
+                0.0
+            } else {
+                self.granted as f64 / self.attempts as f64
+            },
+            errors: self.errors,
+            last_error: self.last_error,
+        }
+    }
+}
+
+/// The measured window: [start, end).
+#[derive(Clone, Copy)]
+struct Window {
+    start: Instant,
+    end: Instant,
+}
+
+impl Window {
+    fn after(cfg: &LineConfig) -> Window {
+        let start = Instant::now() + cfg.warmup;
+        Window {
+            start,
+            end: start + cfg.duration,
+        }
+    }
+
+    fn counts(&self, from: Instant, to: Instant) -> bool {
+        from >= self.start && to <= self.end
+    }
+}
+
+impl LineConfig {
+    fn key(&self, i: usize) -> String {
+        format!("{}{i}", self.prefix)
+    }
+}
+
+/// Runs the baton side: `clients` clients of `endpoints` (client `i` on endpoint `i % n`).
+pub async fn run_baton(endpoints: &[String], cfg: &LineConfig) -> anyhow::Result<LineReport> {
+    cfg.validate()?;
+    let mut clients = Vec::with_capacity(cfg.clients);
+    for i in 0..cfg.clients {
+        let config = baton_client::ClientConfig {
+            endpoints: vec![endpoints[i % endpoints.len()].clone()],
+            ..baton_client::ClientConfig::default()
+        };
+        clients.push(Client::connect(config).await?);
+    }
+    let window = Window::after(cfg);
+    let releases: Releases = Arc::default();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, client) in clients.into_iter().enumerate() {
+        let (cfg, releases) = (cfg.clone(), releases.clone());
+        tasks.spawn(async move {
+            let mut rng = StdRng::seed_from_u64(i as u64);
+            let mut tally = Tally::default();
+            let name = format!("waiter-{i}");
+            while Instant::now() < window.end {
+                let key = cfg.key(rng.gen_range(0..cfg.keys));
+                let asked = Instant::now();
+                let outcome = client
+                    .wait_in_line(&key, &name, BATON_TTL, LOCK_TIMEOUT)
+                    .await;
+                let held = Instant::now();
+                let counted = window.counts(asked, held);
+                tally.attempts += u64::from(counted);
+                let token = match outcome {
+                    Ok(LineOutcome::Granted(grant)) => grant.lease.token,
+                    Ok(LineOutcome::InLine(_)) => continue,
+                    Err(e) => {
+                        tally.error(format!("wait: {e}"));
+                        continue;
+                    }
+                };
+                if counted {
+                    tally.held(&releases, &key, asked, held);
+                }
+                tokio::time::sleep(cfg.hold).await;
+                let sent = Instant::now();
+                releases
+                    .lock()
+                    .expect("releases lock")
+                    .insert(key.clone(), sent);
+                match client.release(&key, token).await {
+                    Ok(ReleaseOutcome::Released(_)) => {
+                        if window.counts(asked, Instant::now()) {
+                            tally.cycles += 1;
+                        }
+                    }
+                    Ok(ReleaseOutcome::Lost { .. }) => tally.error(format!("{key} lost")),
+                    Err(e) => tally.error(format!("release: {e}")),
+                }
+            }
+            tally
+        });
+    }
+    let mut total = Tally::default();
+    while let Some(done) = tasks.join_next().await {
+        total.merge(done?);
+    }
+    Ok(total.report("baton", cfg))
+}
+
+/// One etcd client of the mutex recipe: its connections and its session lease.
+struct EtcdLocker {
+    kv: KvClient<Channel>,
+    watch: WatchClient<Channel>,
+    lease: i64,
+}
+
+impl EtcdLocker {
+    async fn open(endpoint: &str) -> anyhow::Result<EtcdLocker> {
+        let channel = connect(endpoint, LOCK_TIMEOUT).await?;
+        let mut leases = LeaseClient::new(channel.clone());
+        let granted = leases
+            .lease_grant(LeaseGrantRequest { ttl: 60, id: 0 })
+            .await?
+            .into_inner();
+        if !granted.error.is_empty() {
+            bail!("etcd lease grant: {}", granted.error);
+        }
+        Ok(EtcdLocker {
+            kv: KvClient::new(channel.clone()),
+            watch: WatchClient::new(channel),
+            lease: granted.id,
+        })
+    }
+
+    fn my_key(&self, prefix: &str) -> String {
+        format!("{prefix}/{:x}", self.lease)
+    }
+
+    /// `concurrency.Mutex.Lock`: puts its key if absent, then waits for every key created
+    /// before it under the prefix to be deleted.
+    async fn lock(&mut self, prefix: &str) -> Result<(), Status> {
+        let me = self.my_key(prefix);
+        let put = TxnRequest {
+            compare: vec![Compare {
+                result: CompareResult::Equal as i32,
+                target: CompareTarget::Create as i32,
+                key: me.as_bytes().to_vec(),
+                target_union: Some(TargetUnion::CreateRevision(0)),
+                range_end: Vec::new(),
+            }],
+            success: vec![RequestOp {
+                request: Some(Request::RequestPut(PutRequest {
+                    key: me.as_bytes().to_vec(),
+                    value: Vec::new(),
+                    lease: self.lease,
+                    prev_kv: false,
+                })),
+            }],
+            failure: vec![RequestOp {
+                request: Some(Request::RequestRange(RangeRequest {
+                    key: me.as_bytes().to_vec(),
+                    ..RangeRequest::default()
+                })),
+            }],
+        };
+        let answer = self.kv.txn(put).await?.into_inner();
+        let my_rev = match answer.header {
+            Some(h) if answer.succeeded => h.revision,
+            _ => answer
+                .responses
+                .first()
+                .and_then(|r| match &r.response {
+                    Some(crate::pb::etcdserverpb::response_op::Response::ResponseRange(range)) => {
+                        range.kvs.first().map(|kv| kv.create_revision)
+                    }
+                    _ => None,
+                })
+                .ok_or_else(|| Status::internal("no create revision for my key"))?,
+        };
+        let dir = format!("{prefix}/");
+        loop {
+            // The last key created before mine, if any: wait for its delete.
+            let before = RangeRequest {
+                key: dir.as_bytes().to_vec(),
+                range_end: prefix_end(dir.as_bytes()),
+                limit: 1,
+                sort_order: SortOrder::Descend as i32,
+                sort_target: SortTarget::Create as i32,
+                max_create_revision: my_rev - 1,
+                ..RangeRequest::default()
+            };
+            let range = self.kv.range(before).await?.into_inner();
+            let Some(ahead) = range.kvs.first() else {
+                return Ok(());
+            };
+            let from = range.header.map_or(0, |h| h.revision) + 1;
+            self.wait_delete(&ahead.key, from).await?;
+        }
+    }
+
+    /// Watches `key` from revision `from` until it is deleted.
+    async fn wait_delete(&mut self, key: &[u8], from: i64) -> Result<(), Status> {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        tx.send(WatchRequest {
+            request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
+                key: key.to_vec(),
+                range_end: Vec::new(),
+                start_revision: from,
+            })),
+        })
+        .await
+        .map_err(|_| Status::internal("watch request not sent"))?;
+        let mut stream = self
+            .watch
+            .watch(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await?
+            .into_inner();
+        while let Some(answer) = stream.message().await? {
+            if answer.canceled {
+                return Err(Status::aborted(answer.cancel_reason));
+            }
+            let deleted = answer
+                .events
+                .iter()
+                .any(|e| e.r#type == crate::pb::mvccpb::event::EventType::Delete as i32);
+            if deleted {
+                return Ok(());
+            }
+        }
+        Err(Status::unavailable("watch stream ended"))
+    }
+
+    /// `concurrency.Mutex.Unlock`: deletes its key.
+    async fn unlock(&mut self, prefix: &str) -> Result<(), Status> {
+        let me = self.my_key(prefix);
+        self.kv
+            .delete_range(DeleteRangeRequest {
+                key: me.into_bytes(),
+                ..DeleteRangeRequest::default()
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+/// Runs the etcd side against the members in `endpoints` (client `i` on `i % n`).
+pub async fn run_etcd(endpoints: &[String], cfg: &LineConfig) -> anyhow::Result<LineReport> {
+    cfg.validate()?;
+    let mut lockers = Vec::with_capacity(cfg.clients);
+    for i in 0..cfg.clients {
+        lockers.push(EtcdLocker::open(&endpoints[i % endpoints.len()]).await?);
+    }
+    let window = Window::after(cfg);
+    let releases: Releases = Arc::default();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, mut locker) in lockers.into_iter().enumerate() {
+        let (cfg, releases) = (cfg.clone(), releases.clone());
+        tasks.spawn(async move {
+            let mut rng = StdRng::seed_from_u64(i as u64);
+            let mut tally = Tally::default();
+            while Instant::now() < window.end {
+                let key = cfg.key(rng.gen_range(0..cfg.keys));
+                let asked = Instant::now();
+                let locked = tokio::time::timeout(LOCK_TIMEOUT, locker.lock(&key)).await;
+                let held = Instant::now();
+                let counted = window.counts(asked, held);
+                tally.attempts += u64::from(counted);
+                match locked {
+                    Ok(Ok(())) => {
+                        if counted {
+                            tally.held(&releases, &key, asked, held);
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        tally.error(format!("lock: {e}"));
+                        let _ = locker.unlock(&key).await;
+                        continue;
+                    }
+                    Err(_) => {
+                        // Given up: out of the line, as clientv3's Lock does on its context.
+                        let _ = locker.unlock(&key).await;
+                        continue;
+                    }
+                }
+                tokio::time::sleep(cfg.hold).await;
+                let sent = Instant::now();
+                releases
+                    .lock()
+                    .expect("releases lock")
+                    .insert(key.clone(), sent);
+                match locker.unlock(&key).await {
+                    Ok(()) => {
+                        if window.counts(asked, Instant::now()) {
+                            tally.cycles += 1;
+                        }
+                    }
+                    Err(e) => tally.error(format!("unlock: {e}")),
+                }
+            }
+            tally
+        });
+    }
+    let mut total = Tally::default();
+    while let Some(done) = tasks.join_next().await {
+        total.merge(done?);
+    }
+    Ok(total.report("etcd", cfg))
+}
