@@ -25,6 +25,21 @@ impl LeaseTable {
         &self.lines
     }
 
+    /// The lines of keys that start with `prefix`, after `start_after`, at most `limit`, in
+    /// key order (a board page's range, as `board` walks the leases).
+    pub fn lines_under<'a>(
+        &'a self,
+        prefix: &'a str,
+        start_after: &'a str,
+        limit: usize,
+    ) -> impl Iterator<Item = (&'a str, &'a Line)> {
+        self.lines
+            .range::<str, _>(super::page_range(prefix, start_after))
+            .take_while(move |(k, _)| k.starts_with(prefix))
+            .take(limit)
+            .map(|(k, line)| (&**k, line))
+    }
+
     /// How many wait in all lines.
     pub fn waiter_count(&self) -> usize {
         self.waiters
@@ -71,18 +86,14 @@ impl Step<'_> {
             None => {
                 if line_len >= WAITERS_PER_KEY_MAX || self.table.waiters >= WAITERS_MAX {
                     let whole_cluster = line_len < WAITERS_PER_KEY_MAX;
+                    let (waiters, waiters_max) = match whole_cluster {
+                        true => (self.table.waiters, WAITERS_MAX),
+                        false => (line_len, WAITERS_PER_KEY_MAX),
+                    };
                     return Self::refused(Refusal::LineFull {
                         key: self.key.to_owned(),
-                        waiters: if whole_cluster {
-                            self.table.waiters
-                        } else {
-                            line_len
-                        } as u64,
-                        waiters_max: if whole_cluster {
-                            WAITERS_MAX
-                        } else {
-                            WAITERS_PER_KEY_MAX
-                        } as u64,
+                        waiters: waiters as u64,
+                        waiters_max: waiters_max as u64,
                         whole_cluster,
                     });
                 }

@@ -34,10 +34,7 @@ impl Ctx {
                 // The lines of the listed keys: held keys, or quarantined ones (below).
                 let lines: std::collections::HashMap<String, pb::KeyLine> = s
                     .table
-                    .lines()
-                    .range::<str, _>(board_range(&req.prefix, &req.start_after))
-                    .take_while(|(k, _)| k.starts_with(&req.prefix))
-                    .take(limit)
+                    .lines_under(&req.prefix, &req.start_after, limit)
                     .map(|(k, line)| (k.to_string(), lines::key_line(line)))
                     .collect();
                 let assignments: std::collections::HashMap<String, pb::Assignment> = page
@@ -95,19 +92,5 @@ impl Ctx {
             open_truncated: open.1,
             lines,
         })
-    }
-}
-
-/// The keys a board page starts at: from `prefix`, or after `start_after` when that is past
-/// it.
-fn board_range<'a>(
-    prefix: &'a str,
-    start_after: &'a str,
-) -> (std::ops::Bound<&'a str>, std::ops::Bound<&'a str>) {
-    use std::ops::Bound::{Excluded, Included, Unbounded};
-    if start_after.is_empty() || start_after < prefix {
-        (Included(prefix), Unbounded)
-    } else {
-        (Excluded(start_after), Unbounded)
     }
 }
