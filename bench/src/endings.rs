@@ -317,6 +317,7 @@ async fn expiries(
         .endings(pb::EndingsRequest {
             client_id: holder.client_id().to_owned(),
             from_revision: 0,
+            grants: false,
         })
         .await?
         .into_inner();

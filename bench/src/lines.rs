@@ -90,6 +90,12 @@ pub struct LineReport {
     /// From asking for the key to holding it.
     pub acquire_p50_ms: f64,
     pub acquire_p99_ms: f64,
+    /// A release, sent to answered: one entry round under the same load, the yardstick of
+    /// the hand-on.
+    pub release_p50_ms: f64,
+    pub release_p99_ms: f64,
+    /// CPU seconds the system's server processes used over the run (set by the caller).
+    pub server_cpu_s: f64,
     /// Lock attempts in the window, and those granted before the timeout.
     pub attempts: u64,
     pub granted: u64,
@@ -110,6 +116,7 @@ struct Tally {
     last_error: Option<String>,
     hand_ons: Vec<Duration>,
     acquires: Vec<Duration>,
+    releases: Vec<Duration>,
 }
 
 impl Tally {
@@ -121,6 +128,7 @@ impl Tally {
         self.last_error = other.last_error.or(self.last_error.take());
         self.hand_ons.extend(other.hand_ons);
         self.acquires.extend(other.acquires);
+        self.releases.extend(other.releases);
     }
 
     /// Notes a lock asked at `asked` and held at `held` (both in the window): its wait, and
@@ -131,6 +139,14 @@ impl Tally {
         let released = releases.lock().expect("releases lock").get(key).copied();
         if let Some(released) = released.filter(|r| *r > asked) {
             self.hand_ons.push(held - released);
+        }
+    }
+
+    /// Notes a release sent at `sent` and answered now, if in the window.
+    fn released(&mut self, window: &Window, sent: Instant) {
+        let now = Instant::now();
+        if window.counts(sent, now) {
+            self.releases.push(now - sent);
         }
     }
 
@@ -159,6 +175,9 @@ impl Tally {
             hand_on_p99_ms: pct(&mut self.hand_ons, 0.99),
             acquire_p50_ms: pct(&mut self.acquires, 0.50),
             acquire_p99_ms: pct(&mut self.acquires, 0.99),
+            release_p50_ms: pct(&mut self.releases, 0.50),
+            release_p99_ms: pct(&mut self.releases, 0.99),
+            server_cpu_s: 0.0,
             attempts: self.attempts,
             granted: self.granted,
             win_rate: if self.attempts == 0 {
@@ -239,13 +258,17 @@ pub async fn run_baton(endpoints: &[String], cfg: &LineConfig) -> anyhow::Result
                 if counted {
                     tally.held(&releases, &key, asked, held);
                 }
-                tokio::time::sleep(cfg.hold).await;
+                if !cfg.hold.is_zero() {
+                    tokio::time::sleep(cfg.hold).await;
+                }
                 let sent = Instant::now();
                 releases
                     .lock()
                     .expect("releases lock")
                     .insert(key.clone(), sent);
-                match client.release(&key, token).await {
+                let released = client.release(&key, token).await;
+                tally.released(&window, sent);
+                match released {
                     Ok(ReleaseOutcome::Released(_)) => {
                         if window.counts(asked, Instant::now()) {
                             tally.cycles += 1;
@@ -440,13 +463,17 @@ pub async fn run_etcd(endpoints: &[String], cfg: &LineConfig) -> anyhow::Result<
                         continue;
                     }
                 }
-                tokio::time::sleep(cfg.hold).await;
+                if !cfg.hold.is_zero() {
+                    tokio::time::sleep(cfg.hold).await;
+                }
                 let sent = Instant::now();
                 releases
                     .lock()
                     .expect("releases lock")
                     .insert(key.clone(), sent);
-                match locker.unlock(&key).await {
+                let unlocked = locker.unlock(&key).await;
+                tally.released(&window, sent);
+                match unlocked {
                     Ok(()) => {
                         if window.counts(asked, Instant::now()) {
                             tally.cycles += 1;

@@ -1,6 +1,8 @@
 //! Hearing at once that a lease ended: one stream per client session from the leader
 //! (`Endings`), shared by every [`crate::LeaseGuard`] of the [`crate::Client`]. The stream
 //! itself is `crate::following`; here are what it tells and where it keeps its listeners.
+//! The same stream tells the session's waits in line ([`crate::Client::wait_in_line`]) that
+//! the line granted them their key, as the granting entry applies on the leader.
 //!
 //! When a lease ends other than by its holder's own release (revoked, handed off,
 //! expired), the leader pushes an [`Ending`] with the facts to the session that held it, as
@@ -30,6 +32,10 @@ pub const LEASES_PER_SESSION_MAX: usize = 100_000;
 /// Endings kept for leases no guard has registered yet (a lease ended in the moment
 /// between its grant's answer and its guard's start); the oldest is dropped first.
 pub const EARLY_ENDINGS_MAX: usize = 1_024;
+
+/// Grants from a line kept for a wait that is not listening yet (the grant came while it
+/// renewed its place); the oldest is dropped first.
+pub const EARLY_GRANTS_MAX: usize = 1_024;
 
 /// After a node answered that it does not know the `Endings` call (a node older than this
 /// client), the stream is tried again after this long; the guards renew as before.
@@ -113,7 +119,28 @@ impl std::fmt::Display for Ending {
     }
 }
 
-/// The session's stream and the guards that listen to it.
+/// A grant a key's line made to this session, as the leader pushed it on the stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LineGrant {
+    pub(crate) key: String,
+    pub(crate) token: u64,
+    /// The granting entry's revision.
+    pub(crate) revision: u64,
+    pub(crate) at_unix_ms: u64,
+}
+
+/// What a wait in line hears from the stream.
+#[derive(Debug)]
+pub(crate) enum Heard {
+    /// The line granted the key to this session (maybe a grant of an earlier wait: the
+    /// waiter compares its revision with its place's).
+    Granted(LineGrant),
+    /// The stream cannot say (the session was away longer than the leader's window): the
+    /// waiter asks the cluster by renewing its place.
+    Recheck,
+}
+
+/// The session's stream and the guards and waits that listen to it.
 #[derive(Default)]
 pub(crate) struct Feed {
     pub(crate) state: Mutex<FeedState>,
@@ -131,10 +158,21 @@ pub(crate) struct FeedState {
     pub(crate) count: usize,
     /// Endings that came for leases nobody listened to, newest last.
     pub(crate) early: VecDeque<Ending>,
+    /// Key -> the waits in its line listening for their grant.
+    pub(crate) waits: HashMap<String, Vec<WaitListener>>,
+    /// How many wait listeners, over all keys.
+    pub(crate) waiting: usize,
+    /// Grants that came for keys no wait listened to, newest last.
+    pub(crate) early_grants: VecDeque<LineGrant>,
     /// Whether the stream task runs.
     pub(crate) running: bool,
     /// The revision the stream resumes from.
     pub(crate) next: u64,
+}
+
+pub(crate) struct WaitListener {
+    pub(crate) id: u64,
+    pub(crate) tell: oneshot::Sender<Heard>,
 }
 
 pub(crate) struct Listener {
@@ -145,6 +183,47 @@ pub(crate) struct Listener {
 impl Feed {
     pub(crate) fn lock(&self) -> MutexGuard<'_, FeedState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl FeedState {
+    /// Whether nobody listens: no guard, no wait (the stream then closes).
+    pub(crate) fn idle(&self) -> bool {
+        self.count == 0 && self.waiting == 0
+    }
+}
+
+/// Hands `grant` to the waits in its key's line, or keeps it for one that listens late.
+pub(crate) fn deliver_grant(feed: &Feed, grant: LineGrant) {
+    let mut state = feed.lock();
+    match state.waits.remove(&grant.key) {
+        Some(waits) => {
+            state.waiting -= waits.len();
+            for wait in waits {
+                let _ = wait.tell.send(Heard::Granted(grant.clone()));
+            }
+        }
+        None => {
+            if state.early_grants.contains(&grant) {
+                return;
+            }
+            if state.early_grants.len() >= EARLY_GRANTS_MAX {
+                state.early_grants.pop_front();
+            }
+            state.early_grants.push_back(grant);
+        }
+    }
+}
+
+/// Tells every wait that the stream missed what it was to hear: each asks the cluster.
+pub(crate) fn recheck_waits(feed: &Feed) {
+    let mut state = feed.lock();
+    state.waiting = 0;
+    state.early_grants.clear();
+    for (_, waits) in state.waits.drain() {
+        for wait in waits {
+            let _ = wait.tell.send(Heard::Recheck);
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The session's endings stream (`crate::endings`): started by the first guard that follows
-//! a lease, kept at the leader it can find, resumed from the last revision heard, and past
-//! the leader's window replaced by a linearizable re-read of each followed lease.
+//! a lease or wait in line that listens for its grant, kept at the leader it can find,
+//! resumed from the last revision heard, and past the leader's window replaced by a
+//! linearizable re-read of each followed lease (and a renewal of each wait's place).
 
 use std::time::{Duration, Instant};
 
@@ -11,10 +12,20 @@ use tonic::Code;
 
 use crate::client::Client;
 use crate::endings::{
-    deliver, EndedHow, Ending, Feed, Listener, ENDINGS_UNSUPPORTED_RETRY, LEASES_PER_SESSION_MAX,
+    deliver, deliver_grant, recheck_waits, EndedHow, Ending, Feed, Heard, LineGrant, Listener,
+    WaitListener, ENDINGS_UNSUPPORTED_RETRY, LEASES_PER_SESSION_MAX,
 };
 use crate::retry::Backoff;
 use crate::types::{LeaseInfo, ReadMode};
+
+fn line_grant(message: pb::LeaseEnding) -> LineGrant {
+    LineGrant {
+        key: message.key,
+        token: message.token,
+        revision: message.revision,
+        at_unix_ms: message.at_unix_ms,
+    }
+}
 
 fn ending(message: pb::LeaseEnding) -> Ending {
     let what = match message.what.as_str() {
@@ -34,6 +45,16 @@ fn ending(message: pb::LeaseEnding) -> Ending {
         revision: message.revision,
         at_unix_ms: message.at_unix_ms,
     }
+}
+
+/// A wait's place at the feed; dropping it leaves.
+pub(crate) struct LineRegistration {
+    client: Client,
+    key: String,
+    id: u64,
+    /// Completes with the next grant of the key to this session the stream hears of (or a
+    /// call to ask the cluster).
+    pub(crate) heard: oneshot::Receiver<Heard>,
 }
 
 /// A guard's place at the feed; dropping it leaves.
@@ -92,6 +113,53 @@ impl Client {
         })
     }
 
+    /// Listens for the line's grant of `key` to this session, whose latest wait answered
+    /// "in line" at revision `after`, starting the stream if it is not running. A grant
+    /// the stream heard before this call, of a later revision, is told at once.
+    pub(crate) fn follow_line(&self, key: &str, after: u64) -> LineRegistration {
+        let feed = self.feed();
+        let (tell, heard) = oneshot::channel();
+        let id = NEXT_LISTENER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut state = feed.lock();
+        // Grants of this key up to `after` are of earlier waits: forget them.
+        let mut early = None;
+        state.early_grants.retain(|g| {
+            if g.key != key {
+                return true;
+            }
+            if g.revision > after && early.is_none() {
+                early = Some(g.clone());
+            }
+            false
+        });
+        match early {
+            Some(grant) => {
+                let _ = tell.send(Heard::Granted(grant));
+            }
+            None => {
+                state
+                    .waits
+                    .entry(key.to_owned())
+                    .or_default()
+                    .push(WaitListener { id, tell });
+                state.waiting += 1;
+            }
+        }
+        if !state.running {
+            // The grant comes in an entry after the wait's.
+            state.running = true;
+            state.next = after + 1;
+            tokio::spawn(run(self.clone()));
+        }
+        drop(state);
+        LineRegistration {
+            client: self.clone(),
+            key: key.to_owned(),
+            id,
+            heard,
+        }
+    }
+
     /// Checks whether a guard beyond [`LEASES_PER_SESSION_MAX`] would be refused.
     pub(crate) fn feed_full(&self) -> bool {
         self.feed().lock().count >= LEASES_PER_SESSION_MAX
@@ -112,7 +180,27 @@ impl Drop for Registration {
             }
             state.count -= gone;
         }
-        if state.count == 0 {
+        if state.idle() {
+            drop(state);
+            feed.idle.notify_one();
+        }
+    }
+}
+
+impl Drop for LineRegistration {
+    fn drop(&mut self) {
+        let feed = self.client.feed();
+        let mut state = feed.lock();
+        if let Some(waits) = state.waits.get_mut(&self.key) {
+            let before = waits.len();
+            waits.retain(|w| w.id != self.id);
+            let gone = before - waits.len();
+            if waits.is_empty() {
+                state.waits.remove(&self.key);
+            }
+            state.waiting -= gone;
+        }
+        if state.idle() {
             drop(state);
             feed.idle.notify_one();
         }
@@ -121,7 +209,7 @@ impl Drop for Registration {
 
 /// What one stream's life ended with.
 enum Broke {
-    /// No guard listens any more: stop.
+    /// No guard or wait listens any more: stop.
     Idle,
     /// The revision is older than the leader's window: re-read the leases.
     Compacted,
@@ -131,14 +219,14 @@ enum Broke {
     Retry { wait: bool },
 }
 
-/// The stream task: runs while any guard listens.
+/// The stream task: runs while any guard or wait listens.
 async fn run(client: Client) {
     let feed = client.feed();
     let mut backoff = Backoff::new();
     loop {
         {
             let mut state = feed.lock();
-            if state.count == 0 {
+            if state.idle() {
                 state.running = false;
                 return;
             }
@@ -147,7 +235,7 @@ async fn run(client: Client) {
         match broke {
             Broke::Idle => {
                 let mut state = feed.lock();
-                if state.count == 0 {
+                if state.idle() {
                     state.running = false;
                     return;
                 }
@@ -193,6 +281,7 @@ async fn stream_once(client: &Client, feed: &Feed, backoff: &mut Backoff) -> Bro
         let request = client.request(pb::EndingsRequest {
             client_id: client.client_id().to_owned(),
             from_revision: from,
+            grants: true,
         });
         Some(BatonClient::new(channel).endings(request).await)
     };
@@ -224,7 +313,11 @@ async fn stream_once(client: &Client, feed: &Feed, backoff: &mut Backoff) -> Bro
                 // Resume from this revision, not the next: an entry may end several leases
                 // of the session, and a repeat is harmless (a token is told once).
                 let revision = message.revision;
-                deliver(feed, ending(message));
+                if message.what == baton_proto::GRANTED_FROM_LINE {
+                    deliver_grant(feed, line_grant(message));
+                } else {
+                    deliver(feed, ending(message));
+                }
                 let mut state = feed.lock();
                 state.next = state.next.max(revision);
             }
@@ -261,10 +354,14 @@ fn refused(client: &Client, endpoint: &str, status: &tonic::Status) -> Broke {
     }
 }
 
-/// Past the leader's window: reads each followed lease linearizably, tells the guards of
-/// the ones that are gone, and resumes from before the earliest read. False if a read
-/// failed (the stream is tried again later; the guards' renewals go on meanwhile).
+/// Past the leader's window: tells each wait to renew its place (its answer says if the
+/// line granted the key), reads each followed lease linearizably, tells the guards of the
+/// ones that are gone, and resumes from before the earliest read (with no lease to read,
+/// from the leader's current revision: a grant to a wait in between is learnt at its next
+/// renewal). False if a read failed (the stream is tried again later; the guards' renewals
+/// go on meanwhile).
 async fn recheck(client: &Client, feed: &Feed) -> bool {
+    recheck_waits(feed);
     let leases: Vec<(u64, String)> = feed
         .lock()
         .listeners
@@ -297,8 +394,6 @@ async fn recheck(client: &Client, feed: &Feed) -> bool {
             },
         );
     }
-    if let Some(revision) = resume {
-        feed.lock().next = revision + 1;
-    }
+    feed.lock().next = resume.map_or(0, |revision| revision + 1);
     true
 }

@@ -231,3 +231,118 @@ async fn a_watch_delivers_every_event_of_one_revision() {
     }
     assert_eq!(claimed, keys);
 }
+
+/// The leader pushes a grant from the line on the waiter's endings stream as the granting
+/// entry applies, only to a stream that asked for grants (an older client would take it for
+/// an ending); the Rust client's waiter hears of its grant there, long before its next
+/// renewal of its place would have told it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_pushes_a_grant_from_the_line_to_a_stream_that_asked() {
+    use baton_proto::v1 as pb;
+    use baton_proto::v1::baton_client::BatonClient;
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let follower = 1 + leader % 3;
+    let ann = cluster.client_of(leader).await;
+    let bob = cluster.client_of(follower).await;
+    let carl = cluster.client_of(follower).await;
+    // Long TTLs: a waiter renews its place every 20 s, so a grant heard sooner was pushed.
+    let ttl = Duration::from_secs(60);
+    let held = match ann.claim(KEY, "ann", ttl).await.unwrap() {
+        ClaimOutcome::Granted(g) => g,
+        other => panic!("{other:?}"),
+    };
+    let LineOutcome::InLine(place) = bob.wait_once(KEY, "bob", ttl).await.unwrap() else {
+        panic!("bob granted a held key");
+    };
+    let mut raw = BatonClient::connect(format!("http://{}", cluster.nodes[&leader].addr))
+        .await
+        .unwrap();
+    let open = |grants: bool| pb::EndingsRequest {
+        client_id: bob.client_id().to_owned(),
+        from_revision: place.revision + 1,
+        grants,
+    };
+    let mut asked = raw.endings(open(true)).await.unwrap().into_inner();
+    let mut not_asked = raw.endings(open(false)).await.unwrap().into_inner();
+    let released = ann.release(KEY, held.lease.token).await.unwrap();
+    assert!(matches!(released, ReleaseOutcome::Released(_)));
+    let granted = loop {
+        let message = next_message(&mut asked).await;
+        if message.what != baton_proto::ENDINGS_PROGRESS {
+            break message;
+        }
+    };
+    assert_eq!(granted.what, baton_proto::GRANTED_FROM_LINE, "{granted:?}");
+    assert_eq!(granted.key, KEY);
+    assert_eq!(granted.holder_name, "bob");
+    assert_eq!(
+        granted.token, granted.revision,
+        "the token is the granting entry's revision"
+    );
+    assert!(granted.token > held.lease.token);
+    let probe = ann.probe(KEY, ReadMode::Linearizable).await.unwrap();
+    let lease = probe.lease.expect("bob holds it");
+    assert_eq!(
+        (lease.holder_name.as_str(), lease.token),
+        ("bob", granted.token)
+    );
+    // The stream that did not ask is told only progress, past the grant's revision.
+    loop {
+        let message = next_message(&mut not_asked).await;
+        assert_eq!(message.what, baton_proto::ENDINGS_PROGRESS, "{message:?}");
+        if message.revision >= granted.revision {
+            break;
+        }
+    }
+
+    // The client's own wait: carl waits behind bob and hears of his grant at once.
+    let waiting = tokio::spawn(async move {
+        let outcome = carl
+            .wait_in_line(KEY, "carl", ttl, Duration::from_secs(60))
+            .await
+            .unwrap();
+        outcome
+    });
+    let in_line = async {
+        loop {
+            let probe = ann.probe(KEY, ReadMode::Linearizable).await.unwrap();
+            if probe.line.is_some_and(|l| l.waiters == 1) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), in_line)
+        .await
+        .expect("carl in line");
+    let released = bob.release(KEY, granted.token).await.unwrap();
+    assert!(matches!(released, ReleaseOutcome::Released(_)));
+    let outcome = tokio::time::timeout(Duration::from_secs(15), waiting)
+        .await
+        .expect("carl granted before his first renewal (20 s after his wait)")
+        .unwrap();
+    let LineOutcome::Granted(grant) = outcome else {
+        panic!("carl not granted: {outcome:?}");
+    };
+    assert!(!grant.already_held, "a new grant, from the line");
+    assert!(grant.lease.token > granted.token);
+    let probe = ann.probe(KEY, ReadMode::Linearizable).await.unwrap();
+    let lease = probe.lease.expect("carl holds it");
+    assert_eq!(
+        (lease.holder_name.as_str(), lease.token),
+        ("carl", grant.lease.token)
+    );
+}
+
+/// The next message of an endings stream, within 10 s.
+async fn next_message(
+    stream: &mut tonic::Streaming<baton_proto::v1::LeaseEnding>,
+) -> baton_proto::v1::LeaseEnding {
+    tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .expect("a message in time")
+        .expect("the stream goes on")
+        .expect("not ended")
+}

@@ -59,3 +59,6 @@ pub const ENDED_REVOKED: &str = "revoked";
 pub const ENDED_HANDED_OFF: &str = "handed_off";
 /// `LeaseEnding.what`: the leader expired the lease (no renewal reached it in time).
 pub const ENDED_EXPIRED: &str = "expired";
+/// `LeaseEnding.what` (only on a stream that asked for `grants`): not an ending but a
+/// grant: the entry that freed the key granted it to this session from the key's line.
+pub const GRANTED_FROM_LINE: &str = "granted";

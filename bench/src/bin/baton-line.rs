@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use baton_bench::cli::{node_bin, run_main};
-use baton_bench::cluster::{find_etcd, BatonCluster, EtcdCluster};
+use baton_bench::cluster::{cpu_seconds, find_etcd, BatonCluster, EtcdCluster};
 use baton_bench::lines::{self, LineConfig, LineReport};
 use baton_bench::table::median;
 use clap::Parser;
@@ -47,6 +47,12 @@ struct Args {
     /// Where both clusters' data go [default: the system temp dir].
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Runtime threads of each baton node (`baton-node --worker-threads`); 0 leaves the
+    /// node's default of one per core [default: this machine's cores / 3, at least 1: the
+    /// three nodes share the cores, each gets its share, as in `baton-compare`]. etcd runs
+    /// with its own defaults (GOMAXPROCS = cores).
+    #[arg(long)]
+    node_threads: Option<usize>,
 }
 
 fn main() -> ExitCode {
@@ -70,11 +76,14 @@ async fn line(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
         .with_context(|| format!("making a directory in {}", base.display()))?;
     let etcd =
         EtcdCluster::start_healthy(&etcd_bin, 3, dir.path(), Duration::from_secs(30)).await?;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = vec![
-        "--worker-threads".to_owned(),
-        (cores / 3).max(1).to_string(),
-    ];
+    let node_threads = args.node_threads.unwrap_or_else(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (cores / 3).max(1)
+    });
+    let threads = match node_threads {
+        0 => vec![],
+        n => vec!["--worker-threads".to_owned(), n.to_string()],
+    };
     let mut baton = BatonCluster::start_with(&node_bin, 3, dir.path(), &threads, "warn")?;
     baton.wait_healthy(Duration::from_secs(30)).await?;
     let mut reports: Vec<LineReport> = Vec::new();
@@ -88,22 +97,32 @@ async fn line(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
                 hold: args.hold,
                 prefix: format!("line/r{run}/"),
             };
-            let report = match system {
+            let pids = match system {
+                "baton" => baton.procs.pids(),
+                _ => etcd.procs.pids(),
+            };
+            let cpu_before = cpu_seconds(&pids);
+            let mut report = match system {
                 "baton" => lines::run_baton(&baton.endpoints, &cfg).await?,
                 _ => lines::run_etcd(&etcd.endpoints, &cfg).await?,
             };
+            report.server_cpu_s = cpu_seconds(&pids) - cpu_before;
             eprintln!(
                 "{system:>5} run {}: {:>8.1} cycles/s, hand-on p50 {:.2} ms p99 {:.2} ms ({} \
-                 measured), acquire p50 {:.1} ms p99 {:.1} ms, won {}/{}, errors {}{}",
+                 measured), release p50 {:.2} ms p99 {:.2} ms, acquire p50 {:.1} ms p99 {:.1} \
+                 ms, won {}/{}, servers' CPU {:.1} s, errors {}{}",
                 run + 1,
                 report.cycles_per_s,
                 report.hand_on_p50_ms,
                 report.hand_on_p99_ms,
                 report.hand_ons,
+                report.release_p50_ms,
+                report.release_p99_ms,
                 report.acquire_p50_ms,
                 report.acquire_p99_ms,
                 report.granted,
                 report.attempts,
+                report.server_cpu_s,
                 report.errors,
                 report
                     .last_error
@@ -125,18 +144,25 @@ async fn line(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
         .unwrap_or(0.0)
     };
     println!(
-        "{} clients x {} keys, hold {:?}, {} runs of {:?}: medians",
-        args.clients, args.keys, args.hold, args.runs, args.duration
+        "{} clients x {} keys, hold {:?}, {} runs of {:?}, baton nodes' worker threads {}: \
+         medians",
+        args.clients, args.keys, args.hold, args.runs, args.duration, node_threads
     );
     println!("{:<18} {:>10} {:>10} {:>8}", "", "baton", "etcd", "ratio");
     type Measure<'a> = (&'a str, &'a dyn Fn(&LineReport) -> f64);
-    let rows: [Measure; 6] = [
+    let rows: [Measure; 10] = [
         ("cycles/s", &|r| r.cycles_per_s),
         ("hand-on p50 ms", &|r| r.hand_on_p50_ms),
         ("hand-on p99 ms", &|r| r.hand_on_p99_ms),
+        ("release p50 ms", &|r| r.release_p50_ms),
+        ("release p99 ms", &|r| r.release_p99_ms),
+        ("hand-on/release", &|r| {
+            r.hand_on_p50_ms / r.release_p50_ms.max(1e-9)
+        }),
         ("acquire p50 ms", &|r| r.acquire_p50_ms),
         ("acquire p99 ms", &|r| r.acquire_p99_ms),
         ("win rate", &|r| r.win_rate),
+        ("servers' CPU s", &|r| r.server_cpu_s),
     ];
     for (name, f) in rows {
         let (b, e) = (of("baton", f), of("etcd", f));

@@ -2,6 +2,7 @@
 //! entry that frees it.
 
 use super::*;
+use crate::endings::{Heard, LineGrant};
 use crate::lines::{InLine, LineOutcome};
 
 impl Client {
@@ -59,12 +60,16 @@ impl Client {
     /// frees the key; a waiter keeps its place by renewing it every `ttl / 3` (done here), and
     /// loses it if it stops (its process died: the place lapses after `ttl`).
     ///
-    /// The grant is seen on a watch of the key: a `claimed` event naming this session. No
-    /// further round trip is needed to know the lease is safe to act on: the grant's entry
-    /// comes after the apply of this session's latest wait that answered "in line" (had the
-    /// key been granted before it, that wait would have answered "granted"), and every node
-    /// counts the lease's TTL from its own apply of the grant, so the safe deadline counts
-    /// from that wait's send time. (The grant's `assignment` is not known this way: `None`.)
+    /// The grant is pushed by the leader on this session's endings stream as the granting
+    /// entry applies (`crate::endings`): no watch and no further round trip. A lease so
+    /// heard is safe to act on: the grant's entry comes after the apply of this session's
+    /// latest wait that answered "in line" (had the key been granted before it, that wait
+    /// would have answered "granted"; a grant of a lower revision is an earlier one, since
+    /// ended, and is ignored), and every node counts the lease's TTL from its own apply of
+    /// the grant, so the safe deadline counts from that wait's send time. (The grant's
+    /// `assignment` is not known this way: `None`.) If the stream cannot tell (a cluster
+    /// that does not push, a session away longer than the leader's window), the next renewal
+    /// of the place finds the grant.
     ///
     /// On timeout the session leaves the line and gets [`LineOutcome::InLine`] with its last
     /// place: an answer, not an error (if the key was granted to it meanwhile, it gets the
@@ -76,7 +81,6 @@ impl Client {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<LineOutcome, Error> {
-        use futures::StreamExt;
         let deadline = Instant::now() + timeout;
         let mut sent = Instant::now();
         let mut place = match self.wait_once(key, holder_name, ttl).await? {
@@ -84,32 +88,34 @@ impl Client {
             granted => return Ok(granted),
         };
         let renew_every = (ttl / 3).max(Duration::from_millis(50));
-        let mut events = self.watch(key, place.revision + 1);
-        let mut watching = true;
+        let mut listening = self.follow_line(key, place.revision);
+        let mut heard_all = false;
         loop {
             let renew_at = (Instant::now() + renew_every).min(deadline);
             // Wake for a grant to this session, or to renew the place, or at the deadline.
-            let granted = loop {
-                tokio::select! {
-                    item = events.next(), if watching => match item {
-                        Some(Ok(e)) if e.key == key && self.granted_to_me(&e) => break Some(e),
-                        Some(Ok(_)) => {}
-                        // The watch ended (compacted, unreachable): renewing still finds out.
-                        _ => watching = false,
-                    },
-                    _ = tokio::time::sleep_until(renew_at.into()) => break None,
+            let asked = tokio::select! {
+                heard = &mut listening.heard, if !heard_all => {
+                    heard_all = true;
+                    match heard {
+                        Ok(Heard::Granted(grant)) if grant.revision > place.revision => {
+                            return Ok(LineOutcome::Granted(
+                                self.granted_from_line(holder_name, ttl, grant, sent),
+                            ));
+                        }
+                        // An earlier wait's grant: listen on.
+                        Ok(Heard::Granted(_)) => {
+                            listening = self.follow_line(key, place.revision);
+                            heard_all = false;
+                            continue;
+                        }
+                        // The stream could not say: ask the cluster now.
+                        _ => true,
+                    }
                 }
+                _ = tokio::time::sleep_until(renew_at.into()) => false,
             };
-            if let Some(event) = granted {
-                return Ok(LineOutcome::Granted(self.granted_from_line(
-                    key,
-                    holder_name,
-                    ttl,
-                    &event,
-                    sent,
-                )));
-            }
-            if Instant::now() >= deadline {
+            if !asked && Instant::now() >= deadline {
+                drop(listening);
                 return self.stop_waiting(key, holder_name, ttl, place).await;
             }
             let sending = Instant::now();
@@ -117,20 +123,23 @@ impl Client {
                 LineOutcome::InLine(now) => {
                     place = now;
                     sent = sending;
+                    if heard_all {
+                        listening = self.follow_line(key, place.revision);
+                        heard_all = false;
+                    }
                 }
                 granted => return Ok(from_the_line(granted)),
             }
         }
     }
 
-    /// The grant a `claimed` event tells this session of, its safe deadline counted from
-    /// `sent`: when this session sent its latest wait that answered "in line".
+    /// The grant the stream told this session of, its safe deadline counted from `sent`:
+    /// when this session sent its latest wait that answered "in line".
     fn granted_from_line(
         &self,
-        key: &str,
         holder_name: &str,
         ttl: Duration,
-        event: &crate::history::Event,
+        grant: LineGrant,
         sent: Instant,
     ) -> crate::types::Grant {
         let clock = convert::GrantClock {
@@ -138,17 +147,17 @@ impl Client {
             ..self.grant_clock()
         };
         let lease = LeaseInfo {
-            key: key.to_owned(),
+            key: grant.key,
             holder_name: holder_name.to_owned(),
             holder_client_id: self.client_id().to_owned(),
-            token: event.token,
+            token: grant.token,
             ttl,
-            held_since_unix_ms: event.at_unix_ms,
-            renewed_at_unix_ms: event.at_unix_ms,
+            held_since_unix_ms: grant.at_unix_ms,
+            renewed_at_unix_ms: grant.at_unix_ms,
             remaining: (sent + ttl).saturating_duration_since(Instant::now()),
-            basis: event.revision,
+            basis: grant.revision,
         };
-        clock.grant(lease, false, event.revision, None)
+        clock.grant(lease, false, grant.revision, None)
     }
 
     /// [`Client::wait_in_line`], answered as a claim: granted (at once or from the line),
@@ -183,15 +192,6 @@ impl Client {
         self.guard_room()?;
         let outcome = self.claim_in_line(key, holder_name, ttl, timeout).await?;
         Ok(self.guard(outcome))
-    }
-
-    /// Whether `event` is a grant of its key to this session (from the line).
-    fn granted_to_me(&self, event: &crate::history::Event) -> bool {
-        event.kind == "claimed"
-            && event
-                .actor
-                .as_ref()
-                .is_some_and(|a| a.client_id == self.client_id())
     }
 
     /// Leaves the line at the end of a wait; if the line granted the key meanwhile, returns

@@ -198,6 +198,26 @@ fn a_release_hands_the_key_to_the_oldest_waiter_in_the_same_entry() {
         "{}",
         last[0].detail
     );
+    // Bob's session is told of his grant (pushed on his endings stream if it asks).
+    let told: Vec<_> = changes
+        .endings
+        .iter()
+        .map(|e| {
+            let by = e.by.as_ref().map(|a| a.client_id.to_string());
+            (e.kind, &*e.key, e.holder.clone(), e.token, e.revision, by)
+        })
+        .collect();
+    assert_eq!(
+        told,
+        [(
+            EventKind::Claimed,
+            "k",
+            holder("bob"),
+            7,
+            7,
+            Some("cid-bob".to_owned())
+        )]
+    );
     // Bob's place's countdown stops, his lease's starts.
     assert!(changes.effects.contains(&Effect::Stop {
         timer: Timer::Waiter,

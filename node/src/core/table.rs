@@ -85,30 +85,34 @@ pub enum Effect {
 }
 
 /// What applies added besides the table, in order: the history events (what watchers are
-/// told), the lease endings (what each holding session is told) and the countdown effects.
+/// told), the lease endings and grants from a line (what each holder's session is told)
+/// and the countdown effects.
 /// Empty for a retry answered from memory: it changes nothing.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Changes {
     /// History events appended, with their keys, in revision order.
     pub events: Vec<(Arc<str>, Event)>,
-    /// Leases that ended other than by their holder's own release, in revision order.
+    /// Leases that ended other than by their holder's own release, and leases a line
+    /// granted (kind `Claimed`), in revision order.
     pub endings: Vec<Ending>,
     /// Countdowns to start and stop, in the order the steps asked.
     pub effects: Vec<Effect>,
 }
 
 /// A lease that ended other than by its holder's own release (revoked, handed off,
-/// expired), with the facts its holding session is told. Not stored: the history keeps the
-/// same facts as events; this is what the node pushes to the session as the entry applies.
+/// expired), or that a key's line granted (kind `Claimed`), with the facts its holding
+/// session is told. Not stored: the history keeps the same facts as events; this is what
+/// the node pushes to the session as the entry applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ending {
     pub key: Arc<str>,
     /// The holder of the ended lease: its `client_id` is the session to tell.
     pub holder: Holder,
     pub token: u64,
-    /// `Revoked`, `Accepted` (handed off) or `Expired`.
+    /// `Revoked`, `Accepted` (handed off) or `Expired`; `Claimed` for a grant from the line.
     pub kind: super::case::EventKind,
-    /// Who ended it: the operator, the taker; `None` for the leader's own expiry.
+    /// Who ended it: the operator, the taker; `None` for the leader's own expiry; the
+    /// waiter itself for a grant from the line.
     pub by: Option<super::types::Actor>,
     /// The operator's reason; the cluster's words for the others.
     pub reason: String,

@@ -1,5 +1,6 @@
-//! Endings streams: the lease endings of one client session (revoke, handoff, expiry),
-//! pushed from the leader's window (`crate::endings`) as each entry applies.
+//! Endings streams: the lease endings of one client session (revoke, handoff, expiry), and
+//! if it asks, its grants from a key's line, pushed from the leader's window
+//! (`crate::endings`) as each entry applies.
 //!
 //! Only the leader serves them, and only while it hears from a quorum: a follower may be
 //! behind or cut off, and a leader that lost its quorum may already be deposed; either
@@ -10,7 +11,9 @@
 use std::time::Duration;
 
 use baton_proto::v1 as pb;
-use baton_proto::{ENDED_EXPIRED, ENDED_HANDED_OFF, ENDED_REVOKED, ENDINGS_PROGRESS};
+use baton_proto::{
+    ENDED_EXPIRED, ENDED_HANDED_OFF, ENDED_REVOKED, ENDINGS_PROGRESS, GRANTED_FROM_LINE,
+};
 use tonic::Status;
 
 use super::baton::{unavailable, BatonServer, Ctx};
@@ -28,6 +31,7 @@ pub(super) fn pb_ending(ending: &Ending) -> pb::LeaseEnding {
     let what = match ending.kind {
         EventKind::Accepted => ENDED_HANDED_OFF,
         EventKind::Expired => ENDED_EXPIRED,
+        EventKind::Claimed => GRANTED_FROM_LINE,
         _ => ENDED_REVOKED,
     };
     let (new_holder, new_token) = ending.successor.clone().unwrap_or_default();
@@ -101,6 +105,7 @@ impl BatonServer {
         let open = StreamOpen::new(&self.ctx.metrics.endings_streams);
         let ctx = self.ctx.clone();
         let session = req.client_id;
+        let grants = req.grants;
         tokio::spawn(async move {
             let _open = open;
             let every = Duration::from_millis(baton_proto::ENDINGS_PROGRESS_INTERVAL_MS);
@@ -118,6 +123,11 @@ impl BatonServer {
                 };
                 let more = read.endings.len() >= ENDINGS_BATCH_MAX;
                 for ending in &read.endings {
+                    // A grant from the line only to a stream that asked (an older client
+                    // would take it for an ending).
+                    if ending.kind == EventKind::Claimed && !grants {
+                        continue;
+                    }
                     // Only what the caller may read (auth on): its own keys, as a rule.
                     if grant.check(&ending.key, &ctx.sm).is_err() {
                         continue;

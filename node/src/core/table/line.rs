@@ -193,6 +193,19 @@ impl Step<'_> {
             lease.token,
             detail,
         );
+        // The waiter's session is told at once, on its endings stream if it asked for
+        // grants: a hand-on costs it no watch and no further round trip.
+        self.changes.endings.push(super::Ending {
+            key: lease.key.clone(),
+            holder: lease.holder.clone(),
+            token: lease.token,
+            kind: EventKind::Claimed,
+            by: Some(waiter.actor()),
+            reason: "granted from the line".to_owned(),
+            successor: None,
+            revision: self.index,
+            unix_ms: self.now_unix_ms,
+        });
     }
 
     /// Takes `client_id` out of this key's line if it waits there: it was granted the key
