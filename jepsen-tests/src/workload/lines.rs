@@ -1,7 +1,10 @@
-//! The `waiters` workload: workers wait in the lines of their slot's [`WAIT_KEYS`] keys
-//! (`Wait`, renewing the place every [`RENEW_EVERY`] until granted or [`WAIT_GIVE_UP`]),
-//! hold a granted key a while and release it. Every wait and every release is a `wait` line,
-//! written when it returned, for the `lines` checker.
+//! The `waiters` workload: workers wait in the lines of their slot's [`WAIT_KEYS`] keys,
+//! hold a granted key a while and release it. Even workers wait step by step (`Wait`,
+//! renewing the place every [`RENEW_EVERY`] until granted or [`WAIT_GIVE_UP`]: each answer
+//! is recorded, for the checker's first-in-line rule); odd ones wait as an application
+//! does, with `Client::wait_in_line`, which hears of its grant pushed on the session's
+//! endings stream. Every wait and every release is a `wait` line, written when it returned,
+//! for the `lines` checker.
 
 use std::time::Duration;
 
@@ -55,6 +58,9 @@ impl Worker {
         let started = std::time::Instant::now();
         event.inv_ns = ctx.rec.now_ns();
         event.join_inv_ns = event.inv_ns;
+        if self.w % 2 == 1 {
+            return self.wait_in_line(event).await;
+        }
         let mut first = true;
         let granted = loop {
             let inv = ctx.rec.now_ns();
@@ -119,6 +125,52 @@ impl Worker {
             }
             return;
         };
+        self.hold_and_release(event, token).await;
+    }
+
+    /// A wait with `Client::wait_in_line` (its place and renewals are the library's: the
+    /// line records it with no place, so it is checked as a grant, not as one ahead in
+    /// line).
+    async fn wait_in_line(&mut self, mut event: WaitEvent) {
+        let ctx = self.ctx.clone();
+        let answer = tokio::time::timeout(
+            WAIT_GIVE_UP + OP_TIMEOUT,
+            self.proc_
+                .client
+                .wait_in_line(&event.key, &self.proc_.name, WAIT_TTL, WAIT_GIVE_UP),
+        )
+        .await;
+        event.ret_ns = ctx.rec.now_ns();
+        event.join_ret_ns = event.ret_ns;
+        let token = match answer {
+            Ok(Ok(LineOutcome::Granted(grant))) => grant.lease.token,
+            Ok(Ok(LineOutcome::InLine(_))) => {
+                event.what = "timeout".into();
+                event.left_ns = Some(event.ret_ns);
+                ctx.rec.wait(event);
+                self.nap(100).await;
+                return;
+            }
+            Ok(Err(Error::Refused(r))) if r.reason == RefusalReason::LineFull => {
+                event.what = "full".into();
+                ctx.rec.wait(event);
+                self.nap(100).await;
+                return;
+            }
+            Ok(Err(_)) | Err(_) => {
+                ctx.rec.wait(event);
+                self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
+                return;
+            }
+        };
+        self.hold_and_release(event, token).await;
+    }
+
+    /// Records the grant of `token` that ended `event`, holds the key a while and releases
+    /// it.
+    async fn hold_and_release(&mut self, mut event: WaitEvent, token: u64) {
+        let ctx = self.ctx.clone();
+        let key = event.key.clone();
         event.what = "granted".into();
         event.token = token;
         ctx.rec.wait(event.clone());
