@@ -111,11 +111,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             let holder = holder.unwrap_or_else(args::default_holder);
             let tell = format == args::OutputFormat::Table;
             // A refusal (quarantined, the cluster's key limit) is an answer with its facts.
+            let in_line = wait && !poll;
             let wait = wait.then_some(Wait {
                 timeout: wait_timeout,
                 in_line: !poll,
             });
-            match claim(&client, &key, &holder, ttl, wait, tell).await {
+            let claimed = claim(&client, &key, &holder, ttl, wait, tell);
+            let claimed = if in_line {
+                match stop_on_signal(claimed).await {
+                    Ok(claimed) => claimed,
+                    Err(signal) => return Ok(left_on_signal(&client, &key, &holder, signal).await),
+                }
+            } else {
+                claimed.await
+            };
+            match claimed {
                 Ok(outcome) => output::claim(&outcome, format, Instant::now()),
                 Err(error) => handoff::refusal(&key, error, format)?,
             }
@@ -301,6 +311,50 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
         hint.abort();
     }
     Ok(rendered)
+}
+
+/// Runs `wait` unless SIGINT or SIGTERM comes first (then `Err` with the signal's number).
+/// The handlers are installed for the wait only: before and after, the signals end the
+/// process as usual.
+async fn stop_on_signal<T>(wait: impl std::future::Future<Output = T>) -> Result<T, i32> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return Ok(wait.await);
+    };
+    tokio::select! {
+        done = wait => Ok(done),
+        _ = interrupt.recv() => Err(nix::sys::signal::Signal::SIGINT as i32),
+        _ = terminate.recv() => Err(nix::sys::signal::Signal::SIGTERM as i32),
+    }
+}
+
+/// A wait in line stopped by `signal`: leaves the line at once (so those behind do not
+/// wait for a place no one renews to lapse) and releases a grant the line made meanwhile,
+/// which nobody was told of; exits 128 + the signal, as a process the signal ended does.
+async fn left_on_signal(client: &Client, key: &str, holder: &str, signal: i32) -> Rendered {
+    const CLEANUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+    let cleanup = async {
+        let (_, holds) = client.leave_line(key, holder).await.ok()?;
+        let lease = holds?;
+        client.release(key, lease.token).await.ok()
+    };
+    let released = tokio::time::timeout(CLEANUP_TIMEOUT, cleanup)
+        .await
+        .ok()
+        .flatten();
+    let then = if released.is_some() {
+        "; the key the line granted meanwhile is released"
+    } else {
+        ""
+    };
+    Rendered {
+        stdout: String::new(),
+        verdict: crate::exit::Verdict::Exit(128u8.saturating_add(signal as u8)),
+        error_line: Some(format!("stopped waiting for {key}: left its line{then}")),
+    }
 }
 
 /// How `baton claim --wait` waits.

@@ -210,6 +210,42 @@ fn claim_wait_says_what_it_waits_for_and_an_out_of_range_ttl_is_said_in_seconds(
     );
 }
 
+/// Ctrl-C on a wait in line leaves the line at once: those behind it do not wait for a place
+/// no one renews to lapse (its TTL here is a minute).
+#[test]
+fn an_interrupted_wait_in_line_leaves_the_line_at_once() {
+    let node = start_node();
+    let (code, v) = node.json(&["claim", "tasks/i", "--holder", "alice", "--ttl", "60s"]);
+    assert_eq!(code, 0, "{v}");
+    let mut waiting = node.spawn(&[
+        "claim",
+        "tasks/i",
+        "--holder",
+        "bob",
+        "--ttl",
+        "60s",
+        "--wait",
+        "--timeout",
+        "60s",
+    ]);
+    let in_line = || node.json(&["probe", "tasks/i"]).1["line"]["waiters"].as_u64();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while in_line() != Some(1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "bob never joined the line"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pid = nix::unistd::Pid::from_raw(waiting.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = waiting.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "128 + SIGINT");
+    let (_, v) = node.json(&["probe", "tasks/i"]);
+    assert_eq!(v.get("line"), None, "bob left the line at once: {v}");
+    assert_eq!(v["lease"]["holder_name"], "alice", "{v}");
+}
+
 #[test]
 fn shell_completions_are_printed_for_bash_zsh_and_fish() {
     for (shell, marker) in [
