@@ -140,20 +140,28 @@ def test_waiters_join_the_line_in_order_and_the_head_is_granted_the_freed_key(cl
     view = holder.record("line/gpu").line
     assert view.waiters == 2 and [w.holder_name for w in view.first] == ["first@h1", "second@h2"]
     assert holder.board("line/").lines["line/gpu"].waiters == 2
-    # The head waits (renewing its place); the holder releases: the head is granted the key
-    # in the release's entry, hears it on its watch and confirms it.
+    # The head waits (renewing its place every 10 s); the holder releases: the head is granted
+    # the key in the release's entry and hears it pushed on its session's stream, long before
+    # its next renewal would tell it.
     result = []
-    waiter = threading.Thread(target=lambda: result.append(first.wait_in_line("line/gpu", ttl=30, timeout=20)))
+
+    def wait():
+        grant = first.wait_in_line("line/gpu", ttl=30, timeout=20)
+        result.append((grant, time.monotonic()))
+
+    waiter = threading.Thread(target=wait)
     waiter.start()
     # Its first wait (a renewal of its place) is an entry: after it, it is watching.
     end = time.monotonic() + 10
     while holder.probe("line/gpu").revision == places[1].revision and time.monotonic() < end:
         time.sleep(0.05)
     released_at = holder.probe("line/gpu").revision + 1
+    release_sent = time.monotonic()
     holder.release("line/gpu", held.token)
     waiter.join(20)
     assert result, "the head was not granted the key"
-    grant = result[0]
+    grant, heard = result[0]
+    assert heard - release_sent < 8, "heard at its renewal, not from the push"
     assert isinstance(grant, Grant) and not grant.already_held
     assert grant.token > held.token and grant.token >= released_at
     assert grant.lease.holder == "first@h1" and grant.lease.holder_client_id == first.client_id
@@ -183,11 +191,8 @@ def test_a_wait_that_times_out_leaves_the_line_and_raises_still_waiting(cluster)
     assert probe.line is None, "it left the line"
     assert probe.lease.token == held.token
     assert waiter.leave_line("line/slow") == (False, None)
-    # The wait's watch was closed with it.
-    end = time.monotonic() + 5
-    while any(t.name.startswith("baton-wait") for t in threading.enumerate()) and time.monotonic() < end:
-        time.sleep(0.05)
-    assert not any(t.name.startswith("baton-wait") for t in threading.enumerate())
+    # The wait stopped listening on the session's stream.
+    assert waiter._feed._waiting == 0 and not waiter._feed._waits
 
 
 def test_waiting_for_a_key_one_holds_or_a_free_one_grants_it(cluster):

@@ -343,48 +343,66 @@ class Client:
         `claim`; a key this session holds already keeps its token, `already_held`). Waiters
         are granted in the order they joined, each in the entry that frees the key; the place
         is renewed here every `ttl` / 3 (it lapses `ttl` after the last renewal, e.g. if this
-        process dies). The grant is seen on a watch of the key (a `claimed` event naming this
-        session), then confirmed by one more `wait_once`, whose answer renews the lease and
-        fixes its `safe_until` from this client's own send time; it is reported with
-        `already_held` False.
+        process dies).
+
+        The leader pushes the grant on this session's `Endings` stream as the granting entry
+        applies (the stream `Lease` uses); no further round trip: the grant's entry comes
+        after the apply of this session's latest wait that answered "in line" (a grant of a
+        lower revision is an earlier one, since ended, and is ignored), so `safe_until` counts
+        from that wait's send time. Its `assignment` is not known this way (None). If the
+        stream cannot tell (a cluster that does not push, a session away longer than the
+        leader's window), the next renewal of the place finds the grant.
 
         On timeout the session leaves the line and `StillWaiting` is raised with its last
         place (`in_line`); if the line granted it the key meanwhile, that grant is returned
         instead. Raises `Refused` (`line_full`, ...) as `wait_once` does."""
         deadline = time.monotonic() + timeout
+        sent = time.monotonic()
         first = self.wait_once(key, ttl, holder)
         if isinstance(first, Grant):
             return first
         place = first
         renew_every = max(ttl / PLACE_RENEWALS_PER_TTL, PLACE_RENEW_INTERVAL_MIN)
-        granted = threading.Event()
-        watch = self.watch(key, place.revision + 1)
-
-        def follow():
-            # The watch's prefix is the key: events of longer keys are not this one's.
-            try:
-                for event in watch:
-                    if event.key == key and event.kind == "claimed" and event.actor_client_id == self.client_id:
-                        granted.set()
-            except BatonError:
-                pass  # The watch ended (compacted, unreachable): renewing still finds out.
-
-        threading.Thread(target=follow, name=f"baton-wait {key}", daemon=True).start()
+        listening = self._feed.listen_line(key, place.revision)
         try:
             while True:
                 renew_at = min(time.monotonic() + renew_every, deadline)
                 # Wake for a grant to this session, or to renew the place, or at the deadline.
-                heard = granted.wait(max(0.0, renew_at - time.monotonic()))
+                heard = listening.heard.wait(max(0.0, renew_at - time.monotonic()))
                 if heard:
-                    granted.clear()
+                    grant = listening.grant
+                    if grant is not None and grant.revision > place.revision:
+                        return self._granted_from_line(key, holder, ttl, grant, sent)
+                    listening = self._feed.listen_line(key, place.revision)
+                    if grant is not None:
+                        continue  # An earlier wait's grant: listen on.
+                    # The stream could not say: ask the cluster now.
                 if not heard and time.monotonic() >= deadline:
                     return self._stop_waiting(key, ttl, holder, place, timeout)
+                sending = time.monotonic()
                 outcome = self.wait_once(key, ttl, holder)
                 if isinstance(outcome, Grant):
                     return replace(outcome, already_held=False)
                 place = outcome
+                sent = sending
         finally:
-            watch.close()
+            self._feed.stop_listening(listening)
+
+    def _granted_from_line(self, key: str, holder: Optional[str], ttl: float, grant, sent: float) -> Grant:
+        """The grant the stream told this session of, `safe_until` counted from `sent`: when
+        this session sent its latest wait that answered "in line"."""
+        lease = LeaseInfo(
+            key=key,
+            holder=holder or self.holder,
+            holder_client_id=self.client_id,
+            token=grant.token,
+            ttl=ttl,
+            held_since_unix_ms=grant.at_unix_ms,
+            renewed_at_unix_ms=grant.at_unix_ms,
+            remaining=max(0.0, sent + ttl - time.monotonic()),
+            basis=grant.revision,
+        )
+        return Grant(lease=lease, already_held=False, revision=grant.revision, safe_until=self._safe_until(sent, ttl))
 
     def _stop_waiting(
         self, key: str, ttl: float, holder: Optional[str], place: InLine, waited: float

@@ -9,6 +9,10 @@ the leader changed, the stream went quiet for `ENDINGS_SILENCE`) it resumes at t
 it can find from where it was, so no ending is missed; past the leader's window it re-reads
 each followed lease linearizably and tells the ones that are gone.
 
+The same stream tells the session's waits in line (`Client.wait_in_line`) that the line
+granted them their key, as the granting entry applies on the leader (`grants` in the
+request: the leader sends them only to a stream that asks).
+
 The stream only speeds the news up: a lease still renews and still stops at its safe
 deadline, which is what holds when no news can arrive (a holder cut off from the cluster).
 """
@@ -37,6 +41,10 @@ LEASES_PER_SESSION_MAX = 100_000
 #: Endings kept for tokens no lease follows yet (a lease ended in the moment between its
 #: grant's answer and its following); the oldest is dropped first.
 EARLY_ENDINGS_MAX = 1024
+#: Grants from a line kept for a wait that is not listening yet; the oldest is dropped first.
+EARLY_GRANTS_MAX = 1024
+#: `LeaseEnding.what` of a grant from a key's line (baton_proto::GRANTED_FROM_LINE).
+GRANTED_FROM_LINE = "granted"
 #: After a node answered that it does not know the call (a node older than this client),
 #: the stream is tried again after this long (seconds); the leases renew as before.
 ENDINGS_UNSUPPORTED_RETRY = 30.0
@@ -72,6 +80,31 @@ class Following:
         self.tell = tell
 
 
+class LineGrant:
+    """A grant a key's line made to this session, as the leader pushed it."""
+
+    def __init__(self, key: str, token: int, revision: int, at_unix_ms: int):
+        self.key = key
+        self.token = token
+        self.revision = revision
+        self.at_unix_ms = at_unix_ms
+
+
+class Listening:
+    """A wait's place at the feed: `heard` is set once, with `grant` (a `LineGrant`, maybe
+    of an earlier wait: the waiter compares revisions) or with `grant` None (the stream
+    could not say: ask the cluster)."""
+
+    def __init__(self, key: str):
+        self.key = key
+        self.grant: Optional[LineGrant] = None
+        self.heard = threading.Event()
+
+    def tell(self, grant: Optional[LineGrant]) -> None:
+        self.grant = grant
+        self.heard.set()
+
+
 # How one stream's life ended.
 _IDLE, _COMPACTED, _UNSUPPORTED, _RETRY_NOW, _RETRY_LATER = range(5)
 
@@ -89,6 +122,11 @@ class Feed:
         self._count = 0
         #: Endings for tokens nobody followed yet, newest last.
         self._early: Deque[Tuple[int, Loss]] = deque()
+        #: Key -> the waits in its line listening for their grant.
+        self._waits: Dict[str, List[Listening]] = {}
+        self._waiting = 0
+        #: Grants for keys no wait listened to, newest last.
+        self._early_grants: Deque[LineGrant] = deque()
         self._thread: Optional[threading.Thread] = None
         #: The revision the stream resumes from.
         self._next = 0
@@ -135,6 +173,68 @@ class Feed:
             tell(early)
         return following
 
+    def listen_line(self, key: str, after: int) -> Listening:
+        """Listens for the line's grant of `key` to this session, whose latest wait answered
+        "in line" at revision `after`, starting the stream if it is not running. A grant heard
+        before, of a later revision, is told at once."""
+        listening = Listening(key)
+        early = None
+        with self._lock:
+            kept: Deque[LineGrant] = deque()
+            for grant in self._early_grants:
+                if grant.key != key:
+                    kept.append(grant)
+                elif grant.revision > after and early is None:
+                    early = grant
+            self._early_grants = kept
+            if early is None and not self._closed:
+                self._waits.setdefault(key, []).append(listening)
+                self._waiting += 1
+                self._idle.clear()
+            if self._thread is None and not self._closed:
+                # The grant comes in an entry after the wait's.
+                self._next = after + 1
+                self._thread = threading.Thread(
+                    target=self._run, name=f"baton-endings {self._client.client_id}", daemon=True
+                )
+                self._thread.start()
+        if early is not None:
+            listening.tell(early)
+        return listening
+
+    def stop_listening(self, listening: Listening) -> None:
+        with self._lock:
+            waits = self._waits.get(listening.key, [])
+            if listening in waits:
+                waits.remove(listening)
+                self._waiting -= 1
+                if not waits:
+                    del self._waits[listening.key]
+            if self._count == 0 and self._waiting == 0:
+                self._stop_stream()
+
+    def _deliver_grant(self, grant: LineGrant) -> None:
+        """Tells the waits in `grant`'s key's line, or keeps it for one that listens late."""
+        with self._lock:
+            waits = self._waits.pop(grant.key, [])
+            self._waiting -= len(waits)
+            if not waits:
+                if len(self._early_grants) >= EARLY_GRANTS_MAX:
+                    self._early_grants.popleft()
+                self._early_grants.append(grant)
+        for listening in waits:
+            listening.tell(grant)
+
+    def _recheck_waits(self) -> None:
+        """Tells every wait that the stream missed what it was to hear: each asks the cluster."""
+        with self._lock:
+            waits = [w for ws in self._waits.values() for w in ws]
+            self._waits.clear()
+            self._waiting = 0
+            self._early_grants.clear()
+        for listening in waits:
+            listening.tell(None)
+
     def unfollow(self, following: Optional[Following]) -> None:
         if following is None:
             return
@@ -145,7 +245,7 @@ class Feed:
                 self._count -= 1
                 if not followers:
                     del self._followers[following.token]
-            if self._count == 0:
+            if self._count == 0 and self._waiting == 0:
                 self._stop_stream()
 
     def close(self) -> None:
@@ -174,7 +274,7 @@ class Feed:
     def _done(self) -> bool:
         """Whether the stream should stop; if so, the thread is no longer running."""
         with self._lock:
-            if self._count == 0 or self._closed:
+            if (self._count == 0 and self._waiting == 0) or self._closed:
                 self._thread = None
                 return True
             return False
@@ -205,9 +305,9 @@ class Feed:
         client = self._client
         endpoint = self._transport.pick()
         with self._lock:
-            if self._count == 0 or self._closed:
+            if (self._count == 0 and self._waiting == 0) or self._closed:
                 return _IDLE, False
-            request = pb.EndingsRequest(client_id=client.client_id, from_revision=self._next)
+            request = pb.EndingsRequest(client_id=client.client_id, from_revision=self._next, grants=True)
             channel = self._transport.channel(endpoint)
             call = rpc.BatonStub(channel).Endings(request, metadata=self._transport.metadata)
             self._call = call
@@ -231,12 +331,15 @@ class Feed:
                     with self._lock:
                         self._next = max(self._next, message.revision + 1)
                     continue
-                self._deliver(message.token, _loss(message))
+                if message.what == GRANTED_FROM_LINE:
+                    self._deliver_grant(LineGrant(message.key, message.token, message.revision, message.at_unix_ms))
+                else:
+                    self._deliver(message.token, _loss(message))
                 with self._lock:
                     # Resume from this revision, not the next: one entry may end several
                     # leases of the session, and a repeat is harmless (a token is told once).
                     self._next = max(self._next, message.revision)
-                    if self._count == 0:
+                    if self._count == 0 and self._waiting == 0:
                         return _IDLE, healthy
         finally:
             call.cancel()
@@ -265,9 +368,13 @@ class Feed:
         return _RETRY_LATER
 
     def _recheck(self) -> bool:
-        """Past the leader's window: reads each followed lease linearizably, tells the
-        followers of the ones that are gone, and resumes from before the earliest read.
-        False if a read failed (the stream is tried again later; renewals go on meanwhile)."""
+        """Past the leader's window: tells each wait to renew its place (its answer says if the
+        line granted the key), reads each followed lease linearizably, tells the followers of
+        the ones that are gone, and resumes from before the earliest read (with no lease to
+        read, from the leader's current revision: a grant in between is learnt at the wait's
+        next renewal). False if a read failed (the stream is tried again later; renewals go
+        on meanwhile)."""
+        self._recheck_waits()
         with self._lock:
             leases = [(token, f[0].key) for token, f in self._followers.items() if f]
         resume = None
@@ -289,9 +396,8 @@ class Feed:
                     revision=probe.revision,
                 ),
             )
-        if resume is not None:
-            with self._lock:
-                self._next = resume + 1
+        with self._lock:
+            self._next = 0 if resume is None else resume + 1
         return True
 
 
