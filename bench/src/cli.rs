@@ -50,3 +50,18 @@ where
         }
     }
 }
+
+/// Each baton node's `--worker-threads` for a benchmark: `explicit` if given (0: the node's
+/// default, one per core), else this machine's cores / 3, at least 1 (the three nodes share
+/// the cores, each gets its share); with the arguments that say it.
+pub fn node_threads(explicit: Option<usize>) -> (usize, Vec<String>) {
+    let threads = explicit.unwrap_or_else(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (cores / 3).max(1)
+    });
+    let args = match threads {
+        0 => vec![],
+        n => vec!["--worker-threads".to_owned(), n.to_string()],
+    };
+    (threads, args)
+}

@@ -96,13 +96,9 @@ impl Client {
                 .push(Listener { id, tell });
             state.count += 1;
         }
-        if !state.running {
-            // Nothing ran, so nothing was heard: the ending of this lease comes after its
-            // grant, at `token` + 1 or later.
-            state.running = true;
-            state.next = token + 1;
-            tokio::spawn(run(self.clone()));
-        }
+        // Nothing ran, so nothing was heard: the ending of this lease comes after its
+        // grant, at `token` + 1 or later.
+        self.keep_stream(&mut state, token + 1);
         drop(state);
         Some(Registration {
             client: self.clone(),
@@ -145,18 +141,24 @@ impl Client {
                 state.waiting += 1;
             }
         }
-        if !state.running {
-            // The grant comes in an entry after the wait's.
-            state.running = true;
-            state.next = after + 1;
-            tokio::spawn(run(self.clone()));
-        }
+        // The grant comes in an entry after the wait's.
+        self.keep_stream(&mut state, after + 1);
         drop(state);
         LineRegistration {
             client: self.clone(),
             key: key.to_owned(),
             id,
             heard,
+        }
+    }
+
+    /// Starts the stream task from revision `from` unless it runs (then it goes on from where
+    /// it is: what it heard already is in the early endings and grants).
+    fn keep_stream(&self, state: &mut crate::endings::FeedState, from: u64) {
+        if !state.running {
+            state.running = true;
+            state.next = from;
+            tokio::spawn(run(self.clone()));
         }
     }
 

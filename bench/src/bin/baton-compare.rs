@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use baton_bench::cli::{node_bin, run_main};
+use baton_bench::cli::{node_bin, node_threads, run_main};
 use baton_bench::cluster::{cpu_seconds, find_etcd, BatonCluster, EtcdCluster};
 use baton_bench::floor;
 use baton_bench::metrics::{FlushBreakdown, FlushCounters, WriteBreakdown};
@@ -155,14 +155,7 @@ async fn compare(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
 
     let mut etcd =
         EtcdCluster::start_healthy(&etcd_bin, 3, dir.path(), Duration::from_secs(30)).await?;
-    let node_threads = args.node_threads.unwrap_or_else(|| {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        (cores / 3).max(1)
-    });
-    let threads_arg = match node_threads {
-        0 => vec![],
-        n => vec!["--worker-threads".to_owned(), n.to_string()],
-    };
+    let (node_threads, threads_arg) = node_threads(args.node_threads);
     let mut baton = BatonCluster::start_with(&node_bin, 3, dir.path(), &threads_arg, "warn")?;
     baton.wait_healthy(Duration::from_secs(30)).await?;
     eprintln!(

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use baton_bench::cli::{node_bin, run_main};
+use baton_bench::cli::{node_bin, node_threads, run_main};
 use baton_bench::cluster::{cpu_seconds, find_etcd, BatonCluster, EtcdCluster};
 use baton_bench::lines::{self, LineConfig, LineReport};
 use baton_bench::table::median;
@@ -76,14 +76,7 @@ async fn line(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
         .with_context(|| format!("making a directory in {}", base.display()))?;
     let etcd =
         EtcdCluster::start_healthy(&etcd_bin, 3, dir.path(), Duration::from_secs(30)).await?;
-    let node_threads = args.node_threads.unwrap_or_else(|| {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        (cores / 3).max(1)
-    });
-    let threads = match node_threads {
-        0 => vec![],
-        n => vec!["--worker-threads".to_owned(), n.to_string()],
-    };
+    let (node_threads, threads) = node_threads(args.node_threads);
     let mut baton = BatonCluster::start_with(&node_bin, 3, dir.path(), &threads, "warn")?;
     baton.wait_healthy(Duration::from_secs(30)).await?;
     let mut reports: Vec<LineReport> = Vec::new();
