@@ -119,4 +119,4 @@ pub use types::{
     ClusterStatus, Grant, HolderInfo, LeaseInfo, Member, Membership, Probe, ReadMode,
     ReleaseOutcome, RenewOutcome, Revoked, SnapshotTaken, TokenCheck,
 };
-pub use watch::WatchStream;
+pub use watch::{ResumePoint, WatchStream};

@@ -13,8 +13,7 @@
 
 use std::collections::HashSet;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -56,7 +55,8 @@ impl Client {
     /// - [`Error::Unavailable`]: no node accepted the watch for the retry deadline.
     /// - [`Error::InvalidArgument`]: the prefix is not valid.
     ///
-    /// Resume a dropped stream with `watch(prefix, stream.next_revision())`.
+    /// Resume a dropped stream with [`Client::watch_from`]`(prefix, stream.resume_point())`:
+    /// exact even when the stream was dropped between two events of one revision.
     ///
     /// ```no_run
     /// # async fn example(client: baton_client::Client) -> Result<(), baton_client::Error> {
@@ -77,12 +77,35 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn watch(&self, prefix: &str, from_revision: u64) -> WatchStream {
-        let next_revision = Arc::new(AtomicU64::new(from_revision));
+        self.watch_from(
+            prefix,
+            ResumePoint {
+                next_revision: from_revision,
+                delivered_of_last: 0,
+            },
+        )
+    }
+
+    /// [`Client::watch`] from where an earlier stream stopped ([`WatchStream::resume_point`]):
+    /// from the revision after the last event it delivered, or, if it stopped between two
+    /// events of one revision (an entry may carry several: a set's keys, a release and the
+    /// grant to the next in line), from the rest of that revision. Nothing missed, nothing
+    /// repeated.
+    pub fn watch_from(&self, prefix: &str, from: ResumePoint) -> WatchStream {
+        let from = ResumePoint {
+            delivered_of_last: if from.next_revision > 0 {
+                from.delivered_of_last
+            } else {
+                0
+            },
+            ..from
+        };
+        let published = Arc::new(Mutex::new(from));
         let watcher = Watcher {
             client: self.clone(),
             prefix: prefix.to_owned(),
-            next: from_revision,
-            published: Arc::clone(&next_revision),
+            next: from.next_revision,
+            published: Arc::clone(&published),
             current: None,
             backoff: Backoff::new(),
             outage_since: None,
@@ -90,7 +113,7 @@ impl Client {
             compacted_at: HashSet::new(),
             compacted: None,
             finished: false,
-            at_last: 0,
+            at_last: from.delivered_of_last,
             repeats: 0,
         };
         let events = futures::stream::unfold(watcher, |mut watcher| async move {
@@ -100,17 +123,27 @@ impl Client {
         .boxed();
         WatchStream {
             events,
-            next_revision,
+            published,
             ended: false,
         }
     }
+}
+
+/// Where a watch stopped: the revision after the last event it delivered, and how many
+/// events of that last revision it delivered (a later watch from here delivers the rest).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResumePoint {
+    pub next_revision: u64,
+    /// Events of revision `next_revision - 1` delivered already (0: none, or all of it is
+    /// known delivered).
+    pub delivered_of_last: u64,
 }
 
 /// The events of a watch ([`Client::watch`]): a [`Stream`] of `Result<Event, Error>` whose
 /// only error is its last item. Dropping it ends the watch on the node.
 pub struct WatchStream {
     events: BoxStream<'static, Result<Event, Error>>,
-    next_revision: Arc<AtomicU64>,
+    published: Arc<Mutex<ResumePoint>>,
     /// The stream returned `None`; it is never polled again.
     ended: bool,
 }
@@ -119,8 +152,16 @@ impl WatchStream {
     /// The revision the watch resumes from: the one after the last event delivered, or the
     /// `from_revision` it was started with while none has been. A watch started from `0`
     /// says `0` until its first connection has fixed where "new" starts.
+    /// A watch resumed from it skips the rest of the last revision if the stream stopped
+    /// between two of its events: resume with [`WatchStream::resume_point`] instead.
     pub fn next_revision(&self) -> u64 {
-        self.next_revision.load(Ordering::Acquire)
+        self.resume_point().next_revision
+    }
+
+    /// Where a watch resumes from ([`Client::watch_from`]) to miss nothing and repeat
+    /// nothing of what this one delivered.
+    pub fn resume_point(&self) -> ResumePoint {
+        *self.published.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -159,8 +200,8 @@ struct Watcher {
     /// The revision after the last event delivered (every event below it was delivered or
     /// is before the start); `0` until a watch from "now" has been placed.
     next: u64,
-    /// `next`, for [`WatchStream::next_revision`].
-    published: Arc<AtomicU64>,
+    /// `next` and `at_last`, for [`WatchStream::resume_point`].
+    published: Arc<Mutex<ResumePoint>>,
     /// The stream being read, if one is open.
     current: Option<Open>,
     backoff: Backoff,
@@ -224,8 +265,8 @@ impl Watcher {
                         // a busy cluster does not fall out of the window); it is no event.
                         if event.kind == PROGRESS_KIND {
                             if event.revision >= self.next {
-                                self.set_next(event.revision + 1);
                                 self.at_last = 0;
+                                self.set_next(event.revision + 1);
                             }
                             continue;
                         }
@@ -262,8 +303,8 @@ impl Watcher {
     /// that revision again, and its first `at_last` events there are the ones delivered.
     fn is_new(&mut self, revision: u64) -> bool {
         if revision >= self.next {
-            self.set_next(revision + 1);
             self.at_last = 1;
+            self.set_next(revision + 1);
             return true;
         }
         if self.at_last > 0 && revision + 1 == self.next {
@@ -272,6 +313,7 @@ impl Watcher {
                 return false;
             }
             self.at_last += 1;
+            self.publish();
             return true;
         }
         // A repeat (a node resending what another node already sent) or an event before
@@ -281,7 +323,14 @@ impl Watcher {
 
     fn set_next(&mut self, next: u64) {
         self.next = next;
-        self.published.store(next, Ordering::Release);
+        self.publish();
+    }
+
+    fn publish(&self) {
+        *self.published.lock().unwrap_or_else(|p| p.into_inner()) = ResumePoint {
+            next_revision: self.next,
+            delivered_of_last: self.at_last,
+        };
     }
 
     /// Tries to open a watch at the endpoint the rotation is at.
@@ -454,310 +503,5 @@ impl Watcher {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::ClientConfig;
-    use crate::fake_node::{watch_event, FakeNode, WatchAnswer, WatchEnd, FAKE_BOARD_REVISION};
-
-    async fn client(endpoints: &[String], retry_deadline: Duration) -> Client {
-        Client::connect(ClientConfig {
-            endpoints: endpoints.to_vec(),
-            retry_deadline,
-            request_timeout: Duration::from_millis(500),
-            ..ClientConfig::default()
-        })
-        .await
-        .unwrap()
-    }
-
-    fn revisions(events: &[Result<Event, Error>]) -> Vec<u64> {
-        events
-            .iter()
-            .map(|e| e.as_ref().unwrap().revision)
-            .collect()
-    }
-
-    /// The next item, failing the test if it takes more than 5 s.
-    async fn next(stream: &mut WatchStream) -> Option<Result<Event, Error>> {
-        tokio::time::timeout(Duration::from_secs(5), stream.next())
-            .await
-            .expect("the watch stream stalled")
-    }
-
-    async fn take(stream: &mut WatchStream, n: usize) -> Vec<Result<Event, Error>> {
-        let mut items = Vec::new();
-        for _ in 0..n {
-            items.push(next(stream).await.expect("the stream ended early"));
-        }
-        items
-    }
-
-    #[test]
-    fn watch_streams_are_send_and_unpin() {
-        fn assert_send_unpin<T: Send + Unpin + Stream<Item = Result<Event, Error>>>() {}
-        assert_send_unpin::<WatchStream>();
-    }
-
-    #[tokio::test]
-    async fn a_broken_stream_resumes_after_the_last_event_without_gap_or_repeat() {
-        let node = Arc::new(FakeNode::default());
-        let (addr, task) = node.serve().await;
-        let ev = |r| watch_event(r, &format!("tasks/{r}"), "claimed");
-        node.answer_watch(WatchAnswer::Send(
-            vec![ev(5), ev(6), ev(7)],
-            WatchEnd::Fail(Code::Unavailable, "node shutting down".into()),
-        ));
-        // The next node sends some of the same events again: they are dropped.
-        node.answer_watch(WatchAnswer::Send(
-            vec![ev(6), ev(7), ev(8)],
-            WatchEnd::Close,
-        ));
-        node.answer_watch(WatchAnswer::Send(vec![ev(9)], WatchEnd::Open));
-        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
-
-        let mut stream = client.watch("tasks/", 5);
-        assert_eq!(stream.next_revision(), 5);
-        let items = take(&mut stream, 5).await;
-        assert_eq!(revisions(&items), [5, 6, 7, 8, 9]);
-        let first = items[0].as_ref().unwrap();
-        assert_eq!(
-            (first.key.as_str(), first.kind.as_str(), first.token),
-            ("tasks/5", "claimed", 5)
-        );
-        assert_eq!(first.actor.as_ref().unwrap().name, "codex@b");
-        assert_eq!(first.detail, "event 5");
-        assert_eq!(stream.next_revision(), 10);
-        // Each resume asks from the last revision delivered (more of its events may follow),
-        // and skips the ones of it already delivered.
-        let froms: Vec<u64> = node.watch_calls().iter().map(|(_, from)| *from).collect();
-        assert_eq!(froms, [5, 7, 8]);
-        assert!(node
-            .watch_calls()
-            .iter()
-            .all(|(prefix, _)| prefix == "tasks/"));
-        // The stream stays open: nothing more, and no end.
-        assert!(
-            tokio::time::timeout(Duration::from_millis(200), stream.next())
-                .await
-                .is_err()
-        );
-        task.abort();
-    }
-
-    #[tokio::test]
-    async fn a_resume_inside_a_revision_delivers_the_rest_of_its_events_once() {
-        let node = Arc::new(FakeNode::default());
-        let (addr, task) = node.serve().await;
-        // Revision 6 carries three events (a set's keys): the stream breaks after two.
-        let ev = |r, key: &str| watch_event(r, key, "claimed");
-        node.answer_watch(WatchAnswer::Send(
-            vec![ev(5, "a"), ev(6, "b"), ev(6, "c")],
-            WatchEnd::Fail(Code::Unavailable, "node shutting down".into()),
-        ));
-        node.answer_watch(WatchAnswer::Send(
-            vec![ev(6, "b"), ev(6, "c"), ev(6, "d"), ev(7, "e")],
-            WatchEnd::Open,
-        ));
-        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
-        let mut stream = client.watch("", 5);
-        let keys: Vec<String> = take(&mut stream, 5)
-            .await
-            .into_iter()
-            .map(|e| e.unwrap().key)
-            .collect();
-        assert_eq!(keys, ["a", "b", "c", "d", "e"]);
-        let froms: Vec<u64> = node.watch_calls().iter().map(|(_, from)| *from).collect();
-        assert_eq!(froms, [5, 6]);
-        task.abort();
-    }
-
-    #[tokio::test]
-    async fn events_before_the_requested_revision_are_dropped() {
-        let node = Arc::new(FakeNode::default());
-        let (addr, task) = node.serve().await;
-        let ev = |r| watch_event(r, "tasks/x", "updated");
-        node.answer_watch(WatchAnswer::Send(vec![ev(3), ev(4), ev(7)], WatchEnd::Open));
-        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
-        let mut stream = client.watch("tasks/", 5);
-        assert_eq!(revisions(&take(&mut stream, 1).await), [7]);
-        task.abort();
-    }
-
-    #[tokio::test]
-    async fn a_watch_from_now_is_placed_after_the_nodes_revision_before_it_starts() {
-        let node = Arc::new(FakeNode::default());
-        let (addr, task) = node.serve().await;
-        let after = FAKE_BOARD_REVISION + 1;
-        node.answer_watch(WatchAnswer::Send(
-            vec![watch_event(after, "tasks/x", "claimed")],
-            WatchEnd::Fail(Code::Unknown, "connection reset".into()),
-        ));
-        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
-        let mut stream = client.watch("tasks/", 0);
-        assert_eq!(stream.next_revision(), 0);
-        assert_eq!(revisions(&take(&mut stream, 1).await), [after]);
-        assert_eq!(stream.next_revision(), after + 1);
-        // Let it reconnect after the break: it asks from the event's revision (another event
-        // of it may follow), skipping the one delivered.
-        tokio::time::timeout(Duration::from_millis(300), stream.next())
-            .await
-            .unwrap_err();
-        let froms: Vec<u64> = node.watch_calls().iter().map(|(_, from)| *from).collect();
-        assert_eq!(froms, [after, after]);
-        assert_eq!(node.count("board"), 1);
-        task.abort();
-    }
-
-    #[tokio::test]
-    async fn a_failing_endpoint_is_left_for_the_next_one() {
-        let down = Arc::new(FakeNode::default());
-        let up = Arc::new(FakeNode::default());
-        let (down_addr, down_task) = down.serve().await;
-        let (up_addr, up_task) = up.serve().await;
-        down.fail_always(Code::Unavailable, "shutting down");
-        up.answer_watch(WatchAnswer::Send(
-            vec![watch_event(12, "tasks/x", "released")],
-            WatchEnd::Open,
-        ));
-        let client = client(
-            &[down_addr.to_string(), up_addr.to_string()],
-            Duration::from_secs(5),
-        )
-        .await;
-        let mut stream = client.watch("tasks/", 10);
-        assert_eq!(revisions(&take(&mut stream, 1).await), [12]);
-        assert_eq!(down.count("watch"), 1);
-        assert_eq!(up.watch_calls(), [("tasks/".to_string(), 10)]);
-        down_task.abort();
-        up_task.abort();
-    }
-
-    #[tokio::test]
-    async fn compacted_at_the_call_is_the_last_item() {
-        let node = Arc::new(FakeNode::default());
-        let (addr, task) = node.serve().await;
-        node.answer_watch(WatchAnswer::Refuse(
-            Code::OutOfRange,
-            "compacted: revision 1 is older than this node's watch window, which starts at 40; \
-             re-read the board and watch from its revision"
-                .into(),
-        ));
-        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
-        let mut stream = client.watch("tasks/", 1);
-        assert_eq!(
-            next(&mut stream).await,
-            Some(Err(Error::Compacted {
-                requested: 1,
-                first_available: 40
-            }))
-        );
-        assert_eq!(next(&mut stream).await, None);
-        assert_eq!(next(&mut stream).await, None);
-        assert_eq!(node.count("watch"), 1);
-        task.abort();
-    }
-
-    #[tokio::test]
-    async fn compacted_mid_stream_ends_after_the_events_before_it() {
-        let node = Arc::new(FakeNode::default());
-        let (addr, task) = node.serve().await;
-        node.answer_watch(WatchAnswer::Send(
-            vec![watch_event(2, "tasks/x", "claimed")],
-            WatchEnd::Fail(Code::OutOfRange, "compacted: no numbers here".into()),
-        ));
-        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
-        let mut stream = client.watch("tasks/", 1);
-        assert_eq!(revisions(&take(&mut stream, 1).await), [2]);
-        assert_eq!(
-            next(&mut stream).await,
-            Some(Err(Error::Compacted {
-                requested: 0,
-                first_available: 0
-            }))
-        );
-        assert_eq!(next(&mut stream).await, None);
-        task.abort();
-    }
-
-    #[tokio::test]
-    async fn a_node_with_a_longer_window_is_asked_before_giving_up_as_compacted() {
-        let short = Arc::new(FakeNode::default());
-        let long = Arc::new(FakeNode::default());
-        let (short_addr, short_task) = short.serve().await;
-        let (long_addr, long_task) = long.serve().await;
-        short.answer_watch(WatchAnswer::Refuse(
-            Code::OutOfRange,
-            "compacted: revision 3 is older than this node's watch window, which starts at 9"
-                .into(),
-        ));
-        long.answer_watch(WatchAnswer::Send(
-            vec![watch_event(3, "tasks/x", "claimed")],
-            WatchEnd::Open,
-        ));
-        let client = client(
-            &[short_addr.to_string(), long_addr.to_string()],
-            Duration::from_secs(5),
-        )
-        .await;
-        let mut stream = client.watch("tasks/", 3);
-        assert_eq!(revisions(&take(&mut stream, 1).await), [3]);
-        short_task.abort();
-        long_task.abort();
-    }
-
-    #[tokio::test]
-    async fn invalid_argument_is_the_last_item_and_is_not_retried() {
-        let node = Arc::new(FakeNode::default());
-        let (addr, task) = node.serve().await;
-        node.fail_always(Code::InvalidArgument, "prefix must be at most 512 bytes");
-        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
-        let mut stream = client.watch("tasks/", 1);
-        assert_eq!(
-            next(&mut stream).await,
-            Some(Err(Error::InvalidArgument(
-                "prefix must be at most 512 bytes".into()
-            )))
-        );
-        assert_eq!(next(&mut stream).await, None);
-        assert_eq!(node.count("watch"), 1);
-        task.abort();
-    }
-
-    #[tokio::test]
-    async fn no_node_answering_for_the_retry_deadline_is_unavailable_then_the_end() {
-        // Port 1 on localhost refuses connections.
-        let client = client(&["127.0.0.1:1".to_string()], Duration::from_millis(300)).await;
-        let started = Instant::now();
-        let mut stream = client.watch("", 1);
-        let item = next(&mut stream).await;
-        assert!(
-            matches!(&item, Some(Err(Error::Unavailable { last })) if last.contains("127.0.0.1:1")),
-            "{item:?}"
-        );
-        assert!(started.elapsed() < Duration::from_secs(2));
-        assert_eq!(next(&mut stream).await, None);
-    }
-
-    #[tokio::test]
-    async fn a_node_that_comes_back_within_the_deadline_is_watched_again() {
-        let node = Arc::new(FakeNode::default());
-        let (addr, task) = node.serve().await;
-        node.answer_watch(WatchAnswer::Send(
-            vec![watch_event(4, "tasks/x", "claimed")],
-            WatchEnd::Fail(Code::Unavailable, "restarting".into()),
-        ));
-        // Two refusals while it restarts, then it accepts again.
-        node.answer_watch(WatchAnswer::Refuse(Code::Unavailable, "starting".into()));
-        node.answer_watch(WatchAnswer::Refuse(Code::Unavailable, "starting".into()));
-        node.answer_watch(WatchAnswer::Send(
-            vec![watch_event(5, "tasks/x", "updated")],
-            WatchEnd::Open,
-        ));
-        let client = client(&[addr.to_string()], Duration::from_secs(5)).await;
-        let mut stream = client.watch("tasks/", 4);
-        assert_eq!(revisions(&take(&mut stream, 2).await), [4, 5]);
-        let froms: Vec<u64> = node.watch_calls().iter().map(|(_, from)| *from).collect();
-        assert_eq!(froms, [4, 4, 4, 4]);
-        task.abort();
-    }
-}
+#[path = "watch_tests.rs"]
+mod tests;

@@ -211,6 +211,31 @@ async fn a_watch_delivers_every_event_of_one_revision() {
             (revision, "claimed".to_owned(), Some("bob".to_owned())),
         ]
     );
+    // A watch dropped between the two resumes from its resume point with the second.
+    let mut first_only = ann.watch("gpu/", place.revision + 1);
+    let event = tokio::time::timeout(Duration::from_secs(10), first_only.next())
+        .await
+        .expect("the release in time")
+        .expect("the watch goes on")
+        .unwrap();
+    assert_eq!(
+        (event.revision, event.kind.as_str()),
+        (revision, "released")
+    );
+    let resume = first_only.resume_point();
+    assert_eq!(
+        (resume.next_revision, resume.delivered_of_last),
+        (revision + 1, 1)
+    );
+    drop(first_only);
+    let mut rest = ann.watch_from("gpu/", resume);
+    let event = tokio::time::timeout(Duration::from_secs(10), rest.next())
+        .await
+        .expect("the grant in time")
+        .expect("the watch goes on")
+        .unwrap();
+    assert_eq!((event.revision, event.kind.as_str()), (revision, "claimed"));
+    assert_eq!(rest.resume_point().delivered_of_last, 2);
     // A set granted in one entry: one event per key, all delivered.
     let keys = ["gpu/a", "gpu/b", "gpu/c"];
     let mut events = ann.watch("gpu/", events.next_revision());
