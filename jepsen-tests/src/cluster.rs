@@ -69,6 +69,9 @@ pub struct NodeSettings {
     /// The `mute_endings` chaos knob on every node: endings streams send no ending (a canary
     /// the `notice` checker must catch).
     pub mute_endings: bool,
+    /// The `lapse_places_early` chaos knob on every node: a place in line lapses after a
+    /// twentieth of its TTL (a canary the `lines` checker must catch).
+    pub lapse_places_early: bool,
 }
 
 /// One node.
@@ -435,7 +438,7 @@ impl Cluster {
         let text = format!(
             "clock_rate={}\nraft_delay_ms={}\nraft_jitter_ms={}\nskip_fsync={}\n\
              skip_read_index={}\ntrust_damaged_log={}\ndecide_copies_afresh={}\n\
-             mute_endings={}\n",
+             mute_endings={}\nlapse_places_early={}\n",
             node.rate,
             node.delay_ms.0,
             node.delay_ms.1,
@@ -443,7 +446,8 @@ impl Cluster {
             u8::from(self.settings.skip_read_index),
             u8::from(self.settings.trust_damaged_log),
             u8::from(self.settings.decide_copies_afresh),
-            u8::from(self.settings.mute_endings)
+            u8::from(self.settings.mute_endings),
+            u8::from(self.settings.lapse_places_early)
         );
         // Write-then-rename so the node never reads half a file.
         let tmp = node.chaos_file.with_extension("tmp");

@@ -191,6 +191,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         trust_damaged_log: scenario.corrupt_canary,
         decide_copies_afresh: scenario.copies_canary,
         mute_endings: scenario.notice_canary,
+        lapse_places_early: scenario.line_canary,
     };
     // Wall clocks minutes apart (libfaketime; monotonic clocks untouched): offsets between
     // machines must not matter to baton.

@@ -27,10 +27,10 @@ fn options(scenario: &str, seed: u64, nodes: usize, secs: u64, out: &Path, bin: 
 /// The CI suite: partitions + kills, pauses, skew within the bound (with wall-clock offsets,
 /// delay and partitions), power cuts (mixed, and all nodes at once), membership changes, a
 /// damaged log where its vote decides, a disk whose syncs fail, late and copied claims,
-/// revokes among plain and guard-held leases under kills and partitions, and the seven
+/// revokes among plain and guard-held leases under kills and partitions, and the eight
 /// canaries (unfenced writes, acknowledging before fsync, skipping the read-index, voting on
 /// a damaged log, deciding copies of a claim afresh, revoking with `--now` while the holder
-/// believes, holders told of no revoke); 3 nodes. `(scenario, seed, fault-phase seconds)`.
+/// believes, holders told of no revoke, places in line lapsing early); 3 nodes. `(scenario, seed, fault-phase seconds)`.
 pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
     vec![
         ("canary", seed, 8),
@@ -40,6 +40,7 @@ pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
         ("copies-canary", seed, COPIES_CANARY_S),
         ("revoke-canary", seed, REVOKE_CANARY_S),
         ("notice-canary", seed, REVOKE_CANARY_S),
+        ("line-canary", seed, LINE_CANARY_S),
         ("partition-kill", seed, 35),
         ("pause", seed, 25),
         ("skew", seed, 30),
@@ -52,6 +53,9 @@ pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
         ("revoke", seed, 25),
     ]
 }
+
+/// Run phase of the line canary (no faults; waiters only).
+pub const LINE_CANARY_S: u64 = 12;
 
 /// Run phase of the revoke and notice canaries (no faults; a revoke every 0.45–0.9 s, half
 /// of them of guard-held leases).
@@ -80,7 +84,7 @@ pub async fn run_all(
     Ok(outcomes)
 }
 
-/// The long suite: the seven canaries once, then the fault matrix, partitions + kills,
+/// The long suite: the eight canaries once, then the fault matrix, partitions + kills,
 /// pauses, skew within the bound and over it, power cuts (mixed; all nodes), membership
 /// changes, damaged logs, failing syncs, late and copied claims, revokes, in turn with consecutive seeds, on `nodes` nodes,
 /// each with a 2-minute fault phase, until `total` has passed.
@@ -101,6 +105,7 @@ pub async fn long(
         ("copies-canary", COPIES_CANARY_S),
         ("revoke-canary", REVOKE_CANARY_S),
         ("notice-canary", REVOKE_CANARY_S),
+        ("line-canary", LINE_CANARY_S),
     ] {
         let outcome = run::run(&options(canary, seed, nodes, secs, out, bin)).await?;
         eprintln!("{}", outcome.text());

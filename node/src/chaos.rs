@@ -27,6 +27,10 @@
 //!   progress markers but no ending, so a holder hears of its loss only at its next renewal,
 //!   as before the push channel: the bug the chaos suite's `notice` checker must catch (the
 //!   `notice-canary`).
+//! - `lapse_places_early=1`: a place in a key's line lapses after a twentieth of its TTL
+//!   (this node's countdown of it; on the leader, its `DropWaiter`): waiters that renew on
+//!   time lose their places to later ones, the bug the chaos suite's `lines` checker must
+//!   catch (the `line-canary`).
 //! - `skip_read_index=1`: a node that believes it leads answers linearizable reads from its
 //!   local state, without the read-index round that confirms it still leads: the stale-read
 //!   bug the chaos suite's `read-canary` must catch.
@@ -111,6 +115,16 @@ pub fn mute_endings() -> bool {
     false
 }
 
+/// Whether a place in a key's line lapses after a twentieth of its TTL (the `line` canary);
+/// never without the feature and the control file.
+pub fn lapse_places_early() -> bool {
+    #[cfg(feature = "chaos")]
+    if let Some(knobs) = imp::knobs() {
+        return knobs.flag(imp::Flag::LapsePlacesEarly);
+    }
+    false
+}
+
 /// Whether a node that believes it leads skips the read-index round of linearizable reads
 /// (the stale-read canary); never without the feature and the control file.
 pub fn skip_read_index() -> bool {
@@ -161,6 +175,7 @@ mod imp {
         TrustDamagedLog = 2,
         DecideCopiesAfresh = 4,
         MuteEndings = 8,
+        LapsePlacesEarly = 16,
     }
 
     impl Knobs {
@@ -236,6 +251,9 @@ mod imp {
                         flags |= Flag::DecideCopiesAfresh as u64
                     }
                     "mute_endings" if v.trim() == "1" => flags |= Flag::MuteEndings as u64,
+                    "lapse_places_early" if v.trim() == "1" => {
+                        flags |= Flag::LapsePlacesEarly as u64
+                    }
                     _ => {}
                 }
             }
@@ -340,6 +358,8 @@ mod imp {
             assert!(!k.flag(Flag::MuteEndings));
             k.load("mute_endings=1");
             assert!(k.flag(Flag::MuteEndings) && !k.flag(Flag::DecideCopiesAfresh));
+            k.load("lapse_places_early=1");
+            assert!(k.flag(Flag::LapsePlacesEarly) && !k.flag(Flag::MuteEndings));
             k.load("trust_damaged_log=1");
             assert!(!k.flag(Flag::FailFsync) && k.flag(Flag::TrustDamagedLog));
             assert_eq!(k.rate(), 1.0, "a knob not given is back to its default");

@@ -56,6 +56,10 @@ pub struct Scenario {
     /// The notice canary: endings streams send no ending (`mute_endings`), so holders hear of
     /// a revoke only at their next renewal. The run passes only if the checks catch it.
     pub notice_canary: bool,
+    /// The line canary: places in line lapse after a twentieth of their TTL
+    /// (`lapse_places_early`), so waiters that renew on time lose their places to later
+    /// ones. The run passes only if the checks catch it.
+    pub line_canary: bool,
 }
 
 impl Scenario {
@@ -80,6 +84,8 @@ impl Scenario {
             Some("keys were revoked with --now while their cut-off holders still believed")
         } else if self.notice_canary {
             Some("holders were told of no revoke (endings muted) and learnt at their renewals")
+        } else if self.line_canary {
+            Some("places in line lapsed early: waiters renewing on time lost them to later ones")
         } else {
             None
         }
@@ -107,6 +113,7 @@ pub const SCENARIOS: &[&str] = &[
     "revoke",
     "revoke-canary",
     "notice-canary",
+    "line-canary",
 ];
 
 /// Checkers whose failure in a canary scenario counts as catching it (not the minimum counts:
@@ -124,6 +131,7 @@ pub(super) const CANARY_CATCHERS: &[&str] = &[
     "notice",
     "tasks",
     "sets",
+    "lines",
 ];
 
 /// The scenario called `name`, for a cluster of `nodes`.
@@ -150,6 +158,7 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
         revoker: None,
         revoke_canary: false,
         notice_canary: false,
+        line_canary: false,
     };
     let mut revoked = baton.clone();
     revoked.push(("guard-holders", 4, 2));
@@ -294,6 +303,12 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
             revoker: Some(false),
             notice_canary: true,
             ..s(vec![], revoked, BaseSkew::None, false)
+        },
+        // Waiters only, two pools of keys, four waiters each: lines of up to three.
+        "line-canary" => Scenario {
+            pinned_readers: false,
+            line_canary: true,
+            ..s(vec![], vec![("waiters", 2, 4)], BaseSkew::None, false)
         },
         _ => return None,
     })

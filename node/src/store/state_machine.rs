@@ -284,7 +284,15 @@ impl StateMachine {
                 token,
                 basis,
                 ms,
-            } => countdowns(timer).start(key, token, basis, ms),
+            } => {
+                // The chaos suite's line canary (test builds only): places lapse early.
+                let ms = if timer == Timer::Waiter && crate::chaos::lapse_places_early() {
+                    ms / 20
+                } else {
+                    ms
+                };
+                countdowns(timer).start(key, token, basis, ms)
+            }
             Effect::Stop { timer, key } => countdowns(timer).stop(&key),
         }
     }
