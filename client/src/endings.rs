@@ -252,3 +252,72 @@ pub(crate) fn deliver(feed: &Feed, ending: Ending) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(key: &str, revision: u64) -> LineGrant {
+        LineGrant {
+            key: key.to_owned(),
+            token: revision,
+            revision,
+            at_unix_ms: 0,
+        }
+    }
+
+    fn listen(feed: &Feed, key: &str) -> oneshot::Receiver<Heard> {
+        let (tell, heard) = oneshot::channel();
+        let mut state = feed.lock();
+        state
+            .waits
+            .entry(key.to_owned())
+            .or_default()
+            .push(WaitListener { id: 1, tell });
+        state.waiting += 1;
+        heard
+    }
+
+    #[test]
+    fn a_grant_goes_to_the_waits_of_its_key_or_is_kept_for_a_late_one_within_bounds() {
+        let feed = Feed::default();
+        let mut waiting = listen(&feed, "k");
+        deliver_grant(&feed, grant("other", 5));
+        assert!(
+            waiting.try_recv().is_err(),
+            "another key's grant is not this wait's"
+        );
+        deliver_grant(&feed, grant("k", 7));
+        match waiting.try_recv() {
+            Ok(Heard::Granted(g)) => assert_eq!((g.key.as_str(), g.revision), ("k", 7)),
+            other => panic!("{other:?}"),
+        }
+        let state = feed.lock();
+        assert_eq!(state.waiting, 0, "a told wait no longer listens");
+        assert!(state.idle());
+        assert_eq!(state.early_grants, [grant("other", 5)]);
+        drop(state);
+        // Kept once, and no more than EARLY_GRANTS_MAX, the oldest dropped first.
+        deliver_grant(&feed, grant("other", 5));
+        assert_eq!(feed.lock().early_grants.len(), 1, "a repeat is kept once");
+        for revision in 10..10 + EARLY_GRANTS_MAX as u64 {
+            deliver_grant(&feed, grant("many", revision));
+        }
+        let state = feed.lock();
+        assert_eq!(state.early_grants.len(), EARLY_GRANTS_MAX);
+        assert_eq!(state.early_grants.front(), Some(&grant("many", 10)));
+    }
+
+    #[test]
+    fn a_recheck_tells_every_wait_to_ask_the_cluster_and_forgets_early_grants() {
+        let feed = Feed::default();
+        let mut a = listen(&feed, "a");
+        let mut b = listen(&feed, "b");
+        deliver_grant(&feed, grant("c", 3));
+        recheck_waits(&feed);
+        assert!(matches!(a.try_recv(), Ok(Heard::Recheck)));
+        assert!(matches!(b.try_recv(), Ok(Heard::Recheck)));
+        let state = feed.lock();
+        assert!(state.waits.is_empty() && state.waiting == 0 && state.early_grants.is_empty());
+    }
+}
