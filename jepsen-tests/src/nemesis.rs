@@ -15,7 +15,7 @@ use crate::cluster::Cluster;
 use crate::copies::Mode;
 use crate::net::Net;
 use crate::powerfs::{Loss, Lost};
-use crate::sickdisk::{self, Damage, DamageKind, EioRecord, EIO_EXIT_LIMIT};
+use crate::sickdisk::{self, Damage, DamageKind, EioRecord, RefillWait, EIO_EXIT_LIMIT};
 use crate::workload::Recorder;
 
 mod schedule;
@@ -38,6 +38,9 @@ pub const CORRUPT_LAG_MS: std::ops::Range<u64> = 2000..3000;
 /// without the up-to-date nodes long enough to elect a leader (election timeout at most
 /// 1 s, and a start) if the victim votes on its cut log, in ms.
 pub const CORRUPT_HOLD_MS: std::ops::Range<u64> = 3000..4000;
+/// How long a `corrupt` fault waits, after the calm, for every earlier damage to be refilled
+/// before it damages another log ([`sickdisk::RefillWait`]).
+pub const CORRUPT_REFILL_LIMIT: Duration = Duration::from_secs(20);
 /// How long an `eio` fault waits for its victim's first failed sync before it gives up
 /// waiting for the node to stop (the judge says whether it did, in time).
 pub const EIO_FIRST_SYNC_WAIT: Duration = Duration::from_secs(5);
@@ -160,6 +163,8 @@ pub struct Bed {
     pub membership: Mutex<MembershipLog>,
     /// Every damage the `corrupt` fault did.
     pub damages: Mutex<Vec<Damage>>,
+    /// What each `corrupt` fault waited for before it did its damage.
+    pub refill_waits: Mutex<Vec<sickdisk::RefillWait>>,
     /// What every `eio` fault saw.
     pub eio: Mutex<Vec<EioRecord>>,
     /// The claim proxies between the workers and the nodes, in scenarios with the
@@ -284,6 +289,37 @@ impl Bed {
     }
 
     /// Waits until every node is up and agrees on one leader; returns how long it took.
+    /// Waits until no node's log waits for its refill (`log/repair.json`), up to `limit`, and
+    /// records how long that took and who still waits.
+    pub async fn await_refills(&self, limit: Duration) -> RefillWait {
+        let t_ns = self.rec.now_ns();
+        let start = std::time::Instant::now();
+        loop {
+            let still: Vec<u64> = {
+                let cluster = self.cluster();
+                cluster
+                    .nodes
+                    .iter()
+                    .filter(|n| sickdisk::under_repair(&n.data_dir))
+                    .map(|n| n.id)
+                    .collect()
+            };
+            if still.is_empty() || start.elapsed() >= limit {
+                let wait = RefillWait {
+                    t_ns,
+                    waited: start.elapsed(),
+                    still,
+                };
+                self.refill_waits
+                    .lock()
+                    .expect("refill waits lock")
+                    .push(wait.clone());
+                return wait;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub async fn await_recovery(&self, limit: Duration) -> Option<Duration> {
         let start = std::time::Instant::now();
         let (client, endpoints) = self.status_client().await?;

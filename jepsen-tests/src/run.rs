@@ -219,6 +219,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         lose_all: scenario.power_canary,
         membership: Default::default(),
         damages: Default::default(),
+        refill_waits: Default::default(),
         eio: Default::default(),
         proxies,
     };
@@ -412,6 +413,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     let cuts = bed.cuts.lock().expect("cuts lock").clone();
     let membership = bed.membership.lock().expect("membership lock").clone();
     let damages = bed.damages.lock().expect("damages lock").clone();
+    let refill_waits = bed.refill_waits.lock().expect("refill waits lock").clone();
     let eio_records = bed.eio.lock().expect("eio lock").clone();
     let damage_found: Vec<(u64, usize)> = bed
         .cluster
@@ -552,6 +554,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
             &damages,
             &repair_samples,
             &damage_found,
+            &refill_waits,
         ));
     }
     let fails_disks = scenario

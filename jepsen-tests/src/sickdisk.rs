@@ -140,6 +140,17 @@ pub fn under_repair(data_dir: &Path) -> bool {
     data_dir.join(LOG_DIR).join(REPAIR_FILE).exists()
 }
 
+/// Before a `corrupt` fault damages another log, the schedule waits for the earlier damages
+/// to be refilled (a second damaged log at once would leave no majority of voters, which is
+/// beyond the fault's model: one node's damaged disk): how long it waited, and the nodes
+/// still waiting when it gave up (then no more damage is done).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefillWait {
+    pub t_ns: Nanos,
+    pub waited: Duration,
+    pub still: Vec<u64>,
+}
+
 /// One look at a node whose `log/repair.json` existed before it was asked and still existed
 /// after it answered: what it said meanwhile.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,13 +165,27 @@ pub struct RepairSample {
 
 /// The `damaged-node` check: a node never leads nor says it is ready while its repair
 /// obligation is on disk (`samples`, only those taken while it was), and every damage done
-/// was found (`found[node]` folders of damaged files against the damages done to it).
+/// was found (`found[node]` folders of damaged files against the damages done to it), and
+/// every damage was refilled before the next (`waits`, within the schedule's limit).
 pub fn judge_damaged_nodes(
     damages: &[Damage],
     samples: &[RepairSample],
     found: &[(u64, usize)],
+    waits: &[RefillWait],
 ) -> CheckResult {
     let mut violations = Vec::new();
+    for w in waits.iter().filter(|w| !w.still.is_empty()) {
+        violations.push(Violation {
+            key: None,
+            t_ns: Some(w.t_ns),
+            message: format!(
+                "nodes {:?} still waited for their damaged logs to be refilled after {} ms \
+                 more (and the calm after the fault): no further damage was done",
+                w.still,
+                w.waited.as_millis()
+            ),
+        });
+    }
     for s in samples.iter().filter(|s| s.leader || s.ready) {
         violations.push(Violation {
             key: None,
@@ -197,10 +222,15 @@ pub fn judge_damaged_nodes(
         },
         summary: format!(
             "{} damages done, {} found; {} looks at a node under repair: {leading} leading, \
-             {ready} ready",
+             {ready} ready; the next damage waited at most {} ms for a refill",
             damages.len(),
             found.iter().map(|(_, k)| k).sum::<usize>(),
-            samples.len()
+            samples.len(),
+            waits
+                .iter()
+                .map(|w| w.waited.as_millis())
+                .max()
+                .unwrap_or(0)
         ),
         violations,
     }

@@ -53,6 +53,19 @@ pub async fn run_schedule(
             }
             _ => Duration::from_millis(rng.gen_range(3000..6000)),
         };
+        // One damaged log at a time: a second one while the first waits for its refill
+        // would leave no majority of voters (beyond the fault's model). The judge fails a
+        // refill that did not come in time; no more damage is done then.
+        if fault == Fault::Corrupt
+            && !bed
+                .await_refills(CORRUPT_REFILL_LIMIT)
+                .await
+                .still
+                .is_empty()
+        {
+            tokio::time::sleep_until(until.into()).await;
+            break;
+        }
         let (how, detail, skew) = start(bed, fault, &mut rng).await?;
         bed.rec.nemesis(fault.name(), "start", &detail, skew);
         injected += 1;

@@ -116,14 +116,14 @@ fn a_node_under_repair_that_leads_or_says_ready_fails_the_damaged_node_check() {
     let damages = [damage(1), damage(2), damage(1)];
     let found = [(1, 2), (2, 1), (3, 0)];
     let quiet = [sample(1, false, false), sample(2, false, false)];
-    let ok = judge_damaged_nodes(&damages, &quiet, &found);
+    let ok = judge_damaged_nodes(&damages, &quiet, &found, &[]);
     assert_eq!(ok.verdict, Verdict::Pass, "{ok:?}");
     for bad in [
         sample(1, true, false),
         sample(2, false, true),
         sample(1, true, true),
     ] {
-        let r = judge_damaged_nodes(&damages, &[quiet[0].clone(), bad], &found);
+        let r = judge_damaged_nodes(&damages, &[quiet[0].clone(), bad], &found, &[]);
         assert_eq!(r.verdict, Verdict::Fail);
         assert_eq!(r.violations.len(), 1, "{r:?}");
         assert_eq!(r.violations[0].t_ns, Some(5_000_000_000));
@@ -133,11 +133,29 @@ fn a_node_under_repair_that_leads_or_says_ready_fails_the_damaged_node_check() {
 #[test]
 fn a_damage_taken_for_a_torn_tail_fails_the_damaged_node_check() {
     let damages = [damage(1), damage(1)];
-    let r = judge_damaged_nodes(&damages, &[], &[(1, 1), (2, 0)]);
+    let r = judge_damaged_nodes(&damages, &[], &[(1, 1), (2, 0)], &[]);
     assert_eq!(r.verdict, Verdict::Fail);
     assert!(r.violations[0].message.contains("torn tail"), "{r:?}");
-    let r = judge_damaged_nodes(&damages, &[], &[(1, 2), (2, 0)]);
+    let r = judge_damaged_nodes(&damages, &[], &[(1, 2), (2, 0)], &[]);
     assert_eq!(r.verdict, Verdict::Pass);
+}
+
+#[test]
+fn a_refill_that_did_not_come_before_the_next_damage_fails_the_damaged_node_check() {
+    let damages = [damage(1)];
+    let wait = |still: Vec<u64>| RefillWait {
+        t_ns: 9_000_000_000,
+        waited: Duration::from_millis(if still.is_empty() { 700 } else { 20_000 }),
+        still,
+    };
+    let r = judge_damaged_nodes(&damages, &[], &[(1, 1)], &[wait(vec![])]);
+    assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+    assert!(r.summary.contains("at most 700 ms"), "{}", r.summary);
+    let r = judge_damaged_nodes(&damages, &[], &[(1, 1)], &[wait(vec![]), wait(vec![1])]);
+    assert_eq!(r.verdict, Verdict::Fail);
+    assert_eq!(r.violations.len(), 1, "{r:?}");
+    assert_eq!(r.violations[0].t_ns, Some(9_000_000_000));
+    assert!(r.violations[0].message.contains("nodes [1]"), "{r:?}");
 }
 
 const S: Nanos = 1_000_000_000;
