@@ -127,6 +127,8 @@ pub(crate) struct LineGrant {
     /// The granting entry's revision.
     pub(crate) revision: u64,
     pub(crate) at_unix_ms: u64,
+    /// The key's assignment, if it has one.
+    pub(crate) assignment: Option<crate::types::AssignmentInfo>,
 }
 
 /// What a wait in line hears from the stream.
@@ -263,6 +265,7 @@ mod tests {
             token: revision,
             revision,
             at_unix_ms: 0,
+            assignment: None,
         }
     }
 

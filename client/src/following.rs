@@ -24,6 +24,7 @@ fn line_grant(message: pb::LeaseEnding) -> LineGrant {
         token: message.token,
         revision: message.revision,
         at_unix_ms: message.at_unix_ms,
+        assignment: message.assignment.map(crate::convert::assignment),
     }
 }
 

@@ -209,6 +209,7 @@ mod tests {
             by: None,
             reason: String::new(),
             successor: None,
+            assignment: None,
             revision,
             unix_ms: 0,
         }

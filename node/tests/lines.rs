@@ -307,6 +307,7 @@ async fn the_leader_pushes_a_grant_from_the_line_to_a_stream_that_asked() {
         "the token is the granting entry's revision"
     );
     assert!(granted.token > held.lease.token);
+    assert_eq!(granted.assignment, None, "the key has no assignment yet");
     let probe = ann.probe(KEY, ReadMode::Linearizable).await.unwrap();
     let lease = probe.lease.expect("bob holds it");
     assert_eq!(
@@ -322,7 +323,11 @@ async fn the_leader_pushes_a_grant_from_the_line_to_a_stream_that_asked() {
         }
     }
 
-    // The client's own wait: carl waits behind bob and hears of his grant at once.
+    // The client's own wait: carl waits behind bob and hears of his grant at once, with
+    // the key's assignment, as a claim's answer would give it.
+    ann.assign(KEY, "carl", "dispatch", "next in line")
+        .await
+        .unwrap();
     let waiting = tokio::spawn(async move {
         let outcome = carl
             .wait_in_line(KEY, "carl", ttl, Duration::from_secs(60))
@@ -353,6 +358,13 @@ async fn the_leader_pushes_a_grant_from_the_line_to_a_stream_that_asked() {
     };
     assert!(!grant.already_held, "a new grant, from the line");
     assert!(grant.lease.token > granted.token);
+    let assignment = grant
+        .assignment
+        .expect("the pushed grant carries the assignment");
+    assert_eq!(
+        (assignment.to.as_str(), assignment.by.as_str()),
+        ("carl", "dispatch")
+    );
     let probe = ann.probe(KEY, ReadMode::Linearizable).await.unwrap();
     let lease = probe.lease.expect("carl holds it");
     assert_eq!(

@@ -142,7 +142,8 @@ def test_waiters_join_the_line_in_order_and_the_head_is_granted_the_freed_key(cl
     assert holder.board("line/").lines["line/gpu"].waiters == 2
     # The head waits (renewing its place every 10 s); the holder releases: the head is granted
     # the key in the release's entry and hears it pushed on its session's stream, long before
-    # its next renewal would tell it.
+    # its next renewal would tell it, with the key's assignment as a claim's answer gives it.
+    assigned = holder.assign("line/gpu", "first@h1", by="dispatch", reason="next in line")
     result = []
 
     def wait():
@@ -153,7 +154,7 @@ def test_waiters_join_the_line_in_order_and_the_head_is_granted_the_freed_key(cl
     waiter.start()
     # Its first wait (a renewal of its place) is an entry: after it, it is watching.
     end = time.monotonic() + 10
-    while holder.probe("line/gpu").revision == places[1].revision and time.monotonic() < end:
+    while holder.probe("line/gpu").revision == assigned.revision and time.monotonic() < end:
         time.sleep(0.05)
     released_at = holder.probe("line/gpu").revision + 1
     release_sent = time.monotonic()
@@ -165,6 +166,7 @@ def test_waiters_join_the_line_in_order_and_the_head_is_granted_the_freed_key(cl
     assert isinstance(grant, Grant) and not grant.already_held
     assert grant.token > held.token and grant.token >= released_at
     assert grant.lease.holder == "first@h1" and grant.lease.holder_client_id == first.client_id
+    assert grant.assignment is not None and (grant.assignment.to, grant.assignment.by) == ("first@h1", "dispatch")
     probe = holder.probe("line/gpu")
     assert probe.lease.token == grant.token
     assert probe.line.waiters == 1 and probe.line.first[0].holder_name == "second@h2"

@@ -66,8 +66,7 @@ impl Client {
     /// latest wait that answered "in line" (had the key been granted before it, that wait
     /// would have answered "granted"; a grant of a lower revision is an earlier one, since
     /// ended, and is ignored), and every node counts the lease's TTL from its own apply of
-    /// the grant, so the safe deadline counts from that wait's send time. (The grant's
-    /// `assignment` is not known this way: `None`.) If the stream cannot tell (a cluster
+    /// the grant, so the safe deadline counts from that wait's send time. If the stream cannot tell (a cluster
     /// that does not push, a session away longer than the leader's window), the next renewal
     /// of the place finds the grant.
     ///
@@ -157,7 +156,7 @@ impl Client {
             remaining: (sent + ttl).saturating_duration_since(Instant::now()),
             basis: grant.revision,
         };
-        clock.grant(lease, false, grant.revision, None)
+        clock.grant(lease, false, grant.revision, grant.assignment)
     }
 
     /// [`Client::wait_in_line`], answered as a claim: granted (at once or from the line),

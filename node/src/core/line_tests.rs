@@ -174,6 +174,14 @@ fn a_release_hands_the_key_to_the_oldest_waiter_in_the_same_entry() {
     let held = claim(&mut t, 1, "ann", "k");
     in_line(&mut t, 2, "bob", "k");
     in_line(&mut t, 3, "cat", "k");
+    let assign = Op::Assign {
+        key: "k".into(),
+        to: "bob".into(),
+        by: "dispatch".into(),
+        reason: "next".into(),
+    };
+    let assigned = t.apply(4, &from("dispatch", 1, assign));
+    assert!(matches!(assigned, Outcome::Assigned { .. }), "{assigned:?}");
     let changes = release(&mut t, 7, "ann", "k", held.token);
     let lease = t.lease("k").unwrap();
     assert_eq!(lease.holder, holder("bob"));
@@ -218,6 +226,9 @@ fn a_release_hands_the_key_to_the_oldest_waiter_in_the_same_entry() {
             Some("cid-bob".to_owned())
         )]
     );
+    // With the key's assignment, as a claim's answer gives it.
+    let assignment = changes.endings[0].assignment.as_ref().expect("assigned");
+    assert_eq!((&*assignment.to, &*assignment.by), ("bob", "dispatch"));
     // Bob's place's countdown stops, his lease's starts.
     assert!(changes.effects.contains(&Effect::Stop {
         timer: Timer::Waiter,

@@ -118,6 +118,8 @@ pub struct Ending {
     pub reason: String,
     /// For a handoff: the new holder's name and token.
     pub successor: Option<(String, u64)>,
+    /// For a grant from the line: the key's assignment, as a claim's answer gives it.
+    pub assignment: Option<super::case::Assignment>,
     /// The ending entry's revision.
     pub revision: u64,
     /// The proposing leader's wall clock, for people.

@@ -46,6 +46,7 @@ pub(super) fn pb_ending(ending: &Ending) -> pb::LeaseEnding {
         new_token,
         revision: ending.revision,
         at_unix_ms: ending.unix_ms,
+        assignment: ending.assignment.as_ref().map(convert::assignment),
     }
 }
 

@@ -349,8 +349,7 @@ class Client:
         applies (the stream `Lease` uses); no further round trip: the grant's entry comes
         after the apply of this session's latest wait that answered "in line" (a grant of a
         lower revision is an earlier one, since ended, and is ignored), so `safe_until` counts
-        from that wait's send time. Its `assignment` is not known this way (None). If the
-        stream cannot tell (a cluster that does not push, a session away longer than the
+        from that wait's send time. If the stream cannot tell (a cluster that does not push, a session away longer than the
         leader's window), the next renewal of the place finds the grant.
 
         On timeout the session leaves the line and `StillWaiting` is raised with its last
@@ -402,7 +401,13 @@ class Client:
             remaining=max(0.0, sent + ttl - time.monotonic()),
             basis=grant.revision,
         )
-        return Grant(lease=lease, already_held=False, revision=grant.revision, safe_until=self._safe_until(sent, ttl))
+        return Grant(
+            lease=lease,
+            already_held=False,
+            revision=grant.revision,
+            safe_until=self._safe_until(sent, ttl),
+            assignment=grant.assignment,
+        )
 
     def _stop_waiting(
         self, key: str, ttl: float, holder: Optional[str], place: InLine, waited: float

@@ -28,7 +28,7 @@ from typing import Callable, Deque, Dict, List, Optional, Tuple
 
 import grpc
 
-from ._convert import actor, maybe
+from ._convert import actor, maybe, maybe_assignment
 from ._transport import BACKOFF_INITIAL, BACKOFF_MAX, Transport
 from .errors import BatonError, InvalidArgument
 from .types import EXPIRED, GONE, HANDED_OFF, REVOKED, Loss
@@ -83,11 +83,13 @@ class Following:
 class LineGrant:
     """A grant a key's line made to this session, as the leader pushed it."""
 
-    def __init__(self, key: str, token: int, revision: int, at_unix_ms: int):
+    def __init__(self, key: str, token: int, revision: int, at_unix_ms: int, assignment=None):
         self.key = key
         self.token = token
         self.revision = revision
         self.at_unix_ms = at_unix_ms
+        # The key's assignment (`Assignment`), if it has one.
+        self.assignment = assignment
 
 
 class Listening:
@@ -332,7 +334,15 @@ class Feed:
                         self._next = max(self._next, message.revision + 1)
                     continue
                 if message.what == GRANTED_FROM_LINE:
-                    self._deliver_grant(LineGrant(message.key, message.token, message.revision, message.at_unix_ms))
+                    self._deliver_grant(
+                        LineGrant(
+                            message.key,
+                            message.token,
+                            message.revision,
+                            message.at_unix_ms,
+                            maybe_assignment(message, "assignment"),
+                        )
+                    )
                 else:
                     self._deliver(message.token, _loss(message))
                 with self._lock:

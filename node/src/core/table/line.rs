@@ -203,6 +203,7 @@ impl Step<'_> {
             by: Some(waiter.actor()),
             reason: "granted from the line".to_owned(),
             successor: None,
+            assignment: self.assignment(),
             revision: self.index,
             unix_ms: self.now_unix_ms,
         });

@@ -48,7 +48,7 @@ impl<'a> Step<'a> {
         self.table.leases.get(self.key).map(|l| &**l)
     }
 
-    fn assignment(&self) -> Option<Assignment> {
+    pub(super) fn assignment(&self) -> Option<Assignment> {
         self.table
             .cases
             .get(self.key)
@@ -207,6 +207,7 @@ impl<'a> Step<'a> {
             by,
             reason,
             successor,
+            assignment: None,
             revision: self.index,
             unix_ms: self.now_unix_ms,
         });
