@@ -3,9 +3,12 @@
 //! first of its release's invocation and `inv + ttl / (1 + rho)`: expiry is never early), and
 //! of two grants the one that returned before the other was invoked has the smaller token.
 
+use std::collections::BTreeMap;
+
 use crate::history::Nanos;
 
 /// One grant of a key, as the checkers saw it.
+#[derive(Clone, Copy)]
 pub struct Hold<'a> {
     pub client: &'a str,
     pub token: u64,
@@ -70,4 +73,28 @@ pub fn told_twice(key: &str, grants: &[Hold]) -> Vec<(usize, String)> {
         }
     }
     found
+}
+
+/// Groups `grants` (each: its key, the grant to blame, its hold) by key and judges each key's
+/// grants in turn: [`out_of_turn`], and [`told_twice`] too when `once` (one grant told once).
+/// Returns each breach as (key, grant, why).
+pub fn judge_in_turn<'a, G: Copy>(
+    grants: impl IntoIterator<Item = (&'a str, G, Hold<'a>)>,
+    rho: f64,
+    once: bool,
+) -> Vec<(&'a str, G, String)> {
+    let mut by_key: BTreeMap<&str, Vec<(G, Hold)>> = BTreeMap::new();
+    for (key, grant, hold) in grants {
+        by_key.entry(key).or_default().push((grant, hold));
+    }
+    let mut breaches = Vec::new();
+    for (key, grants) in by_key {
+        let holds: Vec<Hold> = grants.iter().map(|(_, hold)| *hold).collect();
+        let mut found = out_of_turn(key, &holds, rho);
+        if once {
+            found.extend(told_twice(key, &holds));
+        }
+        breaches.extend(found.into_iter().map(|(j, why)| (key, grants[j].0, why)));
+    }
+    breaches
 }

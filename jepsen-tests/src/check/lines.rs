@@ -14,9 +14,9 @@
 //!
 //! Fewer than [`MIN_LINE_GRANTS`] grants from a line → Unknown: such a run proves nothing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::holds::{out_of_turn, told_twice, Hold};
+use super::holds::{judge_in_turn, Hold};
 use crate::history::{CheckResult, History, Nanos, Verdict, Violation, WaitEvent};
 
 /// A run must grant the key from the line at least this many times to prove anything.
@@ -37,28 +37,19 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
         .filter(|s| s.step == "release" && s.what == "released")
         .map(|s| ((s.key.as_str(), s.token), s.inv_ns))
         .collect();
-    let mut by_key: BTreeMap<&str, Vec<&WaitEvent>> = BTreeMap::new();
-    for g in &grants {
-        by_key.entry(&g.key).or_default().push(g);
-    }
-    for (key, grants) in &by_key {
-        let holds: Vec<Hold> = grants
-            .iter()
-            .map(|g| Hold {
-                client: &g.client,
-                token: g.token,
-                inv_ns: g.inv_ns,
-                ret_ns: g.ret_ns,
-                ttl_ms: g.ttl_ms,
-                released_inv_ns: releases.get(&(*key, g.token)).copied(),
-            })
-            .collect();
-        for (j, why) in out_of_turn(key, &holds, rho)
-            .into_iter()
-            .chain(told_twice(key, &holds))
-        {
-            violations.push(violation(grants[j], why));
-        }
+    let holds = grants.iter().map(|g| {
+        let hold = Hold {
+            client: &g.client,
+            token: g.token,
+            inv_ns: g.inv_ns,
+            ret_ns: g.ret_ns,
+            ttl_ms: g.ttl_ms,
+            released_inv_ns: releases.get(&(g.key.as_str(), g.token)).copied(),
+        };
+        (g.key.as_str(), *g, hold)
+    });
+    for (_, grant, why) in judge_in_turn(holds, rho, true) {
+        violations.push(violation(grant, why));
     }
     // First in line, first granted, among live waiters.
     let mut by_key_waits: BTreeMap<&str, Vec<&WaitEvent>> = BTreeMap::new();
@@ -111,7 +102,7 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
              unknown; {} violations",
             grants.len(),
             from_line,
-            by_key.len(),
+            grants.iter().map(|g| &g.key).collect::<BTreeSet<_>>().len(),
             count("timeout"),
             count("full"),
             count("unknown"),

@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::holds::{out_of_turn, told_twice, Hold};
+use super::holds::{judge_in_turn, Hold};
 use crate::history::{CheckResult, History, SetEvent, Verdict, Violation};
 
 /// A run must grant at least this many sets to prove anything.
@@ -76,24 +76,21 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
         .filter(|s| s.step == "release" && s.what == "released")
         .filter_map(|s| Some(((s.keys.first()?.as_str(), *s.tokens.first()?), s)))
         .collect();
-    for (key, grants) in &by_key {
-        let holds: Vec<Hold> = grants
-            .iter()
-            .map(|g| Hold {
+    let holds = by_key.iter().flat_map(|(key, grants)| {
+        grants.iter().map(|g| {
+            let hold = Hold {
                 client: &g.set.client,
                 token: g.token,
                 inv_ns: g.set.inv_ns,
                 ret_ns: g.set.ret_ns,
                 ttl_ms: g.set.ttl_ms,
                 released_inv_ns: releases.get(&(*key, g.token)).map(|r| r.inv_ns),
-            })
-            .collect();
-        for (j, why) in out_of_turn(key, &holds, rho)
-            .into_iter()
-            .chain(told_twice(key, &holds))
-        {
-            violations.push(violation(grants[j].set, Some(key.to_string()), why));
-        }
+            };
+            (*key, g.set, hold)
+        })
+    });
+    for (key, set, why) in judge_in_turn(holds, rho, true) {
+        violations.push(violation(set, Some(key.to_string()), why));
     }
 
     // Every blocker named is a real holder.

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::holds::{out_of_turn, Hold};
+use super::holds::{judge_in_turn, Hold};
 use crate::history::{CheckResult, History, TaskEvent, Verdict, Violation};
 
 /// A run must grant at least this many tasks to prove anything.
@@ -52,31 +52,29 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
         .filter(|t| t.step == "release" && (t.what == "released" || t.what == "done"))
         .map(|t| ((t.key.as_str(), t.token), t))
         .collect();
-    let mut by_key: BTreeMap<&str, Vec<&TaskEvent>> = BTreeMap::new();
-    for g in &grants {
-        by_key.entry(&g.key).or_default().push(g);
-    }
-    for (key, grants) in &by_key {
-        let holds: Vec<Hold> = grants
-            .iter()
-            .map(|g| Hold {
-                client: &g.client,
-                token: g.token,
-                inv_ns: g.inv_ns,
-                ret_ns: g.ret_ns,
-                ttl_ms: g.ttl_ms,
-                released_inv_ns: releases.get(&(*key, g.token)).map(|r| r.inv_ns),
-            })
-            .collect();
-        for (j, why) in out_of_turn(key, &holds, rho) {
-            violations.push(violation(grants[j], why));
-        }
+    let holds = grants.iter().map(|g| {
+        let hold = Hold {
+            client: &g.client,
+            token: g.token,
+            inv_ns: g.inv_ns,
+            ret_ns: g.ret_ns,
+            ttl_ms: g.ttl_ms,
+            released_inv_ns: releases.get(&(g.key.as_str(), g.token)).map(|r| r.inv_ns),
+        };
+        (g.key.as_str(), *g, hold)
+    });
+    for (_, grant, why) in judge_in_turn(holds, rho, false) {
+        violations.push(violation(grant, why));
     }
     let done: Vec<&TaskEvent> = steps
         .iter()
         .copied()
         .filter(|t| t.step == "release" && t.what == "done")
         .collect();
+    let mut by_key: BTreeMap<&str, Vec<&TaskEvent>> = BTreeMap::new();
+    for g in &grants {
+        by_key.entry(&g.key).or_default().push(g);
+    }
     for d in &done {
         for g in by_key.get(d.key.as_str()).into_iter().flatten() {
             if g.inv_ns > d.ret_ns {
