@@ -81,6 +81,10 @@ pub struct Ctx {
     pub memory: Mutex<HashMap<String, Vec<Elem>>>,
     /// Every key a workload used: (workload, key).
     pub keys: Mutex<Vec<(String, String)>>,
+    /// The set canary: `set-takers` claim their sets key by key with single claims and keep
+    /// what they got when a key is held (the sequential recipe users build by hand), so the
+    /// `sets` checker must see grants that are not whole and blockers nobody was granted.
+    pub sets_key_by_key: bool,
 }
 
 impl Ctx {
@@ -757,6 +761,7 @@ pub async fn run_worker(ctx: Arc<Ctx>, slot: Arc<Slot>, w: usize, seed: u64) {
             "fenced-append" => worker.fenced_append_round().await,
             "guard-holders" => worker.guard_round().await,
             "task-takers" => worker.task_round().await,
+            "set-takers" if ctx.sets_key_by_key => worker.set_round_key_by_key().await,
             "set-takers" => worker.set_round().await,
             "waiters" => worker.wait_round().await,
             _ => worker.canary_round(&mut paused_once).await,

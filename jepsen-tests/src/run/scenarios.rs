@@ -60,6 +60,9 @@ pub struct Scenario {
     /// (`lapse_places_early`), so waiters that renew on time lose their places to later
     /// ones. The run passes only if the checks catch it.
     pub line_canary: bool,
+    /// The set canary: the `set-takers` claim each set key by key and keep what they got
+    /// when a key is held (`Ctx::sets_key_by_key`). The run passes only if the checks catch it.
+    pub set_canary: bool,
 }
 
 impl Scenario {
@@ -86,6 +89,8 @@ impl Scenario {
             Some("holders were told of no revoke (endings muted) and learnt at their renewals")
         } else if self.line_canary {
             Some("places in line lapsed early: waiters renewing on time lost them to later ones")
+        } else if self.set_canary {
+            Some("workers claimed their sets key by key and kept what they got when one was held")
         } else {
             None
         }
@@ -114,6 +119,7 @@ pub const SCENARIOS: &[&str] = &[
     "revoke-canary",
     "notice-canary",
     "line-canary",
+    "set-canary",
 ];
 
 /// Checkers whose failure in a canary scenario counts as catching it (not the minimum counts:
@@ -159,6 +165,7 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
         revoke_canary: false,
         notice_canary: false,
         line_canary: false,
+        set_canary: false,
     };
     let mut revoked = baton.clone();
     revoked.push(("guard-holders", 4, 2));
@@ -309,6 +316,12 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
             pinned_readers: false,
             line_canary: true,
             ..s(vec![], vec![("waiters", 2, 4)], BaseSkew::None, false)
+        },
+        // Set takers only, one pool, three workers claiming sets of it key by key.
+        "set-canary" => Scenario {
+            pinned_readers: false,
+            set_canary: true,
+            ..s(vec![], vec![("set-takers", 1, 3)], BaseSkew::None, false)
         },
         _ => return None,
     })

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use baton_client::{BlockedKey, ReleaseOutcome, SetOutcome};
+use baton_client::{BlockedKey, ClaimOutcome, ReleaseOutcome, SetOutcome};
 use rand::seq::SliceRandom;
 use rand::Rng;
 
@@ -113,6 +113,89 @@ impl Worker {
                 .set(line("release", what, vec![key], vec![token], inv, ret));
             if retire {
                 // The rest of the set is left to expire.
+                self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
+                return;
+            }
+        }
+    }
+
+    /// One round of the set canary: the same sets, claimed key by key with single claims,
+    /// as a hand-made recipe does. A held key ends the round `blocked`, naming its holder;
+    /// the keys taken before it stay taken until their TTL (nothing undoes them). A set
+    /// taken whole is `granted` with each key's own token, then held and released.
+    pub(super) async fn set_round_key_by_key(&mut self) {
+        let ctx = self.ctx.clone();
+        let mut keys: Vec<String> = (0..SET_KEYS)
+            .map(|i| format!("ts/{}/{i}", self.slot.index))
+            .collect();
+        keys.shuffle(&mut self.rng);
+        keys.truncate(self.rng.gen_range(2..=3));
+        let ttl_ms = SET_TTL.as_millis() as u64;
+        let (process, client) = (self.proc_.process, self.proc_.client_id.clone());
+        let line = |what: &str, keys: Vec<String>, tokens, blocked, inv_ns, ret_ns| SetEvent {
+            idx: 0,
+            process,
+            client: client.clone(),
+            step: "claim-set".into(),
+            what: what.into(),
+            keys,
+            tokens,
+            blocked,
+            ttl_ms,
+            inv_ns,
+            ret_ns,
+            t_ns: 0,
+        };
+        let inv = ctx.rec.now_ns();
+        let mut tokens = Vec::new();
+        for key in &keys {
+            let claimed = tokio::time::timeout(
+                OP_TIMEOUT,
+                self.proc_.client.claim(key, &self.proc_.name, SET_TTL),
+            )
+            .await;
+            match claimed {
+                Ok(Ok(ClaimOutcome::Granted(g))) => tokens.push(g.lease.token),
+                Ok(Ok(ClaimOutcome::Held { lease, .. })) => {
+                    let blocked = vec![(key.clone(), lease.holder_client_id, lease.token)];
+                    let ret = ctx.rec.now_ns();
+                    ctx.rec
+                        .set(line("blocked", keys, Vec::new(), blocked, inv, ret));
+                    self.nap(100).await;
+                    return;
+                }
+                _ => {
+                    let ret = ctx.rec.now_ns();
+                    ctx.rec
+                        .set(line("unknown", keys, Vec::new(), Vec::new(), inv, ret));
+                    self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
+                    return;
+                }
+            }
+        }
+        let ret = ctx.rec.now_ns();
+        ctx.rec.set(line(
+            "granted",
+            keys.clone(),
+            tokens.clone(),
+            Vec::new(),
+            inv,
+            ret,
+        ));
+        let hold = self.rng.gen_range(SET_HOLD_MS.0..=SET_HOLD_MS.1);
+        tokio::time::sleep(Duration::from_millis(hold)).await;
+        for (key, token) in keys.into_iter().zip(tokens) {
+            let inv = ctx.rec.now_ns();
+            let released =
+                tokio::time::timeout(OP_TIMEOUT, self.proc_.client.release(&key, token)).await;
+            let ret = ctx.rec.now_ns();
+            let released = matches!(released, Ok(Ok(ReleaseOutcome::Released(_))));
+            let what = if released { "released" } else { "unknown" };
+            ctx.rec.set(SetEvent {
+                step: "release".into(),
+                ..line(what, vec![key], vec![token], Vec::new(), inv, ret)
+            });
+            if !released {
                 self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
                 return;
             }
