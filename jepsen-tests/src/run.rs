@@ -284,6 +284,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         memory: Default::default(),
         keys: Default::default(),
         sets_key_by_key: scenario.set_canary,
+        tasks_from_board_read: scenario.task_canary,
     });
     let run_tag = format!("s{}", opts.seed % 10_000);
     let mut tasks = Vec::new();

@@ -85,6 +85,10 @@ pub struct Ctx {
     /// what they got when a key is held (the sequential recipe users build by hand), so the
     /// `sets` checker must see grants that are not whole and blockers nobody was granted.
     pub sets_key_by_key: bool,
+    /// The task canary: `task-takers` take the first open task of a board read, with no
+    /// claim (a board read is not a claim: the duplicate takers of hand-made boards), so the
+    /// `tasks` checker must see two takers holding one task at once.
+    pub tasks_from_board_read: bool,
 }
 
 impl Ctx {
@@ -760,6 +764,7 @@ pub async fn run_worker(ctx: Arc<Ctx>, slot: Arc<Slot>, w: usize, seed: u64) {
             }
             "fenced-append" => worker.fenced_append_round().await,
             "guard-holders" => worker.guard_round().await,
+            "task-takers" if ctx.tasks_from_board_read => worker.task_round_from_board().await,
             "task-takers" => worker.task_round().await,
             "set-takers" if ctx.sets_key_by_key => worker.set_round_key_by_key().await,
             "set-takers" => worker.set_round().await,

@@ -34,7 +34,7 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
     let mut violations = Vec::new();
     let releases: HashMap<(&str, u64), Nanos> = steps
         .iter()
-        .filter(|s| s.step == "release" && s.what == "released")
+        .filter(|s| s.step == "release")
         .map(|s| ((s.key.as_str(), s.token), s.inv_ns))
         .collect();
     let holds = grants.iter().map(|g| {
@@ -250,18 +250,24 @@ mod tests {
 
     #[test]
     fn a_waiter_that_left_or_lapsed_may_be_passed_over() {
+        // b gave up (left the line at 1.395 s) before c was granted (1.43 s): not passed over.
         let mut events = in_order();
-        // b gave up (left the line) before c was granted; a's renewals stopped (its process
-        // died) long before d's grant: neither is passed over.
-        events[3] = wait("b", 11, 120, 400, "timeout", 0);
+        events[4] = wait("b", 11, 120, 1_400, "timeout", 0);
+        events.remove(5);
         let result = run(events);
-        assert_eq!(result.verdict, Verdict::Pass, "{result:?}");
+        // (4 grants from the line: too few to prove anything, and nothing wrong.)
+        assert_eq!(result.verdict, Verdict::Unknown, "{result:?}");
+        assert!(result.violations.is_empty(), "{result:?}");
+        // a's first wait got no answer (its process died): never known in line, passed over.
         let mut events = in_order();
-        events[3].what = "unknown".into();
-        events[3].token = 0;
-        events[3].renewals.clear();
+        events[2].what = "unknown".into();
+        events[2].token = 0;
+        events[2].joined_revision = 0;
+        events[2].renewals.clear();
+        events.remove(3);
         let result = run(events);
-        assert_eq!(result.verdict, Verdict::Pass, "{result:?}");
+        assert_eq!(result.verdict, Verdict::Unknown, "{result:?}");
+        assert!(result.violations.is_empty(), "{result:?}");
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
     let releases: HashMap<(&str, u64), &SetEvent> = steps
         .iter()
         .copied()
-        .filter(|s| s.step == "release" && s.what == "released")
+        .filter(|s| s.step == "release")
         .filter_map(|s| Some(((s.keys.first()?.as_str(), *s.tokens.first()?), s)))
         .collect();
     let holds = by_key.iter().flat_map(|(key, grants)| {

@@ -49,7 +49,7 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
     let releases: HashMap<(&str, u64), &TaskEvent> = steps
         .iter()
         .copied()
-        .filter(|t| t.step == "release" && (t.what == "released" || t.what == "done"))
+        .filter(|t| t.step == "release")
         .map(|t| ((t.key.as_str(), t.token), t))
         .collect();
     let holds = grants.iter().map(|g| {

@@ -63,6 +63,9 @@ pub struct Scenario {
     /// The set canary: the `set-takers` claim each set key by key and keep what they got
     /// when a key is held (`Ctx::sets_key_by_key`). The run passes only if the checks catch it.
     pub set_canary: bool,
+    /// The task canary: the `task-takers` take tasks from a board read with no claim
+    /// (`Ctx::tasks_from_board_read`). The run passes only if the checks catch it.
+    pub task_canary: bool,
 }
 
 impl Scenario {
@@ -91,6 +94,8 @@ impl Scenario {
             Some("places in line lapsed early: waiters renewing on time lost them to later ones")
         } else if self.set_canary {
             Some("workers claimed their sets key by key and kept what they got when one was held")
+        } else if self.task_canary {
+            Some("workers took the first open task of a board read without claiming it")
         } else {
             None
         }
@@ -120,6 +125,7 @@ pub const SCENARIOS: &[&str] = &[
     "notice-canary",
     "line-canary",
     "set-canary",
+    "task-canary",
 ];
 
 /// Checkers whose failure in a canary scenario counts as catching it (not the minimum counts:
@@ -166,6 +172,7 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
         notice_canary: false,
         line_canary: false,
         set_canary: false,
+        task_canary: false,
     };
     let mut revoked = baton.clone();
     revoked.push(("guard-holders", 4, 2));
@@ -322,6 +329,12 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
             pinned_readers: false,
             set_canary: true,
             ..s(vec![], vec![("set-takers", 1, 3)], BaseSkew::None, false)
+        },
+        // Task takers only, one board, three workers taking from board reads.
+        "task-canary" => Scenario {
+            pinned_readers: false,
+            task_canary: true,
+            ..s(vec![], vec![("task-takers", 1, 3)], BaseSkew::None, false)
         },
         _ => return None,
     })

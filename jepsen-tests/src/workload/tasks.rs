@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use baton_client::{NextFilter, NextOutcome, RecordPatch, ReleaseOutcome};
+use baton_client::{NextFilter, NextOutcome, ReadMode, RecordPatch, ReleaseOutcome};
 use rand::Rng;
 
 use super::{failed, Worker, OP_TIMEOUT};
@@ -105,5 +105,66 @@ impl Worker {
         if what == "unknown" {
             self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
         }
+    }
+
+    /// One round of the task canary: maybe post a task, then read the board and take its
+    /// first open task without claiming it, as the revision the board was read at; hold it,
+    /// then put it back (nothing to release: it was never claimed, so it stays open).
+    pub(super) async fn task_round_from_board(&mut self) {
+        let ctx = self.ctx.clone();
+        let prefix = format!("tt/{}/", self.slot.index);
+        if self.rng.gen_ratio(1, POST_EVERY) {
+            let key = format!("{prefix}{:08}", ctx.rec.uid());
+            let p = &self.proc_;
+            let post = p
+                .client
+                .post(&key, RecordPatch::default(), None, &p.name, false);
+            let _ = tokio::time::timeout(OP_TIMEOUT, post).await;
+        }
+        let step = |what: &str, key: &str, token: u64, inv_ns, ret_ns, step: &str| TaskEvent {
+            idx: 0,
+            process: self.proc_.process,
+            client: self.proc_.client_id.clone(),
+            step: step.into(),
+            what: what.into(),
+            prefix: prefix.clone(),
+            key: key.into(),
+            token,
+            ttl_ms: TASK_TTL.as_millis() as u64,
+            inv_ns,
+            ret_ns,
+            t_ns: 0,
+        };
+        let inv = ctx.rec.now_ns();
+        let read = self
+            .proc_
+            .client
+            .board(&prefix, 16, "", ReadMode::Linearizable);
+        let board = match tokio::time::timeout(OP_TIMEOUT, read).await {
+            Ok(Ok(board)) => board,
+            _ => {
+                self.nap(200).await;
+                return;
+            }
+        };
+        let ret = ctx.rec.now_ns();
+        let Some(key) = board.open.first().cloned() else {
+            ctx.rec.task(step("nothing", "", 0, inv, ret, "claim-next"));
+            self.nap(200).await;
+            return;
+        };
+        ctx.rec.task(step(
+            "granted",
+            &key,
+            board.revision,
+            inv,
+            ret,
+            "claim-next",
+        ));
+        let hold = self.rng.gen_range(TASK_HOLD_MS.0..=TASK_HOLD_MS.1);
+        tokio::time::sleep(Duration::from_millis(hold)).await;
+        let at = ctx.rec.now_ns();
+        ctx.rec
+            .task(step("released", &key, board.revision, at, at, "release"));
     }
 }
