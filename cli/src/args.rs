@@ -462,6 +462,29 @@ To miss nothing between a read and the watch:
         #[arg(long, value_name = "REV", default_value_t = 0)]
         from: u64,
     },
+    /// Observe KEY as leader election's observers do: who holds it and what its record says
+    /// now, then a line at every change (a new holder, none, a proclaimed field), until
+    /// Ctrl-C.
+    ///
+    /// Campaign with `baton run KEY -- cmd` (or `claim`), proclaim with `baton update KEY
+    /// --token T --set NAME=VALUE` while holding it, resign with `release`, hand over with
+    /// `handoff` (docs/election.md). A record written before the leader's grant is marked
+    /// "(written before this leader)".
+    /// Each line is read after the change it follows, so lines never go back; changes close
+    /// together may show as one line. Renewals are not changes. Ctrl-C or SIGTERM stops it
+    /// (exit 0); a watch that fell out of the cluster's window ends it (exit 1, "compacted":
+    /// observe again).
+    #[command(after_help = "Examples:
+  baton leader services/scheduler
+  baton leader services/scheduler --output json | jq -r '.lease.holder_name // \"none\"'
+
+Table lines read: rev 1210  leader sched@a (client a41c0c2e)  token 1207  status serving  endpoint=10.0.0.5:8080
+            or: rev 1300  no leader
+With --output json, one record view per line (the object `baton record --output json` prints).")]
+    Leader {
+        /// The key whose holder to follow.
+        key: String,
+    },
     /// Hand KEY over to another agent: offer, accept, decline, cancel.
     #[command(after_help = "Examples:
   baton handoff offer tasks/evidence-42 --token 11 --to codex@host-b --git --note-file note.toml

@@ -9,8 +9,8 @@ use baton_client::{Client, ClientConfig, ReadMode, RecordPatch};
 use crate::args::{Cli, ClusterCommand, Command};
 use crate::output::Rendered;
 use crate::{
-    access, args, bench, cluster, commit_hook, exit, handoff, mcp, output, records, run, sets,
-    tasks, watch, web,
+    access, args, bench, cluster, commit_hook, exit, handoff, leader, mcp, output, records, run,
+    sets, tasks, watch, web,
 };
 
 /// Runs one parsed command and renders its result.
@@ -76,7 +76,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
     // listens at all, instead of a silent wait for the retry deadline.
     let quiet = matches!(
         &cli.command,
-        Command::Mcp(_) | Command::Watch { .. } | Command::Run(_) | Command::Web(_)
+        Command::Mcp(_)
+            | Command::Watch { .. }
+            | Command::Leader { .. }
+            | Command::Run(_)
+            | Command::Web(_)
     );
     let hint = (format == args::OutputFormat::Table && !quiet)
         .then(|| tokio::spawn(hint_if_no_node_listens(client.endpoints().to_vec())));
@@ -220,6 +224,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             records::history(&history, events, format)
         }
         Command::Watch { prefix, from } => watch::run(&client, &prefix, from, format).await?,
+        Command::Leader { key } => leader::run(&client, &key, format).await?,
         Command::Handoff { command } => handoff::run(&client, command, format).await?,
         Command::Board {
             prefix,

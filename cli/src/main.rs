@@ -21,6 +21,7 @@ mod dispatch;
 mod exit;
 mod git;
 mod handoff;
+mod leader;
 mod loss;
 mod mcp;
 mod note;

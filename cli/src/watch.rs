@@ -80,7 +80,7 @@ fn compacted_hint(prefix: &str, error: &Error) -> String {
 }
 
 /// Resolves when the user asks the watch to stop: SIGINT (Ctrl-C) or SIGTERM.
-async fn stop_signal() {
+pub(crate) async fn stop_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut terminate = signal(SignalKind::terminate()).ok();
     let terminated = async {

@@ -55,6 +55,23 @@ async fn take(stream: &mut WatchStream, n: usize) -> Vec<Event> {
     events
 }
 
+/// Sends `child` SIGTERM and waits (up to 10 s) for it to stop: its exit status.
+fn stop(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what} did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Nothing more arrives for a while (the stream neither yields nor ends).
 async fn assert_quiet(stream: &mut WatchStream) {
     if let Ok(item) = tokio::time::timeout(Duration::from_millis(500), stream.next()).await {
@@ -293,20 +310,7 @@ async fn the_cli_prints_a_json_line_per_event_until_stopped() {
     }
 
     // SIGTERM (like Ctrl-C) stops it cleanly: exit 0.
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("baton watch did not stop on SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(stop(&mut child, "baton watch").code(), Some(0));
     reader.join().unwrap();
     assert!(lines.try_recv().is_err(), "no line after the two events");
 }
@@ -323,4 +327,101 @@ fn the_cli_exits_4_when_no_node_answers() {
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(stderr.contains("unavailable"), "{stderr}");
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// `baton leader KEY` (leader election's observe): the holder and its record now, then a
+/// line at every change of holder or record, none for a renewal or for another key under
+/// the same prefix; SIGTERM stops it with exit 0.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_leader_prints_the_holder_now_and_at_every_change() {
+    let node = start_node(&[]).await;
+    let client = node.client().await;
+    let key = "svc/leader";
+    let proclaim = |endpoint: &str| RecordPatch {
+        set_fields: [("endpoint".to_owned(), endpoint.to_owned())].into(),
+        ..RecordPatch::default()
+    };
+    let alice = claim(&client, key, "alice").await;
+    client
+        .update(key, alice, proclaim("10.0.0.1"))
+        .await
+        .unwrap();
+    let mut child = node.spawn(&["--output", "json", "leader", key]);
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |what: &str| -> Value {
+        let line = lines
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("no line for {what}"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    };
+    let quiet = |what: &str| {
+        if let Ok(line) = lines.recv_timeout(Duration::from_millis(700)) {
+            panic!("a line for {what}: {line}");
+        }
+    };
+    let now = next("the holder now");
+    assert_eq!(now["lease"]["holder_name"], "alice");
+    assert_eq!(now["lease"]["token"].as_u64(), Some(alice));
+    assert_eq!(now["record"]["fields"]["endpoint"], "10.0.0.1");
+
+    // A renewal, and a claim of another key under the same prefix, are not changes.
+    client.renew(key, alice).await.unwrap();
+    claim(&client, "svc/leader2", "carol").await;
+    quiet("a renewal or another key");
+
+    // The leader proclaims a new endpoint.
+    client
+        .update(key, alice, proclaim("10.0.0.2"))
+        .await
+        .unwrap();
+    let proclaimed = next("the proclaimed endpoint");
+    assert_eq!(proclaimed["lease"]["holder_name"], "alice");
+    assert_eq!(proclaimed["record"]["fields"]["endpoint"], "10.0.0.2");
+    assert!(proclaimed["revision"].as_u64() > now["revision"].as_u64());
+
+    // It resigns: no leader; then bob wins the campaign.
+    client.release(key, alice).await.unwrap();
+    let resigned = next("the resignation");
+    assert!(resigned["lease"].is_null(), "{resigned}");
+    let bob = claim(&client, key, "bob").await;
+    let elected = next("the new leader");
+    assert_eq!(elected["lease"]["holder_name"], "bob");
+    assert_eq!(elected["lease"]["token"].as_u64(), Some(bob));
+    assert!(bob > alice);
+
+    // A graceful transfer: bob offers the key to carol (the record shows the offer), and
+    // carol's accept makes her the leader with no gap between the two.
+    let carol = node.client().await;
+    client
+        .offer(
+            key,
+            bob,
+            "carol",
+            baton_client::HandoffNote::default(),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    let offered = next("the offer");
+    assert_eq!(offered["lease"]["holder_name"], "bob");
+    assert_eq!(offered["record"]["pending_offer"]["to"], "carol");
+    carol
+        .accept(key, "carol", Duration::from_secs(30))
+        .await
+        .unwrap();
+    let handed = next("the new leader by handoff");
+    assert_eq!(handed["lease"]["holder_name"], "carol");
+    assert!(handed["lease"]["token"].as_u64() > Some(bob));
+
+    assert_eq!(stop(&mut child, "baton leader").code(), Some(0));
+    reader.join().unwrap();
 }

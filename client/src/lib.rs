@@ -93,6 +93,7 @@ pub mod handoff;
 pub mod history;
 pub mod lines;
 pub mod note;
+pub mod observe;
 pub mod record;
 mod retry;
 pub mod sets;

@@ -496,3 +496,49 @@ def test_with_tokens_the_principal_is_who_acts(secured_cluster):
     assert alice.probe("tasks/secure").lease.token == grant.token
     events = alice.history("tasks/secure").events
     assert [(e.kind, e.actor_principal) for e in events] == [("claimed", "alice")]
+
+
+def test_observe_yields_the_leader_now_and_at_every_change(cluster):
+    """Leader election's observe: the holder and its record now, then a view at every change
+    of holder or record; a renewal and another key under the same prefix are not changes."""
+    alice = cluster.client(holder="alice")
+    bob = cluster.client(holder="bob")
+    observer = cluster.client(holder="observer")
+    key = "svc/scheduler"
+    won = alice.claim(key, ttl=30)
+    alice.update(key, won.token, set_fields={"endpoint": "10.0.0.1"})
+    views = observer.observe(key)
+    seen = []
+
+    def read():
+        for view in views:
+            seen.append(view)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+
+    def next_view(n):
+        end = time.monotonic() + 10
+        while len(seen) < n and time.monotonic() < end:
+            time.sleep(0.02)
+        assert len(seen) >= n, f"no view {n}: {seen}"
+        return seen[n - 1]
+
+    now = next_view(1)
+    assert now.lease.holder == "alice" and now.lease.token == won.token
+    assert now.record.fields["endpoint"] == "10.0.0.1"
+    alice.renew(key, won.token)
+    alice.claim("svc/scheduler2", ttl=30)
+    time.sleep(0.7)
+    assert len(seen) == 1, f"a renewal or another key made a view: {seen}"
+    alice.update(key, won.token, set_fields={"endpoint": "10.0.0.2"})
+    proclaimed = next_view(2)
+    assert proclaimed.record.fields["endpoint"] == "10.0.0.2" and proclaimed.revision > now.revision
+    alice.release(key, won.token)
+    assert next_view(3).lease is None
+    elected = bob.claim(key, ttl=30)
+    view = next_view(4)
+    assert view.lease.holder == "bob" and view.lease.token == elected.token > won.token
+    views.close()
+    thread.join(10)
+    assert not thread.is_alive(), "close() stops the iteration"

@@ -22,20 +22,25 @@ const POST_EVERY: u32 = 2;
 const DONE_IN_TEN: u32 = 7;
 
 impl Worker {
+    /// Posts a new task under `prefix` before one round in [`POST_EVERY`]. A post that got no
+    /// answer may or may not be on the board: either is fine.
+    async fn maybe_post(&mut self, prefix: &str) {
+        if self.rng.gen_ratio(1, POST_EVERY) {
+            let key = format!("{prefix}{:08}", self.ctx.rec.uid());
+            let p = &self.proc_;
+            let post = p
+                .client
+                .post(&key, RecordPatch::default(), None, &p.name, false);
+            let _ = tokio::time::timeout(OP_TIMEOUT, post).await;
+        }
+    }
+
     /// One round of `task-takers`: maybe post a task, then take the next one and release it.
     /// A step with no answer retires the process (what it held is unknown from then on).
     pub(super) async fn task_round(&mut self) {
         let ctx = self.ctx.clone();
         let prefix = format!("tt/{}/", self.slot.index);
-        if self.rng.gen_ratio(1, POST_EVERY) {
-            let key = format!("{prefix}{:08}", ctx.rec.uid());
-            let p = &self.proc_;
-            let post = p
-                .client
-                .post(&key, RecordPatch::default(), None, &p.name, false);
-            // A post that got no answer may or may not be on the board: either is fine.
-            let _ = tokio::time::timeout(OP_TIMEOUT, post).await;
-        }
+        self.maybe_post(&prefix).await;
         let ttl_ms = TASK_TTL.as_millis() as u64;
         let step = |what: &str, key: &str, token: u64, inv_ns, ret_ns, step: &str| TaskEvent {
             idx: 0,
@@ -113,14 +118,7 @@ impl Worker {
     pub(super) async fn task_round_from_board(&mut self) {
         let ctx = self.ctx.clone();
         let prefix = format!("tt/{}/", self.slot.index);
-        if self.rng.gen_ratio(1, POST_EVERY) {
-            let key = format!("{prefix}{:08}", ctx.rec.uid());
-            let p = &self.proc_;
-            let post = p
-                .client
-                .post(&key, RecordPatch::default(), None, &p.name, false);
-            let _ = tokio::time::timeout(OP_TIMEOUT, post).await;
-        }
+        self.maybe_post(&prefix).await;
         let step = |what: &str, key: &str, token: u64, inv_ns, ret_ns, step: &str| TaskEvent {
             idx: 0,
             process: self.proc_.process,

@@ -594,6 +594,17 @@ class Client:
 
         return Watch(self, self._transport, prefix, from_revision)
 
+    def observe(self, key: str):
+        """Leader election's observe (docs/election.md): yields `key`'s `RecordView` now (its
+        holder, if any, and its record), then again after every change of its holder or of its
+        record, each a linearizable read made after the watch told of the change (views never
+        go back; changes close together may come as one view; renewals are not changes).
+        An iterator; it ends by raising what ends the watch (`Compacted`: observe again).
+        `close()` it (from any thread) or leave its `with` block to stop."""
+        from .watch import Observe
+
+        return Observe(self, key)
+
     def lease(self, key: str, ttl: float = 30.0, holder: Optional[str] = None, status: str = ""):
         """`with client.lease(key, ttl=30) as lease:` claims `key` (raising `Held` instead
         of entering the block when another holds it), renews it in the background every

@@ -105,3 +105,53 @@ class Watch:
             if now - started < STREAM_HEALTHY_AFTER:
                 time.sleep(backoff * (0.5 + random.random() / 2))
                 backoff = min(backoff * 2, BACKOFF_MAX)
+
+
+def _looks(view):
+    """What an observer compares to tell a change: the holder (session, token) and the
+    record; a renewal changes neither."""
+    holder = (view.lease.holder_client_id, view.lease.token) if view.lease is not None else None
+    return holder, view.record
+
+
+class Observe:
+    """`Client.observe(key)`: the key's `RecordView` now, then at every change of its holder
+    or record (see there)."""
+
+    def __init__(self, client, key: str):
+        self._client = client
+        self.key = key
+        self._watch: Optional[Watch] = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def __iter__(self):
+        return self._views()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._watch is not None:
+                self._watch.close()
+
+    def _views(self):
+        view = self._client.record(self.key)
+        yield view
+        last = _looks(view)
+        with self._lock:
+            if self._closed:
+                return
+            self._watch = self._client.watch(self.key, view.revision + 1)
+        for event in self._watch:
+            if event.key != self.key:
+                continue  # the watch is of a prefix
+            view = self._client.record(self.key)
+            if _looks(view) != last:
+                last = _looks(view)
+                yield view
