@@ -55,6 +55,25 @@ async fn take(stream: &mut WatchStream, n: usize) -> Vec<Event> {
     events
 }
 
+/// Reads `stdout` line by line on a thread: the lines as they come, and the thread.
+fn read_lines(
+    stdout: std::process::ChildStdout,
+) -> (
+    std::sync::mpsc::Receiver<String>,
+    std::thread::JoinHandle<()>,
+) {
+    let (tx, lines) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (lines, reader)
+}
+
 /// Sends `child` SIGTERM and waits (up to 10 s) for it to stop: its exit status.
 fn stop(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
@@ -273,16 +292,7 @@ async fn the_cli_prints_a_json_line_per_event_until_stopped() {
     let start = revision_now(&client).await;
     let from = (start + 1).to_string();
     let mut child = node.spawn(&["--output", "json", "watch", "tasks/", "--from", &from]);
-    let stdout = child.stdout.take().unwrap();
-    let (tx, lines) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (lines, reader) = read_lines(child.stdout.take().unwrap());
 
     let token = claim(&client, "tasks/cli", "alice").await;
     claim(&client, "other/cli", "alice").await;
@@ -347,16 +357,7 @@ async fn the_cli_leader_prints_the_holder_now_and_at_every_change() {
         .await
         .unwrap();
     let mut child = node.spawn(&["--output", "json", "leader", key]);
-    let stdout = child.stdout.take().unwrap();
-    let (tx, lines) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (lines, reader) = read_lines(child.stdout.take().unwrap());
     let next = |what: &str| -> Value {
         let line = lines
             .recv_timeout(Duration::from_secs(10))

@@ -5,10 +5,11 @@
 //!   equal (one log entry granted them all);
 //! - **one holder at a time per key**: a grant of a key (from any set) is never decided
 //!   wholly inside another grant's certain hold of that key: from the other grant's return
-//!   until the first of its release of that key's invocation (a release that answered
-//!   `released`) and `inv + ttl / (1 + rho)` (its lease can end no sooner: expiry is never
-//!   early); nor do two granted claims carry one key with one token (one entry granting a key
-//!   twice);
+//!   until the first of its release of that key's invocation (whatever the release
+//!   answered: it may have applied) and `inv + ttl / (1 + rho)` (its lease can end no sooner:
+//!   expiry is never early), nor do two grants' certain holds of a key overlap
+//!   (`holds::out_of_turn`); nor do two granted claims carry one key with one token (one
+//!   entry granting a key twice);
 //! - **tokens in time order per key**: of two grants of a key, the one that returned before
 //!   the other was invoked has the smaller token;
 //! - **a blocker is a real holder**: every (key, holder, token) a `blocked` answer names was

@@ -7,8 +7,9 @@
 //!   other was invoked has the smaller token;
 //! - **no overlap**: a grant of a task is never decided wholly inside another taker's
 //!   certain hold of it: from its grant's return until the first of its release's
-//!   invocation (a release that answered ok) and `inv + ttl / (1 + rho)` (its lease can
-//!   end no sooner: expiry is never early);
+//!   invocation (whatever the release answered: it may have applied) and `inv + ttl / (1 +
+//!   rho)` (its lease can end no sooner: expiry is never early), and no two takers' certain
+//!   holds of a task overlap (`holds::out_of_turn`);
 //! - **finished stays finished**: once a release as `done` returned, no grant of that task
 //!   invoked afterwards (`claim-next` passes finished tasks by; nothing re-posts them).
 //!
@@ -44,7 +45,7 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
             ));
         }
     }
-    // A grant's end of certain hold: its release's invocation (released or done, ok), else
+    // A grant's end of certain hold: its release's invocation (whatever it answered), else
     // the earliest its lease can expire.
     let releases: HashMap<(&str, u64), &TaskEvent> = steps
         .iter()

@@ -41,20 +41,11 @@ impl Worker {
         let ctx = self.ctx.clone();
         let prefix = format!("tt/{}/", self.slot.index);
         self.maybe_post(&prefix).await;
-        let ttl_ms = TASK_TTL.as_millis() as u64;
-        let step = |what: &str, key: &str, token: u64, inv_ns, ret_ns, step: &str| TaskEvent {
-            idx: 0,
-            process: self.proc_.process,
-            client: self.proc_.client_id.clone(),
-            step: step.into(),
-            what: what.into(),
-            prefix: prefix.clone(),
-            key: key.into(),
-            token,
-            ttl_ms,
-            inv_ns,
-            ret_ns,
-            t_ns: 0,
+        let (process, client) = (self.proc_.process, self.proc_.client_id.clone());
+        let step = |what: &str, key: &str, token: u64, inv_ns, ret_ns, step: &str| {
+            task_line(
+                process, &client, &prefix, step, what, key, token, inv_ns, ret_ns,
+            )
         };
         let inv = ctx.rec.now_ns();
         let taken = tokio::time::timeout(
@@ -119,19 +110,11 @@ impl Worker {
         let ctx = self.ctx.clone();
         let prefix = format!("tt/{}/", self.slot.index);
         self.maybe_post(&prefix).await;
-        let step = |what: &str, key: &str, token: u64, inv_ns, ret_ns, step: &str| TaskEvent {
-            idx: 0,
-            process: self.proc_.process,
-            client: self.proc_.client_id.clone(),
-            step: step.into(),
-            what: what.into(),
-            prefix: prefix.clone(),
-            key: key.into(),
-            token,
-            ttl_ms: TASK_TTL.as_millis() as u64,
-            inv_ns,
-            ret_ns,
-            t_ns: 0,
+        let (process, client) = (self.proc_.process, self.proc_.client_id.clone());
+        let step = |what: &str, key: &str, token: u64, inv_ns, ret_ns, step: &str| {
+            task_line(
+                process, &client, &prefix, step, what, key, token, inv_ns, ret_ns,
+            )
         };
         let inv = ctx.rec.now_ns();
         let read = self
@@ -164,5 +147,34 @@ impl Worker {
         let at = ctx.rec.now_ns();
         ctx.rec
             .task(step("released", &key, board.revision, at, at, "release"));
+    }
+}
+
+/// A `task` line of this workload (its TTL is [`TASK_TTL`]).
+#[allow(clippy::too_many_arguments)]
+fn task_line(
+    process: u64,
+    client: &str,
+    prefix: &str,
+    step: &str,
+    what: &str,
+    key: &str,
+    token: u64,
+    inv_ns: crate::history::Nanos,
+    ret_ns: crate::history::Nanos,
+) -> TaskEvent {
+    TaskEvent {
+        idx: 0,
+        process,
+        client: client.to_owned(),
+        step: step.into(),
+        what: what.into(),
+        prefix: prefix.to_owned(),
+        key: key.into(),
+        token,
+        ttl_ms: TASK_TTL.as_millis() as u64,
+        inv_ns,
+        ret_ns,
+        t_ns: 0,
     }
 }
