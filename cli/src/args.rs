@@ -186,6 +186,7 @@ pub enum Command {
   baton claim tasks/evidence-42 --wait --timeout 2m   # wait in line up to 2m
   token=$(baton claim tasks/evidence-42 --output json | jq .lease.token)
   baton claim src/a.rs src/b.rs src/c.rs              # all three in one write, or none
+  baton claim gpu/runner --permits 2                  # one of 2 holders at once
 
 Several keys are claimed all or none, in one log entry: each gets that entry's revision as its
 token (a key you already hold keeps its own), or nothing is granted and every key that blocked
@@ -215,6 +216,11 @@ Exits 3 when a key is held (after the timeout, with --wait).")]
         /// (no priority: the first claim after the key frees wins).
         #[arg(long, requires = "wait")]
         poll: bool,
+        /// One of N permits (2 to 1024): up to N holders at once, each with its own lease
+        /// and token. N is fixed by the first holder while any holds. With --wait, claims
+        /// again as permits free (polling: no line for permits yet).
+        #[arg(long, value_name = "N", value_parser = parse_permits)]
+        permits: Option<u32>,
     },
     /// Renew the lease on KEY held with TOKEN.
     #[command(after_help = "Examples:
@@ -644,6 +650,17 @@ A policy (docs/security.md, \"Permissions\"):
 }
 
 /// Parses durations written like `500ms`, `10s`, `2m` or `1h 30m`.
+/// `--permits N`: 1 (a plain claim) to `PERMITS_MAX`.
+pub fn parse_permits(text: &str) -> Result<u32, String> {
+    let max = baton_client::PERMITS_MAX;
+    match text.parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{text:?} is not a number of permits: give 1 (a plain claim) to {max}"
+        )),
+    }
+}
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let duration = humantime::parse_duration(text.trim()).map_err(|e| e.to_string())?;
     if duration.is_zero() {

@@ -95,10 +95,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
     let rendered = match cli.command {
         Command::Claim {
             keys,
+            permits: Some(n),
+            ..
+        } if keys.len() > 1 && n > 1 => {
+            return Err(anyhow::anyhow!(
+                "--permits claims one key: a set of {} keys is claimed exclusively, all or none",
+                keys.len()
+            ))
+        }
+        Command::Claim {
+            keys,
             holder,
             ttl,
             wait,
             poll: _,
+            permits: _,
         } if keys.len() > 1 => {
             let holder = holder.unwrap_or_else(args::default_holder);
             let wait = wait.then_some(wait_timeout);
@@ -110,17 +121,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             ttl,
             wait,
             poll,
+            permits,
         } => {
             let key = keys.into_iter().next().unwrap_or_default();
             let holder = holder.unwrap_or_else(args::default_holder);
             let tell = format == args::OutputFormat::Table;
+            let permits = permits.unwrap_or(1);
             // A refusal (quarantined, the cluster's key limit) is an answer with its facts.
-            let in_line = wait && !poll;
+            // Permits have no line: their --wait polls.
+            let in_line = wait && !poll && permits == 1;
             let wait = wait.then_some(Wait {
                 timeout: wait_timeout,
-                in_line: !poll,
+                in_line,
             });
-            let claimed = claim(&client, &key, &holder, ttl, wait, tell);
+            let claimed = claim(&client, &key, &holder, ttl, wait, tell, permits);
             let claimed = if in_line {
                 match stop_on_signal(claimed).await {
                     Ok(claimed) => claimed,
@@ -379,10 +393,11 @@ async fn claim(
     ttl: std::time::Duration,
     wait: Option<Wait>,
     tell: bool,
+    permits: u32,
 ) -> Result<baton_client::ClaimOutcome, baton_client::Error> {
     use baton_client::{ClaimOutcome, Error, LineOutcome, RefusalReason};
     let Some(wait) = wait else {
-        return client.claim(key, holder, ttl).await;
+        return client.claim_permit(key, holder, ttl, permits).await;
     };
     if wait.in_line {
         match client.wait_once(key, holder, ttl).await {
@@ -404,13 +419,15 @@ async fn claim(
             Err(error) => return Err(error),
         }
     }
-    let outcome = client.claim(key, holder, ttl).await?;
+    let outcome = client.claim_permit(key, holder, ttl, permits).await?;
     match &outcome {
         ClaimOutcome::Held { lease, .. } => {
             if tell {
                 eprintln!("{}", waiting_line(lease, wait.timeout));
             }
-            client.claim_wait(key, holder, ttl, wait.timeout).await
+            client
+                .claim_permit_wait(key, holder, ttl, permits, wait.timeout)
+                .await
         }
         _ => Ok(outcome),
     }

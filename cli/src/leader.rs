@@ -105,6 +105,7 @@ mod tests {
 
     fn view(lease: bool) -> RecordView {
         RecordView {
+            permits: None,
             key: "svc/leader".into(),
             record: Record {
                 status: "serving".into(),

@@ -14,6 +14,7 @@
 mod access;
 mod args;
 mod bench;
+mod board;
 mod cluster;
 mod colour;
 mod commit_hook;

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use baton_client::{
-    AssignmentInfo, Board, ClaimOutcome, ClusterStatus, Grant, LeaseInfo, RecordView,
+    AssignmentInfo, ClaimOutcome, ClusterStatus, Grant, KeyHolders, LeaseInfo, RecordView,
     ReleaseOutcome, RenewOutcome, TokenCheck,
 };
 use serde::Serialize;
@@ -15,6 +15,8 @@ use serde::Serialize;
 use super::args::OutputFormat;
 use super::exit::Verdict;
 use super::table;
+
+pub use crate::board::board;
 
 /// A command's result, ready to print.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,11 +64,15 @@ pub fn claim(outcome: &ClaimOutcome, format: OutputFormat, now: Instant) -> Rend
             revision: u64,
             safe_deadline_in_ms: u64,
             assignment: Option<&'a AssignmentInfo>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            permits: Option<&'a KeyHolders>,
         },
         Held {
             lease: &'a LeaseInfo,
             same_name_other_process: bool,
             assignment: Option<&'a AssignmentInfo>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            permits: Option<&'a KeyHolders>,
         },
     }
     match outcome {
@@ -77,13 +83,25 @@ pub fn claim(outcome: &ClaimOutcome, format: OutputFormat, now: Instant) -> Rend
                 revision: grant.revision,
                 safe_deadline_in_ms: safe_deadline_in_ms(grant, now),
                 assignment: grant.assignment.as_ref(),
+                permits: grant.permits.as_deref(),
             };
             let mut headline =
                 format!("granted {} to {}", grant.lease.key, grant.lease.holder_name);
+            if let Some(p) = &grant.permits {
+                headline.push_str(&format!(
+                    ": one of {} permits ({} held, {} free)",
+                    p.permits,
+                    p.holders.len(),
+                    p.free()
+                ));
+            }
             if grant.already_held {
                 headline.push_str(" (already held by this client: same token, lease renewed)");
             }
             let mut text = format!("{headline}\n{}", grant_pairs(grant, now));
+            if let Some(p) = &grant.permits {
+                text.push_str(&holders_lines(p, Some(grant.lease.token)));
+            }
             if let Some(assignment) = &grant.assignment {
                 text.push_str(&assignment_line(
                     assignment,
@@ -97,18 +115,31 @@ pub fn claim(outcome: &ClaimOutcome, format: OutputFormat, now: Instant) -> Rend
             lease,
             same_name_other_process,
             assignment,
+            permits,
         } => {
             let json = Json::Held {
                 lease,
                 same_name_other_process: *same_name_other_process,
                 assignment: assignment.as_ref(),
+                permits: permits.as_ref(),
             };
-            let mut text = format!(
-                "held: {} is held by {}; stand down\n{}",
-                lease.key,
-                lease.holder_name,
-                holder_pairs(lease)
-            );
+            let mut text = match permits {
+                Some(p) => format!(
+                    "held: {} permits of {} are held ({} free; someone may wait in line \
+                     ahead); stand down\nthe first frees in {} at the latest\n{}",
+                    p.holders.len(),
+                    lease.key,
+                    p.free(),
+                    human_duration(lease.remaining),
+                    holders_lines(p, None)
+                ),
+                None => format!(
+                    "held: {} is held by {}; stand down\n{}",
+                    lease.key,
+                    lease.holder_name,
+                    holder_pairs(lease)
+                ),
+            };
             if let Some(assignment) = assignment {
                 text.push_str(&assignment_line(
                     assignment,
@@ -201,9 +232,22 @@ pub fn probe(view: &RecordView, format: OutputFormat) -> Rendered {
         quarantine: Option<&'a baton_client::QuarantineView>,
         #[serde(skip_serializing_if = "Option::is_none")]
         line: Option<&'a baton_client::KeyLine>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        permits: Option<&'a KeyHolders>,
     }
     let assignment = view.record.assigned_to.as_ref();
     let mut text = match (&view.lease, &view.quarantine) {
+        (Some(_), _) if view.permits.is_some() => {
+            let p = view.permits.as_ref().expect("checked");
+            format!(
+                "{} is held by {} of {} permits ({} free)\n{}",
+                view.key,
+                p.holders.len(),
+                p.permits,
+                p.free(),
+                lease_table(&p.holders)
+            )
+        }
         (Some(lease), _) => lease_table(std::slice::from_ref(lease)),
         (None, Some(q)) => quarantine_line(&view.key, q),
         (None, None) => format!("{} is free\n", view.key),
@@ -229,6 +273,7 @@ pub fn probe(view: &RecordView, format: OutputFormat) -> Rendered {
         assignment,
         quarantine: view.quarantine.as_ref(),
         line: view.line.as_ref(),
+        permits: view.permits.as_ref(),
     };
     Rendered::new(format, json, text, Verdict::Ok)
 }
@@ -299,134 +344,17 @@ pub fn assignment_line(assignment: &AssignmentInfo, holder: Option<&str>, yours:
     format!("assigned to {assignment}{aside}\n")
 }
 
-/// `baton board`; with `unclaimed_only`, only the keys waiting to be claimed: assigned and
-/// not held, and open tasks (`--unclaimed`: the JSON then has no leases, quarantines or
-/// assignments of held keys).
-pub fn board(prefix: &str, board: &Board, unclaimed_only: bool, format: OutputFormat) -> Rendered {
-    if unclaimed_only {
-        let only = Board {
-            leases: Vec::new(),
-            truncated: false,
-            revision: board.revision,
-            assignments: Default::default(),
-            quarantines: Default::default(),
-            unclaimed: board.unclaimed.clone(),
-            unclaimed_truncated: board.unclaimed_truncated,
-            open: board.open.clone(),
-            open_truncated: board.open_truncated,
-            answered_by: board.answered_by.clone(),
-        };
-        let mut text = unclaimed_text(prefix, &only);
-        text.push_str(&open_text(prefix, &only));
-        if only.unclaimed.is_empty() && only.open.is_empty() {
-            text = match prefix {
-                "" => "no key is waiting to be claimed\n".to_owned(),
-                _ => format!("no key under {prefix:?} is waiting to be claimed\n"),
-            };
-        }
-        return Rendered::new(format, &only, text, Verdict::Ok);
-    }
-    let mut text = if board.leases.is_empty() {
-        if prefix.is_empty() {
-            "no leases held\n".to_owned()
-        } else {
-            format!("no leases held under {prefix:?}\n")
-        }
-    } else {
-        board_table(board)
-    };
-    if !board.quarantines.is_empty() {
-        text.push_str("quarantined or revoked (no holder; claims are refused until each ends):\n");
-        for (key, q) in &board.quarantines {
-            let line = match q.revoked {
-                true => format!(
-                    "  {key}  revoked, claimable {} (revision {})\n",
-                    in_human(q.remaining),
-                    q.revision
-                ),
-                false => format!(
-                    "  {key}  free {} (its holder's lease expired at revision {})\n",
-                    in_human(q.remaining),
-                    q.revision
-                ),
-            };
-            text.push_str(&line);
-        }
-    }
-    text.push_str(&unclaimed_text(prefix, board));
-    text.push_str(&open_text(prefix, board));
-    if let (true, Some(last)) = (board.truncated, board.leases.last()) {
-        text.push_str(&format!(
-            "more leases match: baton board {}--start-after {}\n",
-            prefix_arg(prefix),
-            shell_word(&last.key)
-        ));
-    }
-    Rendered::new(format, board, text, Verdict::Ok)
-}
-
-/// The board's section of assigned keys no one holds: to whom, by whom, since when.
-fn unclaimed_text(prefix: &str, board: &Board) -> String {
-    if board.unclaimed.is_empty() {
-        return String::new();
-    }
-    let mut text = String::from("assigned, unclaimed (no one holds them yet):\n");
-    for (key, a) in &board.unclaimed {
-        let reason = if a.reason.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", a.reason)
-        };
-        text.push_str(&format!(
-            "  {key}  to {} by {} since {}{reason}\n",
-            a.to,
-            a.by,
-            utc(a.assigned_at_unix_ms)
-        ));
-    }
-    if let (true, Some(last)) = (board.unclaimed_truncated, board.unclaimed.keys().last()) {
-        text.push_str(&format!(
-            "more unclaimed keys match: baton board {}--unclaimed --start-after {}\n",
-            prefix_arg(prefix),
-            shell_word(last)
-        ));
-    }
-    text
-}
-
-/// The board's section of open tasks: no holder, no assignee, not finished (`claim-next`
-/// takes them).
-fn open_text(prefix: &str, board: &Board) -> String {
-    if board.open.is_empty() {
-        return String::new();
-    }
-    let mut text = String::from("open tasks (baton claim-next takes them):\n");
-    for key in &board.open {
-        text.push_str(&format!("  {key}\n"));
-    }
-    if let (true, Some(last)) = (board.open_truncated, board.open.last()) {
-        text.push_str(&format!(
-            "more open tasks match: baton board {}--unclaimed --start-after {}\n",
-            prefix_arg(prefix),
-            shell_word(last)
-        ));
-    }
-    text
-}
-
-/// The board's prefix as an argument for the next page's command (with its space), or
-/// nothing.
-fn prefix_arg(prefix: &str) -> String {
-    if prefix.is_empty() {
-        String::new()
-    } else {
-        format!("{} ", shell_word(prefix))
-    }
-}
-
 /// `baton check`: a token that is not current exits 3.
 pub fn check(key: &str, token: u64, check: &TokenCheck, format: OutputFormat) -> Rendered {
     let holder = match &check.lease {
+        Some(lease) if check.permits > 0 && check.current => format!(
+            "one of {} permits, held by {}",
+            check.permits, lease.holder_name
+        ),
+        Some(lease) if check.permits > 0 => format!(
+            "held by permits (of {}), the first by {} with token {}",
+            check.permits, lease.holder_name, lease.token
+        ),
         Some(lease) => format!("held by {} with token {}", lease.holder_name, lease.token),
         None => "the key is free".to_owned(),
     };
@@ -638,33 +566,6 @@ pub(crate) fn lease_table(leases: &[LeaseInfo]) -> String {
     table::render(&["KEY", "HOLDER", "TOKEN", "EXPIRES", "SINCE"], &rows)
 }
 
-/// The board: who holds each key and, beside it, who a dispatcher assigned it to.
-fn board_table(board: &Board) -> String {
-    let rows: Vec<Vec<String>> = board
-        .leases
-        .iter()
-        .map(|lease| {
-            let assigned = board
-                .assignments
-                .get(&lease.key)
-                .map(|a| a.to.clone())
-                .unwrap_or_else(|| "-".to_owned());
-            vec![
-                lease.key.clone(),
-                lease.holder_name.clone(),
-                assigned,
-                lease.token.to_string(),
-                in_human(lease.remaining),
-                utc(lease.held_since_unix_ms),
-            ]
-        })
-        .collect();
-    table::render(
-        &["KEY", "HELD BY", "ASSIGNED TO", "TOKEN", "EXPIRES", "SINCE"],
-        &rows,
-    )
-}
-
 pub(crate) fn grant_pairs(grant: &Grant, now: Instant) -> String {
     table::render_pairs(&[
         ("token", grant.lease.token.to_string()),
@@ -674,6 +575,22 @@ pub(crate) fn grant_pairs(grant: &Grant, now: Instant) -> String {
             in_human(grant.safe_deadline.saturating_duration_since(now)),
         ),
     ])
+}
+
+/// Every permit holder of a key, one line each (`mine`: the caller's own token, marked).
+fn holders_lines(p: &KeyHolders, mine: Option<u64>) -> String {
+    let mut text = String::new();
+    for l in &p.holders {
+        let marker = if Some(l.token) == mine { " (you)" } else { "" };
+        text.push_str(&format!(
+            "  permit: {} token {} since {} free {}{marker}\n",
+            l.holder_name,
+            l.token,
+            utc(l.held_since_unix_ms),
+            in_human(l.remaining)
+        ));
+    }
+    text
 }
 
 pub(crate) fn holder_pairs(lease: &LeaseInfo) -> String {

@@ -1,7 +1,7 @@
 use super::*;
 use crate::records::tests::assignment;
 use crate::{bench, handoff, records, sets, watch};
-use baton_client::{BlockedKey, SetOutcome};
+use baton_client::{BlockedKey, Board, SetOutcome};
 use serde_json::json;
 
 fn lease() -> LeaseInfo {
@@ -34,6 +34,7 @@ fn lease_json() -> serde_json::Value {
 
 fn grant(now: Instant) -> Grant {
     Grant {
+        permits: None,
         lease: lease(),
         already_held: false,
         revision: 1234,
@@ -73,6 +74,7 @@ fn claim_granted_json_shape() {
 #[test]
 fn claim_held_json_shape_and_stand_down() {
     let held = ClaimOutcome::Held {
+        permits: None,
         lease: lease(),
         same_name_other_process: true,
         assignment: Some(assignment()),
@@ -110,6 +112,7 @@ fn claim_texts_show_the_assignment_and_that_it_reserves_nothing() {
         "{text}"
     );
     let held = ClaimOutcome::Held {
+        permits: None,
         lease: lease(),
         same_name_other_process: false,
         assignment: Some(assignment()),
@@ -136,6 +139,7 @@ fn claim_texts_show_the_assignment_and_that_it_reserves_nothing() {
 #[test]
 fn claim_held_text_names_holder_since_and_says_stand_down() {
     let held = ClaimOutcome::Held {
+        permits: None,
         lease: lease(),
         same_name_other_process: true,
         assignment: None,
@@ -220,6 +224,7 @@ fn release_json_shapes() {
 
 fn view(lease: Option<LeaseInfo>, assigned_to: Option<AssignmentInfo>) -> RecordView {
     RecordView {
+        permits: None,
         key: "tasks/free".into(),
         record: baton_client::Record {
             assigned_to,
@@ -300,6 +305,7 @@ fn probe_shows_the_holder_and_the_assignment_side_by_side() {
 /// A truncated page: one held key with an assignment, and one assigned key no one holds.
 fn waiting_board() -> Board {
     Board {
+        permits: Default::default(),
         answered_by: String::new(),
         leases: vec![lease()],
         truncated: true,
@@ -417,6 +423,7 @@ fn board_json_shape() {
     let out = board(
         "",
         &Board {
+            permits: Default::default(),
             answered_by: String::new(),
             leases: vec![lease()],
             truncated: false,
@@ -442,6 +449,7 @@ fn board_json_shape() {
 #[test]
 fn check_of_a_stale_token_stands_down() {
     let stale = TokenCheck {
+        permits: 0,
         current: false,
         lease: Some(lease()),
         revision: 60,
@@ -668,6 +676,7 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
         .collect();
     let now = Instant::now();
     let held = ClaimOutcome::Held {
+        permits: None,
         lease: lease(),
         same_name_other_process: false,
         assignment: Some(assignment()),
@@ -675,6 +684,7 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
     let mut granted_assigned = grant(now);
     granted_assigned.assignment = Some(assignment());
     let record_view = RecordView {
+        permits: None,
         key: "tasks/x".into(),
         record: baton_client::Record {
             pending_offer: Some(handoff::tests::sample_offer()),
@@ -724,6 +734,7 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
         board(
             "",
             &Board {
+                permits: Default::default(),
                 answered_by: String::new(),
                 leases: vec![lease()],
                 truncated: true,
@@ -742,6 +753,7 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
             "k",
             1,
             &TokenCheck {
+                permits: 0,
                 current: true,
                 lease: Some(lease()),
                 revision: 1,

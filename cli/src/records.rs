@@ -600,6 +600,7 @@ pub(crate) mod tests {
     #[test]
     fn record_shows_holder_and_assignment_side_by_side() {
         let view = RecordView {
+            permits: None,
             key: "tasks/x".into(),
             record: sample_record(),
             lease: Some(lease()),

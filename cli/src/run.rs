@@ -118,6 +118,13 @@ pub async fn run(
         )
         .into());
     }
+    if args.permits.is_some_and(|n| n > 1) && args.keys.len() > 1 {
+        return Err(baton_client::Error::Config(format!(
+            "--permits holds one key: a set of {} keys is claimed exclusively, all or none",
+            args.keys.len()
+        ))
+        .into());
+    }
     let keys: Vec<&str> = args.keys.iter().map(String::as_str).collect();
     let key = keys.first().copied().unwrap_or_default();
     let claim = async {
@@ -142,6 +149,19 @@ pub async fn run(
             } else {
                 client.claim_set_guarded(&keys, &holder, args.ttl).await?
             }),
+            None if args.permits.is_some_and(|n| n > 1) => {
+                // One of N permits: no line for permits, so --wait claims again as they free.
+                let n = args.permits.unwrap_or(1);
+                Claimed::Key(if args.wait {
+                    client
+                        .claim_permit_wait_guarded(key, &holder, args.ttl, n, wait_timeout)
+                        .await?
+                } else {
+                    client
+                        .claim_permit_guarded(key, &holder, args.ttl, n)
+                        .await?
+                })
+            }
             None => {
                 // One key: wait in its line in the cluster (polling with --poll).
                 let claimed = if args.wait && !args.poll {
@@ -167,7 +187,7 @@ pub async fn run(
                 let blocked = baton_client::SetOutcome::Blocked(blocked);
                 return Ok(crate::sets::rendered(&blocked, format, std::time::Instant::now()));
             }
-            Claimed::Key(GuardedClaim::Held { lease, same_name_other_process, assignment }) => {
+            Claimed::Key(GuardedClaim::Held { lease, same_name_other_process, assignment, .. }) => {
                 return Ok(output::run_held(
                     &lease,
                     same_name_other_process,

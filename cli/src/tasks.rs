@@ -79,7 +79,7 @@ pub fn next_rendered(
 ) -> Rendered {
     match outcome {
         NextOutcome::Granted(grant) => {
-            output::claim(&ClaimOutcome::Granted(grant.clone()), format, now)
+            output::claim(&ClaimOutcome::Granted((**grant).clone()), format, now)
         }
         NextOutcome::Nothing(counts) => {
             #[derive(Serialize)]

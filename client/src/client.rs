@@ -125,11 +125,37 @@ impl Client {
         holder_name: &str,
         ttl: Duration,
     ) -> Result<ClaimOutcome, Error> {
+        self.claim_permit(key, holder_name, ttl, 1).await
+    }
+
+    /// Claims one of `permits` permits of `key` (a counting semaphore: up to `permits`
+    /// holders at once): granted, the caller's own lease with its own fencing token, renewed
+    /// and released with it as any lease is ([`Grant::permits`] lists every holder). Held,
+    /// every holder and the one whose permit ends first. `permits` is fixed by the first
+    /// holder while any holds: another number is refused (`RefusalReason::PermitsMismatch`,
+    /// naming the key's). 1 is a plain claim; 2 to [`PERMITS_MAX`] needs data format 12 on
+    /// every member.
+    ///
+    /// [`PERMITS_MAX`]: crate::PERMITS_MAX
+    pub async fn claim_permit(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        permits: u32,
+    ) -> Result<ClaimOutcome, Error> {
+        if permits == 0 || permits > crate::PERMITS_MAX {
+            return Err(Error::InvalidArgument(format!(
+                "permits {permits}: give 1 (a plain claim) to {}",
+                crate::PERMITS_MAX
+            )));
+        }
         let request = pb::ClaimRequest {
             key: key.to_owned(),
             holder: Some(self.holder(holder_name)),
             ttl_ms: duration_ms(ttl),
             request_id: Some(self.next_request_id()),
+            permits,
         };
         let clock = self.grant_clock();
         let answer = self

@@ -42,6 +42,7 @@ impl GrantClock {
             already_held,
             revision,
             assignment,
+            permits: None,
         }
     }
 
@@ -82,12 +83,17 @@ pub(crate) fn grant_of(
     clock: GrantClock,
     what: &str,
 ) -> Result<Grant, Error> {
-    Ok(clock.grant(
+    let mut grant = clock.grant(
         required_lease(granted.lease, what)?,
         granted.already_held,
         revision,
         granted.assignment.map(assignment),
-    ))
+    );
+    grant.permits = granted
+        .permits
+        .map(|p| key_holders(p).map(Box::new))
+        .transpose()?;
+    Ok(grant)
 }
 
 pub(crate) fn claim_outcome(
@@ -106,6 +112,7 @@ pub(crate) fn claim_outcome(
             lease: required_lease(held.lease, "claim held")?,
             same_name_other_process: held.same_name_other_process,
             assignment: held.assignment.map(assignment),
+            permits: held.permits.map(key_holders).transpose()?,
         }),
         None => Err(Error::Protocol("claim reply without an outcome".into())),
     }
@@ -147,6 +154,7 @@ pub(crate) fn probe(response: pb::ProbeResponse) -> Result<Probe, Error> {
         lease: optional_lease(response.lease)?,
         revision: response.revision,
         line: response.line.map(key_line).transpose()?,
+        permits: response.permits.map(key_holders).transpose()?,
     })
 }
 
@@ -178,6 +186,11 @@ pub(crate) fn board(response: pb::BoardResponse, answered_by: String) -> Result<
         unclaimed_truncated: response.unclaimed_truncated,
         open: response.open,
         open_truncated: response.open_truncated,
+        permits: response
+            .permits
+            .into_iter()
+            .map(|(key, p)| Ok((key, key_holders(p)?)))
+            .collect::<Result<_, Error>>()?,
     })
 }
 
@@ -195,6 +208,7 @@ pub(crate) fn token_check(response: pb::CheckTokenResponse) -> Result<TokenCheck
         current: response.current,
         lease: optional_lease(response.lease)?,
         revision: response.revision,
+        permits: response.permits,
     })
 }
 
@@ -342,12 +356,12 @@ pub(crate) fn next_outcome(
 ) -> Result<NextOutcome, Error> {
     use pb::claim_next_response::Outcome;
     match response.outcome {
-        Some(Outcome::Granted(granted)) => Ok(NextOutcome::Granted(grant_of(
+        Some(Outcome::Granted(granted)) => Ok(NextOutcome::Granted(Box::new(grant_of(
             granted,
             response.revision,
             clock,
             "claim-next granted",
-        )?)),
+        )?))),
         Some(Outcome::Nothing(n)) => Ok(NextOutcome::Nothing(Unclaimable {
             scanned: n.scanned,
             held: n.held,
@@ -419,6 +433,7 @@ pub(crate) fn record_view(key: &str, response: pb::GetRecordResponse) -> Result<
         revision: response.revision,
         quarantine: response.quarantine.map(quarantine),
         line: response.line.map(key_line).transpose()?,
+        permits: response.permits.map(key_holders).transpose()?,
     })
 }
 
@@ -583,12 +598,24 @@ pub(crate) fn refusal(status: &tonic::Status) -> Refusal {
         waiters: d.waiters,
         waiters_max: d.waiters_max,
         whole_cluster: d.whole_cluster,
+        permits: d.permits.and_then(|p| key_holders(p).ok()),
+        asked_permits: d.asked_permits,
+        permit_holders: d.permit_holders,
+        permit_holders_max: d.permit_holders_max,
         message: if d.message.is_empty() {
             status.message().to_owned()
         } else {
             d.message
         },
     }
+}
+
+/// A key's permit holders, from the wire.
+pub(crate) fn key_holders(p: pb::KeyHolders) -> Result<crate::types::KeyHolders, Error> {
+    Ok(crate::types::KeyHolders {
+        permits: p.permits,
+        holders: p.holders.into_iter().map(lease).collect::<Result<_, _>>()?,
+    })
 }
 
 pub(crate) fn key_line(line: pb::KeyLine) -> Result<crate::types::KeyLine, Error> {

@@ -30,6 +30,7 @@ fn granted_claim_carries_safe_deadline_from_send_time_and_reply_ttl() {
     let clock = clock();
     let response = pb::ClaimResponse {
         outcome: Some(pb::claim_response::Outcome::Granted(pb::Granted {
+            permits: None,
             lease: Some(pb_lease()),
             already_held: false,
             assignment: None,
@@ -54,6 +55,7 @@ fn granted_claim_carries_safe_deadline_from_send_time_and_reply_ttl() {
 fn held_claim_names_the_holder() {
     let response = pb::ClaimResponse {
         outcome: Some(pb::claim_response::Outcome::Held(pb::Held {
+            permits: None,
             lease: Some(pb_lease()),
             same_name_other_process: true,
             assignment: Some(pb_assignment()),
@@ -65,6 +67,7 @@ fn held_claim_names_the_holder() {
         lease,
         same_name_other_process: true,
         assignment: Some(assignment),
+        ..
     } = outcome
     else {
         panic!("expected held with an assignment, got {outcome:?}");
@@ -139,6 +142,7 @@ fn patch_keeps_absent_fields_absent() {
 #[test]
 fn record_with_offer_and_empty_last_note() {
     let response = pb::GetRecordResponse {
+        permits: None,
         record: Some(pb::Record {
             status: "blocked".into(),
             fields: [("pr".to_owned(), "42".to_owned())].into(),

@@ -45,6 +45,16 @@ pub enum RefusalReason {
     /// A wait in a key's line that is full ([`Refusal::waiters`], [`Refusal::waiters_max`];
     /// [`Refusal::whole_cluster`]: all lines together are). Wait by polling instead.
     LineFull,
+    /// A permit claim of another number of permits than the key's holders hold it with
+    /// ([`Refusal::permits`]: the key's N and holders; [`Refusal::asked_permits`]: the
+    /// claim's).
+    PermitsMismatch,
+    /// A write only an exclusive holder may make (the record, an offer, a final status) by
+    /// the holder of a permit ([`Refusal::token`], [`Refusal::permits`]).
+    NotExclusive,
+    /// A permit claim while the cluster holds its limit of permits
+    /// ([`Refusal::permit_holders`], [`Refusal::permit_holders_max`]).
+    HolderLimit,
     /// A reason this client does not know (a newer cluster), or none given (a refusal of
     /// the cluster's own, e.g. a setting). Still a refusal: nothing changed.
     Other(String),
@@ -65,6 +75,9 @@ impl RefusalReason {
             "format_pending" => RefusalReason::FormatPending,
             "exists" => RefusalReason::Exists,
             "line_full" => RefusalReason::LineFull,
+            "permits_mismatch" => RefusalReason::PermitsMismatch,
+            "not_exclusive" => RefusalReason::NotExclusive,
+            "holder_limit" => RefusalReason::HolderLimit,
             other => RefusalReason::Other(other.to_owned()),
         }
     }
@@ -84,6 +97,9 @@ impl RefusalReason {
             RefusalReason::FormatPending => "format_pending",
             RefusalReason::Exists => "exists",
             RefusalReason::LineFull => "line_full",
+            RefusalReason::PermitsMismatch => "permits_mismatch",
+            RefusalReason::NotExclusive => "not_exclusive",
+            RefusalReason::HolderLimit => "holder_limit",
             RefusalReason::Other(other) => other,
         }
     }
@@ -141,6 +157,17 @@ pub struct Refusal {
     pub waiters_max: u64,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub whole_cluster: bool,
+    /// The key's permits and holders (`permits_mismatch`; `not_exclusive` gives N alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permits: Option<crate::types::KeyHolders>,
+    /// The number of permits the refused claim asked for (`permits_mismatch`).
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub asked_permits: u32,
+    /// Permits held across the cluster, and its limit (`holder_limit`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub permit_holders: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub permit_holders_max: u64,
     /// The line for people, built by the cluster from the fields.
     pub message: String,
 }
@@ -171,6 +198,10 @@ impl Refusal {
             waiters: 0,
             waiters_max: 0,
             whole_cluster: false,
+            permits: None,
+            asked_permits: 0,
+            permit_holders: 0,
+            permit_holders_max: 0,
             message: message.to_owned(),
         }
     }
@@ -281,5 +312,9 @@ impl Error {
 }
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }

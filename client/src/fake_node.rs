@@ -319,6 +319,7 @@ impl Baton for FakeNode {
                             lease: Some(other_lease(&request.key, *remaining)),
                             same_name_other_process: false,
                             assignment: self.assignment.lock().unwrap().clone(),
+                            permits: None,
                         })),
                         revision: 77,
                     }));
@@ -339,6 +340,7 @@ impl Baton for FakeNode {
                 }),
                 already_held: false,
                 assignment: self.assignment.lock().unwrap().clone(),
+                permits: None,
             })),
             revision: 42,
         }))
@@ -417,6 +419,7 @@ impl Baton for FakeNode {
             lease: None,
             revision: 42,
             line: None,
+            permits: None,
         }))
     }
 
@@ -436,6 +439,7 @@ impl Baton for FakeNode {
             open: Vec::new(),
             open_truncated: false,
             lines: Default::default(),
+            permits: Default::default(),
         }))
     }
 
@@ -588,6 +592,7 @@ impl Baton for FakeNode {
             }),
             lease: Some(other_lease(&request.key, Duration::from_secs(30))),
             revision: 72,
+            permits: None,
             quarantine: None,
             line: None,
         }))

@@ -120,6 +120,8 @@ pub enum GuardedClaim {
         same_name_other_process: bool,
         /// Who a dispatcher assigned the key to, if anyone; it reserved nothing.
         assignment: Option<AssignmentInfo>,
+        /// Set when permits hold the key: every holder (see [`ClaimOutcome::Held`]).
+        permits: Option<crate::types::KeyHolders>,
     },
 }
 
@@ -489,8 +491,20 @@ impl Client {
         holder_name: &str,
         ttl: Duration,
     ) -> Result<GuardedClaim, Error> {
+        self.claim_permit_guarded(key, holder_name, ttl, 1).await
+    }
+
+    /// [`Client::claim_permit`], the permit it grants kept alive by a [`LeaseGuard`] (`baton
+    /// run --permits N`).
+    pub async fn claim_permit_guarded(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        permits: u32,
+    ) -> Result<GuardedClaim, Error> {
         self.guard_room()?;
-        let outcome = self.claim(key, holder_name, ttl).await?;
+        let outcome = self.claim_permit(key, holder_name, ttl, permits).await?;
         Ok(self.guard(outcome))
     }
 
@@ -507,7 +521,7 @@ impl Client {
         Ok(
             match self.claim_next(prefix, holder_name, ttl, filter).await? {
                 NextOutcome::Granted(grant) => {
-                    GuardedNext::Granted(LeaseGuard::start(self.clone(), grant))
+                    GuardedNext::Granted(LeaseGuard::start(self.clone(), *grant))
                 }
                 NextOutcome::Nothing(counts) => GuardedNext::Nothing(counts),
             },
@@ -546,9 +560,24 @@ impl Client {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<ClaimOutcome, Error> {
+        self.claim_permit_wait(key, holder_name, ttl, 1, timeout)
+            .await
+    }
+
+    /// [`Client::claim_wait`] for one of `permits` permits ([`Client::claim_permit`]):
+    /// claims again at each event on the key (a permit released, expired) or after the
+    /// backoff, shortened to just after the first holder's reported end of lease.
+    pub async fn claim_permit_wait(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        permits: u32,
+        timeout: Duration,
+    ) -> Result<ClaimOutcome, Error> {
         let mut pacer = WaitPacer::until(Instant::now() + timeout);
         loop {
-            let outcome = self.claim(key, holder_name, ttl).await?;
+            let outcome = self.claim_permit(key, holder_name, ttl, permits).await?;
             let ClaimOutcome::Held { lease, .. } = &outcome else {
                 return Ok(outcome);
             };
@@ -611,8 +640,23 @@ impl Client {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<GuardedClaim, Error> {
+        self.claim_permit_wait_guarded(key, holder_name, ttl, 1, timeout)
+            .await
+    }
+
+    /// [`Client::claim_permit_wait`], then a guard on the permit if it was granted.
+    pub async fn claim_permit_wait_guarded(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        permits: u32,
+        timeout: Duration,
+    ) -> Result<GuardedClaim, Error> {
         self.guard_room()?;
-        let outcome = self.claim_wait(key, holder_name, ttl, timeout).await?;
+        let outcome = self
+            .claim_permit_wait(key, holder_name, ttl, permits, timeout)
+            .await?;
         Ok(self.guard(outcome))
     }
 
@@ -625,10 +669,12 @@ impl Client {
                 lease,
                 same_name_other_process,
                 assignment,
+                permits,
             } => GuardedClaim::Held {
                 lease,
                 same_name_other_process,
                 assignment,
+                permits,
             },
         }
     }

@@ -116,6 +116,7 @@ impl Accepted {
             revision: self.revision,
             safe_deadline: self.safe_deadline,
             assignment: None,
+            permits: None,
         }
     }
 }

@@ -101,6 +101,9 @@ pub mod tasks;
 pub mod types;
 pub mod watch;
 
+/// The most permits one key may have ([`Client::claim_permit`]), and the permits the
+/// cluster holds at most in all.
+pub use baton_proto::limits::{PERMITS_MAX, PERMIT_HOLDERS_MAX};
 pub use client::Client;
 pub use client::GuardedSet;
 pub use config::{
@@ -117,7 +120,7 @@ pub use sets::{BlockedKey, SetOutcome, CLAIM_SET_KEYS_MAX};
 pub use tasks::{NextFilter, NextOutcome, Posted, Unclaimable};
 pub use types::{
     safe_deadline, AccessChange, AccessView, ActorInfo, AssignmentInfo, Board, ClaimOutcome,
-    ClusterStatus, Grant, HolderInfo, LeaseInfo, Member, Membership, Probe, ReadMode,
+    ClusterStatus, Grant, HolderInfo, KeyHolders, LeaseInfo, Member, Membership, Probe, ReadMode,
     ReleaseOutcome, RenewOutcome, Revoked, SnapshotTaken, TokenCheck,
 };
 pub use watch::{ResumePoint, WatchStream};

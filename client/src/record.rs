@@ -117,6 +117,10 @@ pub struct RecordView {
     /// Who waits in the key's line; `None` (left out of JSON) when no one does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<crate::types::KeyLine>,
+    /// Set (else left out of JSON) when permits hold the key: every holder; `lease` is then
+    /// the first of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permits: Option<crate::types::KeyHolders>,
 }
 
 /// A key's quarantine (Chubby's lock-delay) after an involuntary expiry.

@@ -32,7 +32,7 @@ pub struct NextFilter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NextOutcome {
     /// The caller holds `grant.lease.key`.
-    Granted(Grant),
+    Granted(Box<Grant>),
     /// No key under the prefix was claimable: nothing changed. Why each was passed by.
     Nothing(Unclaimable),
 }

@@ -43,6 +43,29 @@ pub struct LeaseInfo {
     pub basis: u64,
 }
 
+/// A key held by permits: up to `permits` holders at once, each with its own lease and
+/// fencing token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyHolders {
+    /// How many may hold the key at once (fixed by the first holder while any holds).
+    pub permits: u32,
+    /// Every holder, in order of token (of grant).
+    pub holders: Vec<LeaseInfo>,
+}
+
+impl KeyHolders {
+    /// How many permits are free now.
+    pub fn free(&self) -> u32 {
+        self.permits.saturating_sub(self.holders.len() as u32)
+    }
+
+    /// The holder whose permit ends first, by the answering node's countdowns: when the
+    /// next permit frees at the latest (a release may free one sooner).
+    pub fn first_to_free(&self) -> Option<&LeaseInfo> {
+        self.holders.iter().min_by_key(|l| l.remaining)
+    }
+}
+
 /// Who holds, wants or acted on a key: a name and the process's client id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HolderInfo {
@@ -127,6 +150,10 @@ pub enum ClaimOutcome {
         /// Who a dispatcher assigned the key to, if anyone. Even when it names the caller,
         /// the holder keeps the key: an assignment reserves nothing.
         assignment: Option<AssignmentInfo>,
+        /// Set when permits hold the key (every permit is held, someone waits in line ahead,
+        /// or the claim was exclusive): every holder; `lease` is then the one whose permit
+        /// ends first.
+        permits: Option<KeyHolders>,
     },
 }
 
@@ -147,6 +174,9 @@ pub struct Grant {
     /// It may name someone else: the claim won all the same, and the claimant should know
     /// that a dispatcher is waiting on another agent.
     pub assignment: Option<AssignmentInfo>,
+    /// A permit claim's grant (`lease` is the caller's own permit): the key's N and every
+    /// holder now, the caller included. `None` for an exclusive claim and for renewals.
+    pub permits: Option<Box<KeyHolders>>,
 }
 
 /// The answer to a renewal.
@@ -183,6 +213,10 @@ pub struct Probe {
     /// Who waits in the key's line; `None` (left out of JSON) when no one does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<KeyLine>,
+    /// Set (else left out of JSON) when permits hold the key: every holder; `lease` is then
+    /// the first of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permits: Option<KeyHolders>,
 }
 
 /// One page of held keys under a prefix.
@@ -210,6 +244,10 @@ pub struct Board {
     pub open: Vec<String>,
     /// More open keys match: ask again with `start_after` = the last of them.
     pub open_truncated: bool,
+    /// Keys under the prefix held by permits (key -> every holder); `leases` does not list
+    /// them. Left out of JSON when there are none.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub permits: std::collections::BTreeMap<String, KeyHolders>,
     /// The endpoint (`host:port`) of the node that answered (not in the CLI's JSON).
     #[serde(skip)]
     pub answered_by: String,
@@ -220,10 +258,15 @@ pub struct Board {
 pub struct TokenCheck {
     /// The token is the key's current one.
     pub current: bool,
-    /// The key's current lease; `None` when the key is free.
+    /// The key's current lease; `None` when the key is free. When permits hold the key:
+    /// the token's own lease if it is current, else the first holder's.
     pub lease: Option<LeaseInfo>,
     /// Revision the answer reflects (of the last applied write).
     pub revision: u64,
+    /// When permits hold the key, how many (the token, if current, holds one of them); 0
+    /// (left out of JSON) when the key is held exclusively or free.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub permits: u32,
 }
 
 /// One cluster member as a node's configuration lists it.
@@ -294,6 +337,10 @@ pub fn safe_deadline(send_time: Instant, ttl: Duration, drift_margin: f64) -> In
     send_time + ttl.mul_f64(1.0 - drift_margin)
 }
 
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
 pub(crate) fn as_millis<S: Serializer>(
     duration: &Duration,
     serializer: S,
@@ -361,6 +408,7 @@ mod tests {
     #[test]
     fn probe_of_a_free_key_serializes_lease_as_null() {
         let json = serde_json::to_value(Probe {
+            permits: None,
             lease: None,
             revision: 7,
             line: None,

@@ -20,7 +20,7 @@ use openraft::ServerState;
 
 use crate::clock::Clock;
 use crate::core::limits::PROPOSAL_COMMANDS_MAX;
-use crate::core::{FencingToken, Lease, LogCommand, Op, Proposal, Waiter};
+use crate::core::{FencingToken, LogCommand, Op, Proposal, Waiter};
 use crate::limits::EXPIRE_IN_FLIGHT_MAX;
 use crate::raft_types::Raft;
 
@@ -157,11 +157,6 @@ impl Countdowns {
         }
     }
 
-    /// `restart_all` for leases.
-    pub fn restart_leases<'a>(&self, leases: impl Iterator<Item = &'a Lease>) {
-        self.restart_all(leases.map(|l| (l.key.clone(), l.token, l.basis, l.ttl_ms)));
-    }
-
     /// This node's estimate of the time left on the lease of `key` with `basis`.
     pub fn remaining(&self, key: &str, basis: u64) -> Option<Duration> {
         let inner = self.lock();
@@ -258,8 +253,9 @@ pub async fn run(
         if raft.metrics().borrow().state != ServerState::Leader {
             continue;
         }
-        let expire = |key: String, c: Countdown| Op::Expire {
-            key,
+        // A permit's countdown is kept under its key and token (`core::permits`).
+        let expire = |id: String, c: Countdown| Op::Expire {
+            key: crate::core::permits::countdown_key(&id).to_owned(),
             token: c.token,
             basis: c.basis,
         };

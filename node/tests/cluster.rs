@@ -1222,6 +1222,26 @@ async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
         (None, None),
         "a refused wait did something"
     );
+    // So is a claim of one of a key's permits (format 12): no permit is granted.
+    match client
+        .claim_permit("sets/u6", "worker", Duration::from_secs(30), 3)
+        .await
+    {
+        Err(Error::Refused(r)) => {
+            assert_eq!(r.reason, baton_client::RefusalReason::FormatPending);
+            assert_eq!((r.data_format, r.nodes.as_slice()), (12, &[silent][..]));
+        }
+        other => panic!("expected a format_pending refusal: {other:?}"),
+    }
+    let probe = client
+        .probe("sets/u6", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert_eq!(
+        (probe.lease, probe.permits),
+        (None, None),
+        "a refused permit claim granted one"
+    );
     let now = client.revoke_with("tasks/u2", "stuck", true).await.unwrap();
     assert!(now.revoked.is_some() && now.claimable_in.is_zero());
     let view = client
@@ -1439,6 +1459,7 @@ async fn a_late_copy_of_a_refused_claim_gets_the_refusal_not_a_grant() {
         .unwrap();
     let bobs_claim = |key: &str, seq: u64, first_attempt: bool| {
         let mut req = tonic::Request::new(pb::ClaimRequest {
+            permits: 0,
             key: key.into(),
             holder: Some(pb::Holder {
                 name: "bob".into(),

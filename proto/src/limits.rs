@@ -24,6 +24,11 @@ pub const WAITERS_PER_KEY_MAX: usize = 1_024;
 pub const WAITERS_MAX: usize = 100_000;
 /// Waiters a probe or a board row lists by name, oldest first (the rest are counted).
 pub const LINE_LISTED_MAX: usize = 16;
+/// The most permits one key may have (`claim --permits N`, data format 12): N is 2 to this.
+pub const PERMITS_MAX: u32 = 1_024;
+/// Permit holders in the whole cluster at once (every key's together): a permit claim past
+/// it is refused (`holder_limit`). Exclusive leases are bounded by the keys' own limit.
+pub const PERMIT_HOLDERS_MAX: usize = 1_000_000;
 /// Longest `authorization` value (a bearer token) a node hashes; longer ones are refused
 /// unread, and a client does not send one.
 pub const TOKEN_BYTES_MAX: usize = 512;

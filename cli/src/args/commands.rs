@@ -68,6 +68,10 @@ pub struct RunArgs {
     /// With --wait, poll instead of waiting in line: claim again with jittered backoff.
     #[arg(long, requires = "wait")]
     pub poll: bool,
+    /// Hold one of N permits of KEY (2 to 1024) while the command runs, as `baton claim
+    /// --permits N`. With --wait, claims again as permits free.
+    #[arg(long, value_name = "N", value_parser = super::parse_permits, conflicts_with = "next")]
+    pub permits: Option<u32>,
     /// How long the child has between SIGTERM and SIGKILL once the lease is lost.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub grace: Duration,

@@ -384,6 +384,7 @@ impl Baton {
                 lease,
                 same_name_other_process,
                 assignment,
+                ..
             }) => {
                 let mut outcome = held_facts(Some(&lease));
                 outcome.outcome = "held".into();

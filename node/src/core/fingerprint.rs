@@ -162,6 +162,19 @@ impl Op {
                 feed(holder.client_id.as_bytes());
                 feed(&ttl_ms.to_le_bytes());
             }
+            Op::ClaimPermit {
+                key,
+                holder,
+                ttl_ms,
+                sharing,
+            } => {
+                feed(b"claim-permit");
+                feed(key.as_bytes());
+                feed(holder.name.as_bytes());
+                feed(holder.client_id.as_bytes());
+                feed(&ttl_ms.to_le_bytes());
+                feed(&sharing.permits().to_le_bytes());
+            }
             Op::Wait {
                 key,
                 holder,

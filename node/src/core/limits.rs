@@ -7,7 +7,8 @@
 /// in `baton_proto::limits`.
 pub use baton_proto::limits::{
     CLAIM_SET_KEYS_MAX, CLIENT_ID_BYTES_MAX, FINISHED_STATUSES, HOLDER_NAME_BYTES_MAX,
-    KEY_BYTES_MAX, LINE_LISTED_MAX, STATUS_BYTES_MAX, WAITERS_MAX, WAITERS_PER_KEY_MAX,
+    KEY_BYTES_MAX, LINE_LISTED_MAX, PERMITS_MAX, PERMIT_HOLDERS_MAX, STATUS_BYTES_MAX, WAITERS_MAX,
+    WAITERS_PER_KEY_MAX,
 };
 /// The reason given with an operator's revoke: 1..=1024 bytes.
 pub const REASON_BYTES_MAX: usize = 1024;

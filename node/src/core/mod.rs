@@ -7,6 +7,7 @@
 //! - `access`   permissions: the policy, its checks, its replicated state and audit trail;
 //! - `limits`   every named limit;
 //! - `line`     waiting in a key's line: waiters and where one stands;
+//! - `permits`  keys up to N hold at once, each holder with its own lease and token;
 //! - `refusal`  why a request was refused, with its facts;
 //! - `types`    log commands (`LogCommand`, `Op`) and their `Outcome`s;
 //! - `validate` input rules shared with the gRPC edge;
@@ -28,6 +29,7 @@ pub mod ids;
 pub mod lease;
 pub mod limits;
 pub mod line;
+pub mod permits;
 pub mod refusal;
 pub mod table;
 pub mod types;
@@ -37,6 +39,8 @@ pub mod validate;
 mod case_tests;
 #[cfg(test)]
 mod line_tests;
+#[cfg(test)]
+mod permit_tests;
 #[cfg(test)]
 mod queue_tests;
 #[cfg(any(test, feature = "fuzzing"))]
@@ -53,6 +57,7 @@ pub use case::{
     Record, RecordPatch, VolatileFact,
 };
 pub use line::{InLine, Waiter};
+pub use permits::{Holders, Sharing};
 pub use refusal::Refusal;
 pub use table::{Changes, ClientSession, Effect, Ending, LeaseTable, Timer};
 pub use types::{

@@ -81,6 +81,29 @@ pub enum Refusal {
         waiters_max: u64,
         whole_cluster: bool,
     },
+    /// A claim of a permit while the key's holders hold it with another number of permits:
+    /// N is fixed by the first holder while any holds. `permits` is the key's, `asked` the
+    /// claim's; `holders` hold it now. Data format 12.
+    PermitsMismatch {
+        key: String,
+        permits: u32,
+        asked: u32,
+        holders: Vec<Lease>,
+    },
+    /// A write only an exclusive holder may make (the record, an offer, a final status) by
+    /// the holder of one of `permits` permits (`token`). Data format 12.
+    NotExclusive {
+        key: String,
+        token: FencingToken,
+        permits: u32,
+    },
+    /// A permit claim while `holders` permits are held across the cluster, its limit
+    /// `holders_max` (`PERMIT_HOLDERS_MAX`). Data format 12.
+    HolderLimit {
+        key: String,
+        holders: u64,
+        holders_max: u64,
+    },
 }
 
 impl Refusal {
@@ -98,6 +121,9 @@ impl Refusal {
             Refusal::KeyLimit { .. } => "key_limit",
             Refusal::Exists { .. } => "exists",
             Refusal::LineFull { .. } => "line_full",
+            Refusal::PermitsMismatch { .. } => "permits_mismatch",
+            Refusal::NotExclusive { .. } => "not_exclusive",
+            Refusal::HolderLimit { .. } => "holder_limit",
         }
     }
 
@@ -114,7 +140,10 @@ impl Refusal {
             | Refusal::Quarantined { key, .. }
             | Refusal::KeyLimit { key, .. }
             | Refusal::Exists { key, .. }
-            | Refusal::LineFull { key, .. } => key,
+            | Refusal::LineFull { key, .. }
+            | Refusal::PermitsMismatch { key, .. }
+            | Refusal::NotExclusive { key, .. }
+            | Refusal::HolderLimit { key, .. } => key,
         }
     }
 
@@ -124,6 +153,7 @@ impl Refusal {
             Refusal::StaleToken { current, .. } => current.as_deref(),
             Refusal::WrongSession { lease, .. } => Some(lease),
             Refusal::Exists { lease, .. } => lease.as_deref(),
+            Refusal::PermitsMismatch { holders, .. } => holders.first(),
             _ => None,
         }
     }
@@ -221,6 +251,35 @@ impl std::fmt::Display for Refusal {
                 "{waiters} claimants wait in lines across the cluster, its limit \
                  ({waiters_max}): {key} cannot take another; wait by polling (claim --wait \
                  --poll) or try later"
+            ),
+            Refusal::PermitsMismatch {
+                key,
+                permits,
+                asked,
+                holders,
+            } => write!(
+                f,
+                "{key} has {permits} permits while its {} holders hold it, not {asked}: \
+                 claim it with --permits {permits}",
+                holders.len()
+            ),
+            Refusal::NotExclusive {
+                key,
+                token,
+                permits,
+            } => write!(
+                f,
+                "token {token} holds one of {permits} permits of {key}: only an exclusive \
+                 holder (a claim without --permits) may write its record or hand it off"
+            ),
+            Refusal::HolderLimit {
+                key,
+                holders,
+                holders_max,
+            } => write!(
+                f,
+                "{holders} permits are held across the cluster, its limit ({holders_max}): \
+                 {key} cannot take another holder; release permits no longer needed"
             ),
         }
     }

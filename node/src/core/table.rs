@@ -17,8 +17,11 @@ use super::refusal::Refusal;
 use super::types::{Blocked, Holder, Lease, LogCommand, Op, Outcome, RequestId};
 use super::validate;
 
+#[cfg(debug_assertions)]
+mod invariants;
 mod line;
 mod next;
+mod permits;
 mod set;
 mod step;
 
@@ -155,6 +158,14 @@ pub struct LeaseTable {
     /// How many wait in all lines. Derived from `lines`.
     #[serde(skip)]
     waiters: usize,
+    /// Keys held by permits (data format 12), each with its holders; a key is here or in
+    /// `leases`, never both. Not serialized with the table: `store::SmState` encodes them
+    /// after the lines, and only when there are any, as it does the lines.
+    #[serde(skip)]
+    holders: BTreeMap<Arc<str>, Box<crate::core::permits::Holders>>,
+    /// How many permits are held in all. Derived from `holders`.
+    #[serde(skip)]
+    permit_holders: usize,
 }
 
 impl LeaseTable {
@@ -334,7 +345,7 @@ impl LeaseTable {
             .cases
             .range::<str, _>(page_range(prefix, start_after))
             .take_while(|(k, _)| k.starts_with(prefix))
-            .filter(|(k, _)| !self.leases.contains_key(&***k))
+            .filter(|(k, _)| !self.is_held(k))
             .filter_map(|(k, c)| Some((&**k, c.record.assigned_to.as_deref()?)));
         let page: Vec<(&str, &Assignment)> = matching.by_ref().take(limit).collect();
         let truncated = matching.next().is_some();
@@ -439,6 +450,14 @@ impl LeaseTable {
                 delay_ms: q.delay_ms,
             });
         }
+        if let Some(held) = self.holders(key) {
+            return Some(Blocked::Holders {
+                key: key.to_owned(),
+                sharing: held.sharing,
+                holders: held.leases.clone(),
+                assignment: case.and_then(|c| c.record.assigned_to.as_deref().cloned()),
+            });
+        }
         let lease = self.lease(key)?;
         let same =
             lease.holder == *holder || (format_3 && lease.holder.client_id == holder.client_id);
@@ -465,11 +484,18 @@ impl LeaseTable {
         if !valid || self.remembered(id, &cmd.op).is_some() {
             return None;
         }
-        let fenced = |key: &str, token: u64| {
-            step::held_by(self.lease(key), key, token, session, false).err()
-        };
+        let fenced = |key: &str, token: u64| self.held_by(key, token, session, false).err();
         match &cmd.op {
             Op::Claim { key, holder, .. } => self.claim_refused(key, holder, false),
+            Op::ClaimPermit {
+                key,
+                holder,
+                sharing,
+                ..
+            } => match self.permit_blocked(key, holder, *sharing) {
+                Err(refusal) => Some(Outcome::Refused { refusal }),
+                Ok(blocked) => blocked.map(Blocked::into_outcome),
+            },
             Op::Renew { key, token } | Op::Release { key, token, .. } => {
                 fenced(key, *token).map(|refusal| match refusal {
                     Refusal::StaleToken { current, .. } => Outcome::Lost {
@@ -493,6 +519,7 @@ impl LeaseTable {
     #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn same_but_sessions(&self, other: &LeaseTable) -> bool {
         self.leases == other.leases
+            && self.holders == other.holders
             && self.lines == other.lines
             && self.cases == other.cases
             && self.quarantine_rules == other.quarantine_rules
@@ -607,6 +634,7 @@ impl LeaseTable {
                     | Op::RevokeHeld { .. }
                     | Op::Post { .. }
                     | Op::Wait { .. }
+                    | Op::ClaimPermit { .. }
             );
         if creates_key && self.cases.len() >= self.keys_max() {
             return self.key_limit(key);
@@ -653,6 +681,12 @@ impl LeaseTable {
             Op::SetQuarantine { prefix, delay_ms } => step.set_quarantine(prefix, *delay_ms),
             Op::EndQuarantine { revision, .. } => step.end_quarantine(*revision),
             Op::Wait { holder, ttl_ms, .. } => step.wait(holder, *ttl_ms),
+            Op::ClaimPermit {
+                holder,
+                ttl_ms,
+                sharing,
+                ..
+            } => step.claim_permit(holder, *ttl_ms, *sharing),
             Op::LeaveLine { holder, .. } => step.leave_line(holder),
             Op::DropWaiter {
                 client_id, basis, ..
@@ -674,61 +708,6 @@ impl LeaseTable {
         }
         outcome
     }
-
-    /// Invariants that hold after every apply (debug builds check them each time). Only what
-    /// the entry could have touched is checked, so the cost stays O(log n) per apply.
-    #[cfg(debug_assertions)]
-    fn check_invariants(&self, index: u64, cmd: &LogCommand) {
-        for key in cmd.op.keys() {
-            if let Some(lease) = self.leases.get(key) {
-                assert_eq!(key, &*lease.key, "lease stored under another key");
-                assert!(lease.token >= 1, "token 0 on {key}");
-                assert!(lease.token <= lease.basis, "basis before token on {key}");
-                assert!(lease.basis <= index, "basis from the future on {key}");
-            }
-            if let Some(line) = self.lines.get(key) {
-                assert!(!line.is_empty(), "an empty line is kept for {key}");
-                let quarantined = self.case(key).is_some_and(|c| c.quarantine.is_some());
-                assert!(
-                    self.leases.contains_key(key) || quarantined,
-                    "{key} is free with {} waiting",
-                    line.len()
-                );
-                assert!(
-                    line.iter()
-                        .zip(line.iter().skip(1))
-                        .all(|(a, b)| a.joined < b.joined),
-                    "the line of {key} is in order of arrival"
-                );
-            }
-        }
-        assert!(
-            self.sessions.len() <= DEDUP_CLIENTS_MAX,
-            "too many sessions"
-        );
-        assert_eq!(
-            self.sessions.len(),
-            self.by_activity.len(),
-            "activity index"
-        );
-        if let Some(id) = &cmd.request_id {
-            if let Some(session) = self.sessions.get(&id.client_id) {
-                assert!(session.answers.len() <= DEDUP_ANSWERS_PER_CLIENT_MAX);
-                assert!(
-                    session
-                        .answers
-                        .iter()
-                        .zip(session.answers.iter().skip(1))
-                        .all(|(a, b)| a.seq < b.seq),
-                    "answers ordered by seq"
-                );
-                assert_eq!(
-                    self.by_activity.get(&session.last_index),
-                    Some(&id.client_id)
-                );
-            }
-        }
-    }
 }
 
 /// Refuses a claim, accept or decline whose holder is not its sender's session: a process
@@ -741,6 +720,7 @@ fn holder_is_sender(cmd: &LogCommand) -> Result<(), validate::InvalidInput> {
         | Op::Accept { holder, .. }
         | Op::Decline { holder, .. }
         | Op::Wait { holder, .. }
+        | Op::ClaimPermit { holder, .. }
         | Op::LeaveLine { holder, .. } => holder,
         _ => return Ok(()),
     };

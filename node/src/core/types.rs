@@ -233,6 +233,17 @@ pub enum Op {
         client_id: String,
         basis: u64,
     },
+    /// Grants `holder` one of the key's permits (`core::permits`): its own lease, with this
+    /// entry's revision as its token, if fewer than N hold and nothing else blocks it (a
+    /// session that holds one already keeps its token and is renewed). N is `sharing`'s, and
+    /// must be the key's current N while any holds (else `PermitsMismatch`); an exclusive
+    /// lease blocks it as it blocks a claim. Data format 12, appended last.
+    ClaimPermit {
+        key: String,
+        holder: Holder,
+        ttl_ms: u64,
+        sharing: super::permits::Sharing,
+    },
 }
 
 impl Op {
@@ -257,7 +268,8 @@ impl Op {
             | Op::Post { key, .. }
             | Op::Wait { key, .. }
             | Op::LeaveLine { key, .. }
-            | Op::DropWaiter { key, .. } => key,
+            | Op::DropWaiter { key, .. }
+            | Op::ClaimPermit { key, .. } => key,
             // The keys under the prefix: permissions are by prefix, so a right over this
             // prefix as a key is a right over every key under it.
             Op::SetQuarantine { prefix, .. } | Op::ClaimNext { prefix, .. } => prefix,
@@ -392,6 +404,16 @@ impl Op {
                 validate::token(*basis)
             }
             Op::Cancel { token: t, .. } => validate::token(*t),
+            Op::ClaimPermit {
+                holder: h,
+                ttl_ms: t,
+                sharing,
+                ..
+            } => {
+                validate::holder(h)?;
+                validate::ttl_ms(*t, TTL_MS_FLOOR, TTL_MS_MAX)?;
+                validate::sharing(*sharing)
+            }
             Op::Lapse { offer_revision, .. } => validate::token(*offer_revision),
             Op::SetQuarantine { delay_ms, .. } => {
                 if *delay_ms > QUARANTINE_MS_MAX {
@@ -555,6 +577,25 @@ pub enum Outcome {
     WaiterDropped,
     /// A `DropWaiter` for a place that was renewed or already ended: nothing changed.
     DropWaiterIgnored,
+    /// A `ClaimPermit` granted (or renewed, `already_held`) the claimant's own permit:
+    /// `lease` is its own, `holders` every holder of the key now (this one included), in
+    /// order of token. Data format 12.
+    GrantedPermit {
+        lease: Lease,
+        already_held: bool,
+        assignment: Option<Assignment>,
+        sharing: super::permits::Sharing,
+        holders: Vec<Lease>,
+    },
+    /// Every permit of the key is held (or its holders' N is not the claimant's, or the
+    /// claimant asked for it exclusively): who holds it, each with its own lease. Nothing
+    /// changed. Data format 12.
+    HeldByHolders {
+        key: String,
+        sharing: super::permits::Sharing,
+        holders: Vec<Lease>,
+        assignment: Option<Assignment>,
+    },
 }
 
 /// One key of a granted set: its lease (the entry's revision as its token, unless
@@ -582,6 +623,14 @@ pub enum Blocked {
         revision: u64,
         delay_ms: u64,
     },
+    /// Holders of permits hold it (as a claim's `Outcome::HeldByHolders` says). Data format
+    /// 12, appended last.
+    Holders {
+        key: String,
+        sharing: super::permits::Sharing,
+        holders: Vec<Lease>,
+        assignment: Option<Assignment>,
+    },
 }
 
 impl Blocked {
@@ -608,13 +657,24 @@ impl Blocked {
                     delay_ms,
                 },
             },
+            Blocked::Holders {
+                key,
+                sharing,
+                holders,
+                assignment,
+            } => Outcome::HeldByHolders {
+                key,
+                sharing,
+                holders,
+                assignment,
+            },
         }
     }
 
     pub fn key(&self) -> &str {
         match self {
             Blocked::Held { lease, .. } => &lease.key,
-            Blocked::Quarantined { key, .. } => key,
+            Blocked::Quarantined { key, .. } | Blocked::Holders { key, .. } => key,
         }
     }
 }

@@ -62,6 +62,17 @@ pub fn key_set(keys: &[String]) -> Result<(), InvalidInput> {
     Ok(())
 }
 
+/// A key's sharing: 2 to `PERMITS_MAX` permits (one is a plain claim).
+pub fn sharing(sharing: super::permits::Sharing) -> Result<(), InvalidInput> {
+    let super::permits::Sharing::Permits(n) = sharing;
+    if !(2..=PERMITS_MAX).contains(&n) {
+        return invalid(format!(
+            "permits {n}: give 2 to {PERMITS_MAX} (a claim without permits is one holder's)"
+        ));
+    }
+    Ok(())
+}
+
 pub fn holder(holder: &Holder) -> Result<(), InvalidInput> {
     check_text("holder name", &holder.name, HOLDER_NAME_BYTES_MAX)?;
     client_id(&holder.client_id)

@@ -221,7 +221,16 @@ pub fn authorize(
                         s.revision
                     )));
                 }
-                match s.table.lease(key).filter(|l| l.token == token) {
+                let permit = || {
+                    let held = s.table.holders(key)?;
+                    held.position_of_token(token).map(|at| &held.leases[at])
+                };
+                match s
+                    .table
+                    .lease(key)
+                    .filter(|l| l.token == token)
+                    .or_else(permit)
+                {
                     Some(l) if access::check_name(policy, principal, &l.holder.name).is_err() => {
                         Err(Status::permission_denied(format!(
                             "you are {principal:?}: token {token} of {key} is {:?}'s",

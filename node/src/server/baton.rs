@@ -33,6 +33,7 @@ use crate::raft_types::Raft;
 use crate::store::{SmState, StateMachine};
 
 mod board;
+mod claims;
 mod decide;
 mod lines;
 mod sets;
@@ -216,55 +217,6 @@ impl Ctx {
 
     fn lease(&self, lease: &crate::core::Lease) -> pb::Lease {
         convert::lease(lease, self.sm.countdowns())
-    }
-
-    /// A grant as the wire says it (claim, claim-next, a wait granted).
-    fn granted(
-        &self,
-        lease: &crate::core::Lease,
-        already_held: bool,
-        assignment: Option<&crate::core::Assignment>,
-    ) -> pb::Granted {
-        pb::Granted {
-            lease: Some(self.lease(lease)),
-            already_held,
-            assignment: assignment.map(convert::assignment),
-        }
-    }
-
-    pub(super) async fn claim(
-        &self,
-        req: pb::ClaimRequest,
-        who: Caller,
-    ) -> Result<pb::ClaimResponse, NotAnswered> {
-        let (id, op) = convert::claim(req, self.ttl)?;
-        let (outcome, revision) = self.decide(id, op, who).await?;
-        self.metrics.claim(match outcome {
-            Outcome::Granted { .. } => "granted",
-            _ => "held",
-        });
-        use pb::claim_response::Outcome as O;
-        let outcome = match outcome {
-            Outcome::Granted {
-                lease,
-                already_held,
-                assignment,
-            } => O::Granted(self.granted(&lease, already_held, assignment.as_ref())),
-            Outcome::Held {
-                lease,
-                same_name_other_process,
-                assignment,
-            } => O::Held(pb::Held {
-                lease: Some(self.lease(&lease)),
-                same_name_other_process,
-                assignment: assignment.as_ref().map(convert::assignment),
-            }),
-            other => return Err(convert::unexpected(other).into()),
-        };
-        Ok(pb::ClaimResponse {
-            outcome: Some(outcome),
-            revision,
-        })
     }
 
     fn lost(&self, current: Option<crate::core::Lease>) -> pb::Lost {
@@ -599,7 +551,7 @@ impl Ctx {
         validate::key(&req.key).map_err(convert::invalid)?;
         self.read_gate(req.stale).await?;
         let offers = self.sm.offer_countdowns();
-        let (record, lease, quarantine, line, revision) = self.sm.read(|s| {
+        let (record, lease, quarantine, line, held, revision) = self.sm.read(|s| {
             let case = s.table.case(&req.key);
             let line = s.table.line(&req.key);
             let line = (!line.is_empty()).then(|| lines::key_line(line));
@@ -616,9 +568,13 @@ impl Ctx {
                 s.table.lease(&req.key).cloned(),
                 quarantine,
                 line,
+                s.table.holders(&req.key).cloned(),
                 revision(s),
             )
         });
+        let permits =
+            held.map(|h| convert::key_holders(h.sharing, &h.leases, self.sm.countdowns()));
+        let first = permits.as_ref().and_then(|p| p.holders.first().cloned());
         let quarantine = quarantine.map(|(q, revoked)| pb::KeyQuarantine {
             revision: q.revision,
             delay_ms: q.delay_ms,
@@ -627,10 +583,11 @@ impl Ctx {
         });
         Ok(pb::GetRecordResponse {
             record: Some(record),
-            lease: lease.map(|l| self.lease(&l)),
+            lease: lease.map(|l| self.lease(&l)).or(first),
             revision,
             quarantine,
             line,
+            permits,
         })
     }
 
@@ -682,15 +639,22 @@ impl Ctx {
     ) -> Result<pb::ProbeResponse, NotAnswered> {
         validate::key(&req.key).map_err(convert::invalid)?;
         self.read_gate(req.stale).await?;
-        let (lease, line, revision) = self.sm.read(|s| {
+        let (lease, line, held, revision) = self.sm.read(|s| {
             let line = s.table.line(&req.key);
             let line = (!line.is_empty()).then(|| lines::key_line(line));
-            (s.table.lease(&req.key).cloned(), line, revision(s))
+            let held = s.table.holders(&req.key).cloned();
+            (s.table.lease(&req.key).cloned(), line, held, revision(s))
         });
+        // Held by permits: every holder, and the first of them as the lease (so that a
+        // client that knows no permits still sees the key held).
+        let permits =
+            held.map(|h| convert::key_holders(h.sharing, &h.leases, self.sm.countdowns()));
+        let first = permits.as_ref().and_then(|p| p.holders.first().cloned());
         Ok(pb::ProbeResponse {
-            lease: lease.map(|l| self.lease(&l)),
+            lease: lease.map(|l| self.lease(&l)).or(first),
             revision,
             line,
+            permits,
         })
     }
 
@@ -702,13 +666,22 @@ impl Ctx {
         validate::token(req.token).map_err(convert::invalid)?;
         // Always linearizable: a stale "yes" would defeat fencing.
         self.linearize().await?;
-        let (lease, revision) = self
-            .sm
-            .read(|s| (s.table.lease(&req.key).cloned(), revision(s)));
+        let (lease, permits, revision) = self.sm.read(|s| {
+            // Held by permits: the token's own lease if it holds one, else the first's.
+            let (lease, permits) = match s.table.holders(&req.key) {
+                Some(h) => {
+                    let at = h.position_of_token(req.token).unwrap_or(0);
+                    (h.leases.get(at).cloned(), h.sharing.permits())
+                }
+                None => (s.table.lease(&req.key).cloned(), 0),
+            };
+            (lease, permits, revision(s))
+        });
         Ok(pb::CheckTokenResponse {
             current: lease.as_ref().is_some_and(|l| l.token == req.token),
             lease: lease.map(|l| self.lease(&l)),
             revision,
+            permits,
         })
     }
 }

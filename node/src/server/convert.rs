@@ -41,6 +41,7 @@ pub fn origin(id: Option<pb::RequestId>, op: &Op) -> Result<Option<Origin>, Stat
     };
     let holder = match op {
         Op::Claim { holder, .. }
+        | Op::ClaimPermit { holder, .. }
         | Op::ClaimNext { holder, .. }
         | Op::ClaimSet { holder, .. }
         | Op::Accept { holder, .. }
@@ -92,10 +93,22 @@ pub fn claim(req: pb::ClaimRequest, ttl: TtlBounds) -> Result<(Option<Origin>, O
     };
     validate::holder(&holder).map_err(invalid)?;
     validate::ttl_ms(req.ttl_ms, ttl.min_ms, ttl.max_ms).map_err(invalid)?;
-    let op = Op::Claim {
-        key: req.key,
-        holder,
-        ttl_ms: req.ttl_ms,
+    let op = match req.permits {
+        0 | 1 => Op::Claim {
+            key: req.key,
+            holder,
+            ttl_ms: req.ttl_ms,
+        },
+        n => {
+            let sharing = crate::core::Sharing::Permits(n);
+            validate::sharing(sharing).map_err(invalid)?;
+            Op::ClaimPermit {
+                key: req.key,
+                holder,
+                ttl_ms: req.ttl_ms,
+                sharing,
+            }
+        }
     };
     Ok((origin(req.request_id, &op)?, op))
 }
@@ -146,8 +159,13 @@ pub fn revoke(req: pb::RevokeRequest) -> Result<(Option<Origin>, Op), Status> {
 
 /// A lease as clients see it, with this node's estimate of its remaining time.
 pub fn lease(lease: &Lease, countdowns: &Countdowns) -> pb::Lease {
+    // A permit's countdown is kept under its key and token (`core::permits`).
     let remaining = countdowns
         .remaining(&lease.key, lease.basis)
+        .or_else(|| {
+            let id = crate::core::permits::countdown_id(&lease.key, lease.token);
+            countdowns.remaining(&id, lease.basis)
+        })
         .map(|d| d.as_millis() as u64)
         .unwrap_or(lease.ttl_ms);
     pb::Lease {
@@ -491,6 +509,18 @@ pub fn quarantine_left_ms(
         .map_or(delay_ms, |d| d.as_millis() as u64)
 }
 
+/// A key's permit holders as the wire says them.
+pub fn key_holders(
+    sharing: crate::core::Sharing,
+    holders: &[Lease],
+    countdowns: &Countdowns,
+) -> pb::KeyHolders {
+    pb::KeyHolders {
+        permits: sharing.permits(),
+        holders: holders.iter().map(|l| lease(l, countdowns)).collect(),
+    }
+}
+
 /// The one mapping of a refusal to the gRPC status clients see: `FAILED_PRECONDITION`, the
 /// line for people as the message, and the facts as a `pb::Refusal` in the details. Times
 /// left (the lease's, a quarantine's) are this node's estimates, from its countdowns; the
@@ -593,6 +623,31 @@ pub fn refusal_details(
             details.waiters = *waiters;
             details.waiters_max = *waiters_max;
             details.whole_cluster = *whole_cluster;
+        }
+        R::PermitsMismatch {
+            permits,
+            asked,
+            holders,
+            ..
+        } => {
+            let sharing = crate::core::Sharing::Permits(*permits);
+            details.permits = Some(key_holders(sharing, holders, sm.countdowns()));
+            details.asked_permits = *asked;
+        }
+        R::NotExclusive { token, permits, .. } => {
+            details.token = *token;
+            details.permits = Some(pb::KeyHolders {
+                permits: *permits,
+                holders: Vec::new(),
+            });
+        }
+        R::HolderLimit {
+            holders,
+            holders_max,
+            ..
+        } => {
+            details.permit_holders = *holders;
+            details.permit_holders_max = *holders_max;
         }
     }
     details

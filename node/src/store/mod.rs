@@ -80,7 +80,13 @@ use std::sync::Arc;
 /// when someone waits (`sm_state`), so a format-10 dir is format 11 as it is and a state
 /// without waiters encodes as format 10's; the leader proposes the new commands only once
 /// every member said it reads format 11.
-pub const DATA_FORMAT: u32 = 11;
+/// Format 12: permits: one more command (`Op::ClaimPermit`), three refusals
+/// (`permits_mismatch`, `not_exclusive`, `holder_limit`), two outcomes and a blocked kind,
+/// and the keys held by permits in the state, encoded after the lines and only when a
+/// permit is held (`sm_state`), so a format-11 dir is format 12 as it is and a state without
+/// permits encodes as format 11's; the leader proposes the new command only once every
+/// member said it reads format 12.
+pub const DATA_FORMAT: u32 = 12;
 /// The oldest format this baton reads (and upgrades).
 pub const DATA_FORMAT_OLDEST: u32 = 2;
 const IDENTITY_FILE: &str = "baton.id";

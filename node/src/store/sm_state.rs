@@ -5,6 +5,9 @@
 //! and only when someone waits: a state without waiters encodes exactly as format 10 did, so
 //! a format-10 node can still read it (the leader puts no one in line until every member
 //! reads format 11). Decoding tries each layout whole (see `decode`).
+//!
+//! Data format 12 added the keys held by permits, after the lines (empty if no one waits),
+//! and only when a permit is held: a state without permits encodes as format 11 did.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +18,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use super::decode_whole;
 use crate::core::access::AccessState;
 use crate::core::line::Line;
+use crate::core::permits::Holders;
 use crate::core::LeaseTable;
 use crate::raft_types::{LogId, StoredMembership};
 
@@ -36,15 +40,23 @@ pub struct SmState {
 impl Serialize for SmState {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let lines = self.table.lines();
-        let fields = if lines.is_empty() { 5 } else { 6 };
+        let holders = self.table.all_holders();
+        let fields = match (lines.is_empty(), holders.is_empty()) {
+            (true, true) => 5,
+            (false, true) => 6,
+            (_, false) => 7,
+        };
         let mut state = s.serialize_struct("SmState", fields)?;
         state.serialize_field("table", &self.table)?;
         state.serialize_field("revision", &self.revision)?;
         state.serialize_field("last_applied", &self.last_applied)?;
         state.serialize_field("membership", &self.membership)?;
         state.serialize_field("access", &self.access)?;
-        if !lines.is_empty() {
+        if fields >= 6 {
             state.serialize_field("lines", lines)?;
+        }
+        if fields == 7 {
+            state.serialize_field("holders", holders)?;
         }
         state.end()
     }
@@ -60,15 +72,20 @@ struct Stored {
     access: AccessState,
 }
 
-/// A state of format 11 with waiters: `Stored`, then the lines.
+/// A state of format 11 with waiters: `Stored`, then the lines. (bincode writes a struct's
+/// fields in order and nothing else, so a nested `Stored` encodes as its fields would.)
 #[derive(Deserialize)]
 struct StoredWithLines {
-    table: LeaseTable,
-    revision: u64,
-    last_applied: Option<LogId>,
-    membership: StoredMembership,
-    access: AccessState,
+    stored: Stored,
     lines: BTreeMap<Arc<str>, Line>,
+}
+
+/// A state of format 12 with permits held: `StoredWithLines`, then the holders.
+#[derive(Deserialize)]
+struct StoredWithHolders {
+    stored: Stored,
+    lines: BTreeMap<Arc<str>, Line>,
+    holders: BTreeMap<Arc<str>, Holders>,
 }
 
 impl From<Stored> for SmState {
@@ -90,14 +107,14 @@ impl SmState {
     /// format is tried whole, trailing bytes refused: an older state fails to decode as a
     /// newer format, and a damaged state is an error, not an older format's misreading.
     pub fn decode(bytes: &[u8]) -> Result<SmState, bincode::Error> {
+        if let Ok(s) = decode_whole::<StoredWithHolders>(bytes) {
+            let mut state = SmState::from(s.stored);
+            state.table.set_lines(s.lines);
+            state.table.set_holders(s.holders);
+            return Ok(state);
+        }
         if let Ok(s) = decode_whole::<StoredWithLines>(bytes) {
-            let mut state = SmState::from(Stored {
-                table: s.table,
-                revision: s.revision,
-                last_applied: s.last_applied,
-                membership: s.membership,
-                access: s.access,
-            });
+            let mut state = SmState::from(s.stored);
             state.table.set_lines(s.lines);
             return Ok(state);
         }

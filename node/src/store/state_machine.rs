@@ -207,7 +207,20 @@ impl StateMachine {
     fn arm_timers_and_watch(&self, state: &SmState) {
         self.shared.watch.reset(&state.table, state.revision);
         self.shared.endings.reset(state.revision);
-        self.shared.countdowns.restart_leases(state.table.leases());
+        // Exclusive leases under their keys, permits under their keys and tokens.
+        let permits = state.table.all_holders().iter().flat_map(|(key, held)| {
+            held.leases.iter().map(move |l| {
+                let id = crate::core::permits::countdown_id(key, l.token);
+                (Arc::from(id), l.token, l.basis, l.ttl_ms)
+            })
+        });
+        self.shared.countdowns.restart_all(
+            state
+                .table
+                .leases()
+                .map(|l| (l.key.clone(), l.token, l.basis, l.ttl_ms))
+                .chain(permits),
+        );
         self.shared
             .offer_countdowns
             .restart_all(state.table.cases().filter_map(|(key, case)| {

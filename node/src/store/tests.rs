@@ -779,14 +779,15 @@ async fn a_format_4_or_5_data_dir_has_its_log_and_meta_moved_from_sled() {
 
 /// A format-6 dir (no marks yet), a format-7 dir (format 8 adds only a log command), a
 /// format-8 dir (format 9 adds only log commands, an event kind, a refusal and outcomes) and
-/// a format-9 dir (format 10 adds a log command and its outcomes) and a format-10 dir (format
-/// 11 adds log commands and the lines, encoded only when someone waits) are read as they are
-/// and say the current format from their first open.
+/// a format-9 dir (format 10 adds a log command and its outcomes), a format-10 dir (format
+/// 11 adds log commands and the lines, encoded only when someone waits) and a format-11 dir
+/// (format 12 adds a log command and the permits, encoded only when one is held) are read as
+/// they are and say the current format from their first open.
 #[tokio::test]
-async fn a_format_6_to_10_data_dir_keeps_its_segment_log_and_says_the_current_format() {
+async fn a_format_6_to_11_data_dir_keeps_its_segment_log_and_says_the_current_format() {
     use openraft::testing::log_id;
     use openraft::{Entry, EntryPayload, RaftLogReader};
-    for format in [6, 7, 8, 9, 10] {
+    for format in [6, 7, 8, 9, 10, 11] {
         let dir = tempfile::tempdir().unwrap();
         let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
         drop(sm);
@@ -816,31 +817,41 @@ async fn a_format_6_to_10_data_dir_keeps_its_segment_log_and_says_the_current_fo
     }
 }
 
+/// The command `op(holder)` sent by `who` (holder and session `cid-WHO`) as its request `seq`.
+fn sent_by(
+    who: &str,
+    seq: u64,
+    op: impl FnOnce(crate::core::Holder) -> crate::core::Op,
+) -> crate::core::LogCommand {
+    use crate::core::{Holder, LogCommand, RequestId, Sender};
+    let holder = Holder {
+        name: who.into(),
+        client_id: format!("cid-{who}").into(),
+    };
+    LogCommand {
+        request_id: Some(RequestId {
+            client_id: holder.client_id.to_string(),
+            seq,
+        }),
+        leader_unix_ms: 1,
+        sender: Some(Sender {
+            client_id: holder.client_id.clone(),
+            principal: None,
+        }),
+        op: op(holder),
+    }
+}
+
 /// A table where ann holds `k` and bob and cat wait in its line.
 fn table_with_a_line() -> crate::core::LeaseTable {
-    use crate::core::{Holder, LogCommand, Op, RequestId, Sender};
+    use crate::core::Op;
     let mut table = crate::core::LeaseTable::default();
     for (index, who) in [(1, "ann"), (2, "bob"), (3, "cat")] {
-        let holder = Holder {
-            name: who.into(),
-            client_id: format!("cid-{who}").into(),
-        };
-        let cmd = LogCommand {
-            request_id: Some(RequestId {
-                client_id: holder.client_id.to_string(),
-                seq: index,
-            }),
-            leader_unix_ms: 1,
-            sender: Some(Sender {
-                client_id: holder.client_id.clone(),
-                principal: None,
-            }),
-            op: Op::Wait {
-                key: "k".into(),
-                holder,
-                ttl_ms: 5_000,
-            },
-        };
+        let cmd = sent_by(who, index, |holder| Op::Wait {
+            key: "k".into(),
+            holder,
+            ttl_ms: 5_000,
+        });
         table.apply(index, &cmd);
     }
     assert_eq!(table.line("k").len(), 2);
@@ -897,4 +908,87 @@ fn waiters_learned_from_disk_are_counted_down_again() {
     // Without this, a node that learned a line from disk or a snapshot would never drop a
     // lapsed place as leader: a dead waiter would be granted the key.
     assert_eq!(sm.waiter_countdowns().len(), 2);
+}
+
+/// `table` with ann and bob holding permits of `p` (2 of 3), ann's TTL 5 s, bob's 7 s.
+fn with_permits(mut table: crate::core::LeaseTable, first: u64) -> crate::core::LeaseTable {
+    use crate::core::{Op, Sharing};
+    for (index, who, ttl_ms) in [(first, "ann", 5_000), (first + 1, "bob", 7_000)] {
+        let cmd = sent_by(who, index, |holder| Op::ClaimPermit {
+            key: "p".into(),
+            holder,
+            ttl_ms,
+            sharing: Sharing::Permits(3),
+        });
+        table.apply(index, &cmd);
+    }
+    assert_eq!(table.holders("p").map(|h| h.leases.len()), Some(2));
+    table
+}
+
+#[test]
+fn a_state_with_permits_keeps_them_with_or_without_waiters_and_one_without_encodes_as_format_11_did(
+) {
+    for (table, revision) in [
+        (with_permits(crate::core::LeaseTable::default(), 1), 2),
+        (with_permits(table_with_a_line(), 4), 5),
+    ] {
+        let state = SmState {
+            table,
+            revision,
+            ..SmState::default()
+        };
+        let bytes = encode(&state);
+        let mut back = SmState::decode(&bytes).unwrap();
+        back.table.rebuild_index();
+        assert_eq!(back, state);
+        assert_eq!(back.table.permit_holder_count(), 2);
+        assert!(SmState::decode(&bytes[..bytes.len() - 1]).is_err());
+    }
+    // Waiters and no permits: the bytes are format 11's (the same fields, the lines last).
+    let lines_only = SmState {
+        table: table_with_a_line(),
+        revision: 3,
+        ..SmState::default()
+    };
+    let format_11 = encode(&(
+        &lines_only.table,
+        lines_only.revision,
+        &lines_only.last_applied,
+        &lines_only.membership,
+        &lines_only.access,
+        lines_only.table.lines(),
+    ));
+    assert_eq!(encode(&lines_only), format_11);
+}
+
+#[test]
+fn permits_learned_from_disk_are_counted_down_again_each_under_its_token() {
+    use openraft::testing::log_id;
+    let meta = crate::raft_types::SnapshotMeta {
+        last_log_id: Some(log_id(1, 1, 2)),
+        last_membership: Default::default(),
+        snapshot_id: "t".into(),
+    };
+    let state = SmState {
+        table: with_permits(crate::core::LeaseTable::default(), 1),
+        revision: 2,
+        ..SmState::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path(), 1, "t", &meta, &state).unwrap();
+    let (_log, sm) = reopen(dir.path());
+    assert_eq!(sm.read(|s| s.table.permit_holder_count()), 2);
+    // Without this, a node that learned permits from disk or a snapshot would never expire
+    // them as leader: a dead holder's permit would never return.
+    let countdowns = sm.countdowns();
+    assert_eq!(countdowns.len(), 2);
+    for (token, ttl) in [(1, 5), (2, 7)] {
+        let id = crate::core::permits::countdown_id("p", token);
+        let left = countdowns
+            .remaining(&id, token)
+            .expect("a countdown per permit");
+        assert!(left <= std::time::Duration::from_secs(ttl), "{left:?}");
+        assert!(left > std::time::Duration::from_secs(ttl - 2), "{left:?}");
+    }
 }

@@ -177,7 +177,7 @@ impl Step<'_> {
             .table
             .case(self.key)
             .is_some_and(|c| c.quarantine.is_some());
-        if self.lease().is_some() || quarantined || self.table.line(self.key).is_empty() {
+        if self.table.is_held(self.key) || quarantined || self.table.line(self.key).is_empty() {
             return;
         }
         let waiter = self.take_waiter(0);
@@ -254,5 +254,8 @@ fn blocker(blocked: &crate::core::types::Blocked) -> String {
         crate::core::types::Blocked::Quarantined { revision, .. } => {
             format!("a quarantine (revision {revision})")
         }
+        crate::core::types::Blocked::Holders {
+            sharing, holders, ..
+        } => format!("{} holders of {} permits", holders.len(), sharing.permits()),
     }
 }

@@ -17,7 +17,7 @@ impl LeaseTable {
             .range::<str, _>(super::page_range(prefix, start_after))
             .take_while(|(k, _)| k.starts_with(prefix))
             .filter(|(k, c)| {
-                !self.leases.contains_key(&***k)
+                !self.is_held(k)
                     && c.quarantine.is_none()
                     && c.record.assigned_to.is_none()
                     && !FINISHED_STATUSES.contains(&c.record.status.as_str())
@@ -56,7 +56,7 @@ impl LeaseTable {
             }
             counts.scanned += 1;
             let record = &case.record;
-            if self.leases.contains_key(key) {
+            if self.is_held(key) {
                 counts.held += 1;
             } else if case.quarantine.is_some() {
                 counts.quarantined += 1;

@@ -91,7 +91,14 @@ impl<'a> Step<'a> {
     /// A new lease for `holder` whose token is this entry's index: a claim of a free key or
     /// an accepted handoff.
     pub(super) fn grant(&mut self, holder: &Holder, ttl_ms: u64) -> Lease {
-        let lease = Lease {
+        let lease = self.new_lease(holder, ttl_ms);
+        self.set_lease(lease.clone());
+        lease
+    }
+
+    /// A lease for `holder` born in this entry: its index is the token and the basis.
+    pub(super) fn new_lease(&self, holder: &Holder, ttl_ms: u64) -> Lease {
+        Lease {
             key: self.table.shared_key(self.key),
             holder: holder.clone(),
             token: self.index,
@@ -100,9 +107,7 @@ impl<'a> Step<'a> {
             ttl_ms,
             since_unix_ms: self.now_unix_ms,
             renewed_unix_ms: self.now_unix_ms,
-        };
-        self.set_lease(lease.clone());
-        lease
+        }
     }
 
     fn take_lease(&mut self) -> Option<Lease> {
@@ -159,13 +164,8 @@ impl<'a> Step<'a> {
     /// session; otherwise the refusal, with the facts. A format-3 command is bound by its
     /// token alone, as that format was.
     fn held_by_sender(&self, token: u64) -> Result<Lease, Refusal> {
-        held_by(
-            self.lease(),
-            self.key,
-            token,
-            self.session(),
-            self.cmd.is_format_3(),
-        )
+        self.table
+            .held_by(self.key, token, self.session(), self.cmd.is_format_3())
     }
 
     /// Appends this entry's event to the key's history, credited to `actor`.
@@ -191,7 +191,7 @@ impl<'a> Step<'a> {
     }
 
     /// Notes that `lease` ended by this entry, for its holder's session.
-    fn tell_holder(
+    pub(super) fn tell_holder(
         &mut self,
         lease: &Lease,
         kind: EventKind,
@@ -278,7 +278,10 @@ impl<'a> Step<'a> {
                 lease.basis = self.index;
                 lease.renewals += 1;
                 lease.renewed_unix_ms = self.now_unix_ms;
-                self.set_lease(lease.clone());
+                match self.by_permits() {
+                    Some(sharing) => self.set_permit(sharing, lease.clone()),
+                    None => self.set_lease(lease.clone()),
+                }
                 Outcome::Renewed { lease }
             }
             Err(Refusal::StaleToken { current, .. }) => Outcome::Lost {
@@ -327,6 +330,15 @@ impl<'a> Step<'a> {
             }
             Err(refusal) => return Self::refused(refusal),
         };
+        if self.by_permits().is_some() {
+            if final_status.is_some() {
+                return Self::refused(self.not_exclusive(token).expect("held by permits"));
+            }
+            let actor = self.actor(&lease.holder.name, Some(&lease.holder));
+            let lease = self.end_permit(token, EventKind::Released, actor, String::new());
+            let lease = lease.expect("held_by_sender found it");
+            return Outcome::Released { lease };
+        }
         let mut detail = String::new();
         if let Some(status) = final_status {
             let patch = RecordPatch {
@@ -346,8 +358,18 @@ impl<'a> Step<'a> {
     }
 
     pub(super) fn expire(&mut self, token: u64, basis: u64) -> Outcome {
-        match self.lease() {
-            Some(l) if l.token == token && l.basis == basis => {
+        let permit = self.table.holders(self.key).and_then(|h| {
+            let at = h.position_of_token(token)?;
+            Some(h.leases[at].basis)
+        });
+        let current = match permit {
+            Some(permit_basis) => permit_basis == basis,
+            None => self
+                .lease()
+                .is_some_and(|l| l.token == token && l.basis == basis),
+        };
+        match current {
+            true => {
                 // An involuntary end: a matching quarantine rule (the longest prefix) keeps
                 // the key unclaimable for a while.
                 let delay_ms = self
@@ -369,10 +391,15 @@ impl<'a> Step<'a> {
                 } else {
                     String::new()
                 };
-                let lease = self.end_stint(EventKind::Expired, LEADER, detail);
+                let lease = match permit {
+                    Some(_) => self
+                        .end_permit(token, EventKind::Expired, LEADER, detail)
+                        .expect("the permit is current"),
+                    None => self.end_stint(EventKind::Expired, LEADER, detail),
+                };
                 Outcome::Expired { lease }
             }
-            _ => Outcome::ExpireIgnored,
+            false => Outcome::ExpireIgnored,
         }
     }
 
@@ -382,6 +409,9 @@ impl<'a> Step<'a> {
     pub(super) fn revoke(&mut self, reason: &str, hold: bool) -> Outcome {
         // An operator acts as no holder: the actor is its session and principal.
         let actor = self.actor(&Name::default(), None);
+        if self.by_permits().is_some() {
+            return self.revoke_permits(actor, reason, hold);
+        }
         if self.lease().is_none() {
             self.event(
                 EventKind::Revoked,
@@ -419,7 +449,7 @@ impl<'a> Step<'a> {
             Ok(lease) => lease,
             Err(refusal) => return Self::refused(refusal),
         };
-        if let Some(refusal) = self.frozen() {
+        if let Some(refusal) = self.not_exclusive(token).or_else(|| self.frozen()) {
             return Self::refused(refusal);
         }
         let mut record = self
@@ -549,6 +579,9 @@ impl<'a> Step<'a> {
             Ok(lease) => lease,
             Err(refusal) => return Self::refused(refusal),
         };
+        if let Some(refusal) = self.not_exclusive(token) {
+            return Self::refused(refusal);
+        }
         if let Some(pending) = self.pending_offer() {
             return Self::refused(Refusal::OfferPending {
                 key: self.key.to_owned(),
@@ -706,36 +739,6 @@ impl<'a> Step<'a> {
 /// The actor of the leader's own entries (expired, lapsed): no one sent them.
 const LEADER: (Option<Actor>, Attribution) = (None, Attribution::Requester);
 
-/// Joins two detail phrases with "; ", skipping empty ones.
-/// `lease` (the key's current one), if `token` is its token and `session` its holder's;
-/// otherwise the refusal, with the facts. A format-3 command is bound by its token alone, as
-/// that format was.
-pub(super) fn held_by(
-    lease: Option<&Lease>,
-    key: &str,
-    token: u64,
-    session: &str,
-    format_3: bool,
-) -> Result<Lease, Refusal> {
-    match lease {
-        Some(l) if l.token == token => {
-            if format_3 || l.holder.client_id == session {
-                Ok(l.clone())
-            } else {
-                Err(Refusal::WrongSession {
-                    lease: Box::new(l.clone()),
-                    client_id: session.to_owned(),
-                })
-            }
-        }
-        current => Err(Refusal::StaleToken {
-            key: key.to_owned(),
-            token,
-            current: current.cloned().map(Box::new),
-        }),
-    }
-}
-
 /// The refusal of a record a patch would take past its limits (`FIELDS_MAX`,
 /// `RECORD_BYTES_MAX`), if it would.
 fn over_limits(record: &crate::core::case::Record) -> Option<Outcome> {
@@ -751,7 +754,8 @@ fn over_limits(record: &crate::core::case::Record) -> Option<Outcome> {
     })
 }
 
-fn join(a: &str, b: &str) -> String {
+/// Joins two detail phrases with "; ", skipping empty ones.
+pub(super) fn join(a: &str, b: &str) -> String {
     match (a.is_empty(), b.is_empty()) {
         (true, _) => b.to_string(),
         (_, true) => a.to_string(),

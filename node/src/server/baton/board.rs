@@ -21,7 +21,7 @@ impl Ctx {
             n => n,
         };
         self.read_gate(req.stale).await?;
-        let (leases, truncated, revision, assignments, unclaimed, open, lines) =
+        let (leases, truncated, revision, assignments, unclaimed, open, lines, held) =
             self.sm.read(|s| {
                 let (page, truncated) = s.table.board(&req.prefix, &req.start_after, limit);
                 let (open, open_more) = s.table.open_tasks(&req.prefix, &req.start_after, limit);
@@ -45,6 +45,12 @@ impl Ctx {
                     })
                     .collect();
                 let page = page.into_iter().cloned().collect::<Vec<_>>();
+                // The keys held by permits, each with its holders.
+                let held: Vec<(String, crate::core::Holders)> = s
+                    .table
+                    .holders_under(&req.prefix, &req.start_after, limit)
+                    .map(|(k, h)| (k.to_string(), h.clone()))
+                    .collect();
                 (
                     page,
                     truncated,
@@ -53,6 +59,7 @@ impl Ctx {
                     (unclaimed, more),
                     (open, open_more),
                     lines,
+                    held,
                 )
             });
         // Quarantined keys: this node's countdowns find them, its state confirms each.
@@ -91,6 +98,13 @@ impl Ctx {
             open: open.0,
             open_truncated: open.1,
             lines,
+            permits: held
+                .into_iter()
+                .map(|(key, h)| {
+                    let holders = convert::key_holders(h.sharing, &h.leases, self.sm.countdowns());
+                    (key, holders)
+                })
+                .collect(),
         })
     }
 }

@@ -54,7 +54,18 @@ impl Ctx {
                     lease: Some(self.lease(&lease)),
                     same_name_other_process,
                     assignment: assignment.as_ref().map(convert::assignment),
+                    permits: None,
                 }),
+                quarantined: None,
+            },
+            Outcome::HeldByHolders {
+                sharing,
+                holders,
+                assignment,
+                ..
+            } => pb::BlockedKey {
+                key,
+                held: Some(self.held_by_holders(sharing, &holders, assignment.as_ref())),
                 quarantined: None,
             },
             Outcome::Refused { refusal } => pb::BlockedKey {

@@ -1,0 +1,358 @@
+//! Unit tests of permits (`Op::ClaimPermit`, and each permit's renewal, release, expiry and
+//! revoke on its own).
+
+use super::access::AccessState;
+use super::permits::countdown_id;
+use super::*;
+
+const KEY: &str = "gpu/runner";
+
+fn holder(name: &str) -> Holder {
+    Holder {
+        name: name.into(),
+        client_id: format!("cid-{name}").into(),
+    }
+}
+
+fn from(who: &str, seq: u64, op: Op) -> LogCommand {
+    let session = format!("cid-{who}");
+    LogCommand {
+        request_id: Some(RequestId {
+            client_id: session.clone(),
+            seq,
+        }),
+        leader_unix_ms: 1_000 * seq,
+        sender: Some(Sender {
+            client_id: session.into(),
+            principal: None,
+        }),
+        op,
+    }
+}
+
+fn leader(op: Op) -> LogCommand {
+    LogCommand {
+        request_id: None,
+        leader_unix_ms: 0,
+        op,
+        sender: None,
+    }
+}
+
+fn claim_op(who: &str, permits: u32) -> Op {
+    Op::ClaimPermit {
+        key: KEY.into(),
+        holder: holder(who),
+        ttl_ms: 5_000,
+        sharing: Sharing::Permits(permits),
+    }
+}
+
+fn apply(t: &mut LeaseTable, index: u64, cmd: LogCommand) -> (Outcome, Changes) {
+    let mut changes = Changes::default();
+    let out = t.apply_tracked(index, &cmd, &mut changes, &mut AccessState::default());
+    (out, changes)
+}
+
+/// `who` is granted a permit of `permits` at `index`: its own lease.
+fn granted(t: &mut LeaseTable, index: u64, who: &str, permits: u32) -> Lease {
+    match t.apply(index, &from(who, index, claim_op(who, permits))) {
+        Outcome::GrantedPermit {
+            lease,
+            already_held: false,
+            sharing,
+            holders,
+            ..
+        } => {
+            assert_eq!(sharing, Sharing::Permits(permits));
+            assert_eq!(holders.last(), Some(&lease), "the newest holder is last");
+            lease
+        }
+        other => panic!("{who} not granted a permit: {other:?}"),
+    }
+}
+
+fn tokens(t: &LeaseTable) -> Vec<u64> {
+    t.holders(KEY)
+        .map(|h| h.leases.iter().map(|l| l.token).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn n_permits_go_to_the_first_n_claimants_each_with_its_own_token_and_the_next_is_told_who_holds() {
+    let mut t = LeaseTable::default();
+    let a = granted(&mut t, 1, "a", 3);
+    let b = granted(&mut t, 2, "b", 3);
+    let c = granted(&mut t, 3, "c", 3);
+    assert_eq!(
+        (a.token, b.token, c.token),
+        (1, 2, 3),
+        "each its grant's revision"
+    );
+    assert_eq!(t.lease(KEY), None, "no exclusive lease");
+    assert!(t.is_held(KEY));
+    assert_eq!(t.permit_holder_count(), 3);
+    match t.apply(4, &from("d", 4, claim_op("d", 3))) {
+        Outcome::HeldByHolders {
+            key,
+            sharing,
+            holders,
+            ..
+        } => {
+            assert_eq!((key.as_str(), sharing), (KEY, Sharing::Permits(3)));
+            assert_eq!(holders, vec![a.clone(), b.clone(), c.clone()]);
+        }
+        other => panic!("a fourth was granted: {other:?}"),
+    }
+    assert_eq!(tokens(&t), [1, 2, 3], "the refusal changed nothing");
+    // The same session claiming again keeps its token and is renewed.
+    match t.apply(5, &from("b", 5, claim_op("b", 3))) {
+        Outcome::GrantedPermit {
+            lease,
+            already_held: true,
+            ..
+        } => assert_eq!((lease.token, lease.basis, lease.renewals), (2, 5, 1)),
+        other => panic!("b's second claim: {other:?}"),
+    }
+}
+
+#[test]
+fn another_n_is_refused_naming_the_keys_n_and_exclusive_and_permit_claims_block_each_other() {
+    let mut t = LeaseTable::default();
+    let a = granted(&mut t, 1, "a", 2);
+    match t.apply(2, &from("b", 2, claim_op("b", 3))) {
+        Outcome::Refused {
+            refusal:
+                Refusal::PermitsMismatch {
+                    permits,
+                    asked,
+                    holders,
+                    ..
+                },
+        } => assert_eq!((permits, asked, holders), (2, 3, vec![a.clone()])),
+        other => panic!("another N: {other:?}"),
+    }
+    let plain = Op::Claim {
+        key: KEY.into(),
+        holder: holder("b"),
+        ttl_ms: 5_000,
+    };
+    match t.apply(3, &from("b", 3, plain)) {
+        Outcome::HeldByHolders { holders, .. } => assert_eq!(holders, vec![a.clone()]),
+        other => panic!("an exclusive claim of a key held by permits: {other:?}"),
+    }
+    // Once the last permit is released the key is free, for any N.
+    let release = Op::Release {
+        key: KEY.into(),
+        token: a.token,
+        final_status: None,
+    };
+    assert!(matches!(
+        t.apply(4, &from("a", 4, release)),
+        Outcome::Released { .. }
+    ));
+    assert!(!t.is_held(KEY) && t.holders(KEY).is_none());
+    let plain = Op::Claim {
+        key: KEY.into(),
+        holder: holder("c"),
+        ttl_ms: 5_000,
+    };
+    let c = match t.apply(5, &from("c", 5, plain)) {
+        Outcome::Granted { lease, .. } => lease,
+        other => panic!("{other:?}"),
+    };
+    match t.apply(6, &from("d", 6, claim_op("d", 2))) {
+        Outcome::Held { lease, .. } => assert_eq!(lease, c),
+        other => panic!("a permit claim of a key held exclusively: {other:?}"),
+    }
+}
+
+#[test]
+fn each_permit_renews_releases_and_expires_on_its_own_from_its_own_session() {
+    let mut t = LeaseTable::default();
+    let a = granted(&mut t, 1, "a", 2);
+    let b = granted(&mut t, 2, "b", 2);
+    // b's token from a's session is refused; a stale token is lost.
+    let renew_b = Op::Renew {
+        key: KEY.into(),
+        token: b.token,
+    };
+    match t.apply(3, &from("a", 3, renew_b.clone())) {
+        Outcome::Refused {
+            refusal: Refusal::WrongSession { lease, .. },
+        } => assert_eq!(*lease, b),
+        other => panic!("{other:?}"),
+    }
+    let (out, changes) = apply(&mut t, 4, from("b", 4, renew_b));
+    match out {
+        Outcome::Renewed { lease } => assert_eq!((lease.token, lease.basis), (2, 4)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        changes.effects,
+        [Effect::Start {
+            timer: Timer::Lease,
+            key: countdown_id(KEY, 2).into(),
+            token: 2,
+            basis: 4,
+            ms: 5_000
+        }],
+        "the permit's own countdown restarts"
+    );
+    // An expiry naming b's old basis is ignored; a's current one ends a's permit alone.
+    let expire = |token, basis| {
+        leader(Op::Expire {
+            key: KEY.into(),
+            token,
+            basis,
+        })
+    };
+    assert_eq!(t.apply(5, &expire(2, 2)), Outcome::ExpireIgnored);
+    let (out, changes) = apply(&mut t, 6, expire(a.token, a.basis));
+    assert_eq!(out, Outcome::Expired { lease: a.clone() });
+    assert_eq!(tokens(&t), [2]);
+    assert_eq!(changes.endings.len(), 1, "a's session is told");
+    assert_eq!(changes.endings[0].token, 1);
+    assert!(changes.effects.contains(&Effect::Stop {
+        timer: Timer::Lease,
+        key: countdown_id(KEY, 1).into()
+    }));
+    // The freed permit goes to the next claimant, with a new token.
+    let c = granted(&mut t, 7, "c", 2);
+    assert_eq!(tokens(&t), [2, 7]);
+    let stale = Op::Renew {
+        key: KEY.into(),
+        token: a.token,
+    };
+    assert!(matches!(
+        t.apply(8, &from("a", 8, stale)),
+        Outcome::Lost { .. }
+    ));
+    assert_eq!(c.token, 7);
+}
+
+#[test]
+fn a_permit_holder_may_not_write_the_record_offer_the_key_or_set_a_final_status() {
+    let mut t = LeaseTable::default();
+    let a = granted(&mut t, 1, "a", 2);
+    let update = Op::Update {
+        key: KEY.into(),
+        token: a.token,
+        patch: RecordPatch {
+            status: Some("busy".into()),
+            ..RecordPatch::default()
+        },
+    };
+    let release = Op::Release {
+        key: KEY.into(),
+        token: a.token,
+        final_status: Some("done".into()),
+    };
+    let offer = Op::Offer {
+        key: KEY.into(),
+        token: a.token,
+        to: "b".into(),
+        note: HandoffNote::default(),
+        offer_ttl_ms: 60_000,
+    };
+    for (at, op) in [(2, update), (3, release), (4, offer)] {
+        match t.apply(at, &from("a", at, op)) {
+            Outcome::Refused {
+                refusal:
+                    Refusal::NotExclusive {
+                        token: 1,
+                        permits: 2,
+                        ..
+                    },
+            } => {}
+            other => panic!("a permit holder's write: {other:?}"),
+        }
+    }
+    assert_eq!(tokens(&t), [1], "nothing changed");
+    assert_eq!(
+        t.case(KEY).map(|c| c.record.status.clone()),
+        Some(String::new())
+    );
+}
+
+#[test]
+fn a_revoke_ends_every_permit_telling_each_holder_and_a_held_revoke_waits_out_the_longest() {
+    let mut t = LeaseTable::default();
+    granted(&mut t, 1, "a", 3);
+    let long = Op::ClaimPermit {
+        key: KEY.into(),
+        holder: holder("b"),
+        ttl_ms: 9_000,
+        sharing: Sharing::Permits(3),
+    };
+    assert!(matches!(
+        t.apply(2, &from("b", 2, long)),
+        Outcome::GrantedPermit { .. }
+    ));
+    let revoke = Op::RevokeHeld {
+        key: KEY.into(),
+        reason: "runner drained".into(),
+    };
+    let (out, changes) = apply(&mut t, 3, from("ops", 3, revoke));
+    assert!(
+        matches!(out, Outcome::Revoked { previous: Some(_) }),
+        "{out:?}"
+    );
+    assert!(!t.is_held(KEY));
+    assert_eq!(t.permit_holder_count(), 0);
+    let told: Vec<u64> = changes.endings.iter().map(|e| e.token).collect();
+    assert_eq!(told, [1, 2], "each holder is told");
+    let revoked = t.case(KEY).unwrap().history.events.iter();
+    assert_eq!(
+        revoked.filter(|e| e.kind == EventKind::Revoked).count(),
+        2,
+        "one event per permit"
+    );
+    let q = t.case(KEY).unwrap().quarantine.as_deref().cloned().unwrap();
+    assert_eq!(q.delay_ms, 9_000, "the longest TTL of the revoked permits");
+}
+
+#[test]
+fn an_exclusive_claimant_in_line_stops_new_permits_and_gets_the_key_when_the_last_is_freed() {
+    let mut t = LeaseTable::default();
+    let a = granted(&mut t, 1, "a", 3);
+    let wait = Op::Wait {
+        key: KEY.into(),
+        holder: holder("w"),
+        ttl_ms: 5_000,
+    };
+    assert!(matches!(
+        t.apply(2, &from("w", 2, wait)),
+        Outcome::InLine { .. }
+    ));
+    match t.apply(3, &from("b", 3, claim_op("b", 3))) {
+        Outcome::HeldByHolders { holders, .. } => assert_eq!(holders, vec![a.clone()]),
+        other => panic!("a permit granted past a waiter: {other:?}"),
+    }
+    let release = Op::Release {
+        key: KEY.into(),
+        token: a.token,
+        final_status: None,
+    };
+    assert!(matches!(
+        t.apply(4, &from("a", 4, release)),
+        Outcome::Released { .. }
+    ));
+    let lease = t.lease(KEY).expect("the waiter holds the key");
+    assert_eq!((lease.holder.name.as_str(), lease.token), ("w", 4));
+}
+
+#[test]
+fn permits_are_validated_and_the_holder_limit_is_named() {
+    let mut t = LeaseTable::default();
+    for n in [0, 1, limits::PERMITS_MAX + 1] {
+        assert!(
+            matches!(
+                t.apply(1, &from("a", 1, claim_op("a", n))),
+                Outcome::Invalid { .. }
+            ),
+            "permits {n}"
+        );
+    }
+    assert!(!t.is_held(KEY));
+}

@@ -1,0 +1,104 @@
+//! A claim of one key: the key to one holder alone, or one of its N permits (data format
+//! 12: proposed only once every member reads it), and how the wire says either answer.
+
+use super::*;
+
+/// The data format that brought permits (`Op::ClaimPermit`).
+const PERMITS_FORMAT: u32 = 12;
+
+impl Ctx {
+    /// A grant as the wire says it (claim, claim-next, a wait granted).
+    pub(super) fn granted(
+        &self,
+        lease: &crate::core::Lease,
+        already_held: bool,
+        assignment: Option<&crate::core::Assignment>,
+    ) -> pb::Granted {
+        pb::Granted {
+            lease: Some(self.lease(lease)),
+            already_held,
+            assignment: assignment.map(convert::assignment),
+            permits: None,
+        }
+    }
+
+    /// A key held by permits, as a claim that could not have one is told: every holder,
+    /// and as `lease` the one whose permit ends first by this node's countdowns.
+    pub(super) fn held_by_holders(
+        &self,
+        sharing: crate::core::Sharing,
+        holders: &[crate::core::Lease],
+        assignment: Option<&crate::core::Assignment>,
+    ) -> pb::Held {
+        let permits = convert::key_holders(sharing, holders, self.sm.countdowns());
+        pb::Held {
+            lease: permits
+                .holders
+                .iter()
+                .min_by_key(|l| l.remaining_ms)
+                .cloned(),
+            same_name_other_process: false,
+            assignment: assignment.map(convert::assignment),
+            permits: Some(permits),
+        }
+    }
+
+    pub(in crate::server) async fn claim(
+        &self,
+        req: pb::ClaimRequest,
+        who: Caller,
+    ) -> Result<pb::ClaimResponse, NotAnswered> {
+        let (id, op) = convert::claim(req, self.ttl)?;
+        if matches!(op, Op::ClaimPermit { .. }) {
+            self.format_gate(PERMITS_FORMAT, "claiming one of a key's permits")?;
+        }
+        let (outcome, revision) = self.decide(id, op, who).await?;
+        self.metrics.claim(match outcome {
+            Outcome::Granted { .. } | Outcome::GrantedPermit { .. } => "granted",
+            _ => "held",
+        });
+        use pb::claim_response::Outcome as O;
+        let outcome = match outcome {
+            Outcome::Granted {
+                lease,
+                already_held,
+                assignment,
+            } => O::Granted(self.granted(&lease, already_held, assignment.as_ref())),
+            Outcome::GrantedPermit {
+                lease,
+                already_held,
+                assignment,
+                sharing,
+                holders,
+            } => O::Granted(pb::Granted {
+                permits: Some(convert::key_holders(
+                    sharing,
+                    &holders,
+                    self.sm.countdowns(),
+                )),
+                ..self.granted(&lease, already_held, assignment.as_ref())
+            }),
+            Outcome::Held {
+                lease,
+                same_name_other_process,
+                assignment,
+            } => O::Held(pb::Held {
+                lease: Some(self.lease(&lease)),
+                same_name_other_process,
+                assignment: assignment.as_ref().map(convert::assignment),
+                permits: None,
+            }),
+            Outcome::HeldByHolders {
+                sharing,
+                holders,
+                assignment,
+                ..
+            } => O::Held(self.held_by_holders(sharing, &holders, assignment.as_ref())),
+            other => return Err(convert::unexpected(other).into()),
+        };
+        Ok(pb::ClaimResponse {
+            outcome: Some(outcome),
+            revision,
+        })
+    }
+}
