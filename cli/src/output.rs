@@ -124,13 +124,24 @@ pub fn claim(outcome: &ClaimOutcome, format: OutputFormat, now: Instant) -> Rend
                 permits: permits.as_ref(),
             };
             let mut text = match permits {
+                Some(p) if p.free() == 0 => format!(
+                    "held: all {} permits of {} are held; stand down\nthe first frees in {} \
+                     at the latest\n{}",
+                    p.permits,
+                    lease.key,
+                    human_duration(lease.remaining),
+                    holders_lines(p, None)
+                ),
+                // A free permit, but a plain claim needs them all free, or a claimant waits
+                // in the key's line ahead of a permit claim.
                 Some(p) => format!(
-                    "held: {} permits of {} are held ({} free; someone may wait in line \
-                     ahead); stand down\nthe first frees in {} at the latest\n{}",
+                    "held: {} of {} permits of {} are held, {} free, but a plain claim needs \
+                     them all free and a permit claim waits behind the key's line; stand \
+                     down\n{}",
                     p.holders.len(),
+                    p.permits,
                     lease.key,
                     p.free(),
-                    human_duration(lease.remaining),
                     holders_lines(p, None)
                 ),
                 None => format!(

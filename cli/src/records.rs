@@ -43,6 +43,18 @@ fn refusal_pairs(refusal: &Refusal) -> String {
         pairs.push(("since", utc(lease.held_since_unix_ms)));
         pairs.push(("free", in_human(lease.remaining)));
     }
+    if let Some(p) = &refusal.permits {
+        let holders: Vec<String> = p
+            .holders
+            .iter()
+            .map(|l| format!("{} (token {})", l.holder_name, l.token))
+            .collect();
+        let held = match holders.is_empty() {
+            true => String::new(),
+            false => format!(", held by {}", holders.join(", ")),
+        };
+        pairs.push(("permits", format!("{}{held}", p.permits)));
+    }
     if !refusal.client_id.is_empty() {
         pairs.push(("you are", format!("client {}", refusal.client_id)));
     }

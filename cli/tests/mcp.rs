@@ -316,6 +316,46 @@ async fn claim_set_grants_every_key_or_none_and_names_what_blocked() {
     );
 }
 
+/// Two sessions take both permits of a shared runner, each with its own token; a third is
+/// told every holder and stands down, and gets a permit once one is released.
+#[tokio::test]
+async fn permits_admit_n_sessions_each_with_its_own_token_and_the_next_is_told_every_holder() {
+    let cluster = Cluster::start(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = agent(&cluster, "s-a", "claude@a", &[], dir.path()).await;
+    let b = agent(&cluster, "s-b", "codex@b", &[], dir.path()).await;
+    let c = agent(&cluster, "s-c", "gemini@c", &[], dir.path()).await;
+    let args = json!({"key": "gpu/runner", "permits": 2});
+    let first = call(&a, "claim", args.clone()).await;
+    let second = call(&b, "claim", args.clone()).await;
+    for granted in [&first, &second] {
+        assert_eq!(granted["result"]["outcome"], "granted", "{granted}");
+        let said = granted["result"]["instruction"].as_str().unwrap();
+        assert!(said.contains("one of 2 permits"), "{said}");
+    }
+    let tokens = [&first, &second].map(|g| g["result"]["token"].as_u64().unwrap());
+    assert_ne!(tokens[0], tokens[1], "each its own token");
+    let held = call(&c, "claim", args.clone()).await;
+    assert_eq!(held["result"]["outcome"], "held", "{held}");
+    let said = held["result"]["instruction"].as_str().unwrap();
+    assert!(
+        said.contains("2 of 2 permits") && said.contains("claude@a") && said.contains("codex@b"),
+        "{said}"
+    );
+    let released = call(&a, "release", json!({"key": "gpu/runner"})).await;
+    assert_eq!(released["result"]["outcome"], "released", "{released}");
+    let third = call(&c, "claim", args).await;
+    assert_eq!(third["result"]["outcome"], "granted", "{third}");
+    let probe = cli(&cluster, "s-x", &["probe", "gpu/runner"]);
+    let holders: Vec<&str> = probe["permits"]["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["holder_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(holders, ["codex@b", "gemini@c"], "{probe}");
+}
+
 /// A claim with `wait_s` waits in the key's line: the probe shows it, and the holder's
 /// release grants it the key in the release's own entry.
 #[tokio::test]

@@ -11,6 +11,7 @@ import pytest
 
 from baton import (
     CLAIM_SET_KEYS_MAX,
+    PERMITS_MAX,
     WAITERS_PER_KEY_MAX,
     Actor,
     Blocked,
@@ -117,6 +118,50 @@ def test_a_set_is_granted_whole_or_not_at_all_naming_what_blocked(cluster):
     assert ann.probe("set/x").lease is None
     for k in keys:
         ann.release(k, grants[0].token)
+
+
+def test_racers_on_three_permits_get_three_each_with_its_own_token_and_the_rest_are_told_every_holder(cluster):
+    results = []
+    barrier = threading.Barrier(8)
+
+    def racer(i):
+        client = cluster.client(holder=f"racer-{i}")
+        barrier.wait()
+        try:
+            results.append(("won", client.claim("gpu/runner", ttl=30, permits=3), client))
+        except Held as held:
+            results.append(("held", held, client))
+
+    threads = [threading.Thread(target=racer, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    won = [(g, c) for kind, g, c in results if kind == "won"]
+    held = [h for kind, h, _ in results if kind == "held"]
+    assert len(won) == 3 and len(held) == 5, results
+    tokens = {g.token for g, _ in won}
+    assert len(tokens) == 3, "each holder its own token"
+    assert all(g.permits is not None and g.permits.permits == 3 for g, _ in won)
+    assert all(h.permits is not None and {l.token for l in h.permits.holders} == tokens for h in held)
+    assert all(h.permits.free == 0 and h.token in tokens for h in held)
+    probe = won[0][1].probe("gpu/runner")
+    assert probe.permits.permits == 3 and {l.token for l in probe.permits.holders} == tokens
+    assert won[0][1].board("gpu/").permits["gpu/runner"].permits == 3
+    check = won[0][1].check("gpu/runner", won[0][0].token)
+    assert check.current and check.permits == 3
+    # Another N is refused, naming the key's.
+    with pytest.raises(Refused) as mismatch:
+        cluster.client(holder="late").claim("gpu/runner", permits=4)
+    assert mismatch.value.reason == "permits_mismatch"
+    assert mismatch.value.permits.permits == 3 and mismatch.value.asked_permits == 4
+    with pytest.raises(InvalidArgument):
+        cluster.client(holder="late").claim("gpu/runner", permits=PERMITS_MAX + 1)
+    # A released permit is free again for the next claimant, with a new token.
+    grant, client = won[0]
+    client.release("gpu/runner", grant.token)
+    late = cluster.client(holder="late").claim("gpu/runner", ttl=30, permits=3)
+    assert late.token > max(tokens) and late.permits.free == 0
 
 
 def test_waiters_join_the_line_in_order_and_the_head_is_granted_the_freed_key(cluster):

@@ -299,7 +299,8 @@ impl Baton {
         else owns it; this is a normal answer, not an error: stand down, do not do the work, \
         and tell the dispatcher or user who holds it (holder, token, since and free-in are \
         in the answer). With wait_s, wait in the key's line instead: claimants are granted the \
-        key in the order they asked, the moment its holder is done."
+        key in the order they asked, the moment its holder is done. With permits N, take one \
+        of N places on a shared resource (at most N holders at once, each its own token)."
     )]
     async fn claim(
         &self,
@@ -339,7 +340,31 @@ impl Baton {
                 .await;
         }
         let holder = &self.settings.holder;
-        let claimed = if wait_s > 0 {
+        let permits = args.permits.unwrap_or(1);
+        if permits == 0 || permits > baton_client::PERMITS_MAX {
+            return self
+                .failed(format!(
+                    "permits {permits} is out of range: give 1 (the whole key) to {}",
+                    baton_client::PERMITS_MAX
+                ))
+                .await;
+        }
+        let claimed = if permits > 1 && wait_s > 0 {
+            // No line for permits: claim again as they free.
+            self.client
+                .claim_permit_wait_guarded(
+                    &args.key,
+                    holder,
+                    ttl,
+                    permits,
+                    Duration::from_secs(wait_s),
+                )
+                .await
+        } else if permits > 1 {
+            self.client
+                .claim_permit_guarded(&args.key, holder, ttl, permits)
+                .await
+        } else if wait_s > 0 {
             // In the key's line: granted in turn, in the write that frees the key.
             self.client
                 .claim_in_line_guarded(&args.key, holder, ttl, Duration::from_secs(wait_s))
@@ -366,6 +391,15 @@ impl Baton {
                     ),
                     ..Outcome::default()
                 };
+                if permits > 1 {
+                    outcome.instruction = format!(
+                        "you hold one of {permits} permits of {} (token {}): others may hold \
+                         the rest at the same time. Use the resource now; release the key \
+                         when done (without a status: the case file is written only by an \
+                         exclusive holder)",
+                        args.key, lease.token
+                    );
+                }
                 if let Ok(view) = self.client.record(&args.key, ReadMode::Stale).await {
                     if let Some(assignment) = view.record.assigned_to {
                         if assignment.to != *holder {
@@ -378,6 +412,33 @@ impl Baton {
                     }
                 }
                 self.book.insert(guard).await;
+                outcome
+            }
+            Ok(GuardedClaim::Held {
+                lease,
+                assignment,
+                permits: Some(held),
+                ..
+            }) => {
+                let mut outcome = held_facts(Some(&lease));
+                outcome.outcome = "held".into();
+                outcome.key = args.key.clone();
+                outcome.assigned_to = assignment.map(|a| a.to);
+                let names: Vec<String> = held
+                    .holders
+                    .iter()
+                    .map(|l| format!("{} (token {})", l.holder_name, l.token))
+                    .collect();
+                outcome.instruction = format!(
+                    "stand down: {} of {} permits of {} are held, by {}. Do not use the \
+                     resource now; the first permit frees in {} s at the latest (claim again \
+                     with wait_s to wait for one)",
+                    held.holders.len(),
+                    held.permits,
+                    args.key,
+                    names.join(", "),
+                    lease.remaining.as_secs()
+                );
                 outcome
             }
             Ok(GuardedClaim::Held {

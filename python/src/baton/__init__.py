@@ -13,7 +13,7 @@
         print(f"{held.holder} holds it (token {held.token}), free in {held.free_in:.0f}s")
 """
 
-from .client import CLAIM_SET_KEYS_MAX, DEFAULT_ENDPOINT, TLS, WAITERS_PER_KEY_MAX, Client
+from .client import CLAIM_SET_KEYS_MAX, DEFAULT_ENDPOINT, PERMITS_MAX, TLS, WAITERS_PER_KEY_MAX, Client
 from .errors import (
     BatonError,
     Blocked,
@@ -43,6 +43,7 @@ from .types import (
     HandoffNote,
     History,
     InLine,
+    KeyHolders,
     KeyLine,
     Loss,
     Offer,
@@ -63,6 +64,7 @@ __all__ = [
     "DEFAULT_ENDPOINT",
     "CLAIM_SET_KEYS_MAX",
     "WAITERS_PER_KEY_MAX",
+    "PERMITS_MAX",
     "Lease",
     "Watch",
     "BatonError",
@@ -90,6 +92,7 @@ __all__ = [
     "HandoffNote",
     "History",
     "InLine",
+    "KeyHolders",
     "KeyLine",
     "Loss",
     "Offer",

@@ -25,6 +25,7 @@ from .types import (
     Event,
     HandoffNote,
     InLine,
+    KeyHolders,
     KeyLine,
     Offer,
     Quarantine,
@@ -47,6 +48,10 @@ def lease(p) -> LeaseInfo:
         remaining=p.remaining_ms / 1000,
         basis=p.basis,
     )
+
+
+def key_holders(p) -> KeyHolders:
+    return KeyHolders(p.permits, [lease(l) for l in p.holders])
 
 
 def maybe(msg, field: str, convert):
@@ -252,5 +257,9 @@ def error(e: grpc.RpcError) -> BatonError:
             waiters=r.waiters,
             waiters_max=r.waiters_max,
             whole_cluster=r.whole_cluster,
+            permits=maybe(r, "permits", key_holders),
+            asked_permits=r.asked_permits,
+            permit_holders=r.permit_holders,
+            permit_holders_max=r.permit_holders_max,
         )
     return BatonError(f"{code.name}: {message}")

@@ -59,6 +59,7 @@ from ._convert import (
     maybe_assignment as _maybe_assignment,
     blocked_key as _blocked_key,
     in_line as _in_line,
+    key_holders as _key_holders,
     key_line as _key_line,
     quarantine as _quarantine,
     note as _note,
@@ -70,7 +71,7 @@ from ._convert import (
 from ._transport import Transport, normalize
 from .v1 import baton_pb2 as pb
 
-__all__ = ["Client", "TLS", "DEFAULT_ENDPOINT", "CLAIM_SET_KEYS_MAX", "WAITERS_PER_KEY_MAX"]
+__all__ = ["Client", "TLS", "DEFAULT_ENDPOINT", "CLAIM_SET_KEYS_MAX", "WAITERS_PER_KEY_MAX", "PERMITS_MAX"]
 
 DEFAULT_ENDPOINT = "127.0.0.1:7001"
 #: Most endpoints one client takes (the Rust client's ENDPOINTS_MAX).
@@ -83,6 +84,9 @@ CLAIM_SET_KEYS_MAX = 64
 #: Most claimants that may wait in one key's line (the cluster's WAITERS_PER_KEY_MAX: it
 #: refuses one more with `Refused`, reason `line_full`).
 WAITERS_PER_KEY_MAX = 1024
+#: Most permits one key may have (`claim(key, permits=N)`: N is 1, a plain claim, to this; the
+#: cluster's PERMITS_MAX).
+PERMITS_MAX = 1024
 #: `wait_in_line` renews its place every TTL / 3, but not more often than every 50 ms.
 PLACE_RENEWALS_PER_TTL = 3
 PLACE_RENEW_INTERVAL_MIN = 0.05
@@ -194,20 +198,30 @@ class Client:
             revision=revision,
             safe_until=self._safe_until(sent, lease.ttl),
             assignment=_maybe_assignment(granted, "assignment"),
+            permits=_maybe(granted, "permits", _key_holders),
         )
 
     # ---- leases ---------------------------------------------------------------------------
 
-    def claim(self, key: str, ttl: float = 30.0, holder: Optional[str] = None) -> Grant:
+    def claim(self, key: str, ttl: float = 30.0, holder: Optional[str] = None, permits: int = 1) -> Grant:
         """Claims `key` for `ttl` seconds. Returns the `Grant`; raises `Held` (naming the
         holder, token, since and free-in) when someone else holds it: stand down.
 
-        A claim of a key this session already holds keeps its token and renews it."""
+        A claim of a key this session already holds keeps its token and renews it.
+
+        With `permits` N (2 to `PERMITS_MAX`), one of the key's N permits: up to N holders at
+        once, each with its own lease and token (`Grant.permits` names every holder). `Held`
+        then names every holder (`permits`) and, as the lease, the one whose permit ends
+        first. N is fixed by the first holder while any holds: another N raises `Refused`,
+        reason `permits_mismatch`, naming the key's."""
+        if not 1 <= permits <= PERMITS_MAX:
+            raise InvalidArgument(f"permits {permits}: give 1 (a plain claim) to {PERMITS_MAX}")
         request = pb.ClaimRequest(
             key=key,
             holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
             ttl_ms=int(ttl * 1000),
             request_id=self._request_id(),
+            permits=permits,
         )
         sent = time.monotonic()
         answer = self._call("baton", "Claim", request)
@@ -217,6 +231,7 @@ class Client:
                 _lease(answer.held.lease),
                 answer.held.same_name_other_process,
                 _maybe_assignment(answer.held, "assignment"),
+                _maybe(answer.held, "permits", _key_holders),
             )
         return self._grant(answer.granted, answer.revision, sent)
 
@@ -262,7 +277,12 @@ class Client:
     def probe(self, key: str, stale: bool = False) -> Probe:
         """Who holds `key` now, and who waits in its line (linearizable unless `stale`)."""
         answer = self._call("baton", "Probe", pb.ProbeRequest(key=key, stale=stale))
-        return Probe(_maybe_lease(answer, "lease"), answer.revision, _maybe(answer, "line", _key_line))
+        return Probe(
+            _maybe_lease(answer, "lease"),
+            answer.revision,
+            _maybe(answer, "line", _key_line),
+            _maybe(answer, "permits", _key_holders),
+        )
 
     def board(self, prefix: str = "", limit: int = 0, start_after: str = "", stale: bool = False) -> Board:
         """Held keys under `prefix`, in key order; page on with the last key while
@@ -281,13 +301,14 @@ class Client:
             open=list(answer.open),
             open_truncated=answer.open_truncated,
             lines={k: _key_line(l) for k, l in answer.lines.items()},
+            permits={k: _key_holders(p) for k, p in answer.permits.items()},
         )
 
     def check(self, key: str, token: int) -> TokenCheck:
         """Whether `token` is `key`'s current one (what a fenced resource asks). Always
         linearizable."""
         answer = self._call("baton", "CheckToken", pb.CheckTokenRequest(key=key, token=token))
-        return TokenCheck(answer.current, _maybe_lease(answer, "lease"), answer.revision)
+        return TokenCheck(answer.current, _maybe_lease(answer, "lease"), answer.revision, answer.permits)
 
     def revoke(self, key: str, reason: str, now: bool = False) -> Optional[LeaseInfo]:
         """Operator force-release, with the reason recorded. The lease ends at once (its holder
@@ -531,6 +552,7 @@ class Client:
             revision=answer.revision,
             quarantine=_maybe(answer, "quarantine", _quarantine),
             line=_maybe(answer, "line", _key_line),
+            permits=_maybe(answer, "permits", _key_holders),
         )
 
     def history(self, key: str, stale: bool = False) -> History:

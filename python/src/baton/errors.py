@@ -61,7 +61,10 @@ class Refused(BatonError):
     `free_in` of the current lease when the key is held, `client_id` (the requester's
     session), `offer_to`, `quarantine_remaining` (seconds), `nodes`, `data_format`, `status`
     (the record's, for `exists`), and for `line_full` `waiters` (how many wait already) and
-    `waiters_max` (the limit): of the key's line, or with `whole_cluster` of all lines together.
+    `waiters_max` (the limit): of the key's line, or with `whole_cluster` of all lines together;
+    for `permits_mismatch` `permits` (a `KeyHolders`: the key's N and holders) and
+    `asked_permits` (the claim's N); for `not_exclusive` `permits` (N) and `presented_token`;
+    for `holder_limit` `permit_holders` and `permit_holders_max`.
     """
 
     def __init__(self, message: str, reason: str = "", key: str = "", lease: Optional["LeaseInfo"] = None, **facts):
@@ -85,6 +88,10 @@ class Refused(BatonError):
         self.waiters = facts.pop("waiters", 0)
         self.waiters_max = facts.pop("waiters_max", 0)
         self.whole_cluster = facts.pop("whole_cluster", False)
+        self.permits = facts.pop("permits", None)
+        self.asked_permits = facts.pop("asked_permits", 0)
+        self.permit_holders = facts.pop("permit_holders", 0)
+        self.permit_holders_max = facts.pop("permit_holders_max", 0)
         self.facts = facts
 
 
@@ -96,16 +103,25 @@ class Held(Refused):
     wanted, if anyone.
     """
 
-    def __init__(self, key: str, lease: "LeaseInfo", same_name_other_process: bool = False, assignment=None):
-        super().__init__(
-            f"{key} is held by {lease.holder} (client {lease.holder_client_id}) with token "
-            f"{lease.token}; free in {lease.remaining:.1f}s; stand down",
-            reason="held",
-            key=key,
-            lease=lease,
-        )
+    def __init__(
+        self, key: str, lease: "LeaseInfo", same_name_other_process: bool = False, assignment=None, permits=None
+    ):
+        if permits is None:
+            message = (
+                f"{key} is held by {lease.holder} (client {lease.holder_client_id}) with token "
+                f"{lease.token}; free in {lease.remaining:.1f}s; stand down"
+            )
+        else:
+            message = (
+                f"{len(permits.holders)} permits of {key} are held ({permits.free} free); the first "
+                f"frees in {lease.remaining:.1f}s at the latest; stand down"
+            )
+        super().__init__(message, reason="held", key=key, lease=lease)
         self.same_name_other_process = same_name_other_process
         self.assignment = assignment
+        # Set when permits hold the key: a `KeyHolders` naming every holder (`lease` is then the
+        # one whose permit ends first).
+        self.permits = permits
 
 
 class NothingClaimable(Refused):

@@ -30,6 +30,7 @@ __all__ = [
     "InLine",
     "KeyLine",
     "Waiter",
+    "KeyHolders",
 ]
 
 #: `Loss.what` as the cluster pushed it (the endings stream): an operator revoked the lease,
@@ -67,6 +68,26 @@ class Quarantine:
 
 
 @dataclass(frozen=True)
+class KeyHolders:
+    """A key held by permits (`Client.claim(key, permits=N)`): up to `permits` holders at once,
+    each with its own lease and fencing token; `holders` in order of token (of grant)."""
+
+    permits: int
+    holders: List[LeaseInfo] = field(default_factory=list)
+
+    @property
+    def free(self) -> int:
+        """How many permits are free now."""
+        return max(0, self.permits - len(self.holders))
+
+    @property
+    def first_to_free(self) -> Optional[LeaseInfo]:
+        """The holder whose permit ends first (by the answering node's countdowns): the next
+        permit frees by then at the latest."""
+        return min(self.holders, key=lambda l: l.remaining, default=None)
+
+
+@dataclass(frozen=True)
 class Grant:
     """A claim won. `safe_until` (on `time.monotonic()`) is the send time of the claim +
     TTL × (1 − drift margin): act on the key only before it."""
@@ -76,6 +97,9 @@ class Grant:
     revision: int
     safe_until: float
     assignment: Optional[Assignment] = None
+    # A permit claim's grant (`lease` is this session's own permit): the key's N and every
+    # holder now, this one included. None for a claim without permits.
+    permits: Optional[KeyHolders] = None
 
     @property
     def key(self) -> str:
@@ -151,6 +175,8 @@ class Probe:
     lease: Optional[LeaseInfo]
     revision: int
     line: Optional[KeyLine] = None
+    # Set when permits hold the key: every holder (`lease` is then the first of them).
+    permits: Optional[KeyHolders] = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +195,8 @@ class Board:
     open_truncated: bool = False
     # Keys where someone waits in line (key -> line): held or quarantined keys.
     lines: Dict[str, KeyLine] = field(default_factory=dict)
+    # Keys held by permits (key -> every holder); `leases` does not list them.
+    permits: Dict[str, KeyHolders] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -176,6 +204,8 @@ class TokenCheck:
     current: bool
     lease: Optional[LeaseInfo]
     revision: int
+    # When permits hold the key: how many (the token, if current, holds one); else 0.
+    permits: int = 0
 
 
 @dataclass(frozen=True)
@@ -256,6 +286,8 @@ class RecordView:
     quarantine: Optional[Quarantine]
     # Who waits in the key's line (None when no one does).
     line: Optional[KeyLine] = None
+    # Set when permits hold the key: every holder (`lease` is then the first of them).
+    permits: Optional[KeyHolders] = None
 
 
 @dataclass(frozen=True)
