@@ -362,6 +362,29 @@ async fn the_board_follows_claims_releases_assignments_and_handoffs_live_and_sur
     })
     .await;
 
+    // A key held by permits shows every holder, the count of N, and each token.
+    let mut tokens = Vec::new();
+    for (client, name) in [(&claude, "claude@host-a"), (&codex, "codex@host-b")] {
+        let outcome = client
+            .claim_permit("tasks/gpu-runner", name, Duration::from_secs(600), 3)
+            .await
+            .unwrap();
+        tokens.push(granted(outcome));
+    }
+    until(
+        &browser,
+        "both permit holders of tasks/gpu-runner",
+        async |b| {
+            row_text(b, "tasks/gpu-runner")
+                .await
+                .is_some_and(|(text, _)| {
+                    text.contains("claude@host-a, codex@host-b (2/3 permits)")
+                        && text.contains(&format!("{}, {}", tokens[0], tokens[1]))
+                })
+        },
+    )
+    .await;
+
     // The node `baton web` talks to first dies: the page stays live through another one.
     cluster.kill(1);
     granted(

@@ -211,6 +211,8 @@ struct Row {
     quarantine: Option<QuarantineView>,
     /// Who waits in the key's line, if anyone.
     line: Option<baton_client::KeyLine>,
+    /// Every holder, when permits hold the key (`lease` is then the first of them).
+    permits: Option<baton_client::KeyHolders>,
     revision: u64,
     /// An open task: no holder, no assignee, not quarantined, a status that is not a
     /// finished one (`claim-next` could grant it to anyone). A key with no status at all
@@ -250,6 +252,7 @@ impl Row {
             summary: view.record.summary,
             quarantine: view.quarantine,
             line: view.line,
+            permits: view.permits,
             revision: view.revision,
             open,
         }
@@ -299,12 +302,13 @@ async fn board(State(s): Ctx, Query(q): Query<BoardQuery>) -> Result<Json<BoardJ
     ];
     let last = ends.into_iter().flatten().min();
     let truncated = last.is_some();
-    // Quarantined and assigned-but-unclaimed keys come for the whole prefix: those in this
-    // page's range of keys.
+    // Quarantined, assigned-but-unclaimed and permit-held keys come for the whole prefix:
+    // those in this page's range of keys.
     keys.extend(
         page.quarantines
             .keys()
             .chain(page.unclaimed.keys())
+            .chain(page.permits.keys())
             .chain(page.open.iter())
             .filter(|k| **k > q.after && (!truncated || Some(*k) <= last.as_ref()))
             .cloned(),

@@ -81,10 +81,15 @@ function renderRow(row, at) {
   const a = row.assignment;
   // An assigned key no one holds is a task waiting for its assignee: "unclaimed"; a task no
   // one holds or is assigned is "open" (claim-next takes it).
-  const holder = lease ? lease.holder_name : a ? "unclaimed" : row.open ? "open" : "-";
+  // A key held by permits: every holder, the count held of N, and each token.
+  const p = row.permits;
+  const holder = p
+    ? `${p.holders.map((l) => l.holder_name).join(", ")} (${p.holders.length}/${p.permits} permits)`
+    : lease ? lease.holder_name : a ? "unclaimed" : row.open ? "open" : "-";
   tr.append(el("td", holder, lease || (!a && !row.open) ? "holder" : "holder unclaimed"));
   tr.append(el("td", a ? a.to : "-", "assigned"));
-  tr.append(el("td", lease ? lease.token : "-", "num token"));
+  const token = p ? p.holders.map((l) => l.token).join(", ") : lease ? lease.token : "-";
+  tr.append(el("td", token, "num token"));
   const expires = el("td", "", "num expires");
   if (lease) {
     expires.dataset.remaining = lease.remaining_ms;
@@ -292,7 +297,14 @@ async function loadKey(key) {
     $("key-title").textContent = key;
     const now = $("key-now");
     now.replaceChildren();
-    if (view.lease) {
+    if (view.permits) {
+      now.append(el("p", `held by ${view.permits.holders.length} of ${view.permits.permits} permits:`));
+      const holders = el("ul");
+      for (const l of view.permits.holders) {
+        holders.append(el("li", `${l.holder_name} (client ${l.holder_client_id}) with token ${l.token} since ${utc(l.held_since_unix_ms)}`));
+      }
+      now.append(holders);
+    } else if (view.lease) {
       const p = el("p", `held by ${view.lease.holder_name} (client ${view.lease.holder_client_id}) with token ${view.lease.token} since ${utc(view.lease.held_since_unix_ms)}; expires `);
       const c = el("span");
       c.dataset.remaining = view.lease.remaining_ms;
