@@ -62,7 +62,10 @@ fn holder(rng: &mut dyn RngCore) -> Holder {
 /// A token: mostly one some lease really had, else a made-up one.
 fn token(rng: &mut dyn RngCore, table: &LeaseTable, key: &str, seen: &[u64]) -> u64 {
     match rng.gen_range(0..4) {
-        0 | 1 => table.lease(key).map_or(1, |l| l.token),
+        0 | 1 => table
+            .lease(key)
+            .or_else(|| table.holders(key).and_then(|h| h.leases.last()))
+            .map_or(1, |l| l.token),
         2 if !seen.is_empty() => seen[rng.gen_range(0..seen.len())],
         _ => rng.gen_range(0..1_000),
     }
@@ -79,7 +82,41 @@ fn ttl(rng: &mut dyn RngCore) -> u64 {
 fn op(rng: &mut dyn RngCore, table: &LeaseTable, seen: &[u64]) -> Op {
     let key = key(rng);
     let token = token(rng, table, &key, seen);
-    match rng.gen_range(0..21) {
+    let permit = |rng: &mut dyn RngCore, key: String| Op::ClaimPermit {
+        key,
+        holder: holder(rng),
+        ttl_ms: ttl(rng),
+        // Mostly the N the keys are claimed with; now and then another, or an invalid one.
+        sharing: super::permits::Sharing::Permits([2, 3, 3, 3, 0, 1, 5_000][rng.gen_range(0..7)]),
+    };
+    match rng.gen_range(0..23) {
+        21 => permit(rng, key),
+        22 => {
+            // An end of a permit that is there: its renewal, release or expiry.
+            let held = table
+                .holders(&key)
+                .map(|h| h.leases.clone())
+                .unwrap_or_default();
+            match held.get(rng.gen_range(0..held.len() + 1)) {
+                Some(l) => match rng.gen_range(0..3) {
+                    0 => Op::Renew {
+                        key,
+                        token: l.token,
+                    },
+                    1 => Op::Release {
+                        key,
+                        token: l.token,
+                        final_status: rng.gen_ratio(1, 5).then(|| "done".into()),
+                    },
+                    _ => Op::Expire {
+                        key,
+                        token: l.token,
+                        basis: l.basis + u64::from(rng.gen_ratio(1, 4)),
+                    },
+                },
+                None => permit(rng, key),
+            }
+        }
         18 | 19 => Op::Wait {
             key,
             holder: holder(rng),
@@ -260,7 +297,17 @@ fn command(
             | Op::Accept { holder, .. }
             | Op::Decline { holder, .. }
             | Op::Wait { holder, .. }
+            | Op::ClaimPermit { holder, .. }
             | Op::LeaveLine { holder, .. } => Some(holder.client_id.clone()),
+            // A write with a token: its lease's holder, a permit's too.
+            Op::Renew { key, token }
+            | Op::Release { key, token, .. }
+            | Op::Update { key, token, .. }
+            | Op::Offer { key, token, .. }
+            | Op::Cancel { key, token } => table
+                .held_by(key, *token, "", true)
+                .ok()
+                .map(|l| l.holder.client_id),
             op => table.lease(op.key()).map(|l| l.holder.client_id.clone()),
         };
         Sender {
@@ -308,7 +355,11 @@ fn check_actors(table: &LeaseTable, revision: u64, cmd: &LogCommand, outcome: &O
         .map(|c| c.history.events.iter().filter(|e| e.revision == revision));
     let claims = matches!(
         cmd.op,
-        Op::Claim { .. } | Op::ClaimNext { .. } | Op::ClaimSet { .. } | Op::Wait { .. }
+        Op::Claim { .. }
+            | Op::ClaimNext { .. }
+            | Op::ClaimSet { .. }
+            | Op::Wait { .. }
+            | Op::ClaimPermit { .. }
     );
     for event in events.into_iter().flatten() {
         // A freed key handed on to its oldest waiter: credited to the waiter, who holds it.
@@ -353,6 +404,12 @@ fn check_actors(table: &LeaseTable, revision: u64, cmd: &LogCommand, outcome: &O
             }
             op => panic!("a grant answered {op:?}"),
         },
+        Outcome::GrantedPermit { lease, .. } => match &cmd.op {
+            Op::ClaimPermit { holder, .. } => {
+                assert_eq!(&lease.holder, holder, "another's permit: {cmd:?}")
+            }
+            op => panic!("a permit answered {op:?}"),
+        },
         _ => {}
     }
 }
@@ -372,6 +429,29 @@ fn check(table: &LeaseTable, revision: u64, outcome: &Outcome, last_token: &mut 
         for g in grants {
             assert!(g.already_held || g.lease.token == revision, "{g:?}");
             assert_eq!(table.lease(&g.lease.key), Some(&g.lease), "{g:?}");
+        }
+    }
+    // A new permit's token is its revision; the permits of a key are never more than N,
+    // each its own token.
+    if let Outcome::GrantedPermit {
+        lease,
+        already_held,
+        sharing,
+        holders,
+        ..
+    } = outcome
+    {
+        assert!(*already_held || lease.token == revision, "{lease:?}");
+        assert!(holders.len() <= sharing.permits() as usize && holders.contains(lease));
+        assert_eq!(table.holders(&lease.key).map(|h| &h.leases), Some(holders));
+    }
+    for key in KEYS {
+        if let Some(held) = table.holders(key) {
+            let tokens: std::collections::BTreeSet<u64> =
+                held.leases.iter().map(|l| l.token).collect();
+            assert_eq!(tokens.len(), held.leases.len(), "{key}: a token twice");
+            assert!(held.leases.len() <= held.sharing.permits() as usize);
+            assert!(table.lease(key).is_none(), "{key}: held both ways");
         }
     }
     for (i, key) in KEYS.iter().enumerate() {
@@ -487,10 +567,13 @@ pub fn run(
             // The encoding the store keeps the table in (bincode's default), without the core
             // reaching up into the store for it.
             // The lines go beside the table, as `store::SmState` encodes them.
-            let bytes = bincode::serialize(&(&a, a.lines())).expect("the table encodes");
-            let (mut copy, lines): (LeaseTable, _) =
+            // So do the permit holders.
+            let bytes =
+                bincode::serialize(&(&a, a.lines(), a.all_holders())).expect("the table encodes");
+            let (mut copy, lines, holders): (LeaseTable, _, _) =
                 bincode::deserialize(&bytes).expect("the table decodes");
             copy.set_lines(lines);
+            copy.set_holders(holders);
             copy.rebuild_index();
             restored = Some(copy);
         }
@@ -550,6 +633,8 @@ mod prop_tests {
             "LeftLine",
             "WaiterDropped",
             "HandedOn",
+            "GrantedPermit",
+            "HeldByHolders",
             // Answered as the leader would from a read, with no log entry.
             "WithoutLog",
         ] {
