@@ -72,6 +72,9 @@ pub struct NodeSettings {
     /// The `lapse_places_early` chaos knob on every node: a place in line lapses after a
     /// twentieth of its TTL (a canary the `lines` checker must catch).
     pub lapse_places_early: bool,
+    /// The `admit_extra_permit` chaos knob on every node: a claim of one of N permits is
+    /// proposed as one of N + 1 (a canary the `permits` checker must catch).
+    pub admit_extra_permit: bool,
 }
 
 /// One node.
@@ -438,7 +441,7 @@ impl Cluster {
         let text = format!(
             "clock_rate={}\nraft_delay_ms={}\nraft_jitter_ms={}\nskip_fsync={}\n\
              skip_read_index={}\ntrust_damaged_log={}\ndecide_copies_afresh={}\n\
-             mute_endings={}\nlapse_places_early={}\n",
+             mute_endings={}\nlapse_places_early={}\nadmit_extra_permit={}\n",
             node.rate,
             node.delay_ms.0,
             node.delay_ms.1,
@@ -447,7 +450,8 @@ impl Cluster {
             u8::from(self.settings.trust_damaged_log),
             u8::from(self.settings.decide_copies_afresh),
             u8::from(self.settings.mute_endings),
-            u8::from(self.settings.lapse_places_early)
+            u8::from(self.settings.lapse_places_early),
+            u8::from(self.settings.admit_extra_permit)
         );
         // Write-then-rename so the node never reads half a file.
         let tmp = node.chaos_file.with_extension("tmp");

@@ -181,6 +181,7 @@ pub enum Line {
     Task(TaskEvent),
     Set(SetEvent),
     Wait(WaitEvent),
+    Permit(PermitEvent),
 }
 
 /// An invocation or completion of a client operation.
@@ -383,6 +384,50 @@ pub struct WaitEvent {
     pub t_ns: Nanos,
 }
 
+/// One step of the `permit-holders` workload, or of the run's leak check after it
+/// (`after`), written when it returned: a claim of one of a key's `permits` permits that was
+/// `granted`, `held` (every permit taken), `refused` (`reason`) or got no answer (`unknown`);
+/// a renewal of a granted permit (`renewed`, `lost`, `unknown`); or its release
+/// (`released`, `lost`, `unknown`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermitEvent {
+    pub idx: u64,
+    pub process: u64,
+    /// The claiming process's client id (its session: one permit per session and key).
+    pub client: String,
+    /// `claim`, `renew` or `release`.
+    pub step: String,
+    pub what: String,
+    pub key: String,
+    /// The N the claim asked for (the workload's N of the key; the checker judges by it).
+    pub permits: u32,
+    /// The token granted (claim), renewed or released; 0 otherwise.
+    pub token: u64,
+    /// A claim granted to a session that held a permit of the key already (its own, renewed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub already_held: bool,
+    /// The client library's safe deadline of a grant or renewal, on the harness clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub safe_deadline_ns: Option<Nanos>,
+    /// The key's N as the answer told it (granted, held, refused as a mismatch; 0 if none).
+    #[serde(default)]
+    pub told_permits: u32,
+    /// Every holder the answer named: (client id, token).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holders: Vec<(String, u64)>,
+    /// A refusal's reason (`permits_mismatch`, ...); empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Made by the run's leak check after the workload stopped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after: bool,
+    pub ttl_ms: u64,
+    pub inv_ns: Nanos,
+    pub ret_ns: Nanos,
+    /// When the line was written.
+    pub t_ns: Nanos,
+}
+
 /// A whole operation: invocation and completion paired.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Op {
@@ -546,6 +591,17 @@ impl History {
             .collect()
     }
 
+    /// Every step of the `permit-holders` workload and of the leak check after it.
+    pub fn permits(&self) -> Vec<&PermitEvent> {
+        self.lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Permit(p) => Some(p),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The largest clock-rate deviation any skew fault applied in the run.
     pub fn max_skew(&self) -> f64 {
         self.lines
@@ -557,7 +613,8 @@ impl History {
                 | Line::Belief(_)
                 | Line::Task(_)
                 | Line::Set(_)
-                | Line::Wait(_) => None,
+                | Line::Wait(_)
+                | Line::Permit(_) => None,
             })
             .fold(0.0, f64::max)
     }
@@ -574,6 +631,7 @@ impl History {
                 Line::Task(t) => t.t_ns,
                 Line::Set(s) => s.t_ns,
                 Line::Wait(w) => w.t_ns,
+                Line::Permit(p) => p.t_ns,
             })
             .max()
             .unwrap_or(0)

@@ -34,12 +34,16 @@ use crate::history::{decode_list, encode_list, Call, Elem, Holding, Kind, Nanos,
 
 mod guarded;
 mod lines;
+mod permits;
 mod recorder;
 mod sets;
 mod tasks;
 
 pub use guarded::{run_revoker, GUARD_HOLD_MS, GUARD_TTL, REVOKE_GAP_MS};
 pub use lines::{WAIT_KEYS, WAIT_TTL};
+pub use permits::{
+    leak_check, permit_keys, PERMIT_HOLD_MS, PERMIT_KEYS, PERMIT_LEAK_LIMIT, PERMIT_TTL,
+};
 pub use recorder::Recorder;
 pub use sets::{SET_HOLD_MS, SET_KEYS, SET_TTL};
 pub use tasks::{TASK_HOLD_MS, TASK_TTL};
@@ -769,6 +773,7 @@ pub async fn run_worker(ctx: Arc<Ctx>, slot: Arc<Slot>, w: usize, seed: u64) {
             "set-takers" if ctx.sets_key_by_key => worker.set_round_key_by_key().await,
             "set-takers" => worker.set_round().await,
             "waiters" => worker.wait_round().await,
+            "permit-holders" => worker.permit_round().await,
             _ => worker.canary_round(&mut paused_once).await,
         }
     }

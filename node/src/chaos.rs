@@ -31,6 +31,11 @@
 //!   (this node's countdown of it; on the leader, its `DropWaiter`): waiters that renew on
 //!   time lose their places to later ones, the bug the chaos suite's `lines` checker must
 //!   catch (the `line-canary`).
+//! - `admit_extra_permit=1`: a claim of one of a key's N permits (N >= 2) is proposed, at
+//!   the node that decides it (`server::convert::claim`), as a claim of one of N + 1 (at
+//!   most `PERMITS_MAX`), so the cluster admits N + 1 holders at once: the bug the chaos
+//!   suite's `permits` checker, which judges by the N the workload asked, must catch (the
+//!   `permit-canary`).
 //! - `skip_read_index=1`: a node that believes it leads answers linearizable reads from its
 //!   local state, without the read-index round that confirms it still leads: the stale-read
 //!   bug the chaos suite's `read-canary` must catch.
@@ -125,6 +130,16 @@ pub fn lapse_places_early() -> bool {
     false
 }
 
+/// Whether a claim of one of N permits is proposed as one of N + 1 (the `permit` canary);
+/// never without the feature and the control file.
+pub fn admit_extra_permit() -> bool {
+    #[cfg(feature = "chaos")]
+    if let Some(knobs) = imp::knobs() {
+        return knobs.flag(imp::Flag::AdmitExtraPermit);
+    }
+    false
+}
+
 /// Whether a node that believes it leads skips the read-index round of linearizable reads
 /// (the stale-read canary); never without the feature and the control file.
 pub fn skip_read_index() -> bool {
@@ -176,6 +191,7 @@ mod imp {
         DecideCopiesAfresh = 4,
         MuteEndings = 8,
         LapsePlacesEarly = 16,
+        AdmitExtraPermit = 32,
     }
 
     impl Knobs {
@@ -253,6 +269,9 @@ mod imp {
                     "mute_endings" if v.trim() == "1" => flags |= Flag::MuteEndings as u64,
                     "lapse_places_early" if v.trim() == "1" => {
                         flags |= Flag::LapsePlacesEarly as u64
+                    }
+                    "admit_extra_permit" if v.trim() == "1" => {
+                        flags |= Flag::AdmitExtraPermit as u64
                     }
                     _ => {}
                 }
@@ -360,6 +379,9 @@ mod imp {
             assert!(k.flag(Flag::MuteEndings) && !k.flag(Flag::DecideCopiesAfresh));
             k.load("lapse_places_early=1");
             assert!(k.flag(Flag::LapsePlacesEarly) && !k.flag(Flag::MuteEndings));
+            assert!(!k.flag(Flag::AdmitExtraPermit));
+            k.load("admit_extra_permit=1");
+            assert!(k.flag(Flag::AdmitExtraPermit) && !k.flag(Flag::LapsePlacesEarly));
             k.load("trust_damaged_log=1");
             assert!(!k.flag(Flag::FailFsync) && k.flag(Flag::TrustDamagedLog));
             assert_eq!(k.rate(), 1.0, "a knob not given is back to its default");

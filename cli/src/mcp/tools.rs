@@ -28,6 +28,7 @@ use crate::verify::{self, CHECK_TIMEOUT};
 use crate::{git, note};
 
 mod args;
+mod claimed;
 mod operator;
 mod replies;
 mod sets;
@@ -392,13 +393,8 @@ impl Baton {
                     ..Outcome::default()
                 };
                 if permits > 1 {
-                    outcome.instruction = format!(
-                        "you hold one of {permits} permits of {} (token {}): others may hold \
-                         the rest at the same time. Use the resource now; release the key \
-                         when done (without a status: the case file is written only by an \
-                         exclusive holder)",
-                        args.key, lease.token
-                    );
+                    outcome.instruction =
+                        claimed::permit_instruction(&args.key, permits, lease.token);
                 }
                 if let Ok(view) = self.client.record(&args.key, ReadMode::Stale).await {
                     if let Some(assignment) = view.record.assigned_to {
@@ -416,58 +412,16 @@ impl Baton {
             }
             Ok(GuardedClaim::Held {
                 lease,
-                assignment,
-                permits: Some(held),
-                ..
-            }) => {
-                let mut outcome = held_facts(Some(&lease));
-                outcome.outcome = "held".into();
-                outcome.key = args.key.clone();
-                outcome.assigned_to = assignment.map(|a| a.to);
-                let names: Vec<String> = held
-                    .holders
-                    .iter()
-                    .map(|l| format!("{} (token {})", l.holder_name, l.token))
-                    .collect();
-                outcome.instruction = format!(
-                    "stand down: {} of {} permits of {} are held, by {}. Do not use the \
-                     resource now; the first permit frees in {} s at the latest (claim again \
-                     with wait_s to wait for one)",
-                    held.holders.len(),
-                    held.permits,
-                    args.key,
-                    names.join(", "),
-                    lease.remaining.as_secs()
-                );
-                outcome
-            }
-            Ok(GuardedClaim::Held {
-                lease,
                 same_name_other_process,
                 assignment,
-                ..
-            }) => {
-                let mut outcome = held_facts(Some(&lease));
-                outcome.outcome = "held".into();
-                outcome.key = args.key.clone();
-                outcome.assigned_to = assignment.map(|a| a.to);
-                outcome.instruction = format!(
-                    "stand down: {} holds {} (token {}){}. Do not do this work or write its \
-                     files. Tell the dispatcher or user that {} holds it, and ask for a \
-                     handoff if you need it",
-                    lease.holder_name,
-                    args.key,
-                    lease.token,
-                    if same_name_other_process {
-                        " under your own name from another session (an earlier run of \
-                         yours?); it frees when that lease expires"
-                    } else {
-                        ""
-                    },
-                    lease.holder_name
-                );
-                outcome
-            }
+                permits,
+            }) => claimed::held(
+                &args.key,
+                &lease,
+                same_name_other_process,
+                assignment,
+                permits,
+            ),
             Err(error) => return self.refused_or_failed(&args.key, error).await,
         };
         self.reply(outcome).await

@@ -1,9 +1,10 @@
-//! The rules the `tasks`, `sets` and `lines` checkers share: the grants of one key come in turn. No
-//! grant is decided wholly inside another's certain hold (from that grant's return until the
-//! first of its release's invocation and `inv + ttl / (1 + rho)`: expiry is never early), no
-//! two certain holds overlap (two takers at once, however close their grants came: the race
-//! a hand-made board loses), and of two grants the one that returned before the other was
-//! invoked has the smaller token.
+//! The rules the `tasks`, `sets`, `lines` and `permits` checkers share: the grants of one key
+//! come in turn. No grant is decided wholly inside another's certain hold (from that grant's
+//! return until the first of its release's invocation and `inv + ttl / (1 + rho)` of the grant
+//! or of its latest ok renewal: expiry is never early), no two certain holds overlap (two
+//! takers at once, however close their grants came: the race a hand-made board loses), and of
+//! two grants the one that returned before the other was invoked has the smaller token. A key
+//! of N permits has the same rules with N in place of one ([`over_n`]).
 
 use std::collections::BTreeMap;
 
@@ -20,16 +21,27 @@ pub struct Hold<'a> {
     /// When a release of this grant was invoked, if one was, whatever its answer: after it
     /// the lease may be gone.
     pub released_inv_ns: Option<Nanos>,
+    /// The invocation of the grant's latest renewal that answered renewed, if any: the lease
+    /// was held throughout until it was applied, and lives on from it for its TTL.
+    pub renewed_inv_ns: Option<Nanos>,
+}
+
+impl Hold<'_> {
+    /// The end of the certain hold that begins at the grant's return: the first of the
+    /// release's invocation and the earliest the lease can expire, `inv + ttl / (1 + rho)`
+    /// of the grant or of its latest ok renewal.
+    pub fn certain_end(&self, rho: f64) -> Nanos {
+        let from = self.inv_ns.max(self.renewed_inv_ns.unwrap_or(0));
+        let expiry = from + (self.ttl_ms as f64 * 1e6 / (1.0 + rho.max(0.0))) as Nanos;
+        self.released_inv_ns.map_or(expiry, |r| r.min(expiry))
+    }
 }
 
 /// Every grant of `key` in `grants` that breaks the rule, as (its index, why). Grants with
 /// equal tokens are not compared (one grant told twice is each checker's own rule).
 pub fn out_of_turn(key: &str, grants: &[Hold], rho: f64) -> Vec<(usize, String)> {
     let mut found = Vec::new();
-    let certain_end = |a: &Hold| {
-        let expiry = a.inv_ns + (a.ttl_ms as f64 * 1e6 / (1.0 + rho.max(0.0))) as Nanos;
-        a.released_inv_ns.map_or(expiry, |r| r.min(expiry))
-    };
+    let certain_end = |a: &Hold| a.certain_end(rho);
     let inside = |a: &Hold, b: &Hold| b.inv_ns >= a.ret_ns && b.ret_ns <= certain_end(a);
     for (i, a) in grants.iter().enumerate() {
         let end = certain_end(a);
@@ -64,6 +76,18 @@ pub fn out_of_turn(key: &str, grants: &[Hold], rho: f64) -> Vec<(usize, String)>
                     ),
                 ));
             }
+        }
+    }
+    found.extend(out_of_order(key, grants));
+    found
+}
+
+/// Every grant of `key` in `grants` whose token is smaller than that of a grant that
+/// returned before it was invoked, as (its index, why): tokens in time order.
+pub fn out_of_order(key: &str, grants: &[Hold]) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for a in grants {
+        for (j, b) in grants.iter().enumerate() {
             if a.ret_ns < b.inv_ns && a.token > b.token {
                 found.push((
                     j,
@@ -73,6 +97,84 @@ pub fn out_of_turn(key: &str, grants: &[Hold], rho: f64) -> Vec<(usize, String)>
                     ),
                 ));
             }
+        }
+    }
+    found
+}
+
+/// The others (by index) of other tokens than `grants[j]`'s whose certain holds go on at
+/// instant `at`, given each grant's certain end.
+fn holding_at(grants: &[Hold], ends: &[Nanos], j: usize, at: Nanos) -> Vec<usize> {
+    (0..grants.len())
+        .filter(|&i| i != j && grants[i].token != grants[j].token)
+        .filter(|&i| grants[i].ret_ns <= at && at < ends[i])
+        .collect()
+}
+
+/// The most grants of `grants` (one key's) certainly held at one instant.
+pub fn most_at_once(grants: &[Hold], rho: f64) -> usize {
+    let ends: Vec<Nanos> = grants.iter().map(|g| g.certain_end(rho)).collect();
+    (0..grants.len())
+        .filter(|&j| grants[j].ret_ns < ends[j])
+        .map(|j| 1 + holding_at(grants, &ends, j, grants[j].ret_ns).len())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Every grant of `key`, a key of `n` permits, that made more than `n` holders at once, as
+/// (its index, why): decided wholly inside `n` others' certain holds (from its invocation to
+/// its return each of them certainly held the key), or its certain hold began while `n`
+/// others' went on. Grants with equal tokens are not compared, as in [`out_of_turn`].
+pub fn over_n(key: &str, grants: &[Hold], n: usize, rho: f64) -> Vec<(usize, String)> {
+    let ends: Vec<Nanos> = grants.iter().map(|g| g.certain_end(rho)).collect();
+    let named = |others: &[usize]| {
+        let mut names: Vec<String> = others
+            .iter()
+            .take(n + 1)
+            .map(|&i| format!("{} (token {})", grants[i].client, grants[i].token))
+            .collect();
+        if others.len() > n + 1 {
+            names.push("…".into());
+        }
+        names.join(", ")
+    };
+    let mut found = Vec::new();
+    for (j, b) in grants.iter().enumerate() {
+        let around: Vec<usize> = holding_at(grants, &ends, j, b.inv_ns)
+            .into_iter()
+            .filter(|&i| grants[i].ret_ns <= b.inv_ns && b.ret_ns <= ends[i])
+            .collect();
+        if around.len() >= n {
+            found.push((
+                j,
+                format!(
+                    "{key} ({n} permits) was granted to {} (token {}) while {} others certainly \
+                     held it: {}",
+                    b.client,
+                    b.token,
+                    around.len(),
+                    named(&around)
+                ),
+            ));
+            continue;
+        }
+        if b.ret_ns >= ends[j] {
+            continue;
+        }
+        let at_once = holding_at(grants, &ends, j, b.ret_ns);
+        if at_once.len() >= n {
+            found.push((
+                j,
+                format!(
+                    "{key} ({n} permits) had {} holders at once from {:.3}s: {} (token {}) and \
+                     {}",
+                    at_once.len() + 1,
+                    b.ret_ns as f64 / 1e9,
+                    b.client,
+                    b.token,
+                    named(&at_once)
+                ),
+            ));
         }
     }
     found
@@ -136,6 +238,7 @@ mod tests {
             ret_ns: ret * MS,
             ttl_ms: 3000,
             released_inv_ns: released.map(|r| r * MS),
+            renewed_inv_ns: None,
         }
     }
 

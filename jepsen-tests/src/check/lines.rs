@@ -45,6 +45,7 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
             ret_ns: g.ret_ns,
             ttl_ms: g.ttl_ms,
             released_inv_ns: releases.get(&(g.key.as_str(), g.token)).copied(),
+            renewed_inv_ns: None,
         };
         (g.key.as_str(), *g, hold)
     });

@@ -18,6 +18,9 @@
 //!   is a real holder;
 //! - [`lines`] (runs with the `waiters` workload): a key's line grants it to one holder at
 //!   a time, tokens in time order, and never past a waiter that was certainly in line ahead;
+//! - [`permits`] (runs with the `permit-holders` workload): a key of N permits has at most N
+//!   holders at once (by the N the claims asked), each token granted to one session, tokens
+//!   in time order, no permit ending early, and none leaked after the workload stopped;
 //! - [`lists`]: the record lists workers append to lose, duplicate, corrupt or invent nothing
 //!   (also run on the unfenced canary's memory lists, where it must find lost updates).
 //!
@@ -35,6 +38,7 @@ pub mod lines;
 pub mod lists;
 pub mod model;
 pub mod notice;
+pub mod permits;
 pub mod sets;
 pub mod tasks;
 pub mod tokens;

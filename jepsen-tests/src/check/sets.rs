@@ -86,6 +86,7 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
                 ret_ns: g.set.ret_ns,
                 ttl_ms: g.set.ttl_ms,
                 released_inv_ns: releases.get(&(*key, g.token)).map(|r| r.inv_ns),
+                renewed_inv_ns: None,
             };
             (*key, g.set, hold)
         })

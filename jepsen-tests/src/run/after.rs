@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::scenarios::CANARY_CATCHERS;
+use super::scenarios::{Scenario, CANARY_CATCHERS};
 use super::{result, READY_LIMIT};
 use crate::history::{Call, CheckResult, Kind, Reply, Verdict, Violation};
 use crate::nemesis::{self, Bed};
@@ -286,4 +286,21 @@ pub(super) async fn final_checks(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// After healing, once the workers stopped: the leak check of every key of the scenario's
+/// `permit-holders` ([`workload::leak_check`], all keys at once). It only records; the
+/// `permits` checker judges.
+pub(super) async fn permit_leak_checks(ctx: &Ctx, scenario: &Scenario) {
+    let slots = scenario
+        .workloads
+        .iter()
+        .filter(|(w, _, _)| *w == "permit-holders")
+        .map(|(_, slots, _)| *slots)
+        .sum();
+    let keys = workload::permit_keys(slots);
+    let checks = keys
+        .iter()
+        .map(|(key, permits)| workload::leak_check(ctx, key, *permits));
+    futures::future::join_all(checks).await;
 }

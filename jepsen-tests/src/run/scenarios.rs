@@ -66,6 +66,9 @@ pub struct Scenario {
     /// The task canary: the `task-takers` take tasks from a board read with no claim
     /// (`Ctx::tasks_from_board_read`). The run passes only if the checks catch it.
     pub task_canary: bool,
+    /// The permit canary: nodes propose a claim of one of N permits as one of N + 1
+    /// (`admit_extra_permit`). The run passes only if the checks catch it.
+    pub permit_canary: bool,
 }
 
 impl Scenario {
@@ -96,6 +99,8 @@ impl Scenario {
             Some("workers claimed their sets key by key and kept what they got when one was held")
         } else if self.task_canary {
             Some("workers took the first open task of a board read without claiming it")
+        } else if self.permit_canary {
+            Some("nodes admitted N + 1 holders to keys claimed as N permits")
         } else {
             None
         }
@@ -126,6 +131,7 @@ pub const SCENARIOS: &[&str] = &[
     "line-canary",
     "set-canary",
     "task-canary",
+    "permit-canary",
 ];
 
 /// Checkers whose failure in a canary scenario counts as catching it (not the minimum counts:
@@ -144,6 +150,7 @@ pub(super) const CANARY_CATCHERS: &[&str] = &[
     "tasks",
     "sets",
     "lines",
+    "permits",
 ];
 
 /// The scenario called `name`, for a cluster of `nodes`.
@@ -173,6 +180,7 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
         line_canary: false,
         set_canary: false,
         task_canary: false,
+        permit_canary: false,
     };
     let mut revoked = baton.clone();
     revoked.push(("guard-holders", 4, 2));
@@ -185,6 +193,9 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
     // And waiters in line (`claim --wait`): one pool of keys, three workers waiting in its
     // keys' lines.
     tasked.push(("waiters", 1, 3));
+    // And holders of permits (`claim --permits N`): two keys, N = 2 and 3, four workers
+    // claiming each.
+    tasked.push(("permit-holders", 1, 8));
     Some(match name {
         "partition-kill" => {
             let mut f = partitions.clone();
@@ -335,6 +346,17 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
             pinned_readers: false,
             task_canary: true,
             ..s(vec![], vec![("task-takers", 1, 3)], BaseSkew::None, false)
+        },
+        // Permit holders only, one slot: four workers on each of its two keys (N = 2, 3).
+        "permit-canary" => Scenario {
+            pinned_readers: false,
+            permit_canary: true,
+            ..s(
+                vec![],
+                vec![("permit-holders", 1, 8)],
+                BaseSkew::None,
+                false,
+            )
         },
         _ => return None,
     })

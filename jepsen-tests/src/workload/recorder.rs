@@ -128,6 +128,11 @@ impl Recorder {
         self.push(|idx, t_ns| Line::Wait(crate::history::WaitEvent { idx, t_ns, ..event }));
     }
 
+    /// Records a `permit-holders` step (`idx` and `t_ns` are filled in here).
+    pub fn permit(&self, event: crate::history::PermitEvent) {
+        self.push(|idx, t_ns| Line::Permit(crate::history::PermitEvent { idx, t_ns, ..event }));
+    }
+
     pub fn uid(&self) -> u64 {
         self.next_uid.fetch_add(1, Ordering::Relaxed)
     }

@@ -100,8 +100,13 @@ pub fn claim(req: pb::ClaimRequest, ttl: TtlBounds) -> Result<(Option<Origin>, O
             ttl_ms: req.ttl_ms,
         },
         n => {
+            validate::sharing(crate::core::Sharing::Permits(n)).map_err(invalid)?;
+            // The chaos suite's permit canary (test builds only): one permit too many.
+            let n = match crate::chaos::admit_extra_permit() {
+                true => (n + 1).min(crate::core::limits::PERMITS_MAX),
+                false => n,
+            };
             let sharing = crate::core::Sharing::Permits(n);
-            validate::sharing(sharing).map_err(invalid)?;
             Op::ClaimPermit {
                 key: req.key,
                 holder,
