@@ -40,6 +40,10 @@ pub struct ScaleConfig {
     pub claimants: usize,
     pub ttl: Duration,
     pub renew_for: Duration,
+    /// 1: every lease on a key of its own. N > 1: the leases are permits, N to a key
+    /// (`claim --permits N`), each of a key's N held by another claimant (N is at most the
+    /// claimants).
+    pub permits: u32,
 }
 
 /// Memory of one node.
@@ -122,6 +126,11 @@ fn key(i: usize) -> String {
     format!("scale/{i:07}")
 }
 
+/// The key of lease `i` with `permits` to a key: N consecutive leases share one.
+fn key_of(i: usize, permits: u32) -> String {
+    key(i / permits.max(1) as usize)
+}
+
 async fn client_of(endpoints: &[String]) -> anyhow::Result<Client> {
     Ok(Client::connect(ClientConfig {
         retry_deadline: Duration::from_secs(30),
@@ -137,6 +146,12 @@ pub async fn run(node_bin: &Path, dir: &Path, cfg: &ScaleConfig) -> anyhow::Resu
     }
     if cfg.claimants == 0 || cfg.claimants > SCALE_CLAIMANTS_MAX {
         bail!("claimants must be 1 to {SCALE_CLAIMANTS_MAX}");
+    }
+    if cfg.permits == 0 || cfg.permits as usize > cfg.claimants {
+        bail!(
+            "permits must be 1 to the claimants ({}): a key's permits go to distinct claimants",
+            cfg.claimants
+        );
     }
     let mut cluster =
         BatonCluster::start_with(node_bin, 3, dir, &[], "warn,baton_node::store=info")?;
@@ -160,12 +175,15 @@ pub async fn run(node_bin: &Path, dir: &Path, cfg: &ScaleConfig) -> anyhow::Resu
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (j, client) in clients.into_iter().enumerate() {
-        let (leases, claimants, ttl) = (cfg.leases, cfg.claimants, cfg.ttl);
+        let (leases, claimants, ttl, permits) = (cfg.leases, cfg.claimants, cfg.ttl, cfg.permits);
         tasks.push(tokio::spawn(async move {
             let mut held = Vec::new();
             let mut errors = 0u64;
             for i in (j..leases).step_by(claimants) {
-                match client.claim(&key(i), "scale", ttl).await {
+                match client
+                    .claim_permit(&key_of(i, permits), "scale", ttl, permits)
+                    .await
+                {
                     Ok(ClaimOutcome::Granted(g)) => held.push((i, g.lease.token)),
                     Ok(ClaimOutcome::Held { .. }) | Err(_) => errors += 1,
                 }
@@ -200,6 +218,7 @@ pub async fn run(node_bin: &Path, dir: &Path, cfg: &ScaleConfig) -> anyhow::Resu
     // 3. Renew.
     let renew_started = Instant::now();
     let renew_until = renew_started + cfg.renew_for;
+    let permits = cfg.permits;
     let mut tasks = Vec::new();
     for (client, held) in holders {
         tasks.push(tokio::spawn(async move {
@@ -209,7 +228,7 @@ pub async fn run(node_bin: &Path, dir: &Path, cfg: &ScaleConfig) -> anyhow::Resu
                     if Instant::now() >= renew_until {
                         break 'outer;
                     }
-                    match client.renew(&key(*i), *token).await {
+                    match client.renew(&key_of(*i, permits), *token).await {
                         Ok(RenewOutcome::Renewed(_)) => renewals += 1,
                         Ok(_) => lost += 1,
                         Err(_) => errors += 1,
@@ -231,7 +250,7 @@ pub async fn run(node_bin: &Path, dir: &Path, cfg: &ScaleConfig) -> anyhow::Resu
         renew_errors += e;
         if writer.is_none() {
             if let Some(&(i, token)) = held.first() {
-                writer = Some((client, key(i), token));
+                writer = Some((client, key_of(i, cfg.permits), token));
             }
         }
     }

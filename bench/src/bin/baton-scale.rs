@@ -93,6 +93,10 @@ struct Args {
     /// How long the renew phase lasts.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     renew_for: Duration,
+    /// With N > 1, --leases are permits, N to a key (`claim --permits N`), each of a key's
+    /// held by another claimant: memory per permit holder (N at most --claimants).
+    #[arg(long, default_value_t = 1)]
+    permits: u32,
     /// Directory under which the clusters' data goes; a new temporary directory is made in it
     /// [default: the system temp dir].
     #[arg(long)]
@@ -145,6 +149,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             claimants: args.claimants,
             ttl: args.ttl,
             renew_for: args.renew_for,
+            permits: args.permits,
         };
         let run_dir = dir.join(format!("leases-{leases}"));
         std::fs::create_dir_all(&run_dir)?;
