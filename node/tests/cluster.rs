@@ -1512,6 +1512,32 @@ async fn a_late_copy_of_a_refused_claim_gets_the_refusal_not_a_grant() {
     assert_eq!(held_by(answer.into_inner()), third.lease.token);
     let copy = bobs_claim("tasks/c", 3, true);
     freed_then_copy_refused(&alice, &mut raw, "tasks/c", third.lease.token, copy).await;
+
+    // A claim of a permit is a claim too (the chaos suite's `permits` checker, `skew` seed
+    // 456088, found a permit granted to a client told "held"): its retry goes through the
+    // log, and a late copy of its first attempt gets the retry's refusal, not a permit.
+    let fourth = granted(alice.claim("tasks/d", "alice", TTL).await.unwrap());
+    let permit_claim = |first_attempt: bool| {
+        let mut req = bobs_claim("tasks/d", 4, first_attempt);
+        req.get_mut().permits = 2;
+        req
+    };
+    let before = admin.cluster_status().await.unwrap().applied_index;
+    let answer = raw.claim(permit_claim(false)).await.unwrap();
+    assert_eq!(held_by(answer.into_inner()), fourth.lease.token);
+    let after = admin.cluster_status().await.unwrap().applied_index;
+    assert!(
+        after > before,
+        "a permit claim's retried refusal must be a log entry"
+    );
+    freed_then_copy_refused(
+        &alice,
+        &mut raw,
+        "tasks/d",
+        fourth.lease.token,
+        permit_claim(true),
+    )
+    .await;
 }
 
 /// Alice releases `key` (her grant `token`), then `copy` (a copy of a claim refused while she

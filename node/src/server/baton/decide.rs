@@ -156,9 +156,15 @@ impl Ctx {
     ) -> Result<(Outcome, u64), NotAnswered> {
         // The chaos suite's `copies` canary decides every copy afresh, as before seed 426017.
         let afresh = crate::chaos::decide_copies_afresh();
-        // A claim of a set is a claim too: refused from a read only on its first attempt,
-        // and a copy of that attempt gets the same refusal.
-        let claim = matches!(op, Op::Claim { .. } | Op::ClaimSet { .. });
+        // A claim of a set, and of a permit, is a claim too: refused from a read only on its
+        // first attempt, and a copy of that attempt gets the same refusal. (A permit claim
+        // answered "held" from a read on a retry, while an earlier attempt's copy was still
+        // on its way and then granted, gave a permit its client never heard of: the chaos
+        // suite's `permits` checker, `skew` seed 456088.)
+        let claim = matches!(
+            op,
+            Op::Claim { .. } | Op::ClaimSet { .. } | Op::ClaimPermit { .. }
+        );
         let may_read = afresh || who.first_attempt || !claim;
         let cmd = command(origin, op, who.principal);
         let remembered = cmd
