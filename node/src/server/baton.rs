@@ -572,9 +572,7 @@ impl Ctx {
                 revision(s),
             )
         });
-        let permits =
-            held.map(|h| convert::key_holders(h.sharing, &h.leases, self.sm.countdowns()));
-        let first = permits.as_ref().and_then(|p| p.holders.first().cloned());
+        let (permits, first) = self.holders_view(held);
         let quarantine = quarantine.map(|(q, revoked)| pb::KeyQuarantine {
             revision: q.revision,
             delay_ms: q.delay_ms,
@@ -645,11 +643,7 @@ impl Ctx {
             let held = s.table.holders(&req.key).cloned();
             (s.table.lease(&req.key).cloned(), line, held, revision(s))
         });
-        // Held by permits: every holder, and the first of them as the lease (so that a
-        // client that knows no permits still sees the key held).
-        let permits =
-            held.map(|h| convert::key_holders(h.sharing, &h.leases, self.sm.countdowns()));
-        let first = permits.as_ref().and_then(|p| p.holders.first().cloned());
+        let (permits, first) = self.holders_view(held);
         Ok(pb::ProbeResponse {
             lease: lease.map(|l| self.lease(&l)).or(first),
             revision,

@@ -175,11 +175,10 @@ impl Step<'_> {
             Ok(None) => {}
         }
         let assignment = self.assignment();
-        let mine = self
-            .table
-            .holders(self.key)
-            .and_then(|h| h.position_of_session(&holder.client_id))
-            .map(|at| self.table.holders(self.key).expect("held").leases[at].clone());
+        let mine = self.table.holders(self.key).and_then(|h| {
+            let at = h.position_of_session(&holder.client_id)?;
+            Some(h.leases[at].clone())
+        });
         let (lease, already_held) = match mine {
             // As a claim of its own lease: the same token, renewed, the TTL never shrinks.
             Some(mut lease) => {

@@ -22,6 +22,18 @@ impl Ctx {
         }
     }
 
+    /// A key's permit holders as a read shows them, and the first of them, the lease a
+    /// client that knows no permits is shown (so that it still sees the key held).
+    pub(super) fn holders_view(
+        &self,
+        held: Option<crate::core::Holders>,
+    ) -> (Option<pb::KeyHolders>, Option<pb::Lease>) {
+        let permits =
+            held.map(|h| convert::key_holders(h.sharing, &h.leases, self.sm.countdowns()));
+        let first = permits.as_ref().and_then(|p| p.holders.first().cloned());
+        (permits, first)
+    }
+
     /// A key held by permits, as a claim that could not have one is told: every holder,
     /// and as `lease` the one whose permit ends first by this node's countdowns.
     pub(super) fn held_by_holders(
