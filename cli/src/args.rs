@@ -187,6 +187,7 @@ pub enum Command {
   token=$(baton claim tasks/evidence-42 --output json | jq .lease.token)
   baton claim src/a.rs src/b.rs src/c.rs              # all three in one write, or none
   baton claim gpu/runner --permits 2                  # one of 2 holders at once
+  baton claim docs/spec --shared                      # a reader, beside other readers
 
 Several keys are claimed all or none, in one log entry: each gets that entry's revision as its
 token (a key you already hold keeps its own), or nothing is granted and every key that blocked
@@ -221,6 +222,12 @@ Exits 3 when a key is held (after the timeout, with --wait).")]
         /// again as permits free (polling: no line for permits yet).
         #[arg(long, value_name = "N", value_parser = parse_permits)]
         permits: Option<u32>,
+        /// Share the key with other shared holders (many readers or one writer): granted
+        /// while no exclusive holder holds it and no exclusive claimant waits in its line;
+        /// each shared holder has its own lease and token. Only an exclusive holder (a claim
+        /// without --shared) may write the record. With --wait, claims again as it frees.
+        #[arg(long, conflicts_with = "permits")]
+        shared: bool,
     },
     /// Renew the lease on KEY held with TOKEN.
     #[command(after_help = "Examples:

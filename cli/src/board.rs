@@ -139,7 +139,10 @@ fn prefix_arg(prefix: &str) -> String {
 fn board_table(board: &Board) -> String {
     let exclusive = board.leases.iter().map(|l| (l.key.clone(), l));
     let permits = board.permits.iter().flat_map(|(key, p)| {
-        let shown = format!("{key} ({}/{} permits)", p.holders.len(), p.permits);
+        let shown = match p.shared {
+            true => format!("{key} ({} shared)", p.holders.len()),
+            false => format!("{key} ({}/{} permits)", p.holders.len(), p.permits),
+        };
         p.holders.iter().map(move |l| (shown.clone(), l))
     });
     let mut leases: Vec<(String, &LeaseInfo)> = exclusive.chain(permits).collect();

@@ -95,13 +95,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
     let rendered = match cli.command {
         Command::Claim {
             keys,
-            permits: Some(n),
+            permits,
+            shared,
             ..
-        } if keys.len() > 1 && n > 1 => {
+        } if keys.len() > 1 && (permits.is_some_and(|n| n > 1) || shared) => {
+            let option = if shared { "--shared" } else { "--permits" };
             return Err(anyhow::anyhow!(
-                "--permits claims one key: a set of {} keys is claimed exclusively, all or none",
+                "{option} claims one key: a set of {} keys is claimed exclusively, all or none",
                 keys.len()
-            ))
+            ));
         }
         Command::Claim {
             keys,
@@ -110,6 +112,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             wait,
             poll: _,
             permits: _,
+            shared: _,
         } if keys.len() > 1 => {
             let holder = holder.unwrap_or_else(args::default_holder);
             let wait = wait.then_some(wait_timeout);
@@ -122,14 +125,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
             wait,
             poll,
             permits,
+            shared,
         } => {
             let key = keys.into_iter().next().unwrap_or_default();
             let holder = holder.unwrap_or_else(args::default_holder);
             let tell = format == args::OutputFormat::Table;
-            let permits = permits.unwrap_or(1);
+            let permits = match shared {
+                true => baton_client::Sharing::Shared,
+                false => baton_client::Sharing::Permits(permits.unwrap_or(1)),
+            };
             // A refusal (quarantined, the cluster's key limit) is an answer with its facts.
-            // Permits have no line: their --wait polls.
-            let in_line = wait && !poll && permits == 1;
+            // Permits and shared holders have no line: their --wait polls.
+            let in_line = wait && !poll && permits == baton_client::Sharing::Permits(1);
             let wait = wait.then_some(Wait {
                 timeout: wait_timeout,
                 in_line,
@@ -393,7 +400,7 @@ async fn claim(
     ttl: std::time::Duration,
     wait: Option<Wait>,
     tell: bool,
-    permits: u32,
+    permits: baton_client::Sharing,
 ) -> Result<baton_client::ClaimOutcome, baton_client::Error> {
     use baton_client::{ClaimOutcome, Error, LineOutcome, RefusalReason};
     let Some(wait) = wait else {

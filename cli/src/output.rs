@@ -87,13 +87,18 @@ pub fn claim(outcome: &ClaimOutcome, format: OutputFormat, now: Instant) -> Rend
             };
             let mut headline =
                 format!("granted {} to {}", grant.lease.key, grant.lease.holder_name);
-            if let Some(p) = &grant.permits {
-                headline.push_str(&format!(
+            match &grant.permits {
+                Some(p) if p.shared => headline.push_str(&format!(
+                    ": shared ({} holding; only an exclusive holder may write its record)",
+                    p.holders.len()
+                )),
+                Some(p) => headline.push_str(&format!(
                     ": one of {} permits ({} held, {} free)",
                     p.permits,
                     p.holders.len(),
                     p.free()
-                ));
+                )),
+                None => {}
             }
             if grant.already_held {
                 headline.push_str(" (already held by this client: same token, lease renewed)");
@@ -124,6 +129,14 @@ pub fn claim(outcome: &ClaimOutcome, format: OutputFormat, now: Instant) -> Rend
                 permits: permits.as_ref(),
             };
             let mut text = match permits {
+                Some(p) if p.shared => format!(
+                    "held: {} is held shared ({} holding it); stand down (an exclusive claim \
+                     needs it free; a shared one waits while a writer is in line or {} share it)\n{}",
+                    lease.key,
+                    p.holders.len(),
+                    p.permits,
+                    holders_lines(p, None)
+                ),
                 Some(p) if p.free() == 0 => format!(
                     "held: all {} permits of {} are held; stand down\nthe first frees in {} \
                      at the latest\n{}",
@@ -248,6 +261,15 @@ pub fn probe(view: &RecordView, format: OutputFormat) -> Rendered {
     }
     let assignment = view.record.assigned_to.as_ref();
     let mut text = match (&view.lease, &view.quarantine) {
+        (Some(_), _) if view.permits.as_ref().is_some_and(|p| p.shared) => {
+            let p = view.permits.as_ref().expect("checked");
+            format!(
+                "{} is held shared ({} holding it)\n{}",
+                view.key,
+                p.holders.len(),
+                lease_table(&p.holders)
+            )
+        }
         (Some(_), _) if view.permits.is_some() => {
             let p = view.permits.as_ref().expect("checked");
             format!(
@@ -358,6 +380,13 @@ pub fn assignment_line(assignment: &AssignmentInfo, holder: Option<&str>, yours:
 /// `baton check`: a token that is not current exits 3.
 pub fn check(key: &str, token: u64, check: &TokenCheck, format: OutputFormat) -> Rendered {
     let holder = match &check.lease {
+        Some(lease) if check.shared && check.current => {
+            format!("held shared, by {}", lease.holder_name)
+        }
+        Some(lease) if check.shared => format!(
+            "held shared, the first by {} with token {}",
+            lease.holder_name, lease.token
+        ),
         Some(lease) if check.permits > 0 && check.current => format!(
             "one of {} permits, held by {}",
             check.permits, lease.holder_name
@@ -591,10 +620,11 @@ pub(crate) fn grant_pairs(grant: &Grant, now: Instant) -> String {
 /// Every permit holder of a key, one line each (`mine`: the caller's own token, marked).
 fn holders_lines(p: &KeyHolders, mine: Option<u64>) -> String {
     let mut text = String::new();
+    let what = if p.shared { "shared" } else { "permit" };
     for l in &p.holders {
         let marker = if Some(l.token) == mine { " (you)" } else { "" };
         text.push_str(&format!(
-            "  permit: {} token {} since {} free {}{marker}\n",
+            "  {what}: {} token {} since {} free {}{marker}\n",
             l.holder_name,
             l.token,
             utc(l.held_since_unix_ms),

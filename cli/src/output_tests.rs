@@ -450,6 +450,7 @@ fn board_json_shape() {
 fn check_of_a_stale_token_stands_down() {
     let stale = TokenCheck {
         permits: 0,
+        shared: false,
         current: false,
         lease: Some(lease()),
         revision: 60,
@@ -754,6 +755,7 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
             1,
             &TokenCheck {
                 permits: 0,
+                shared: false,
                 current: true,
                 lease: Some(lease()),
                 revision: 1,

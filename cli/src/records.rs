@@ -53,7 +53,13 @@ fn refusal_pairs(refusal: &Refusal) -> String {
             true => String::new(),
             false => format!(", held by {}", holders.join(", ")),
         };
-        pairs.push(("permits", format!("{}{held}", p.permits)));
+        match p.shared {
+            true => pairs.push(("held", format!("shared{held}"))),
+            false => pairs.push(("permits", format!("{}{held}", p.permits))),
+        }
+    }
+    if refusal.asked_shared {
+        pairs.push(("asked", "to share it (--shared)".to_owned()));
     }
     if !refusal.client_id.is_empty() {
         pairs.push(("you are", format!("client {}", refusal.client_id)));

@@ -118,9 +118,10 @@ pub async fn run(
         )
         .into());
     }
-    if args.permits.is_some_and(|n| n > 1) && args.keys.len() > 1 {
+    if (args.permits.is_some_and(|n| n > 1) || args.shared) && args.keys.len() > 1 {
+        let option = if args.shared { "--shared" } else { "--permits" };
         return Err(baton_client::Error::Config(format!(
-            "--permits holds one key: a set of {} keys is claimed exclusively, all or none",
+            "{option} holds one key: a set of {} keys is claimed exclusively, all or none",
             args.keys.len()
         ))
         .into());
@@ -149,9 +150,13 @@ pub async fn run(
             } else {
                 client.claim_set_guarded(&keys, &holder, args.ttl).await?
             }),
-            None if args.permits.is_some_and(|n| n > 1) => {
-                // One of N permits: no line for permits, so --wait claims again as they free.
-                let n = args.permits.unwrap_or(1);
+            None if args.permits.is_some_and(|n| n > 1) || args.shared => {
+                // One of N permits, or shared: no line for them, so --wait claims again as
+                // they free.
+                let n = match args.shared {
+                    true => baton_client::Sharing::Shared,
+                    false => baton_client::Sharing::Permits(args.permits.unwrap_or(1)),
+                };
                 Claimed::Key(if args.wait {
                     client
                         .claim_permit_wait_guarded(key, &holder, args.ttl, n, wait_timeout)

@@ -356,6 +356,65 @@ async fn permits_admit_n_sessions_each_with_its_own_token_and_the_next_is_told_e
     assert_eq!(holders, ["codex@b", "gemini@c"], "{probe}");
 }
 
+/// Two sessions share a key, each with its own token, and cannot write its record; an
+/// exclusive claim from a third stands down naming both; a shared claim with `wait_s` is
+/// granted once the exclusive holder is done.
+#[tokio::test]
+async fn shared_claims_admit_readers_and_an_exclusive_claim_is_told_every_shared_holder() {
+    let cluster = Cluster::start(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = agent(&cluster, "s-a", "claude@a", &[], dir.path()).await;
+    let b = agent(&cluster, "s-b", "codex@b", &[], dir.path()).await;
+    let c = agent(&cluster, "s-c", "gemini@c", &[], dir.path()).await;
+    let shared = json!({"key": "docs/spec", "shared": true});
+    let first = call(&a, "claim", shared.clone()).await;
+    let second = call(&b, "claim", shared.clone()).await;
+    for granted in [&first, &second] {
+        assert_eq!(granted["result"]["outcome"], "granted", "{granted}");
+        let said = granted["result"]["instruction"].as_str().unwrap();
+        assert!(said.contains("docs/spec shared"), "{said}");
+    }
+    let tokens = [&first, &second].map(|g| g["result"]["token"].as_u64().unwrap());
+    assert_ne!(tokens[0], tokens[1], "each its own token");
+    let write = json!({"key": "docs/spec", "summary": "a reader's note"});
+    let refused = call(&a, "update_record", write).await;
+    assert_eq!(refused["result"]["outcome"], "refused", "{refused}");
+    assert_eq!(refused["result"]["refusal"]["reason"], "not_exclusive");
+    let held = call(&c, "claim", json!({"key": "docs/spec"})).await;
+    assert_eq!(held["result"]["outcome"], "held", "{held}");
+    let said = held["result"]["instruction"].as_str().unwrap();
+    assert!(
+        said.contains("held shared by 2") && said.contains("claude@a") && said.contains("codex@b"),
+        "{said}"
+    );
+    let both = json!({"key": "docs/spec", "shared": true, "permits": 2});
+    let error = call_refused(&c, "claim", both).await;
+    assert!(error.contains("not both"), "{error}");
+    for (session, name) in [(&a, "a"), (&b, "b")] {
+        let released = call(session, "release", json!({"key": "docs/spec"})).await;
+        assert_eq!(
+            released["result"]["outcome"], "released",
+            "{name}: {released}"
+        );
+    }
+    let alone = call(&c, "claim", json!({"key": "docs/spec"})).await;
+    assert_eq!(alone["result"]["outcome"], "granted", "{alone}");
+    let waiting = tokio::spawn(async move {
+        let wait = json!({"key": "docs/spec", "shared": true, "wait_s": 60});
+        (call(&a, "claim", wait).await, a)
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let released = call(&c, "release", json!({"key": "docs/spec"})).await;
+    assert_eq!(released["result"]["outcome"], "released", "{released}");
+    let (got, _a) = tokio::time::timeout(std::time::Duration::from_secs(30), waiting)
+        .await
+        .expect("the shared claim granted in time")
+        .unwrap();
+    assert_eq!(got["result"]["outcome"], "granted", "{got}");
+    let probe = cli(&cluster, "s-x", &["probe", "docs/spec"]);
+    assert_eq!(probe["permits"]["shared"], true, "{probe}");
+}
+
 /// A claim with `wait_s` waits in the key's line: the probe shows it, and the holder's
 /// release grants it the key in the release's own entry.
 #[tokio::test]

@@ -9,26 +9,12 @@ use std::collections::BTreeSet;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{parse_json, Cluster};
+use common::{holder_tokens, json_of, Cluster};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
 
 const RACERS: usize = 32;
-
-fn json_of(out: &std::process::Output) -> (i32, Value) {
-    (out.status.code().unwrap_or(-1), parse_json(out))
-}
-
-/// The tokens of the holders a probe lists, in order.
-fn holder_tokens(probe: &Value) -> Vec<u64> {
-    probe["permits"]["holders"]
-        .as_array()
-        .unwrap_or(&Vec::new())
-        .iter()
-        .map(|l| l["token"].as_u64().unwrap())
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_racing_processes_on_three_permits_get_three_each_with_its_own_token() {

@@ -385,6 +385,46 @@ async fn the_board_follows_claims_releases_assignments_and_handoffs_live_and_sur
     )
     .await;
 
+    // A key held shared shows every holder and how many share it; its page lists each
+    // shared holder with its token.
+    let mut shared = Vec::new();
+    for (client, name) in [(&claude, "claude@host-a"), (&codex, "codex@host-b")] {
+        let outcome = client
+            .claim_shared("tasks/manual", name, Duration::from_secs(600))
+            .await
+            .unwrap();
+        shared.push(granted(outcome));
+    }
+    until(&browser, "both shared holders of tasks/manual", async |b| {
+        row_text(b, "tasks/manual").await.is_some_and(|(text, _)| {
+            text.contains("claude@host-a, codex@host-b (2 shared)")
+                && text.contains(&format!("{}, {}", shared[0], shared[1]))
+        })
+    })
+    .await;
+    browser
+        .goto(&format!("{url}/key?key=tasks%2Fmanual"))
+        .await
+        .unwrap();
+    until(
+        &browser,
+        "the shared holders on the key's page",
+        async |b| {
+            let text = text_of(b, "key-view").await;
+            text.contains("held shared by 2:")
+                && text.contains(&format!(
+                    "claude@host-a (client claude-1) with token {}",
+                    shared[0]
+                ))
+                && text.contains(&format!(
+                    "codex@host-b (client codex-1) with token {}",
+                    shared[1]
+                ))
+        },
+    )
+    .await;
+    browser.goto(&format!("{url}/")).await.unwrap();
+
     // The node `baton web` talks to first dies: the page stays live through another one.
     cluster.kill(1);
     granted(

@@ -25,7 +25,7 @@ mod transport;
 
 use crate::types::{
     AccessView, Board, ClaimOutcome, ClusterStatus, LeaseInfo, Membership, Probe, ReadMode,
-    ReleaseOutcome, RenewOutcome, SnapshotTaken, TokenCheck,
+    ReleaseOutcome, RenewOutcome, Sharing, SnapshotTaken, TokenCheck,
 };
 pub(crate) use transport::describe_failure;
 
@@ -134,7 +134,7 @@ impl Client {
     /// every holder and the one whose permit ends first. `permits` is fixed by the first
     /// holder while any holds: another number is refused (`RefusalReason::PermitsMismatch`,
     /// naming the key's). 1 is a plain claim; 2 to [`PERMITS_MAX`] needs data format 12 on
-    /// every member.
+    /// every member. [`Sharing::Shared`] shares the key ([`Client::claim_shared`]).
     ///
     /// [`PERMITS_MAX`]: crate::PERMITS_MAX
     pub async fn claim_permit(
@@ -142,20 +142,25 @@ impl Client {
         key: &str,
         holder_name: &str,
         ttl: Duration,
-        permits: u32,
+        permits: impl Into<Sharing>,
     ) -> Result<ClaimOutcome, Error> {
-        if permits == 0 || permits > crate::PERMITS_MAX {
-            return Err(Error::InvalidArgument(format!(
-                "permits {permits}: give 1 (a plain claim) to {}",
-                crate::PERMITS_MAX
-            )));
-        }
+        let (permits, shared) = match permits.into() {
+            Sharing::Shared => (0, true),
+            Sharing::Permits(n) if (1..=crate::PERMITS_MAX).contains(&n) => (n, false),
+            Sharing::Permits(n) => {
+                return Err(Error::InvalidArgument(format!(
+                    "permits {n}: give 1 (a plain claim) to {}",
+                    crate::PERMITS_MAX
+                )))
+            }
+        };
         let request = pb::ClaimRequest {
             key: key.to_owned(),
             holder: Some(self.holder(holder_name)),
             ttl_ms: duration_ms(ttl),
             request_id: Some(self.next_request_id()),
             permits,
+            shared,
         };
         let clock = self.grant_clock();
         let answer = self
@@ -164,6 +169,23 @@ impl Client {
             })
             .await?;
         convert::claim_outcome(answer.body, clock)
+    }
+
+    /// Shares `key` with its other shared holders (many readers or one writer): granted
+    /// while no exclusive holder holds it and no exclusive claimant waits in its line (a
+    /// writer in line stops new shared grants behind it), as many as
+    /// [`SHARED_HOLDERS_MAX`] at once, each with its own lease and fencing token. Only an
+    /// exclusive holder may write the key's record. Needs data format 13 on every member.
+    ///
+    /// [`SHARED_HOLDERS_MAX`]: crate::SHARED_HOLDERS_MAX
+    pub async fn claim_shared(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+    ) -> Result<ClaimOutcome, Error> {
+        self.claim_permit(key, holder_name, ttl, Sharing::Shared)
+            .await
     }
 
     /// Extends the lease on `key` held with `token`; the token stays the same.

@@ -209,6 +209,7 @@ pub(crate) fn token_check(response: pb::CheckTokenResponse) -> Result<TokenCheck
         lease: optional_lease(response.lease)?,
         revision: response.revision,
         permits: response.permits,
+        shared: response.shared,
     })
 }
 
@@ -600,6 +601,7 @@ pub(crate) fn refusal(status: &tonic::Status) -> Refusal {
         whole_cluster: d.whole_cluster,
         permits: d.permits.and_then(|p| key_holders(p).ok()),
         asked_permits: d.asked_permits,
+        asked_shared: d.asked_shared,
         permit_holders: d.permit_holders,
         permit_holders_max: d.permit_holders_max,
         message: if d.message.is_empty() {
@@ -615,6 +617,7 @@ pub(crate) fn key_holders(p: pb::KeyHolders) -> Result<crate::types::KeyHolders,
     Ok(crate::types::KeyHolders {
         permits: p.permits,
         holders: p.holders.into_iter().map(lease).collect::<Result<_, _>>()?,
+        shared: p.shared,
     })
 }
 

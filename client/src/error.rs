@@ -45,9 +45,10 @@ pub enum RefusalReason {
     /// A wait in a key's line that is full ([`Refusal::waiters`], [`Refusal::waiters_max`];
     /// [`Refusal::whole_cluster`]: all lines together are). Wait by polling instead.
     LineFull,
-    /// A permit claim of another number of permits than the key's holders hold it with
-    /// ([`Refusal::permits`]: the key's N and holders; [`Refusal::asked_permits`]: the
-    /// claim's).
+    /// A permit claim of another number of permits than the key's holders hold it with, or
+    /// a shared claim of a key held by permits, or a permit claim of a key held shared
+    /// ([`Refusal::permits`]: the key's N, holders and whether they share it;
+    /// [`Refusal::asked_permits`] / [`Refusal::asked_shared`]: the claim's).
     PermitsMismatch,
     /// A write only an exclusive holder may make (the record, an offer, a final status) by
     /// the holder of a permit ([`Refusal::token`], [`Refusal::permits`]).
@@ -163,6 +164,10 @@ pub struct Refusal {
     /// The number of permits the refused claim asked for (`permits_mismatch`).
     #[serde(skip_serializing_if = "is_zero_u32")]
     pub asked_permits: u32,
+    /// The refused claim asked to share the key (`permits_mismatch`: the key is held by
+    /// permits).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub asked_shared: bool,
     /// Permits held across the cluster, and its limit (`holder_limit`).
     #[serde(skip_serializing_if = "is_zero")]
     pub permit_holders: u64,
@@ -200,6 +205,7 @@ impl Refusal {
             whole_cluster: false,
             permits: None,
             asked_permits: 0,
+            asked_shared: false,
             permit_holders: 0,
             permit_holders_max: 0,
             message: message.to_owned(),

@@ -35,7 +35,9 @@ use crate::error::Error;
 use crate::handoff::Accepted;
 use crate::retry::WaitPacer;
 use crate::tasks::{NextFilter, NextOutcome, Unclaimable};
-use crate::types::{AssignmentInfo, ClaimOutcome, Grant, LeaseInfo, ReleaseOutcome, RenewOutcome};
+use crate::types::{
+    AssignmentInfo, ClaimOutcome, Grant, LeaseInfo, ReleaseOutcome, RenewOutcome, Sharing,
+};
 
 /// Renewals per TTL when all goes well: the guard renews every TTL / 3, so two renewals in
 /// a row may fail (or be slow) before the safe deadline is in danger.
@@ -501,7 +503,7 @@ impl Client {
         key: &str,
         holder_name: &str,
         ttl: Duration,
-        permits: u32,
+        permits: impl Into<Sharing>,
     ) -> Result<GuardedClaim, Error> {
         self.guard_room()?;
         let outcome = self.claim_permit(key, holder_name, ttl, permits).await?;
@@ -572,9 +574,10 @@ impl Client {
         key: &str,
         holder_name: &str,
         ttl: Duration,
-        permits: u32,
+        permits: impl Into<Sharing>,
         timeout: Duration,
     ) -> Result<ClaimOutcome, Error> {
+        let permits = permits.into();
         let mut pacer = WaitPacer::until(Instant::now() + timeout);
         loop {
             let outcome = self.claim_permit(key, holder_name, ttl, permits).await?;
@@ -650,7 +653,7 @@ impl Client {
         key: &str,
         holder_name: &str,
         ttl: Duration,
-        permits: u32,
+        permits: impl Into<Sharing>,
         timeout: Duration,
     ) -> Result<GuardedClaim, Error> {
         self.guard_room()?;

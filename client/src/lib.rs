@@ -103,7 +103,7 @@ pub mod watch;
 
 /// The most permits one key may have ([`Client::claim_permit`]), and the permits the
 /// cluster holds at most in all.
-pub use baton_proto::limits::{PERMITS_MAX, PERMIT_HOLDERS_MAX};
+pub use baton_proto::limits::{PERMITS_MAX, PERMIT_HOLDERS_MAX, SHARED_HOLDERS_MAX};
 pub use client::Client;
 pub use client::GuardedSet;
 pub use config::{
@@ -121,6 +121,6 @@ pub use tasks::{NextFilter, NextOutcome, Posted, Unclaimable};
 pub use types::{
     safe_deadline, AccessChange, AccessView, ActorInfo, AssignmentInfo, Board, ClaimOutcome,
     ClusterStatus, Grant, HolderInfo, KeyHolders, LeaseInfo, Member, Membership, Probe, ReadMode,
-    ReleaseOutcome, RenewOutcome, Revoked, SnapshotTaken, TokenCheck,
+    ReleaseOutcome, RenewOutcome, Revoked, Sharing, SnapshotTaken, TokenCheck,
 };
 pub use watch::{ResumePoint, WatchStream};

@@ -43,14 +43,36 @@ pub struct LeaseInfo {
     pub basis: u64,
 }
 
+/// How a claim asks to hold a key: one of N permits (1 is the key to itself alone), or
+/// shared with other shared holders. A number is its permits: `claim_permit(.., 3)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sharing {
+    /// One of this many permits; 1: exclusive (a plain claim).
+    Permits(u32),
+    /// Shared with other shared holders, while no exclusive holder holds the key (data
+    /// format 13).
+    Shared,
+}
+
+impl From<u32> for Sharing {
+    fn from(permits: u32) -> Sharing {
+        Sharing::Permits(permits)
+    }
+}
+
 /// A key held by permits: up to `permits` holders at once, each with its own lease and
-/// fencing token.
+/// fencing token; or shared (`shared`: any number, up to `permits`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KeyHolders {
-    /// How many may hold the key at once (fixed by the first holder while any holds).
+    /// How many may hold the key at once (fixed by the first holder while any holds; for
+    /// shared holders, [`crate::SHARED_HOLDERS_MAX`]).
     pub permits: u32,
     /// Every holder, in order of token (of grant).
     pub holders: Vec<LeaseInfo>,
+    /// The holders share the key (`claim --shared`) rather than hold N permits of it (left
+    /// out of JSON when false).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
 }
 
 impl KeyHolders {
@@ -267,6 +289,10 @@ pub struct TokenCheck {
     /// (left out of JSON) when the key is held exclusively or free.
     #[serde(skip_serializing_if = "is_zero_u32")]
     pub permits: u32,
+    /// The key is held shared (`permits` is then the shared holders' limit); the token, if
+    /// current, is one shared holder's (left out of JSON when false).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
 }
 
 /// One cluster member as a node's configuration lists it.

@@ -36,6 +36,10 @@
 //!   most `PERMITS_MAX`), so the cluster admits N + 1 holders at once: the bug the chaos
 //!   suite's `permits` checker, which judges by the N the workload asked, must catch (the
 //!   `permit-canary`).
+//! - `exclusive_as_shared=1`: an exclusive claim of one key is proposed, at the node that
+//!   decides it (`server::convert::claim`), as a shared claim, so exclusive claimants share
+//!   the key with each other and with shared holders: the bug the chaos suite's `shared`
+//!   checker, which judges by the mode the workload asked, must catch (the `shared-canary`).
 //! - `skip_read_index=1`: a node that believes it leads answers linearizable reads from its
 //!   local state, without the read-index round that confirms it still leads: the stale-read
 //!   bug the chaos suite's `read-canary` must catch.
@@ -140,6 +144,16 @@ pub fn admit_extra_permit() -> bool {
     false
 }
 
+/// Whether an exclusive claim is proposed as a shared one (the `shared` canary); never
+/// without the feature and the control file.
+pub fn exclusive_as_shared() -> bool {
+    #[cfg(feature = "chaos")]
+    if let Some(knobs) = imp::knobs() {
+        return knobs.flag(imp::Flag::ExclusiveAsShared);
+    }
+    false
+}
+
 /// Whether a node that believes it leads skips the read-index round of linearizable reads
 /// (the stale-read canary); never without the feature and the control file.
 pub fn skip_read_index() -> bool {
@@ -192,6 +206,7 @@ mod imp {
         MuteEndings = 8,
         LapsePlacesEarly = 16,
         AdmitExtraPermit = 32,
+        ExclusiveAsShared = 64,
     }
 
     impl Knobs {
@@ -272,6 +287,9 @@ mod imp {
                     }
                     "admit_extra_permit" if v.trim() == "1" => {
                         flags |= Flag::AdmitExtraPermit as u64
+                    }
+                    "exclusive_as_shared" if v.trim() == "1" => {
+                        flags |= Flag::ExclusiveAsShared as u64
                     }
                     _ => {}
                 }

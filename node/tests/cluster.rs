@@ -1242,6 +1242,26 @@ async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
         (None, None),
         "a refused permit claim granted one"
     );
+    // So is a shared claim (format 13): the key is not shared.
+    match client
+        .claim_shared("sets/u7", "reader", Duration::from_secs(30))
+        .await
+    {
+        Err(Error::Refused(r)) => {
+            assert_eq!(r.reason, baton_client::RefusalReason::FormatPending);
+            assert_eq!((r.data_format, r.nodes.as_slice()), (13, &[silent][..]));
+        }
+        other => panic!("expected a format_pending refusal: {other:?}"),
+    }
+    let probe = client
+        .probe("sets/u7", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert_eq!(
+        (probe.lease, probe.permits),
+        (None, None),
+        "a refused shared claim shared the key"
+    );
     let now = client.revoke_with("tasks/u2", "stuck", true).await.unwrap();
     assert!(now.revoked.is_some() && now.claimable_in.is_zero());
     let view = client
@@ -1460,6 +1480,7 @@ async fn a_late_copy_of_a_refused_claim_gets_the_refusal_not_a_grant() {
     let bobs_claim = |key: &str, seq: u64, first_attempt: bool| {
         let mut req = tonic::Request::new(pb::ClaimRequest {
             permits: 0,
+            shared: false,
             key: key.into(),
             holder: Some(pb::Holder {
                 name: "bob".into(),

@@ -26,6 +26,9 @@ pub const WAITERS_MAX: usize = 100_000;
 pub const LINE_LISTED_MAX: usize = 16;
 /// The most permits one key may have (`claim --permits N`, data format 12): N is 2 to this.
 pub const PERMITS_MAX: u32 = 1_024;
+/// The most holders that may share one key at once (`claim --shared`, data format 13): a
+/// shared claim past it is told the key is held, as a permit claim past N is.
+pub const SHARED_HOLDERS_MAX: u32 = 1_024;
 /// Permit holders in the whole cluster at once (every key's together): a permit claim past
 /// it is refused (`holder_limit`). Exclusive leases are bounded by the keys' own limit.
 pub const PERMIT_HOLDERS_MAX: usize = 1_000_000;

@@ -12,6 +12,7 @@ import pytest
 from baton import (
     CLAIM_SET_KEYS_MAX,
     PERMITS_MAX,
+    SHARED_HOLDERS_MAX,
     WAITERS_PER_KEY_MAX,
     Actor,
     Blocked,
@@ -162,6 +163,65 @@ def test_racers_on_three_permits_get_three_each_with_its_own_token_and_the_rest_
     client.release("gpu/runner", grant.token)
     late = cluster.client(holder="late").claim("gpu/runner", ttl=30, permits=3)
     assert late.token > max(tokens) and late.permits.free == 0
+
+
+def test_readers_share_a_key_each_with_its_own_token_and_a_writer_is_told_every_shared_holder(cluster):
+    results = []
+    barrier = threading.Barrier(5)
+
+    def reader(i):
+        client = cluster.client(holder=f"reader-{i}")
+        barrier.wait()
+        results.append((client.claim("docs/manual", ttl=30, shared=True), client))
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 5, results
+    tokens = {g.token for g, _ in results}
+    assert len(tokens) == 5, "each shared holder its own token"
+    assert all(g.permits is not None and g.permits.shared for g, _ in results)
+    assert all(g.permits.permits == SHARED_HOLDERS_MAX for g, _ in results)
+    # An exclusive claim is told every shared holder.
+    writer = cluster.client(holder="writer")
+    with pytest.raises(Held) as held:
+        writer.claim("docs/manual", ttl=30)
+    assert held.value.permits is not None and held.value.permits.shared, held.value
+    assert {l.token for l in held.value.permits.holders} == tokens
+    assert held.value.token in tokens and "shared" in str(held.value)
+    grant, reader = results[0]
+    probe = reader.probe("docs/manual")
+    assert probe.permits.shared and {l.token for l in probe.permits.holders} == tokens
+    assert reader.board("docs/").permits["docs/manual"].shared
+    assert reader.record("docs/manual").permits.shared
+    check = reader.check("docs/manual", grant.token)
+    assert check.current and check.shared and check.permits == SHARED_HOLDERS_MAX
+    # Only an exclusive holder writes the case file.
+    with pytest.raises(Refused) as refused:
+        reader.update("docs/manual", grant.token, summary="a reader's note")
+    assert refused.value.reason == "not_exclusive", refused.value
+    assert refused.value.permits is not None and refused.value.permits.shared
+    # A permit claim of a key held shared, and a shared claim of a key held by permits, are
+    # refused naming how the key is held.
+    with pytest.raises(Refused) as mismatch:
+        writer.claim("docs/manual", permits=3)
+    assert mismatch.value.reason == "permits_mismatch" and mismatch.value.permits.shared
+    assert mismatch.value.asked_permits == 3 and not mismatch.value.asked_shared
+    cluster.client(holder="gpu-user").claim("gpu/shared-test", ttl=30, permits=2)
+    with pytest.raises(Refused) as mismatch:
+        writer.claim("gpu/shared-test", shared=True)
+    assert mismatch.value.reason == "permits_mismatch" and mismatch.value.asked_shared
+    assert mismatch.value.permits.permits == 2 and not mismatch.value.permits.shared
+    with pytest.raises(InvalidArgument):
+        writer.claim("docs/manual", permits=2, shared=True)
+    # Once every shared holder is gone, the writer holds the key alone.
+    for g, c in results:
+        c.release("docs/manual", g.token)
+    alone = writer.claim("docs/manual", ttl=30)
+    assert alone.permits is None and alone.token > max(tokens)
+    writer.update("docs/manual", alone.token, summary="the writer's note")
 
 
 def test_waiters_join_the_line_in_order_and_the_head_is_granted_the_freed_key(cluster):

@@ -72,6 +72,10 @@ pub struct RunArgs {
     /// --permits N`. With --wait, claims again as permits free.
     #[arg(long, value_name = "N", value_parser = super::parse_permits, conflicts_with = "next")]
     pub permits: Option<u32>,
+    /// Share KEY with other shared holders while the command runs, as `baton claim
+    /// --shared`. With --wait, claims again as it frees.
+    #[arg(long, conflicts_with_all = ["next", "permits"])]
+    pub shared: bool,
     /// How long the child has between SIGTERM and SIGKILL once the lease is lost.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub grace: Duration,

@@ -301,7 +301,9 @@ impl Baton {
         and tell the dispatcher or user who holds it (holder, token, since and free-in are \
         in the answer). With wait_s, wait in the key's line instead: claimants are granted the \
         key in the order they asked, the moment its holder is done. With permits N, take one \
-        of N places on a shared resource (at most N holders at once, each its own token)."
+        of N places on a shared resource (at most N holders at once, each its own token). \
+        With shared, share the key with other readers: many readers or one writer, each \
+        shared holder its own token; only an exclusive holder may write the record."
     )]
     async fn claim(
         &self,
@@ -341,38 +343,12 @@ impl Baton {
                 .await;
         }
         let holder = &self.settings.holder;
-        let permits = args.permits.unwrap_or(1);
-        if permits == 0 || permits > baton_client::PERMITS_MAX {
-            return self
-                .failed(format!(
-                    "permits {permits} is out of range: give 1 (the whole key) to {}",
-                    baton_client::PERMITS_MAX
-                ))
-                .await;
-        }
-        let claimed = if permits > 1 && wait_s > 0 {
-            // No line for permits: claim again as they free.
-            self.client
-                .claim_permit_wait_guarded(
-                    &args.key,
-                    holder,
-                    ttl,
-                    permits,
-                    Duration::from_secs(wait_s),
-                )
-                .await
-        } else if permits > 1 {
-            self.client
-                .claim_permit_guarded(&args.key, holder, ttl, permits)
-                .await
-        } else if wait_s > 0 {
-            // In the key's line: granted in turn, in the write that frees the key.
-            self.client
-                .claim_in_line_guarded(&args.key, holder, ttl, Duration::from_secs(wait_s))
-                .await
-        } else {
-            self.client.claim_guarded(&args.key, holder, ttl).await
+        let sharing = match claimed::sharing(args.permits, args.shared.unwrap_or(false)) {
+            Ok(sharing) => sharing,
+            Err(why) => return self.failed(why).await,
         };
+        let wait = Duration::from_secs(wait_s);
+        let claimed = claimed::guarded(&self.client, &args.key, holder, ttl, sharing, wait).await;
         let outcome = match claimed {
             Ok(GuardedClaim::Granted(guard)) => {
                 let lease = guard.lease();
@@ -392,9 +368,8 @@ impl Baton {
                     ),
                     ..Outcome::default()
                 };
-                if permits > 1 {
-                    outcome.instruction =
-                        claimed::permit_instruction(&args.key, permits, lease.token);
+                if let Some(said) = claimed::permit_instruction(&args.key, sharing, lease.token) {
+                    outcome.instruction = said;
                 }
                 if let Ok(view) = self.client.record(&args.key, ReadMode::Stale).await {
                     if let Some(assignment) = view.record.assigned_to {

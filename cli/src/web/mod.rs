@@ -211,7 +211,8 @@ struct Row {
     quarantine: Option<QuarantineView>,
     /// Who waits in the key's line, if anyone.
     line: Option<baton_client::KeyLine>,
-    /// Every holder, when permits hold the key (`lease` is then the first of them).
+    /// Every holder, when permits or shared holders hold the key (`lease` is then the
+    /// first of them; `shared` says which).
     permits: Option<baton_client::KeyHolders>,
     revision: u64,
     /// An open task: no holder, no assignee, not quarantined, a status that is not a

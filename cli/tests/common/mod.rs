@@ -225,6 +225,22 @@ pub fn parse_json(out: &Output) -> Value {
     stdout_json(out, "")
 }
 
+/// A command's exit code and its JSON output.
+pub fn json_of(out: &Output) -> (i32, Value) {
+    (out.status.code().unwrap_or(-1), parse_json(out))
+}
+
+/// The tokens of the holders a JSON answer lists (`permits.holders`: permits or shared
+/// holders), in order.
+pub fn holder_tokens(answer: &Value) -> Vec<u64> {
+    answer["permits"]["holders"]
+        .as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|l| l["token"].as_u64().unwrap())
+        .collect()
+}
+
 /// `what` prefixes the panic message, naming what printed no JSON.
 fn stdout_json(out: &Output, what: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {

@@ -173,7 +173,10 @@ impl Op {
                 feed(holder.name.as_bytes());
                 feed(holder.client_id.as_bytes());
                 feed(&ttl_ms.to_le_bytes());
-                feed(&sharing.permits().to_le_bytes());
+                match sharing {
+                    crate::core::Sharing::Permits(n) => feed(&n.to_le_bytes()),
+                    crate::core::Sharing::Shared => feed(b"shared"),
+                }
             }
             Op::Wait {
                 key,

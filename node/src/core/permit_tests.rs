@@ -124,12 +124,15 @@ fn another_n_is_refused_naming_the_keys_n_and_exclusive_and_permit_claims_block_
         Outcome::Refused {
             refusal:
                 Refusal::PermitsMismatch {
-                    permits,
+                    held,
                     asked,
                     holders,
                     ..
                 },
-        } => assert_eq!((permits, asked, holders), (2, 3, vec![a.clone()])),
+        } => assert_eq!(
+            (held, asked, holders),
+            (Sharing::Permits(2), Sharing::Permits(3), vec![a.clone()])
+        ),
         other => panic!("another N: {other:?}"),
     }
     let plain = Op::Claim {
@@ -261,7 +264,7 @@ fn a_permit_holder_may_not_write_the_record_offer_the_key_or_set_a_final_status(
                 refusal:
                     Refusal::NotExclusive {
                         token: 1,
-                        permits: 2,
+                        sharing: Sharing::Permits(2),
                         ..
                     },
             } => {}
@@ -355,4 +358,158 @@ fn permits_are_validated_and_the_holder_limit_is_named() {
         );
     }
     assert!(!t.is_held(KEY));
+}
+
+fn shared_op(who: &str) -> Op {
+    Op::ClaimPermit {
+        key: KEY.into(),
+        holder: holder(who),
+        ttl_ms: 5_000,
+        sharing: Sharing::Shared,
+    }
+}
+
+fn exclusive_op(who: &str) -> Op {
+    Op::Claim {
+        key: KEY.into(),
+        holder: holder(who),
+        ttl_ms: 5_000,
+    }
+}
+
+/// `who` shares the key from `index`: its own lease.
+fn shares(t: &mut LeaseTable, index: u64, who: &str) -> Lease {
+    match t.apply(index, &from(who, index, shared_op(who))) {
+        Outcome::GrantedPermit {
+            lease,
+            already_held: false,
+            sharing: Sharing::Shared,
+            ..
+        } => lease,
+        other => panic!("{who} not granted a share: {other:?}"),
+    }
+}
+
+#[test]
+fn shared_holders_share_a_key_each_with_its_own_token_and_exclude_an_exclusive_holder() {
+    let mut t = LeaseTable::default();
+    let tokens_of: Vec<u64> = (1..=5)
+        .map(|i| shares(&mut t, i, &format!("r{i}")).token)
+        .collect();
+    assert_eq!(tokens_of, [1, 2, 3, 4, 5], "each its grant's revision");
+    assert_eq!(t.lease(KEY), None, "no exclusive lease");
+    // An exclusive claim is told every shared holder; nothing changes.
+    match t.apply(6, &from("w", 6, exclusive_op("w"))) {
+        Outcome::HeldByHolders {
+            sharing, holders, ..
+        } => assert_eq!((sharing, holders.len()), (Sharing::Shared, 5)),
+        other => panic!("an exclusive claim of a shared key: {other:?}"),
+    }
+    // A permit claim is refused naming how the key is held; a shared claim of a key held by
+    // permits likewise.
+    match t.apply(7, &from("p", 7, claim_op("p", 3))) {
+        Outcome::Refused {
+            refusal: Refusal::PermitsMismatch { held, asked, .. },
+        } => assert_eq!((held, asked), (Sharing::Shared, Sharing::Permits(3))),
+        other => panic!("a permit claim of a shared key: {other:?}"),
+    }
+    assert_eq!(tokens(&t), [1, 2, 3, 4, 5]);
+    // A shared holder may not write the record: only an exclusive holder may.
+    let update = Op::Update {
+        key: KEY.into(),
+        token: 1,
+        patch: RecordPatch {
+            status: Some("revising".into()),
+            ..RecordPatch::default()
+        },
+    };
+    match t.apply(8, &from("r1", 8, update)) {
+        Outcome::Refused {
+            refusal:
+                Refusal::NotExclusive {
+                    token: 1,
+                    sharing: Sharing::Shared,
+                    ..
+                },
+        } => {}
+        other => panic!("a shared holder wrote the record: {other:?}"),
+    }
+    // Held exclusively, the key refuses shared claims (told the holder).
+    let mut t = LeaseTable::default();
+    let w = match t.apply(1, &from("w", 1, exclusive_op("w"))) {
+        Outcome::Granted { lease, .. } => lease,
+        other => panic!("{other:?}"),
+    };
+    match t.apply(2, &from("r", 2, shared_op("r"))) {
+        Outcome::Held { lease, .. } => assert_eq!(lease, w),
+        other => panic!("a shared claim of a key held exclusively: {other:?}"),
+    }
+    let mut t = LeaseTable::default();
+    granted(&mut t, 1, "a", 2);
+    match t.apply(2, &from("r", 2, shared_op("r"))) {
+        Outcome::Refused {
+            refusal: Refusal::PermitsMismatch { held, asked, .. },
+        } => assert_eq!((held, asked), (Sharing::Permits(2), Sharing::Shared)),
+        other => panic!("a shared claim of a key held by permits: {other:?}"),
+    }
+}
+
+#[test]
+fn a_writer_in_line_stops_new_shared_holders_and_is_granted_when_the_last_reader_leaves() {
+    let mut t = LeaseTable::default();
+    let r1 = shares(&mut t, 1, "r1");
+    let r2 = shares(&mut t, 2, "r2");
+    let wait = Op::Wait {
+        key: KEY.into(),
+        holder: holder("w"),
+        ttl_ms: 5_000,
+    };
+    assert!(matches!(
+        t.apply(3, &from("w", 3, wait)),
+        Outcome::InLine { .. }
+    ));
+    // A reader that came after the writer waits behind it.
+    match t.apply(4, &from("r3", 4, shared_op("r3"))) {
+        Outcome::HeldByHolders { holders, .. } => assert_eq!(holders, vec![r1.clone(), r2.clone()]),
+        other => panic!("a reader granted past a writer in line: {other:?}"),
+    }
+    // A reader already holding renews its share (it is not a new grant).
+    assert!(matches!(
+        t.apply(5, &from("r1", 5, shared_op("r1"))),
+        Outcome::GrantedPermit {
+            already_held: true,
+            ..
+        }
+    ));
+    for (at, lease) in [(6, &r1), (7, &r2)] {
+        let release = Op::Release {
+            key: KEY.into(),
+            token: lease.token,
+            final_status: None,
+        };
+        let who = lease.holder.name.to_string();
+        assert!(matches!(
+            t.apply(at, &from(&who, at, release)),
+            Outcome::Released { .. }
+        ));
+    }
+    let lease = t.lease(KEY).expect("the writer holds the key");
+    assert_eq!((lease.holder.name.as_str(), lease.token), ("w", 7));
+    match t.apply(8, &from("r3", 8, shared_op("r3"))) {
+        Outcome::Held { lease, .. } => assert_eq!(lease.holder.name.as_str(), "w"),
+        other => panic!("a reader shared a key held by a writer: {other:?}"),
+    }
+}
+
+#[test]
+fn shared_holders_are_at_most_their_named_limit() {
+    let mut t = LeaseTable::default();
+    let max = limits::SHARED_HOLDERS_MAX as u64;
+    for i in 1..=max {
+        shares(&mut t, i, &format!("r{i}"));
+    }
+    match t.apply(max + 1, &from("late", max + 1, shared_op("late"))) {
+        Outcome::HeldByHolders { holders, .. } => assert_eq!(holders.len() as u64, max),
+        other => panic!("a share past the limit: {other:?}"),
+    }
 }

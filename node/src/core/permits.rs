@@ -3,6 +3,11 @@
 //! released and expired on its own. N is fixed by the first holder and kept while any holds;
 //! a key with no holder left is free again, for any N or for a plain (exclusive) claim.
 //!
+//! Shared holders (data format 13) are the same with no N of their own: any number share
+//! the key (up to `SHARED_HOLDERS_MAX`) while no exclusive holder holds it; an exclusive
+//! claimant waiting in the key's line stops new shared grants behind it, so a writer is not
+//! starved by a stream of readers.
+//!
 //! A permit's countdown is kept, beside the exclusive leases', under its key and token
 //! (`countdown_id`), and its end is an `Op::Expire` naming that token and its basis, as a
 //! lease's is.
@@ -16,6 +21,9 @@ use super::lease::Lease;
 pub enum Sharing {
     /// At most this many holders at once (`2..=PERMITS_MAX`).
     Permits(u32),
+    /// Shared holders, as many as `SHARED_HOLDERS_MAX` (`claim --shared`). Data format 13,
+    /// appended last.
+    Shared,
 }
 
 impl Sharing {
@@ -23,6 +31,30 @@ impl Sharing {
     pub fn permits(self) -> u32 {
         match self {
             Sharing::Permits(n) => n,
+            Sharing::Shared => super::limits::SHARED_HOLDERS_MAX,
+        }
+    }
+
+    /// Whether the holders share the key rather than hold N permits of it.
+    pub fn is_shared(self) -> bool {
+        self == Sharing::Shared
+    }
+
+    /// The claim option that asks for this sharing, for people.
+    pub fn option(self) -> String {
+        match self {
+            Sharing::Permits(n) => format!("--permits {n}"),
+            Sharing::Shared => "--shared".to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Display for Sharing {
+    /// "3 permits" or "shared", as a refusal or an event says how a key is held.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Sharing::Permits(n) => write!(f, "{n} permits"),
+            Sharing::Shared => f.write_str("shared"),
         }
     }
 }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ids::FencingToken;
 use super::lease::Lease;
+use super::permits::Sharing;
 
 /// Why a request was refused, with the facts a caller needs to act on it. Nothing changed.
 /// Leases are boxed: a refusal travels in every `Outcome`, which stays small.
@@ -81,21 +82,23 @@ pub enum Refusal {
         waiters_max: u64,
         whole_cluster: bool,
     },
-    /// A claim of a permit while the key's holders hold it with another number of permits:
-    /// N is fixed by the first holder while any holds. `permits` is the key's, `asked` the
-    /// claim's; `holders` hold it now. Data format 12.
+    /// A claim of a permit while the key's holders hold it with another number of permits,
+    /// or shared (or a shared claim while permits hold it): how a key is shared is fixed by
+    /// its first holder while any holds. `held` is the key's, `asked` the claim's;
+    /// `holders` hold it now. Data format 12 (shared: 13).
     PermitsMismatch {
         key: String,
-        permits: u32,
-        asked: u32,
+        held: Sharing,
+        asked: Sharing,
         holders: Vec<Lease>,
     },
     /// A write only an exclusive holder may make (the record, an offer, a final status) by
-    /// the holder of one of `permits` permits (`token`). Data format 12.
+    /// the holder of one of a key's permits, or a shared holder (`token`, holding it as
+    /// `sharing` says). Data format 12.
     NotExclusive {
         key: String,
         token: FencingToken,
-        permits: u32,
+        sharing: Sharing,
     },
     /// A permit claim while `holders` permits are held across the cluster, its limit
     /// `holders_max` (`PERMIT_HOLDERS_MAX`). Data format 12.
@@ -254,24 +257,41 @@ impl std::fmt::Display for Refusal {
             ),
             Refusal::PermitsMismatch {
                 key,
-                permits,
+                held,
                 asked,
                 holders,
-            } => write!(
-                f,
-                "{key} has {permits} permits while its {} holders hold it, not {asked}: \
-                 claim it with --permits {permits}",
-                holders.len()
-            ),
+            } => {
+                let held_as = match held {
+                    Sharing::Permits(n) => format!("has {n} permits"),
+                    Sharing::Shared => "is shared".to_owned(),
+                };
+                let asked_as = match asked {
+                    Sharing::Permits(n) => format!("not {n} permits"),
+                    Sharing::Shared => "it cannot be shared".to_owned(),
+                };
+                write!(
+                    f,
+                    "{key} {held_as} while its {} holders hold it, {asked_as}: claim it \
+                     with {}",
+                    holders.len(),
+                    held.option()
+                )
+            }
             Refusal::NotExclusive {
                 key,
                 token,
-                permits,
-            } => write!(
-                f,
-                "token {token} holds one of {permits} permits of {key}: only an exclusive \
-                 holder (a claim without --permits) may write its record or hand it off"
-            ),
+                sharing,
+            } => {
+                let holds = match sharing {
+                    Sharing::Permits(n) => format!("holds one of {n} permits of {key}"),
+                    Sharing::Shared => format!("holds {key} shared"),
+                };
+                write!(
+                    f,
+                    "token {token} {holds}: only an exclusive holder (a claim without \
+                     --permits or --shared) may write its record or hand it off"
+                )
+            }
             Refusal::HolderLimit {
                 key,
                 holders,

@@ -87,7 +87,10 @@ fn op(rng: &mut dyn RngCore, table: &LeaseTable, seen: &[u64]) -> Op {
         holder: holder(rng),
         ttl_ms: ttl(rng),
         // Mostly the N the keys are claimed with; now and then another, or an invalid one.
-        sharing: super::permits::Sharing::Permits([2, 3, 3, 3, 0, 1, 5_000][rng.gen_range(0..7)]),
+        sharing: match rng.gen_range(0..9) {
+            0 | 1 => super::permits::Sharing::Shared,
+            n => super::permits::Sharing::Permits([2, 3, 3, 3, 0, 1, 5_000][n - 2]),
+        },
     };
     match rng.gen_range(0..23) {
         21 => permit(rng, key),

@@ -62,9 +62,11 @@ pub fn key_set(keys: &[String]) -> Result<(), InvalidInput> {
     Ok(())
 }
 
-/// A key's sharing: 2 to `PERMITS_MAX` permits (one is a plain claim).
+/// A key's sharing: 2 to `PERMITS_MAX` permits (one is a plain claim), or shared.
 pub fn sharing(sharing: super::permits::Sharing) -> Result<(), InvalidInput> {
-    let super::permits::Sharing::Permits(n) = sharing;
+    let super::permits::Sharing::Permits(n) = sharing else {
+        return Ok(());
+    };
     if !(2..=PERMITS_MAX).contains(&n) {
         return invalid(format!(
             "permits {n}: give 2 to {PERMITS_MAX} (a claim without permits is one holder's)"

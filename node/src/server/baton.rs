@@ -660,22 +660,23 @@ impl Ctx {
         validate::token(req.token).map_err(convert::invalid)?;
         // Always linearizable: a stale "yes" would defeat fencing.
         self.linearize().await?;
-        let (lease, permits, revision) = self.sm.read(|s| {
+        let (lease, sharing, revision) = self.sm.read(|s| {
             // Held by permits: the token's own lease if it holds one, else the first's.
-            let (lease, permits) = match s.table.holders(&req.key) {
+            let (lease, sharing) = match s.table.holders(&req.key) {
                 Some(h) => {
                     let at = h.position_of_token(req.token).unwrap_or(0);
-                    (h.leases.get(at).cloned(), h.sharing.permits())
+                    (h.leases.get(at).cloned(), Some(h.sharing))
                 }
-                None => (s.table.lease(&req.key).cloned(), 0),
+                None => (s.table.lease(&req.key).cloned(), None),
             };
-            (lease, permits, revision(s))
+            (lease, sharing, revision(s))
         });
         Ok(pb::CheckTokenResponse {
             current: lease.as_ref().is_some_and(|l| l.token == req.token),
             lease: lease.map(|l| self.lease(&l)),
             revision,
-            permits,
+            permits: sharing.map_or(0, |s| s.permits()),
+            shared: sharing.is_some_and(|s| s.is_shared()),
         })
     }
 }

@@ -93,13 +93,27 @@ pub fn claim(req: pb::ClaimRequest, ttl: TtlBounds) -> Result<(Option<Origin>, O
     };
     validate::holder(&holder).map_err(invalid)?;
     validate::ttl_ms(req.ttl_ms, ttl.min_ms, ttl.max_ms).map_err(invalid)?;
-    let op = match req.permits {
-        0 | 1 => Op::Claim {
+    let op = match (req.permits, req.shared) {
+        (0 | 1, false) if !crate::chaos::exclusive_as_shared() => Op::Claim {
             key: req.key,
             holder,
             ttl_ms: req.ttl_ms,
         },
-        n => {
+        // A shared claim; or (the chaos suite's shared canary, test builds only) an exclusive
+        // claim proposed as a shared one.
+        (0 | 1, _) => Op::ClaimPermit {
+            key: req.key,
+            holder,
+            ttl_ms: req.ttl_ms,
+            sharing: crate::core::Sharing::Shared,
+        },
+        (n, true) => {
+            return Err(Status::invalid_argument(format!(
+                "permits {n} and shared: a claim asks for one of a key's permits or to share \
+                 it, not both"
+            )))
+        }
+        (n, false) => {
             validate::sharing(crate::core::Sharing::Permits(n)).map_err(invalid)?;
             // The chaos suite's permit canary (test builds only): one permit too many.
             let n = match crate::chaos::admit_extra_permit() {
@@ -523,6 +537,7 @@ pub fn key_holders(
     pb::KeyHolders {
         permits: sharing.permits(),
         holders: holders.iter().map(|l| lease(l, countdowns)).collect(),
+        shared: sharing.is_shared(),
     }
 }
 
@@ -630,21 +645,21 @@ pub fn refusal_details(
             details.whole_cluster = *whole_cluster;
         }
         R::PermitsMismatch {
-            permits,
+            held,
             asked,
             holders,
             ..
         } => {
-            let sharing = crate::core::Sharing::Permits(*permits);
-            details.permits = Some(key_holders(sharing, holders, sm.countdowns()));
-            details.asked_permits = *asked;
+            details.permits = Some(key_holders(*held, holders, sm.countdowns()));
+            details.asked_shared = asked.is_shared();
+            details.asked_permits = match asked {
+                crate::core::Sharing::Permits(n) => *n,
+                crate::core::Sharing::Shared => 0,
+            };
         }
-        R::NotExclusive { token, permits, .. } => {
+        R::NotExclusive { token, sharing, .. } => {
             details.token = *token;
-            details.permits = Some(pb::KeyHolders {
-                permits: *permits,
-                holders: Vec::new(),
-            });
+            details.permits = Some(key_holders(*sharing, &[], sm.countdowns()));
         }
         R::HolderLimit {
             holders,

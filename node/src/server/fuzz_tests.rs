@@ -77,6 +77,7 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
             "claim",
             pb::ClaimRequest {
                 permits: 0,
+                shared: true,
                 key: key(),
                 holder: holder(),
                 ttl_ms: 30_000,

@@ -86,7 +86,10 @@ use std::sync::Arc;
 /// permit is held (`sm_state`), so a format-11 dir is format 12 as it is and a state without
 /// permits encodes as format 11's; the leader proposes the new command only once every
 /// member said it reads format 12.
-pub const DATA_FORMAT: u32 = 12;
+/// Format 13: shared holders: one more way to share a key (`Sharing::Shared`, in
+/// `Op::ClaimPermit` and in the permits of the state), so a format-12 dir is format 13 as it
+/// is; the leader proposes a shared claim only once every member said it reads format 13.
+pub const DATA_FORMAT: u32 = 13;
 /// The oldest format this baton reads (and upgrades).
 pub const DATA_FORMAT_OLDEST: u32 = 2;
 const IDENTITY_FILE: &str = "baton.id";

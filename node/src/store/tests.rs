@@ -781,13 +781,14 @@ async fn a_format_4_or_5_data_dir_has_its_log_and_meta_moved_from_sled() {
 /// format-8 dir (format 9 adds only log commands, an event kind, a refusal and outcomes) and
 /// a format-9 dir (format 10 adds a log command and its outcomes), a format-10 dir (format
 /// 11 adds log commands and the lines, encoded only when someone waits) and a format-11 dir
-/// (format 12 adds a log command and the permits, encoded only when one is held) are read as
-/// they are and say the current format from their first open.
+/// (format 12 adds a log command and the permits, encoded only when one is held) and a
+/// format-12 dir (format 13 adds a way to share a key, in that command and those permits)
+/// are read as they are and say the current format from their first open.
 #[tokio::test]
-async fn a_format_6_to_11_data_dir_keeps_its_segment_log_and_says_the_current_format() {
+async fn a_format_6_to_12_data_dir_keeps_its_segment_log_and_says_the_current_format() {
     use openraft::testing::log_id;
     use openraft::{Entry, EntryPayload, RaftLogReader};
-    for format in [6, 7, 8, 9, 10, 11] {
+    for format in [6, 7, 8, 9, 10, 11, 12] {
         let dir = tempfile::tempdir().unwrap();
         let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
         drop(sm);
@@ -945,6 +946,32 @@ fn a_state_with_permits_keeps_them_with_or_without_waiters_and_one_without_encod
         assert_eq!(back.table.permit_holder_count(), 2);
         assert!(SmState::decode(&bytes[..bytes.len() - 1]).is_err());
     }
+    // Shared holders (format 13) are kept as permits are, with their sharing.
+    let mut table = with_permits(crate::core::LeaseTable::default(), 1);
+    for (index, who) in [(3, "cat"), (4, "dan")] {
+        table.apply(
+            index,
+            &sent_by(who, index, |holder| crate::core::Op::ClaimPermit {
+                key: "s".into(),
+                holder,
+                ttl_ms: 5_000,
+                sharing: crate::core::Sharing::Shared,
+            }),
+        );
+    }
+    let state = SmState {
+        table,
+        revision: 4,
+        ..SmState::default()
+    };
+    let mut back = SmState::decode(&encode(&state)).unwrap();
+    back.table.rebuild_index();
+    assert_eq!(back, state);
+    let shared = back.table.holders("s").expect("shared holders kept");
+    assert_eq!(
+        (shared.sharing, shared.leases.len()),
+        (crate::core::Sharing::Shared, 2)
+    );
     // Waiters and no permits: the bytes are format 11's (the same fields, the lines last).
     let lines_only = SmState {
         table: table_with_a_line(),

@@ -13,7 +13,15 @@
         print(f"{held.holder} holds it (token {held.token}), free in {held.free_in:.0f}s")
 """
 
-from .client import CLAIM_SET_KEYS_MAX, DEFAULT_ENDPOINT, PERMITS_MAX, TLS, WAITERS_PER_KEY_MAX, Client
+from .client import (
+    CLAIM_SET_KEYS_MAX,
+    DEFAULT_ENDPOINT,
+    PERMITS_MAX,
+    SHARED_HOLDERS_MAX,
+    TLS,
+    WAITERS_PER_KEY_MAX,
+    Client,
+)
 from .errors import (
     BatonError,
     Blocked,
@@ -65,6 +73,7 @@ __all__ = [
     "CLAIM_SET_KEYS_MAX",
     "WAITERS_PER_KEY_MAX",
     "PERMITS_MAX",
+    "SHARED_HOLDERS_MAX",
     "Lease",
     "Watch",
     "BatonError",

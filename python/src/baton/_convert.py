@@ -51,7 +51,7 @@ def lease(p) -> LeaseInfo:
 
 
 def key_holders(p) -> KeyHolders:
-    return KeyHolders(p.permits, [lease(l) for l in p.holders])
+    return KeyHolders(p.permits, [lease(l) for l in p.holders], p.shared)
 
 
 def maybe(msg, field: str, convert):
@@ -259,6 +259,7 @@ def error(e: grpc.RpcError) -> BatonError:
             whole_cluster=r.whole_cluster,
             permits=maybe(r, "permits", key_holders),
             asked_permits=r.asked_permits,
+            asked_shared=r.asked_shared,
             permit_holders=r.permit_holders,
             permit_holders_max=r.permit_holders_max,
         )

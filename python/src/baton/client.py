@@ -71,7 +71,15 @@ from ._convert import (
 from ._transport import Transport, normalize
 from .v1 import baton_pb2 as pb
 
-__all__ = ["Client", "TLS", "DEFAULT_ENDPOINT", "CLAIM_SET_KEYS_MAX", "WAITERS_PER_KEY_MAX", "PERMITS_MAX"]
+__all__ = [
+    "Client",
+    "TLS",
+    "DEFAULT_ENDPOINT",
+    "CLAIM_SET_KEYS_MAX",
+    "WAITERS_PER_KEY_MAX",
+    "PERMITS_MAX",
+    "SHARED_HOLDERS_MAX",
+]
 
 DEFAULT_ENDPOINT = "127.0.0.1:7001"
 #: Most endpoints one client takes (the Rust client's ENDPOINTS_MAX).
@@ -87,6 +95,9 @@ WAITERS_PER_KEY_MAX = 1024
 #: Most permits one key may have (`claim(key, permits=N)`: N is 1, a plain claim, to this; the
 #: cluster's PERMITS_MAX).
 PERMITS_MAX = 1024
+#: Most holders that may share one key at once (`claim(key, shared=True)`; the cluster's
+#: SHARED_HOLDERS_MAX: one more is told `Held`, as a permit claim past N is).
+SHARED_HOLDERS_MAX = 1024
 #: `wait_in_line` renews its place every TTL / 3, but not more often than every 50 ms.
 PLACE_RENEWALS_PER_TTL = 3
 PLACE_RENEW_INTERVAL_MIN = 0.05
@@ -203,7 +214,9 @@ class Client:
 
     # ---- leases ---------------------------------------------------------------------------
 
-    def claim(self, key: str, ttl: float = 30.0, holder: Optional[str] = None, permits: int = 1) -> Grant:
+    def claim(
+        self, key: str, ttl: float = 30.0, holder: Optional[str] = None, permits: int = 1, shared: bool = False
+    ) -> Grant:
         """Claims `key` for `ttl` seconds. Returns the `Grant`; raises `Held` (naming the
         holder, token, since and free-in) when someone else holds it: stand down.
 
@@ -213,15 +226,26 @@ class Client:
         once, each with its own lease and token (`Grant.permits` names every holder). `Held`
         then names every holder (`permits`) and, as the lease, the one whose permit ends
         first. N is fixed by the first holder while any holds: another N raises `Refused`,
-        reason `permits_mismatch`, naming the key's."""
+        reason `permits_mismatch`, naming the key's.
+
+        With `shared`, share the key (many readers or one writer): granted while no exclusive
+        holder holds it and no exclusive claimant waits in its line (a writer in line stops new
+        shared grants), up to `SHARED_HOLDERS_MAX` at once, each with its own lease and token
+        (`Grant.permits.shared`). An exclusive claim of a key held shared raises `Held` naming
+        every shared holder; a permit claim of it, or a shared claim of a key held by permits,
+        raises `Refused`, reason `permits_mismatch`. Only an exclusive holder may write the
+        key's record (a shared holder is refused, reason `not_exclusive`)."""
         if not 1 <= permits <= PERMITS_MAX:
             raise InvalidArgument(f"permits {permits}: give 1 (a plain claim) to {PERMITS_MAX}")
+        if shared and permits > 1:
+            raise InvalidArgument(f"permits {permits} and shared: claim one of a key's permits or share it, not both")
         request = pb.ClaimRequest(
             key=key,
             holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
             ttl_ms=int(ttl * 1000),
             request_id=self._request_id(),
-            permits=permits,
+            permits=0 if shared else permits,
+            shared=shared,
         )
         sent = time.monotonic()
         answer = self._call("baton", "Claim", request)
@@ -308,7 +332,7 @@ class Client:
         """Whether `token` is `key`'s current one (what a fenced resource asks). Always
         linearizable."""
         answer = self._call("baton", "CheckToken", pb.CheckTokenRequest(key=key, token=token))
-        return TokenCheck(answer.current, _maybe_lease(answer, "lease"), answer.revision, answer.permits)
+        return TokenCheck(answer.current, _maybe_lease(answer, "lease"), answer.revision, answer.permits, answer.shared)
 
     def revoke(self, key: str, reason: str, now: bool = False) -> Optional[LeaseInfo]:
         """Operator force-release, with the reason recorded. The lease ends at once (its holder

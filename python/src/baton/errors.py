@@ -62,9 +62,10 @@ class Refused(BatonError):
     session), `offer_to`, `quarantine_remaining` (seconds), `nodes`, `data_format`, `status`
     (the record's, for `exists`), and for `line_full` `waiters` (how many wait already) and
     `waiters_max` (the limit): of the key's line, or with `whole_cluster` of all lines together;
-    for `permits_mismatch` `permits` (a `KeyHolders`: the key's N and holders) and
-    `asked_permits` (the claim's N); for `not_exclusive` `permits` (N) and `presented_token`;
-    for `holder_limit` `permit_holders` and `permit_holders_max`.
+    for `permits_mismatch` `permits` (a `KeyHolders`: the key's N and holders, `shared` when
+    they share it) and `asked_permits` (the claim's N; 0 with `asked_shared`: it asked to
+    share the key); for `not_exclusive` `permits` (N; `shared` for a shared holder) and
+    `presented_token`; for `holder_limit` `permit_holders` and `permit_holders_max`.
     """
 
     def __init__(self, message: str, reason: str = "", key: str = "", lease: Optional["LeaseInfo"] = None, **facts):
@@ -90,6 +91,7 @@ class Refused(BatonError):
         self.whole_cluster = facts.pop("whole_cluster", False)
         self.permits = facts.pop("permits", None)
         self.asked_permits = facts.pop("asked_permits", 0)
+        self.asked_shared = facts.pop("asked_shared", False)
         self.permit_holders = facts.pop("permit_holders", 0)
         self.permit_holders_max = facts.pop("permit_holders_max", 0)
         self.facts = facts
@@ -111,6 +113,11 @@ class Held(Refused):
                 f"{key} is held by {lease.holder} (client {lease.holder_client_id}) with token "
                 f"{lease.token}; free in {lease.remaining:.1f}s; stand down"
             )
+        elif permits.shared:
+            message = (
+                f"{key} is held shared by {len(permits.holders)}; the first frees in "
+                f"{lease.remaining:.1f}s at the latest; stand down"
+            )
         else:
             message = (
                 f"{len(permits.holders)} permits of {key} are held ({permits.free} free); the first "
@@ -119,8 +126,8 @@ class Held(Refused):
         super().__init__(message, reason="held", key=key, lease=lease)
         self.same_name_other_process = same_name_other_process
         self.assignment = assignment
-        # Set when permits hold the key: a `KeyHolders` naming every holder (`lease` is then the
-        # one whose permit ends first).
+        # Set when permits or shared holders hold the key: a `KeyHolders` naming every holder
+        # (`shared` when they share it; `lease` is then the one whose permit ends first).
         self.permits = permits
 
 

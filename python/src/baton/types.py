@@ -70,10 +70,13 @@ class Quarantine:
 @dataclass(frozen=True)
 class KeyHolders:
     """A key held by permits (`Client.claim(key, permits=N)`): up to `permits` holders at once,
-    each with its own lease and fencing token; `holders` in order of token (of grant)."""
+    each with its own lease and fencing token; `holders` in order of token (of grant). With
+    `shared` (`Client.claim(key, shared=True)`) the holders share the key, as many as
+    `permits` (then `SHARED_HOLDERS_MAX`)."""
 
     permits: int
     holders: List[LeaseInfo] = field(default_factory=list)
+    shared: bool = False
 
     @property
     def free(self) -> int:
@@ -97,8 +100,9 @@ class Grant:
     revision: int
     safe_until: float
     assignment: Optional[Assignment] = None
-    # A permit claim's grant (`lease` is this session's own permit): the key's N and every
-    # holder now, this one included. None for a claim without permits.
+    # A permit or shared claim's grant (`lease` is this session's own): the key's N (`shared`
+    # when its holders share it) and every holder now, this one included. None for an
+    # exclusive claim.
     permits: Optional[KeyHolders] = None
 
     @property
@@ -175,7 +179,8 @@ class Probe:
     lease: Optional[LeaseInfo]
     revision: int
     line: Optional[KeyLine] = None
-    # Set when permits hold the key: every holder (`lease` is then the first of them).
+    # Set when permits or shared holders hold the key: every holder (`lease` is then the first
+    # of them).
     permits: Optional[KeyHolders] = None
 
 
@@ -195,7 +200,7 @@ class Board:
     open_truncated: bool = False
     # Keys where someone waits in line (key -> line): held or quarantined keys.
     lines: Dict[str, KeyLine] = field(default_factory=dict)
-    # Keys held by permits (key -> every holder); `leases` does not list them.
+    # Keys held by permits or shared (key -> every holder); `leases` does not list them.
     permits: Dict[str, KeyHolders] = field(default_factory=dict)
 
 
@@ -206,6 +211,9 @@ class TokenCheck:
     revision: int
     # When permits hold the key: how many (the token, if current, holds one); else 0.
     permits: int = 0
+    # The key is held shared (`permits` is then the shared holders' limit): the token, if
+    # current, is one shared holder's.
+    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -286,7 +294,8 @@ class RecordView:
     quarantine: Optional[Quarantine]
     # Who waits in the key's line (None when no one does).
     line: Optional[KeyLine] = None
-    # Set when permits hold the key: every holder (`lease` is then the first of them).
+    # Set when permits or shared holders hold the key: every holder (`lease` is then the first
+    # of them).
     permits: Optional[KeyHolders] = None
 
 

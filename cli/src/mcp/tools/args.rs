@@ -49,12 +49,17 @@ pub struct ClaimArgs {
     pub ttl_s: Option<u64>,
     /// Wait up to this many seconds (at most 300) in a held key's line; default 0: answer
     /// at once. Waiters are granted the key in the order they came, as soon as it frees.
-    /// With permits, claims again as permits free (there is no line for permits yet).
+    /// With permits or shared, claims again as holders free (there is no line for them).
     pub wait_s: Option<u64>,
     /// Take one of this many permits of the key (2 to 1024) instead of the whole key: up to
     /// that many holders at once (e.g. 2 agents on one GPU runner), each with its own token.
     /// Every claimant of the key must ask the same number while anyone holds it.
     pub permits: Option<u32>,
+    /// Share the key instead of owning it alone: many readers or one writer. Granted
+    /// beside other shared holders (each with its own token) while no exclusive holder
+    /// holds it and none waits in its line; only an exclusive holder (a claim without
+    /// shared) may write the record. Not with permits.
+    pub shared: Option<bool>,
 }
 
 /// A release.

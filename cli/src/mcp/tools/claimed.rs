@@ -1,12 +1,60 @@
-//! The claim tool's words: a permit granted, and a key someone else holds (who, and what
-//! to do).
+//! The claim tool's words and its one call: how the claim asks to hold the key (alone, one
+//! of N permits, or shared), a permit or a share granted, and a key someone else holds (who,
+//! and what to do).
 
-use baton_client::{AssignmentInfo, KeyHolders, LeaseInfo};
+use std::time::Duration;
+
+use baton_client::{
+    AssignmentInfo, Client, Error, GuardedClaim, KeyHolders, LeaseInfo, Sharing, PERMITS_MAX,
+};
 
 use super::replies::{held_facts, Outcome};
 
-/// A claim of `key` that stands down: `lease` is the holder's (with permits, the one whose
-/// permit ends first), `permits` every holder when permits hold the key.
+/// How the claim tool's `permits` and `shared` ask to hold a key; why not, for the agent.
+pub(super) fn sharing(permits: Option<u32>, shared: bool) -> Result<Sharing, String> {
+    match (permits, shared) {
+        (Some(n), true) if n != 1 => Err(format!(
+            "permits {n} and shared together: give permits for one of N places, or shared to \
+             share the key with other readers, not both"
+        )),
+        (_, true) => Ok(Sharing::Shared),
+        (Some(n), false) if n == 0 || n > PERMITS_MAX => Err(format!(
+            "permits {n} is out of range: give 1 (the whole key) to {PERMITS_MAX}"
+        )),
+        (n, false) => Ok(Sharing::Permits(n.unwrap_or(1))),
+    }
+}
+
+/// Whether the claim is the whole key's, a plain claim (with its line).
+fn exclusive(sharing: Sharing) -> bool {
+    sharing == Sharing::Permits(1)
+}
+
+/// The claim, guarded: in the key's line with `wait` for a plain claim; for a permit or a
+/// share, claimed again as holders free (there is no line for them).
+pub(super) async fn guarded(
+    client: &Client,
+    key: &str,
+    holder: &str,
+    ttl: Duration,
+    sharing: Sharing,
+    wait: Duration,
+) -> Result<GuardedClaim, Error> {
+    match (exclusive(sharing), wait.is_zero()) {
+        (false, false) => {
+            client
+                .claim_permit_wait_guarded(key, holder, ttl, sharing, wait)
+                .await
+        }
+        (false, true) => client.claim_permit_guarded(key, holder, ttl, sharing).await,
+        // In the key's line: granted in turn, in the write that frees the key.
+        (true, false) => client.claim_in_line_guarded(key, holder, ttl, wait).await,
+        (true, true) => client.claim_guarded(key, holder, ttl).await,
+    }
+}
+
+/// A claim of `key` that stands down: `lease` is the holder's (with permits or shares, the
+/// one whose lease ends first), `permits` every holder when permits or shares hold the key.
 pub(super) fn held(
     key: &str,
     lease: &LeaseInfo,
@@ -18,23 +66,33 @@ pub(super) fn held(
     outcome.outcome = "held".into();
     outcome.key = key.to_owned();
     outcome.assigned_to = assignment.map(|a| a.to);
+    let names = |held: &KeyHolders| -> String {
+        let names: Vec<String> = held
+            .holders
+            .iter()
+            .map(|l| format!("{} (token {})", l.holder_name, l.token))
+            .collect();
+        names.join(", ")
+    };
     outcome.instruction = match permits {
-        Some(held) => {
-            let names: Vec<String> = held
-                .holders
-                .iter()
-                .map(|l| format!("{} (token {})", l.holder_name, l.token))
-                .collect();
-            format!(
-                "stand down: {} of {} permits of {key} are held, by {}. Do not use the \
-                 resource now; the first permit frees in {} s at the latest (claim again \
-                 with wait_s to wait for one)",
-                held.holders.len(),
-                held.permits,
-                names.join(", "),
-                lease.remaining.as_secs()
-            )
-        }
+        Some(held) if held.shared => format!(
+            "stand down: {key} is held shared by {}: {}. Do not write it or its files now \
+             (only an exclusive holder may; shared holders are readers); the first shared \
+             hold ends in {} s at the latest (claim again with wait_s to wait; a claim with \
+             shared may read beside them unless a writer waits in its line)",
+            held.holders.len(),
+            names(&held),
+            lease.remaining.as_secs()
+        ),
+        Some(held) => format!(
+            "stand down: {} of {} permits of {key} are held, by {}. Do not use the \
+             resource now; the first permit frees in {} s at the latest (claim again \
+             with wait_s to wait for one)",
+            held.holders.len(),
+            held.permits,
+            names(&held),
+            lease.remaining.as_secs()
+        ),
         None => format!(
             "stand down: {} holds {key} (token {}){}. Do not do this work or write its \
              files. Tell the dispatcher or user that {} holds it, and ask for a handoff if \
@@ -53,11 +111,21 @@ pub(super) fn held(
     outcome
 }
 
-/// What the holder of one of `permits` permits of `key` is told to do.
-pub(super) fn permit_instruction(key: &str, permits: u32, token: u64) -> String {
-    format!(
-        "you hold one of {permits} permits of {key} (token {token}): others may hold the \
-         rest at the same time. Use the resource now; release the key when done (without a \
-         status: the case file is written only by an exclusive holder)"
-    )
+/// What the holder of a permit or a share of `key` is told to do; `None` for the key's
+/// exclusive holder.
+pub(super) fn permit_instruction(key: &str, sharing: Sharing, token: u64) -> Option<String> {
+    match sharing {
+        Sharing::Permits(1) => None,
+        Sharing::Permits(permits) => Some(format!(
+            "you hold one of {permits} permits of {key} (token {token}): others may hold the \
+             rest at the same time. Use the resource now; release the key when done (without \
+             a status: the case file is written only by an exclusive holder)"
+        )),
+        Sharing::Shared => Some(format!(
+            "you hold {key} shared (token {token}): other shared holders may hold it at the \
+             same time, and no one holds it alone while you do. Read or use it now, but do not \
+             write it: update_record and a final status are only an exclusive holder's (claim \
+             without shared to write). Release the key when done, without a status"
+        )),
+    }
 }

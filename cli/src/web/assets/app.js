@@ -81,10 +81,11 @@ function renderRow(row, at) {
   const a = row.assignment;
   // An assigned key no one holds is a task waiting for its assignee: "unclaimed"; a task no
   // one holds or is assigned is "open" (claim-next takes it).
-  // A key held by permits: every holder, the count held of N, and each token.
+  // A key held by permits: every holder, the count held of N, and each token; a key held
+  // shared: every holder and how many share it.
   const p = row.permits;
   const holder = p
-    ? `${p.holders.map((l) => l.holder_name).join(", ")} (${p.holders.length}/${p.permits} permits)`
+    ? `${p.holders.map((l) => l.holder_name).join(", ")} (${sharedBy(p)})`
     : lease ? lease.holder_name : a ? "unclaimed" : row.open ? "open" : "-";
   tr.append(el("td", holder, lease || (!a && !row.open) ? "holder" : "holder unclaimed"));
   tr.append(el("td", a ? a.to : "-", "assigned"));
@@ -287,6 +288,11 @@ function pair(dl, name, value) {
   dl.append(el("dd", value));
 }
 
+// How many hold a key held by permits ("2/3 permits") or shared ("2 shared").
+function sharedBy(p) {
+  return p.shared ? `${p.holders.length} shared` : `${p.holders.length}/${p.permits} permits`;
+}
+
 async function loadKey(key) {
   try {
     const data = await api("/api/key?key=" + encodeURIComponent(key));
@@ -298,7 +304,8 @@ async function loadKey(key) {
     const now = $("key-now");
     now.replaceChildren();
     if (view.permits) {
-      now.append(el("p", `held by ${view.permits.holders.length} of ${view.permits.permits} permits:`));
+      const p = view.permits;
+      now.append(el("p", p.shared ? `held shared by ${p.holders.length}:` : `held by ${p.holders.length} of ${p.permits} permits:`));
       const holders = el("ul");
       for (const l of view.permits.holders) {
         holders.append(el("li", `${l.holder_name} (client ${l.holder_client_id}) with token ${l.token} since ${utc(l.held_since_unix_ms)}`));

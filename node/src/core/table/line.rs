@@ -256,6 +256,9 @@ fn blocker(blocked: &crate::core::types::Blocked) -> String {
         }
         crate::core::types::Blocked::Holders {
             sharing, holders, ..
-        } => format!("{} holders of {} permits", holders.len(), sharing.permits()),
+        } => match sharing {
+            crate::core::Sharing::Permits(n) => format!("{} holders of {n} permits", holders.len()),
+            crate::core::Sharing::Shared => format!("{} shared holders", holders.len()),
+        },
     }
 }

@@ -94,8 +94,8 @@ impl LeaseTable {
         if held.sharing != sharing {
             return Err(Refusal::PermitsMismatch {
                 key: key.to_owned(),
-                permits: held.sharing.permits(),
-                asked: sharing.permits(),
+                held: held.sharing,
+                asked: sharing,
                 holders: held.leases.clone(),
             });
         }
@@ -158,7 +158,7 @@ impl Step<'_> {
         self.by_permits().map(|sharing| Refusal::NotExclusive {
             key: self.key.to_owned(),
             token,
-            permits: sharing.permits(),
+            sharing,
         })
     }
 
@@ -201,7 +201,10 @@ impl Step<'_> {
                 let lease = self.new_lease(holder, ttl_ms);
                 self.set_permit(sharing, lease.clone());
                 let held = self.table.holders(self.key).expect("just set").leases.len();
-                let detail = format!("permit {held} of {}", sharing.permits());
+                let detail = match sharing {
+                    Sharing::Permits(n) => format!("permit {held} of {n}"),
+                    Sharing::Shared => format!("shared, holder {held}"),
+                };
                 let actor = self.actor(&holder.name, Some(holder));
                 self.event(EventKind::Claimed, actor, self.index, detail);
                 (lease, false)

@@ -5,6 +5,8 @@ use super::*;
 
 /// The data format that brought permits (`Op::ClaimPermit`).
 const PERMITS_FORMAT: u32 = 12;
+/// The data format that brought shared holders (`Sharing::Shared`).
+const SHARED_FORMAT: u32 = 13;
 
 impl Ctx {
     /// A grant as the wire says it (claim, claim-next, a wait granted).
@@ -61,8 +63,15 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::ClaimResponse, NotAnswered> {
         let (id, op) = convert::claim(req, self.ttl)?;
-        if matches!(op, Op::ClaimPermit { .. }) {
-            self.format_gate(PERMITS_FORMAT, "claiming one of a key's permits")?;
+        match &op {
+            Op::ClaimPermit {
+                sharing: crate::core::Sharing::Shared,
+                ..
+            } => self.format_gate(SHARED_FORMAT, "sharing a key")?,
+            Op::ClaimPermit { .. } => {
+                self.format_gate(PERMITS_FORMAT, "claiming one of a key's permits")?
+            }
+            _ => {}
         }
         let (outcome, revision) = self.decide(id, op, who).await?;
         self.metrics.claim(match outcome {
