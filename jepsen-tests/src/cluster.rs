@@ -75,6 +75,9 @@ pub struct NodeSettings {
     /// The `admit_extra_permit` chaos knob on every node: a claim of one of N permits is
     /// proposed as one of N + 1 (a canary the `permits` checker must catch).
     pub admit_extra_permit: bool,
+    /// The `exclusive_as_shared` chaos knob on every node: an exclusive claim is proposed as
+    /// a shared one (a canary the `shared` checker must catch).
+    pub exclusive_as_shared: bool,
 }
 
 /// One node.
@@ -441,7 +444,8 @@ impl Cluster {
         let text = format!(
             "clock_rate={}\nraft_delay_ms={}\nraft_jitter_ms={}\nskip_fsync={}\n\
              skip_read_index={}\ntrust_damaged_log={}\ndecide_copies_afresh={}\n\
-             mute_endings={}\nlapse_places_early={}\nadmit_extra_permit={}\n",
+             mute_endings={}\nlapse_places_early={}\nadmit_extra_permit={}\n\
+             exclusive_as_shared={}\n",
             node.rate,
             node.delay_ms.0,
             node.delay_ms.1,
@@ -451,7 +455,8 @@ impl Cluster {
             u8::from(self.settings.decide_copies_afresh),
             u8::from(self.settings.mute_endings),
             u8::from(self.settings.lapse_places_early),
-            u8::from(self.settings.admit_extra_permit)
+            u8::from(self.settings.admit_extra_permit),
+            u8::from(self.settings.exclusive_as_shared)
         );
         // Write-then-rename so the node never reads half a file.
         let tmp = node.chaos_file.with_extension("tmp");

@@ -182,6 +182,8 @@ pub enum Line {
     Set(SetEvent),
     Wait(WaitEvent),
     Permit(PermitEvent),
+    /// A step of the `shared-holders` workload (the same fields as a `permit` line).
+    Shared(PermitEvent),
 }
 
 /// An invocation or completion of a client operation.
@@ -388,7 +390,9 @@ pub struct WaitEvent {
 /// (`after`), written when it returned: a claim of one of a key's `permits` permits that was
 /// `granted`, `held` (every permit taken), `refused` (`reason`) or got no answer (`unknown`);
 /// a renewal of a granted permit (`renewed`, `lost`, `unknown`); or its release
-/// (`released`, `lost`, `unknown`).
+/// (`released`, `lost`, `unknown`). A `shared` line is a step of the `shared-holders`
+/// workload (or of its leak check): a claim that asked to share the key (`shared`) or to
+/// hold it alone (a plain claim, `permits` 1), its renewal or its release.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PermitEvent {
     pub idx: u64,
@@ -415,6 +419,13 @@ pub struct PermitEvent {
     /// Every holder the answer named: (client id, token).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holders: Vec<(String, u64)>,
+    /// The claim (or the claim of the lease renewed or released) asked to share the key
+    /// (`Client::claim_shared`; `shared` lines only, `permits` then 0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
+    /// The answer told the key held shared (`KeyHolders::shared`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub told_shared: bool,
     /// A refusal's reason (`permits_mismatch`, ...); empty otherwise.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
@@ -602,6 +613,17 @@ impl History {
             .collect()
     }
 
+    /// Every step of the `shared-holders` workload and of the leak check after it.
+    pub fn shared(&self) -> Vec<&PermitEvent> {
+        self.lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Shared(p) => Some(p),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The largest clock-rate deviation any skew fault applied in the run.
     pub fn max_skew(&self) -> f64 {
         self.lines
@@ -614,7 +636,8 @@ impl History {
                 | Line::Task(_)
                 | Line::Set(_)
                 | Line::Wait(_)
-                | Line::Permit(_) => None,
+                | Line::Permit(_)
+                | Line::Shared(_) => None,
             })
             .fold(0.0, f64::max)
     }
@@ -631,7 +654,7 @@ impl History {
                 Line::Task(t) => t.t_ns,
                 Line::Set(s) => s.t_ns,
                 Line::Wait(w) => w.t_ns,
-                Line::Permit(p) => p.t_ns,
+                Line::Permit(p) | Line::Shared(p) => p.t_ns,
             })
             .max()
             .unwrap_or(0)
@@ -747,6 +770,24 @@ mod tests {
         assert!(text.contains(r#""type":"ok""#), "{text}");
         let back: Line = serde_json::from_str(&text).unwrap();
         assert_eq!(back, line);
+    }
+
+    #[test]
+    fn permit_lines_from_before_shared_holders_still_read() {
+        let old = r#"{"line":"permit","idx":1,"process":2,"client":"c2","step":"claim","what":"granted","key":"pe/0/0","permits":2,"token":9,"told_permits":2,"ttl_ms":3000,"inv_ns":10,"ret_ns":20,"t_ns":20}"#;
+        let Line::Permit(p) = serde_json::from_str(old).unwrap() else {
+            panic!("not a permit line");
+        };
+        assert!(!p.shared && !p.told_shared);
+        let shared = Line::Shared(PermitEvent {
+            shared: true,
+            told_shared: true,
+            permits: 0,
+            ..p
+        });
+        let text = serde_json::to_string(&shared).unwrap();
+        assert!(text.contains(r#""line":"shared""#), "{text}");
+        assert_eq!(serde_json::from_str::<Line>(&text).unwrap(), shared);
     }
 
     #[test]

@@ -23,7 +23,7 @@ mod after;
 mod scenarios;
 
 use after::{
-    canary_result, final_checks, membership_result, permit_leak_checks, power_result, readiness,
+    canary_result, final_checks, leak_checks, membership_result, power_result, readiness,
     watch_repairs, StopOnDrop, WatchedNode,
 };
 pub use after::{REPAIR_ASK_LIMIT, REPAIR_WATCH_EVERY};
@@ -193,6 +193,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         mute_endings: scenario.notice_canary,
         lapse_places_early: scenario.line_canary,
         admit_extra_permit: scenario.permit_canary,
+        exclusive_as_shared: scenario.shared_canary,
     };
     // Wall clocks minutes apart (libfaketime; monotonic clocks untouched): offsets between
     // machines must not matter to baton.
@@ -385,7 +386,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         .into_iter()
         .flatten()
         .collect();
-    permit_leak_checks(&ctx, &scenario).await;
+    leak_checks(&ctx, &scenario).await;
     rec.nemesis("heal", "stop", "all faults healed; final reads", 0.0);
 
     let ready = readiness(&bed).await;
@@ -597,6 +598,13 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         .any(|(w, _, _)| *w == "permit-holders")
     {
         results.push(check::permits::check(&history, params.rho));
+    }
+    if scenario
+        .workloads
+        .iter()
+        .any(|(w, _, _)| *w == "shared-holders")
+    {
+        results.push(check::shared::check(&history, params.rho));
     }
     // Any panic fails (sled's on a failed disk, BUGS.md P7, went with sled at data format 7).
     let died = panics.len() + worker_panics.len();

@@ -27,11 +27,12 @@ fn options(scenario: &str, seed: u64, nodes: usize, secs: u64, out: &Path, bin: 
 /// The CI suite: partitions + kills, pauses, skew within the bound (with wall-clock offsets,
 /// delay and partitions), power cuts (mixed, and all nodes at once), membership changes, a
 /// damaged log where its vote decides, a disk whose syncs fail, late and copied claims,
-/// revokes among plain and guard-held leases under kills and partitions, and the eleven
+/// revokes among plain and guard-held leases under kills and partitions, and the twelve
 /// canaries (unfenced writes, acknowledging before fsync, skipping the read-index, voting on
 /// a damaged log, deciding copies of a claim afresh, revoking with `--now` while the holder
 /// believes, holders told of no revoke, places in line lapsing early, sets claimed key by
-/// key, tasks taken from a board read, N + 1 holders of N permits); 3 nodes. `(scenario, seed, fault-phase seconds)`.
+/// key, tasks taken from a board read, N + 1 holders of N permits, exclusive claims granted
+/// shared); 3 nodes. `(scenario, seed, fault-phase seconds)`.
 pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
     vec![
         ("canary", seed, 8),
@@ -45,6 +46,7 @@ pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
         ("set-canary", seed, SET_CANARY_S),
         ("task-canary", seed, SET_CANARY_S),
         ("permit-canary", seed, PERMIT_CANARY_S),
+        ("shared-canary", seed, SHARED_CANARY_S),
         ("partition-kill", seed, 35),
         ("pause", seed, 25),
         ("skew", seed, 30),
@@ -70,6 +72,13 @@ pub const SET_CANARY_S: u64 = 8;
 /// check after the run (one claim past N while N fresh sessions hold) meets the extra
 /// permit every time.
 pub const PERMIT_CANARY_S: u64 = 5;
+
+/// Run phase of the shared canary (no faults; shared and exclusive holders only): the first
+/// exclusive claim granted as a shared one comes within a second (on the mostly exclusive
+/// key, three rounds in four are exclusive), and the leak check after the run (a fresh
+/// exclusive claimant, then a shared and an exclusive one while it holds) meets the bug
+/// every time.
+pub const SHARED_CANARY_S: u64 = 5;
 
 /// Run phase of the revoke and notice canaries (no faults; a revoke every 0.45–0.9 s, half
 /// of them of guard-held leases).
@@ -98,7 +107,7 @@ pub async fn run_all(
     Ok(outcomes)
 }
 
-/// The long suite: the eleven canaries once, then the fault matrix, partitions + kills,
+/// The long suite: the twelve canaries once, then the fault matrix, partitions + kills,
 /// pauses, skew within the bound and over it, power cuts (mixed; all nodes), membership
 /// changes, damaged logs, failing syncs, late and copied claims, revokes, in turn with consecutive seeds, on `nodes` nodes,
 /// each with a 2-minute fault phase, until `total` has passed.
@@ -123,6 +132,7 @@ pub async fn long(
         ("set-canary", SET_CANARY_S),
         ("task-canary", SET_CANARY_S),
         ("permit-canary", PERMIT_CANARY_S),
+        ("shared-canary", SHARED_CANARY_S),
     ] {
         let outcome = run::run(&options(canary, seed, nodes, secs, out, bin)).await?;
         eprintln!("{}", outcome.text());

@@ -37,6 +37,7 @@ mod lines;
 mod permits;
 mod recorder;
 mod sets;
+mod shared;
 mod tasks;
 
 pub use guarded::{run_revoker, GUARD_HOLD_MS, GUARD_TTL, REVOKE_GAP_MS};
@@ -46,6 +47,7 @@ pub use permits::{
 };
 pub use recorder::Recorder;
 pub use sets::{SET_HOLD_MS, SET_KEYS, SET_TTL};
+pub use shared::{shared_keys, shared_leak_check, SHARED_KEYS, SHARED_LEAK_LIMIT, SHARED_PHASE};
 pub use tasks::{TASK_HOLD_MS, TASK_TTL};
 
 /// Operations on one key before its workers move on to a fresh key.
@@ -774,6 +776,7 @@ pub async fn run_worker(ctx: Arc<Ctx>, slot: Arc<Slot>, w: usize, seed: u64) {
             "set-takers" => worker.set_round().await,
             "waiters" => worker.wait_round().await,
             "permit-holders" => worker.permit_round().await,
+            "shared-holders" => worker.shared_round().await,
             _ => worker.canary_round(&mut paused_once).await,
         }
     }

@@ -7,8 +7,8 @@
 //! canary: leaders that decide every copy afresh), revokes among plain and guard-held leases
 //! under kills and partitions (`revoke`: no two believed windows overlap, every guard holder
 //! hears within the notice bound; its canaries: `--now` revokes, muted endings), the line, set,
-//! task and permit canaries (places lapsing early; sets claimed key by key; tasks taken from a
-//! board read; N + 1 holders of N permits), each on a
+//! task, permit and shared canaries (places lapsing early; sets claimed key by key; tasks taken
+//! from a board read; N + 1 holders of N permits; exclusive claims granted shared), each on a
 //! fresh 3-node cluster of real processes
 //! in network namespaces. Fails on any violation,
 //! on an empty pass, on an undecided checker, on a node that does not start again, and on a

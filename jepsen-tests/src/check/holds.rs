@@ -1,10 +1,11 @@
-//! The rules the `tasks`, `sets`, `lines` and `permits` checkers share: the grants of one key
+//! The rules the `tasks`, `sets`, `lines`, `permits` and `shared` checkers share: the grants of one key
 //! come in turn. No grant is decided wholly inside another's certain hold (from that grant's
 //! return until the first of its release's invocation and `inv + ttl / (1 + rho)` of the grant
 //! or of its latest ok renewal: expiry is never early), no two certain holds overlap (two
 //! takers at once, however close their grants came: the race a hand-made board loses), and of
 //! two grants the one that returned before the other was invoked has the smaller token. A key
-//! of N permits has the same rules with N in place of one ([`over_n`]).
+//! of N permits has the same rules with N in place of one ([`over_n`]); a key held shared,
+//! for the pairs with an exclusive holder in them ([`not_alone`]).
 
 use std::collections::BTreeMap;
 
@@ -40,6 +41,21 @@ impl Hold<'_> {
 /// Every grant of `key` in `grants` that breaks the rule, as (its index, why). Grants with
 /// equal tokens are not compared (one grant told twice is each checker's own rule).
 pub fn out_of_turn(key: &str, grants: &[Hold], rho: f64) -> Vec<(usize, String)> {
+    let mut found = not_alone(key, grants, rho, |_, _| true);
+    found.extend(out_of_order(key, grants));
+    found
+}
+
+/// Every grant of `key` in `grants` decided wholly inside another's certain hold, or whose
+/// certain hold overlaps another's, among the pairs (by index) `judged` says may not hold
+/// the key together, as (its index, why): the rule of [`out_of_turn`] without the order of
+/// tokens (the `shared` checker judges the pairs with an exclusive holder in them).
+pub fn not_alone(
+    key: &str,
+    grants: &[Hold],
+    rho: f64,
+    judged: impl Fn(usize, usize) -> bool,
+) -> Vec<(usize, String)> {
     let mut found = Vec::new();
     let certain_end = |a: &Hold| a.certain_end(rho);
     let inside = |a: &Hold, b: &Hold| b.inv_ns >= a.ret_ns && b.ret_ns <= certain_end(a);
@@ -48,7 +64,7 @@ pub fn out_of_turn(key: &str, grants: &[Hold], rho: f64) -> Vec<(usize, String)>
         for (j, b) in grants
             .iter()
             .enumerate()
-            .filter(|(_, b)| b.token != a.token)
+            .filter(|&(j, b)| b.token != a.token && judged(i, j))
         {
             // Both certainly held at once (reported once a pair, unless the rule below says it).
             let overlap = a.ret_ns.max(b.ret_ns) < end.min(certain_end(b));
@@ -78,7 +94,6 @@ pub fn out_of_turn(key: &str, grants: &[Hold], rho: f64) -> Vec<(usize, String)>
             }
         }
     }
-    found.extend(out_of_order(key, grants));
     found
 }
 

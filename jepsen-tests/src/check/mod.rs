@@ -21,6 +21,10 @@
 //! - [`permits`] (runs with the `permit-holders` workload): a key of N permits has at most N
 //!   holders at once (by the N the claims asked), each token granted to one session, tokens
 //!   in time order, no permit ending early, and none leaked after the workload stopped;
+//! - [`shared`] (runs with the `shared-holders` workload): a key held exclusively has that
+//!   holder alone, shared holders only beside each other (by the mode the claims asked), each
+//!   claim granted in the mode it asked, each token granted to one session, tokens in time
+//!   order, no lease ending early, and none leaked after the workload stopped;
 //! - [`lists`]: the record lists workers append to lose, duplicate, corrupt or invent nothing
 //!   (also run on the unfenced canary's memory lists, where it must find lost updates).
 //!
@@ -40,6 +44,7 @@ pub mod model;
 pub mod notice;
 pub mod permits;
 pub mod sets;
+pub mod shared;
 pub mod tasks;
 pub mod tokens;
 pub mod wgl;

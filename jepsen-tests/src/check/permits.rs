@@ -32,8 +32,8 @@ use crate::workload::PERMIT_LEAK_LIMIT;
 pub const MIN_GRANTS: usize = 5;
 
 /// One session's grant of one token of a key: its first grant, and what kept it alive.
-struct Grant<'a> {
-    first: &'a PermitEvent,
+pub(super) struct Grant<'a> {
+    pub(super) first: &'a PermitEvent,
     /// The first grant's invocation; 0 when the first one seen found the permit held by the
     /// session already (its grant got no answer: decided at some time before).
     inv_ns: Nanos,
@@ -44,7 +44,7 @@ struct Grant<'a> {
 }
 
 impl Grant<'_> {
-    fn hold(&self) -> Hold<'_> {
+    pub(super) fn hold(&self) -> Hold<'_> {
         Hold {
             client: &self.first.client,
             token: self.first.token,
@@ -57,27 +57,17 @@ impl Grant<'_> {
     }
 }
 
-/// Checks the `permit-holders` steps and the leak check of `history`, with the clock-rate
-/// bound `rho`.
-pub fn check(history: &History, rho: f64) -> CheckResult {
-    let steps = history.permits();
-    let claims: Vec<&PermitEvent> = steps
+/// Every grant, by (key, session, token).
+pub(super) type Grants<'a> = BTreeMap<(&'a str, &'a str, u64), Grant<'a>>;
+
+/// The claims answered granted among `steps`, in the order they returned, and every grant
+/// (one per key, session and token) with the renewals and the release of it.
+pub(super) fn grants_of<'a>(steps: &[&'a PermitEvent]) -> (Vec<&'a PermitEvent>, Grants<'a>) {
+    let mut grants: Grants = BTreeMap::new();
+    let mut granted: Vec<&PermitEvent> = steps
         .iter()
         .copied()
-        .filter(|s| s.step == "claim")
-        .collect();
-    // Each key's N: what its claims asked (the smallest, should they differ).
-    let mut permits: BTreeMap<&str, u32> = BTreeMap::new();
-    for c in &claims {
-        let n = permits.entry(&c.key).or_insert(c.permits);
-        *n = (*n).min(c.permits);
-    }
-    // Every grant, one per (key, session, token), in the order they returned.
-    let mut grants: BTreeMap<(&str, &str, u64), Grant> = BTreeMap::new();
-    let mut granted: Vec<&PermitEvent> = claims
-        .iter()
-        .copied()
-        .filter(|c| c.what == "granted")
+        .filter(|c| c.step == "claim" && c.what == "granted")
         .collect();
     granted.sort_by_key(|c| c.ret_ns);
     for g in &granted {
@@ -111,6 +101,20 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
             _ => {}
         }
     }
+    (granted, grants)
+}
+
+/// Checks the `permit-holders` steps and the leak check of `history`, with the clock-rate
+/// bound `rho`.
+pub fn check(history: &History, rho: f64) -> CheckResult {
+    let steps = history.permits();
+    // Each key's N: what its claims asked (the smallest, should they differ).
+    let mut permits: BTreeMap<&str, u32> = BTreeMap::new();
+    for c in steps.iter().filter(|s| s.step == "claim") {
+        let n = permits.entry(&c.key).or_insert(c.permits);
+        *n = (*n).min(c.permits);
+    }
+    let (granted, grants) = grants_of(&steps);
     let mut by_key: BTreeMap<&str, Vec<&Grant>> = BTreeMap::new();
     for ((key, _, _), grant) in &grants {
         by_key.entry(key).or_default().push(grant);
@@ -234,14 +238,9 @@ fn holder_list(holders: &[(String, u64)]) -> String {
     list.join(", ")
 }
 
-/// A renewal answered lost that returned before its permit could expire: the permit ended
+/// A renewal answered lost that returned before its lease could expire: the lease ended
 /// early (nothing revokes these keys).
-fn lost_early(
-    steps: &[&PermitEvent],
-    grants: &BTreeMap<(&str, &str, u64), Grant>,
-    rho: f64,
-    found: &mut Found,
-) {
+pub(super) fn lost_early(steps: &[&PermitEvent], grants: &Grants, rho: f64, found: &mut Found) {
     for s in steps
         .iter()
         .filter(|s| s.step == "renew" && s.what == "lost")
@@ -266,7 +265,7 @@ fn lost_early(
                 &s.key,
                 Some(s.ret_ns),
                 format!(
-                    "{}'s permit of {} (token {}) was lost at {}, before it could expire \
+                    "{}'s lease of {} (token {}) was lost at {}, before it could expire \
                      ({})",
                     s.client,
                     s.key,
@@ -355,6 +354,8 @@ mod tests {
             safe_deadline_ns: None,
             told_permits: 0,
             holders: Vec::new(),
+            shared: false,
+            told_shared: false,
             reason: String::new(),
             after: false,
             ttl_ms: 3000,

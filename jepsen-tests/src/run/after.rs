@@ -289,18 +289,29 @@ pub(super) async fn final_checks(
 }
 
 /// After healing, once the workers stopped: the leak check of every key of the scenario's
-/// `permit-holders` ([`workload::leak_check`], all keys at once). It only records; the
-/// `permits` checker judges.
-pub(super) async fn permit_leak_checks(ctx: &Ctx, scenario: &Scenario) {
-    let slots = scenario
-        .workloads
-        .iter()
-        .filter(|(w, _, _)| *w == "permit-holders")
-        .map(|(_, slots, _)| *slots)
-        .sum();
-    let keys = workload::permit_keys(slots);
-    let checks = keys
-        .iter()
-        .map(|(key, permits)| workload::leak_check(ctx, key, *permits));
-    futures::future::join_all(checks).await;
+/// `permit-holders` ([`workload::leak_check`]) and `shared-holders`
+/// ([`workload::shared_leak_check`]), all keys at once. It only records; the `permits` and
+/// `shared` checkers judge.
+pub(super) async fn leak_checks(ctx: &Ctx, scenario: &Scenario) {
+    let slots = |workload: &str| {
+        scenario
+            .workloads
+            .iter()
+            .filter(|(w, _, _)| *w == workload)
+            .map(|(_, slots, _)| *slots)
+            .sum()
+    };
+    let permit_keys = workload::permit_keys(slots("permit-holders"));
+    let shared_keys = workload::shared_keys(slots("shared-holders"));
+    let permits = futures::future::join_all(
+        permit_keys
+            .iter()
+            .map(|(key, permits)| workload::leak_check(ctx, key, *permits)),
+    );
+    let shared = futures::future::join_all(
+        shared_keys
+            .iter()
+            .map(|key| workload::shared_leak_check(ctx, key)),
+    );
+    futures::future::join(permits, shared).await;
 }

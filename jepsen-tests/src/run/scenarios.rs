@@ -69,6 +69,9 @@ pub struct Scenario {
     /// The permit canary: nodes propose a claim of one of N permits as one of N + 1
     /// (`admit_extra_permit`). The run passes only if the checks catch it.
     pub permit_canary: bool,
+    /// The shared canary: nodes propose an exclusive claim as a shared one
+    /// (`exclusive_as_shared`). The run passes only if the checks catch it.
+    pub shared_canary: bool,
 }
 
 impl Scenario {
@@ -101,6 +104,8 @@ impl Scenario {
             Some("workers took the first open task of a board read without claiming it")
         } else if self.permit_canary {
             Some("nodes admitted N + 1 holders to keys claimed as N permits")
+        } else if self.shared_canary {
+            Some("nodes granted exclusive claims as shared ones, beside other holders")
         } else {
             None
         }
@@ -132,6 +137,7 @@ pub const SCENARIOS: &[&str] = &[
     "set-canary",
     "task-canary",
     "permit-canary",
+    "shared-canary",
 ];
 
 /// Checkers whose failure in a canary scenario counts as catching it (not the minimum counts:
@@ -151,6 +157,7 @@ pub(super) const CANARY_CATCHERS: &[&str] = &[
     "sets",
     "lines",
     "permits",
+    "shared",
 ];
 
 /// The scenario called `name`, for a cluster of `nodes`.
@@ -181,6 +188,7 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
         set_canary: false,
         task_canary: false,
         permit_canary: false,
+        shared_canary: false,
     };
     let mut revoked = baton.clone();
     revoked.push(("guard-holders", 4, 2));
@@ -196,6 +204,9 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
     // And holders of permits (`claim --permits N`): two keys, N = 2 and 3, four workers
     // claiming each.
     tasked.push(("permit-holders", 1, 8));
+    // And shared and exclusive holders (`claim --shared`, plain `claim`): two keys, one
+    // mostly shared and one mostly exclusive, four workers claiming each.
+    tasked.push(("shared-holders", 1, 8));
     Some(match name {
         "partition-kill" => {
             let mut f = partitions.clone();
@@ -354,6 +365,18 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
             ..s(
                 vec![],
                 vec![("permit-holders", 1, 8)],
+                BaseSkew::None,
+                false,
+            )
+        },
+        // Shared holders only, one slot: four workers on each of its two keys, exclusive
+        // claims a quarter and three quarters of their rounds.
+        "shared-canary" => Scenario {
+            pinned_readers: false,
+            shared_canary: true,
+            ..s(
+                vec![],
+                vec![("shared-holders", 1, 8)],
                 BaseSkew::None,
                 false,
             )

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use baton_client::{ClaimOutcome, Error, KeyHolders, ReleaseOutcome, RenewOutcome};
+use baton_client::{ClaimOutcome, Error, KeyHolders, ReleaseOutcome, RenewOutcome, Sharing};
 use rand::Rng;
 
 use super::{failed, Ctx, Proc, Worker, OP_TIMEOUT};
@@ -34,6 +34,23 @@ const RENEW_EVERY: Duration = Duration::from_millis(700);
 /// One round in this many, the holder walks away from its permit (no release).
 const ABANDON_ONE_IN: u32 = 10;
 
+/// Where a step's line goes: a `permit` line (`permit-holders`) or a `shared` line
+/// (`shared-holders`, whose claims ask to share a key or to hold it alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Book {
+    Permit,
+    Shared,
+}
+
+impl Book {
+    fn record(self, ctx: &Ctx, event: PermitEvent) {
+        match self {
+            Book::Permit => ctx.rec.permit(event),
+            Book::Shared => ctx.rec.shared(event),
+        }
+    }
+}
+
 /// Key `i` of slot `slot`.
 pub fn permit_key(slot: usize, i: usize) -> String {
     format!("pe/{slot}/{i}")
@@ -46,8 +63,8 @@ pub fn permit_keys(slots: usize) -> Vec<(String, u32)> {
         .collect()
 }
 
-/// A step's line, its answer to be filled in.
-fn line(p: &Proc, step: &str, key: &str, permits: u32, token: u64, after: bool) -> PermitEvent {
+/// A step's line (of a lease asked for as `sharing`), its answer to be filled in.
+fn line(p: &Proc, step: &str, key: &str, sharing: Sharing, token: u64, after: bool) -> PermitEvent {
     PermitEvent {
         idx: 0,
         process: p.process,
@@ -55,12 +72,17 @@ fn line(p: &Proc, step: &str, key: &str, permits: u32, token: u64, after: bool) 
         step: step.into(),
         what: "unknown".into(),
         key: key.into(),
-        permits,
+        permits: match sharing {
+            Sharing::Permits(n) => n,
+            Sharing::Shared => 0,
+        },
         token,
         already_held: false,
         safe_deadline_ns: None,
         told_permits: 0,
         holders: Vec::new(),
+        shared: sharing == Sharing::Shared,
+        told_shared: false,
         reason: String::new(),
         after,
         ttl_ms: PERMIT_TTL.as_millis() as u64,
@@ -73,6 +95,7 @@ fn line(p: &Proc, step: &str, key: &str, permits: u32, token: u64, after: bool) 
 /// What an answer told of the key's holders, into `event`.
 fn tell(event: &mut PermitEvent, holders: &KeyHolders) {
     event.told_permits = holders.permits;
+    event.told_shared = holders.shared;
     event.holders = holders
         .holders
         .iter()
@@ -82,7 +105,7 @@ fn tell(event: &mut PermitEvent, holders: &KeyHolders) {
 
 /// How a step ended, for the worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ended {
+pub(super) enum Ended {
     /// As hoped: granted (with its token), renewed, released.
     Done(u64),
     /// A definite no: held, refused, lost.
@@ -92,13 +115,20 @@ enum Ended {
     Retire,
 }
 
-/// Claims one of `permits` permits of `key` as `p`, and records it.
-async fn claim(ctx: &Ctx, p: &Proc, key: &str, permits: u32, after: bool) -> Ended {
-    let mut event = line(p, "claim", key, permits, 0, after);
+/// Claims `key` as `p`, as `sharing` asks (one of N permits, or shared), and records it
+/// in `book`.
+pub(super) async fn claim(
+    ctx: &Ctx,
+    p: &Proc,
+    (key, sharing): (&str, Sharing),
+    book: Book,
+    after: bool,
+) -> Ended {
+    let mut event = line(p, "claim", key, sharing, 0, after);
     event.inv_ns = ctx.rec.now_ns();
     let answer = tokio::time::timeout(
         OP_TIMEOUT,
-        p.client.claim_permit(key, &p.name, PERMIT_TTL, permits),
+        p.client.claim_permit(key, &p.name, PERMIT_TTL, sharing),
     )
     .await;
     event.ret_ns = ctx.rec.now_ns();
@@ -136,20 +166,21 @@ async fn claim(ctx: &Ctx, p: &Proc, key: &str, permits: u32, after: bool) -> End
         }
         Ok(Err(_)) | Err(_) => Ended::Retire,
     };
-    ctx.rec.permit(event);
+    book.record(ctx, event);
     ended
 }
 
-/// Renews (or, `release`, releases) the permit of `token` of `key` as `p`, and records it.
-async fn end_or_renew(
+/// Renews (or, `release`, releases) the lease of `token` of `key` (asked for as `sharing`)
+/// as `p`, and records it in `book`.
+pub(super) async fn end_or_renew(
     ctx: &Ctx,
     p: &Proc,
-    (key, permits, token): (&str, u32, u64),
-    release: bool,
+    (key, sharing, token): (&str, Sharing, u64),
+    (book, release): (Book, bool),
     after: bool,
 ) -> Ended {
     let step = if release { "release" } else { "renew" };
-    let mut event = line(p, step, key, permits, token, after);
+    let mut event = line(p, step, key, sharing, token, after);
     event.inv_ns = ctx.rec.now_ns();
     let answer = if release {
         match tokio::time::timeout(OP_TIMEOUT, p.client.release(key, token)).await {
@@ -184,7 +215,7 @@ async fn end_or_renew(
         }
         Err(_) => Ended::Retire,
     };
-    ctx.rec.permit(event);
+    book.record(ctx, event);
     ended
 }
 
@@ -201,17 +232,26 @@ impl Worker {
     /// a while, renewing it, and release it (or walk away). A step with no answer retires
     /// the process.
     pub(super) async fn permit_round(&mut self) {
-        let ctx = self.ctx.clone();
         let i = self.w % PERMIT_KEYS.len();
-        let (key, permits) = (permit_key(self.slot.index, i), PERMIT_KEYS[i]);
-        let token = match claim(&ctx, &self.proc_, &key, permits, false).await {
+        let key = permit_key(self.slot.index, i);
+        self.hold_round((&key, PERMIT_KEYS[i].into()), Book::Permit)
+            .await;
+    }
+
+    /// One round of a key asked for as `sharing`, every step recorded in `book`: claim it;
+    /// if granted, hold it [`PERMIT_HOLD_MS`], renewing it every [`RENEW_EVERY`], and
+    /// release it with its own token (or, one round in [`ABANDON_ONE_IN`], walk away). A
+    /// step with no answer retires the process.
+    pub(super) async fn hold_round(&mut self, (key, sharing): (&str, Sharing), book: Book) {
+        let ctx = self.ctx.clone();
+        let token = match claim(&ctx, &self.proc_, (key, sharing), book, false).await {
             Ended::Done(token) => token,
             Ended::No => return self.nap(200).await,
             Ended::Retire => return self.retire(),
         };
         let hold = self.rng.gen_range(PERMIT_HOLD_MS.0..=PERMIT_HOLD_MS.1);
         let until = Instant::now() + Duration::from_millis(hold);
-        let permit = (key.as_str(), permits, token);
+        let lease = (key, sharing, token);
         loop {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -221,18 +261,18 @@ impl Worker {
             if Instant::now() >= until {
                 break;
             }
-            match end_or_renew(&ctx, &self.proc_, permit, false, false).await {
+            match end_or_renew(&ctx, &self.proc_, lease, (book, false), false).await {
                 Ended::Done(_) => {}
                 Ended::No => return self.nap(150).await,
                 Ended::Retire => return self.retire(),
             }
         }
         if self.rng.gen_ratio(1, ABANDON_ONE_IN) {
-            // Walks away: the permit is left to expire (this session may not claim the key
-            // again while it holds it: a claim of its own permit would only renew it).
+            // Walks away: the lease is left to expire (this session may not claim the key
+            // again while it holds it: a claim of its own lease would only renew it).
             return self.retire();
         }
-        if end_or_renew(&ctx, &self.proc_, permit, true, false).await == Ended::Retire {
+        if end_or_renew(&ctx, &self.proc_, lease, (book, true), false).await == Ended::Retire {
             return self.retire();
         }
         self.nap(100).await;
@@ -255,7 +295,7 @@ pub async fn leak_check(ctx: &Ctx, key: &str, permits: u32) {
         let name = format!("final-permit-{i}");
         let mut p = ctx.new_proc(&name);
         loop {
-            match claim(ctx, &p, key, permits, true).await {
+            match claim(ctx, &p, (key, permits.into()), Book::Permit, true).await {
                 Ended::Done(token) => return Some((p, token)),
                 Ended::Retire => p = ctx.new_proc(&name),
                 Ended::No => {}
@@ -273,11 +313,13 @@ pub async fn leak_check(ctx: &Ctx, key: &str, permits: u32) {
         .collect();
     if held.len() == permits as usize {
         let extra = ctx.new_proc("final-permit-extra");
-        if let Ended::Done(token) = claim(ctx, &extra, key, permits, true).await {
+        let asked = (key, permits.into());
+        if let Ended::Done(token) = claim(ctx, &extra, asked, Book::Permit, true).await {
             held.push((extra, token));
         }
     }
     for (p, token) in &held {
-        end_or_renew(ctx, p, (key, permits, *token), true, true).await;
+        let lease = (key, permits.into(), *token);
+        end_or_renew(ctx, p, lease, (Book::Permit, true), true).await;
     }
 }
