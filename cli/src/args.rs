@@ -218,14 +218,15 @@ Exits 3 when a key is held (after the timeout, with --wait).")]
         #[arg(long, requires = "wait")]
         poll: bool,
         /// One of N permits (2 to 1024): up to N holders at once, each with its own lease
-        /// and token. N is fixed by the first holder while any holds. With --wait, claims
-        /// again as permits free (polling: no line for permits yet).
+        /// and token. N is fixed by the first holder while any holds. With --wait, waits in
+        /// the key's line: a freed permit goes to the oldest waiter, in the write that frees
+        /// it.
         #[arg(long, value_name = "N", value_parser = parse_permits)]
         permits: Option<u32>,
         /// Share the key with other shared holders (many readers or one writer): granted
         /// while no exclusive holder holds it and no exclusive claimant waits in its line;
         /// each shared holder has its own lease and token. Only an exclusive holder (a claim
-        /// without --shared) may write the record. With --wait, claims again as it frees.
+        /// without --shared) may write the record. With --wait, waits in the key's line.
         #[arg(long, conflicts_with = "permits")]
         shared: bool,
     },

@@ -135,8 +135,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
                 false => baton_client::Sharing::Permits(permits.unwrap_or(1)),
             };
             // A refusal (quarantined, the cluster's key limit) is an answer with its facts.
-            // Permits and shared holders have no line: their --wait polls.
-            let in_line = wait && !poll && permits == baton_client::Sharing::Permits(1);
+            let in_line = wait && !poll;
             let wait = wait.then_some(Wait {
                 timeout: wait_timeout,
                 in_line,
@@ -407,13 +406,15 @@ async fn claim(
         return client.claim_permit(key, holder, ttl, permits).await;
     };
     if wait.in_line {
-        match client.wait_once(key, holder, ttl).await {
+        match client.wait_permit_once(key, holder, ttl, permits).await {
             Ok(LineOutcome::Granted(grant)) => return Ok(ClaimOutcome::Granted(grant)),
             Ok(LineOutcome::InLine(place)) => {
                 if tell {
                     eprintln!("{}", in_line_line(&place, wait.timeout));
                 }
-                return client.claim_in_line(key, holder, ttl, wait.timeout).await;
+                return client
+                    .claim_permit_in_line(key, holder, ttl, permits, wait.timeout)
+                    .await;
             }
             Err(Error::Refused(r)) if r.reason == RefusalReason::FormatPending => {
                 if tell {

@@ -151,13 +151,16 @@ pub async fn run(
                 client.claim_set_guarded(&keys, &holder, args.ttl).await?
             }),
             None if args.permits.is_some_and(|n| n > 1) || args.shared => {
-                // One of N permits, or shared: no line for them, so --wait claims again as
-                // they free.
+                // One of N permits, or shared: in the key's line (polling with --poll).
                 let n = match args.shared {
                     true => baton_client::Sharing::Shared,
                     false => baton_client::Sharing::Permits(args.permits.unwrap_or(1)),
                 };
-                Claimed::Key(if args.wait {
+                Claimed::Key(if args.wait && !args.poll {
+                    client
+                        .claim_permit_in_line_guarded(key, &holder, args.ttl, n, wait_timeout)
+                        .await?
+                } else if args.wait {
                     client
                         .claim_permit_wait_guarded(key, &holder, args.ttl, n, wait_timeout)
                         .await?

@@ -238,3 +238,104 @@ async fn a_killed_holders_permit_returns_after_its_ttl_and_the_other_holder_keep
         let _ = run.wait();
     }
 }
+
+/// Waits until `key`'s line holds `n` waiters.
+fn line_of(cluster: &Cluster, key: &str, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, probe) = json_of(&cluster.baton(&["probe", key, "--output", "json"]));
+        if probe["line"]["waiters"] == n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no {n} in line: {probe}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_for_permits_get_each_freed_permit_in_the_order_they_came_in_the_freeing_write() {
+    let cluster = Cluster::start(3).await;
+    let claim = |who: &str, wait: bool| {
+        let mut args = vec![
+            "--client-id",
+            who,
+            "claim",
+            "gpu/q",
+            "--permits",
+            "2",
+            "--holder",
+            who,
+            "--ttl",
+            "60s",
+            "--output",
+            "json",
+        ];
+        if wait {
+            args.extend(["--wait", "--timeout", "60s"]);
+        }
+        cluster
+            .command(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut tokens = Vec::new();
+    for who in ["h1", "h2"] {
+        let (code, granted) = json_of(&claim(who, false).wait_with_output().unwrap());
+        assert_eq!(code, 0, "{granted}");
+        tokens.push(granted["lease"]["token"].as_u64().unwrap());
+    }
+    let mut waiters = Vec::new();
+    for (i, who) in ["w1", "w2", "w3"].into_iter().enumerate() {
+        waiters.push((who, claim(who, true)));
+        line_of(&cluster, "gpu/q", i as u64 + 1);
+    }
+    // Each release hands its permit to the oldest waiter, in the release's own write.
+    let mut granted_tokens = Vec::new();
+    for (i, (who, waiter)) in waiters.into_iter().enumerate() {
+        let (holder, released) = match i {
+            0 => ("h1", tokens[0]),
+            1 => ("h2", tokens[1]),
+            _ => ("w1", granted_tokens[0]),
+        };
+        let t = released.to_string();
+        let out = cluster.baton(&[
+            "--client-id",
+            holder,
+            "release",
+            "gpu/q",
+            "--token",
+            &t,
+            "--output",
+            "json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (code, granted) = json_of(&waiter.wait_with_output().unwrap());
+        assert_eq!(code, 0, "{who}: {granted}");
+        assert_eq!(granted["lease"]["holder_name"], who, "{granted}");
+        assert_eq!(granted["permits"]["permits"], 2, "{granted}");
+        let token = granted["lease"]["token"].as_u64().unwrap();
+        // Granted in the release's own write: its token is the release's revision.
+        let (_, history) = json_of(&cluster.baton(&["history", "gpu/q", "--output", "json"]));
+        let released_at = history["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["kind"] == "released" && e["token"] == released)
+            .map(|e| e["revision"].clone());
+        assert_eq!(
+            released_at,
+            Some(Value::from(token)),
+            "{who} granted in {holder}'s release: {history}"
+        );
+        granted_tokens.push(token);
+    }
+    assert!(granted_tokens.windows(2).all(|w| w[0] < w[1]));
+    let (_, probe) = json_of(&cluster.baton(&["probe", "gpu/q", "--output", "json"]));
+    assert_eq!(probe["line"], Value::Null, "no one waits: {probe}");
+}

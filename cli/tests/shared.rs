@@ -137,18 +137,7 @@ async fn readers_share_a_key_and_a_writer_in_line_goes_before_later_readers_neve
             "json",
         ],
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, probe) = json_of(&cluster.baton(&["probe", KEY, "--output", "json"]));
-        if probe["line"]["waiters"] == 1 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the writer never got in line: {probe}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    line_of(&cluster, 1);
     // A reader that came after the writer does not share the key ahead of it.
     let late_reader = || {
         json_of(&cluster.baton(&[
@@ -210,4 +199,70 @@ async fn readers_share_a_key_and_a_writer_in_line_goes_before_later_readers_neve
         "{late}"
     );
     assert_eq!(late["permits"], Value::Null, "{late}");
+    // Readers waiting in line behind the writer: its release grants the first in its own
+    // write, and the leader's next entries the others (one grant per entry), each its own
+    // token, none beside the writer.
+    let waiting: Vec<Child> = (0..3)
+        .map(|i| {
+            let who = format!("queued-{i}");
+            let child = spawn(
+                &cluster,
+                &[
+                    "--client-id",
+                    &who,
+                    "claim",
+                    KEY,
+                    "--shared",
+                    "--holder",
+                    &who,
+                    "--ttl",
+                    "60s",
+                    "--wait",
+                    "--timeout",
+                    "60s",
+                    "--output",
+                    "json",
+                ],
+            );
+            line_of(&cluster, i + 1);
+            child
+        })
+        .collect();
+    let t = writer_token.to_string();
+    let released = Instant::now();
+    let out = cluster.baton(&["--client-id", "writer", "release", KEY, "--token", &t]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut queued = BTreeSet::new();
+    for child in waiting {
+        let (code, granted) = json_of(&child.wait_with_output().unwrap());
+        assert_eq!(code, 0, "{granted}");
+        assert_eq!(granted["permits"]["shared"], true, "{granted}");
+        queued.insert(granted["lease"]["token"].as_u64().unwrap());
+    }
+    assert_eq!(queued.len(), 3, "each its own token: {queued:?}");
+    assert!(queued.iter().all(|t| *t > writer_token));
+    // A generous bound: a place is renewed every 20 s here, so only the leader's nudges
+    // can have granted the second and third this soon.
+    assert!(
+        released.elapsed() < Duration::from_secs(10),
+        "the readers in line took {:?}",
+        released.elapsed()
+    );
+}
+
+/// Waits until the key's line holds `n` waiters.
+fn line_of(cluster: &Cluster, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, probe) = json_of(&cluster.baton(&["probe", KEY, "--output", "json"]));
+        if probe["line"]["waiters"] == n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no {n} in line: {probe}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -144,16 +144,7 @@ impl Client {
         ttl: Duration,
         permits: impl Into<Sharing>,
     ) -> Result<ClaimOutcome, Error> {
-        let (permits, shared) = match permits.into() {
-            Sharing::Shared => (0, true),
-            Sharing::Permits(n) if (1..=crate::PERMITS_MAX).contains(&n) => (n, false),
-            Sharing::Permits(n) => {
-                return Err(Error::InvalidArgument(format!(
-                    "permits {n}: give 1 (a plain claim) to {}",
-                    crate::PERMITS_MAX
-                )))
-            }
-        };
+        let (permits, shared) = wire_sharing(permits.into())?;
         let request = pb::ClaimRequest {
             key: key.to_owned(),
             holder: Some(self.holder(holder_name)),
@@ -716,3 +707,15 @@ fn rules_from_ms(
 
 #[cfg(test)]
 mod tests;
+
+/// How a claim or a wait asks for `sharing` on the wire: `(permits, shared)`.
+pub(crate) fn wire_sharing(sharing: Sharing) -> Result<(u32, bool), Error> {
+    match sharing {
+        Sharing::Shared => Ok((0, true)),
+        Sharing::Permits(n) if (1..=crate::PERMITS_MAX).contains(&n) => Ok((n, false)),
+        Sharing::Permits(n) => Err(Error::InvalidArgument(format!(
+            "permits {n}: give 1 (a plain claim) to {}",
+            crate::PERMITS_MAX
+        ))),
+    }
+}

@@ -231,7 +231,8 @@ pub fn wall_clock_unix_ms() -> u64 {
 
 /// The leader's expiry loop: every `tick`, if this node is the leader, propose `Expire` for
 /// each lease countdown, `Lapse` for each offer countdown, `EndQuarantine` for each
-/// quarantine countdown and `DropWaiter` for each waiter's place that ran out. Runs until
+/// quarantine countdown, `DropWaiter` for each waiter's place that ran out and `HandOn` for
+/// each key whose line asked to be handed on again. Runs until
 /// `shutdown` resolves.
 pub async fn run(
     raft: Raft,
@@ -267,13 +268,20 @@ pub async fn run(
             key,
             revision: c.basis,
         };
-        // A waiter's countdown is kept under its key and session (`Waiter::countdown_id`).
-        let drop_waiter = |id: String, c: Countdown| {
-            let (key, client_id) = Waiter::parse_countdown_id(&id).unwrap_or((&id, ""));
-            Op::DropWaiter {
+        // A waiter's countdown is kept under its key and session (`Waiter::countdown_id`);
+        // a key's hand-on nudge under its key and no session (`Waiter::hand_on_id`).
+        let drop_waiter = |id: String, c: Countdown| match Waiter::parse_countdown_id(&id) {
+            Some((key, "")) => Op::HandOn {
                 key: key.to_owned(),
-                client_id: client_id.to_owned(),
                 basis: c.basis,
+            },
+            found => {
+                let (key, client_id) = found.unwrap_or((&id, ""));
+                Op::DropWaiter {
+                    key: key.to_owned(),
+                    client_id: client_id.to_owned(),
+                    basis: c.basis,
+                }
             }
         };
         // Everything due this tick, within the room left in flight, in entries of up to

@@ -1098,6 +1098,17 @@ async fn a_deposed_leader_whose_pending_writes_a_snapshot_covered_keeps_taking_w
 /// through and every node has it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
+    // `answer` is a refusal: the command is of data format `format`, which `silent` has not
+    // said it reads.
+    fn format_pending<T: std::fmt::Debug>(answer: Result<T, Error>, format: u32, silent: u64) {
+        match answer {
+            Err(Error::Refused(r)) => {
+                assert_eq!(r.reason, baton_client::RefusalReason::FormatPending);
+                assert_eq!((r.data_format, r.nodes.as_slice()), (format, &[silent][..]));
+            }
+            other => panic!("expected a format_pending refusal: {other:?}"),
+        }
+    }
     let _serial = serial().await;
     let mut cluster = Cluster::start(3).await;
     let first = cluster.leader(Duration::from_secs(10)).await;
@@ -1188,31 +1199,25 @@ async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
         "a refused post made nothing"
     );
     // So is a claim of a set (format 10): none of its keys is granted.
-    match client
-        .claim_set(&["sets/u4", "sets/u5"], "worker", Duration::from_secs(30))
-        .await
-    {
-        Err(Error::Refused(r)) => {
-            assert_eq!(r.reason, baton_client::RefusalReason::FormatPending);
-            assert_eq!((r.data_format, r.nodes.as_slice()), (10, &[silent][..]));
-        }
-        other => panic!("expected a format_pending refusal: {other:?}"),
-    }
+    format_pending(
+        client
+            .claim_set(&["sets/u4", "sets/u5"], "worker", Duration::from_secs(30))
+            .await,
+        10,
+        silent,
+    );
     for key in ["sets/u4", "sets/u5"] {
         let probe = client.probe(key, ReadMode::Linearizable).await.unwrap();
         assert_eq!(probe.lease, None, "a refused set granted {key}");
     }
     // So is waiting in line (format 11): the key is not granted, no one is put in line.
-    match client
-        .wait_once("sets/u4", "worker", Duration::from_secs(30))
-        .await
-    {
-        Err(Error::Refused(r)) => {
-            assert_eq!(r.reason, baton_client::RefusalReason::FormatPending);
-            assert_eq!((r.data_format, r.nodes.as_slice()), (11, &[silent][..]));
-        }
-        other => panic!("expected a format_pending refusal: {other:?}"),
-    }
+    format_pending(
+        client
+            .wait_once("sets/u4", "worker", Duration::from_secs(30))
+            .await,
+        11,
+        silent,
+    );
     let probe = client
         .probe("sets/u4", ReadMode::Linearizable)
         .await
@@ -1223,16 +1228,13 @@ async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
         "a refused wait did something"
     );
     // So is a claim of one of a key's permits (format 12): no permit is granted.
-    match client
-        .claim_permit("sets/u6", "worker", Duration::from_secs(30), 3)
-        .await
-    {
-        Err(Error::Refused(r)) => {
-            assert_eq!(r.reason, baton_client::RefusalReason::FormatPending);
-            assert_eq!((r.data_format, r.nodes.as_slice()), (12, &[silent][..]));
-        }
-        other => panic!("expected a format_pending refusal: {other:?}"),
-    }
+    format_pending(
+        client
+            .claim_permit("sets/u6", "worker", Duration::from_secs(30), 3)
+            .await,
+        12,
+        silent,
+    );
     let probe = client
         .probe("sets/u6", ReadMode::Linearizable)
         .await
@@ -1243,16 +1245,13 @@ async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
         "a refused permit claim granted one"
     );
     // So is a shared claim (format 13): the key is not shared.
-    match client
-        .claim_shared("sets/u7", "reader", Duration::from_secs(30))
-        .await
-    {
-        Err(Error::Refused(r)) => {
-            assert_eq!(r.reason, baton_client::RefusalReason::FormatPending);
-            assert_eq!((r.data_format, r.nodes.as_slice()), (13, &[silent][..]));
-        }
-        other => panic!("expected a format_pending refusal: {other:?}"),
-    }
+    format_pending(
+        client
+            .claim_shared("sets/u7", "reader", Duration::from_secs(30))
+            .await,
+        13,
+        silent,
+    );
     let probe = client
         .probe("sets/u7", ReadMode::Linearizable)
         .await
@@ -1261,6 +1260,18 @@ async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
         (probe.lease, probe.permits),
         (None, None),
         "a refused shared claim shared the key"
+    );
+    // So is waiting in line for a permit (format 13): no one is put in line.
+    let waited = client.wait_permit_once("sets/u7", "reader", Duration::from_secs(30), 2);
+    format_pending(waited.await, 13, silent);
+    let probe = client
+        .probe("sets/u7", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert_eq!(
+        (probe.lease, probe.line),
+        (None, None),
+        "a refused wait for a permit did something"
     );
     let now = client.revoke_with("tasks/u2", "stuck", true).await.unwrap();
     assert!(now.revoked.is_some() && now.claimable_in.is_zero());

@@ -69,11 +69,11 @@ pub struct RunArgs {
     #[arg(long, requires = "wait")]
     pub poll: bool,
     /// Hold one of N permits of KEY (2 to 1024) while the command runs, as `baton claim
-    /// --permits N`. With --wait, claims again as permits free.
+    /// --permits N`. With --wait, waits in the key's line for a permit.
     #[arg(long, value_name = "N", value_parser = super::parse_permits, conflicts_with = "next")]
     pub permits: Option<u32>,
     /// Share KEY with other shared holders while the command runs, as `baton claim
-    /// --shared`. With --wait, claims again as it frees.
+    /// --shared`. With --wait, waits in the key's line.
     #[arg(long, conflicts_with_all = ["next", "permits"])]
     pub shared: bool,
     /// How long the child has between SIGTERM and SIGKILL once the lease is lost.

@@ -4,6 +4,7 @@
 use super::*;
 use crate::endings::{Heard, LineGrant};
 use crate::lines::{InLine, LineOutcome};
+use crate::types::Sharing;
 
 impl Client {
     /// One step of waiting in line for `key`: if nothing blocks it, claims it (as
@@ -18,11 +19,27 @@ impl Client {
         holder_name: &str,
         ttl: Duration,
     ) -> Result<LineOutcome, Error> {
+        self.wait_permit_once(key, holder_name, ttl, 1).await
+    }
+
+    /// [`Client::wait_once`] for one of `permits` permits of `key`, or to share it
+    /// ([`Sharing::Shared`]): granted as [`Client::claim_permit`] would be if a permit is
+    /// free and no one waits ahead, else in the key's line (data format 13 on every member).
+    pub async fn wait_permit_once(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        permits: impl Into<Sharing>,
+    ) -> Result<LineOutcome, Error> {
+        let (permits, shared) = wire_sharing(permits.into())?;
         let request = pb::WaitRequest {
             key: key.to_owned(),
             holder: Some(self.holder(holder_name)),
             ttl_ms: duration_ms(ttl),
             request_id: Some(self.next_request_id()),
+            permits,
+            shared,
         };
         let clock = self.grant_clock();
         let answer = self
@@ -80,9 +97,28 @@ impl Client {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<LineOutcome, Error> {
+        self.wait_permit_in_line(key, holder_name, ttl, 1, timeout)
+            .await
+    }
+
+    /// [`Client::wait_in_line`] for one of `permits` permits of `key`, or to share it: the
+    /// head of the line is granted a permit in the write that frees one. A grant heard on
+    /// the stream is confirmed with one more wait, which answers with every holder.
+    pub async fn wait_permit_in_line(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        permits: impl Into<Sharing>,
+        timeout: Duration,
+    ) -> Result<LineOutcome, Error> {
+        let sharing = permits.into();
         let deadline = Instant::now() + timeout;
         let mut sent = Instant::now();
-        let mut place = match self.wait_once(key, holder_name, ttl).await? {
+        let mut place = match self
+            .wait_permit_once(key, holder_name, ttl, sharing)
+            .await?
+        {
             LineOutcome::InLine(place) => place,
             granted => return Ok(granted),
         };
@@ -96,6 +132,13 @@ impl Client {
                 heard = &mut listening.heard, if !heard_all => {
                     heard_all = true;
                     match heard {
+                        Ok(Heard::Granted(grant))
+                            if grant.revision > place.revision && sharing != Sharing::Permits(1) =>
+                        {
+                            // A permit: the renewal that confirms it names every holder.
+                            let confirmed = self.wait_permit_once(key, holder_name, ttl, sharing);
+                            return Ok(from_the_line(confirmed.await?));
+                        }
                         Ok(Heard::Granted(grant)) if grant.revision > place.revision => {
                             return Ok(LineOutcome::Granted(
                                 self.granted_from_line(holder_name, ttl, grant, sent),
@@ -115,10 +158,15 @@ impl Client {
             };
             if !asked && Instant::now() >= deadline {
                 drop(listening);
-                return self.stop_waiting(key, holder_name, ttl, place).await;
+                return self
+                    .stop_waiting(key, holder_name, ttl, sharing, place)
+                    .await;
             }
             let sending = Instant::now();
-            match self.wait_once(key, holder_name, ttl).await? {
+            match self
+                .wait_permit_once(key, holder_name, ttl, sharing)
+                .await?
+            {
                 LineOutcome::InLine(now) => {
                     place = now;
                     sent = sending;
@@ -170,11 +218,31 @@ impl Client {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<ClaimOutcome, Error> {
-        match self.wait_in_line(key, holder_name, ttl, timeout).await {
+        self.claim_permit_in_line(key, holder_name, ttl, 1, timeout)
+            .await
+    }
+
+    /// [`Client::claim_in_line`] for one of `permits` permits of `key`, or to share it
+    /// ([`Client::wait_permit_in_line`]); on a cluster not yet all on data format 13, waits
+    /// by claiming again instead ([`Client::claim_permit_wait`]).
+    pub async fn claim_permit_in_line(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        permits: impl Into<Sharing>,
+        timeout: Duration,
+    ) -> Result<ClaimOutcome, Error> {
+        let sharing = permits.into();
+        let waited = self
+            .wait_permit_in_line(key, holder_name, ttl, sharing, timeout)
+            .await;
+        match waited {
             Ok(LineOutcome::Granted(grant)) => Ok(ClaimOutcome::Granted(grant)),
-            Ok(LineOutcome::InLine(_)) => self.claim(key, holder_name, ttl).await,
+            Ok(LineOutcome::InLine(_)) => self.claim_permit(key, holder_name, ttl, sharing).await,
             Err(Error::Refused(r)) if r.reason == crate::error::RefusalReason::FormatPending => {
-                self.claim_wait(key, holder_name, ttl, timeout).await
+                self.claim_permit_wait(key, holder_name, ttl, sharing, timeout)
+                    .await
             }
             Err(error) => Err(error),
         }
@@ -188,8 +256,24 @@ impl Client {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<crate::GuardedClaim, Error> {
+        self.claim_permit_in_line_guarded(key, holder_name, ttl, 1, timeout)
+            .await
+    }
+
+    /// [`Client::claim_permit_in_line`], with a [`crate::LeaseGuard`] once a permit (or a
+    /// share) is granted.
+    pub async fn claim_permit_in_line_guarded(
+        &self,
+        key: &str,
+        holder_name: &str,
+        ttl: Duration,
+        permits: impl Into<Sharing>,
+        timeout: Duration,
+    ) -> Result<crate::GuardedClaim, Error> {
         self.guard_room()?;
-        let outcome = self.claim_in_line(key, holder_name, ttl, timeout).await?;
+        let outcome = self
+            .claim_permit_in_line(key, holder_name, ttl, permits, timeout)
+            .await?;
         Ok(self.guard(outcome))
     }
 
@@ -200,13 +284,15 @@ impl Client {
         key: &str,
         holder_name: &str,
         ttl: Duration,
+        sharing: Sharing,
         place: InLine,
     ) -> Result<LineOutcome, Error> {
         let (_, holds) = self.leave_line(key, holder_name).await?;
         if holds.is_none() {
             return Ok(LineOutcome::InLine(place));
         }
-        Ok(from_the_line(self.wait_once(key, holder_name, ttl).await?))
+        let confirmed = self.wait_permit_once(key, holder_name, ttl, sharing);
+        Ok(from_the_line(confirmed.await?))
     }
 }
 

@@ -167,8 +167,17 @@ impl Op {
                 holder,
                 ttl_ms,
                 sharing,
+            }
+            | Op::WaitPermit {
+                key,
+                holder,
+                ttl_ms,
+                sharing,
             } => {
-                feed(b"claim-permit");
+                feed(match self {
+                    Op::ClaimPermit { .. } => b"claim-permit",
+                    _ => b"wait-permit",
+                });
                 feed(key.as_bytes());
                 feed(holder.name.as_bytes());
                 feed(holder.client_id.as_bytes());
@@ -194,6 +203,11 @@ impl Op {
                 feed(key.as_bytes());
                 feed(holder.name.as_bytes());
                 feed(holder.client_id.as_bytes());
+            }
+            Op::HandOn { key, basis } => {
+                feed(b"hand-on");
+                feed(key.as_bytes());
+                feed(&basis.to_le_bytes());
             }
             Op::DropWaiter {
                 key,

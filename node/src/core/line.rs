@@ -30,6 +30,11 @@ pub struct Waiter {
     /// The entry that put it in line or last renewed its place: each node counts the TTL
     /// from its own apply of it, and a `DropWaiter` must name it to take effect.
     pub basis: u64,
+    /// What it waits for: the key alone (`None`), or one of its permits or a share of it
+    /// (data format 13, `Op::WaitPermit`). Kept apart from the rest in the state
+    /// (`store::sm_state`), so a line of plain waiters encodes as format 11's did.
+    #[serde(skip)]
+    pub sharing: Option<super::permits::Sharing>,
 }
 
 impl Waiter {
@@ -51,6 +56,12 @@ impl Waiter {
     /// The key and session of a countdown id made by `countdown_id`.
     pub fn parse_countdown_id(id: &str) -> Option<(&str, &str)> {
         id.split_once('\n')
+    }
+
+    /// The id of a key's hand-on nudge (`Op::HandOn`), kept among the places' countdowns:
+    /// the key and no session.
+    pub fn hand_on_id(key: &str) -> String {
+        Waiter::countdown_id(key, "")
     }
 }
 

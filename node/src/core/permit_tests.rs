@@ -513,3 +513,160 @@ fn shared_holders_are_at_most_their_named_limit() {
         other => panic!("a share past the limit: {other:?}"),
     }
 }
+
+fn wait_permit(who: &str, sharing: Sharing) -> Op {
+    Op::WaitPermit {
+        key: KEY.into(),
+        holder: holder(who),
+        ttl_ms: 5_000,
+        sharing,
+    }
+}
+
+fn release(token: u64) -> Op {
+    Op::Release {
+        key: KEY.into(),
+        token,
+        final_status: None,
+    }
+}
+
+fn in_line(t: &mut LeaseTable, index: u64, who: &str, sharing: Sharing) {
+    match t.apply(index, &from(who, index, wait_permit(who, sharing))) {
+        Outcome::InLine { place } => assert_eq!(place.key, KEY),
+        other => panic!("{who} not put in line: {other:?}"),
+    }
+}
+
+/// The holders' names, in order of token.
+fn holder_names(t: &LeaseTable) -> Vec<String> {
+    t.holders(KEY)
+        .map(|h| h.leases.iter().map(|l| l.holder.name.to_string()).collect())
+        .unwrap_or_default()
+}
+
+/// Whether the changes ask the leader for a hand-on of the key.
+fn nudged(changes: &Changes) -> bool {
+    changes.effects.iter().any(|e| {
+        matches!(e, Effect::Start { timer: Timer::Waiter, key, ms: 0, .. }
+            if **key == crate::core::line::Waiter::hand_on_id(KEY))
+    })
+}
+
+#[test]
+fn a_freed_permit_goes_to_the_oldest_waiter_for_one_in_the_write_that_frees_it() {
+    let mut t = LeaseTable::default();
+    let a = granted(&mut t, 1, "a", 2);
+    let b = granted(&mut t, 2, "b", 2);
+    for (at, who) in [(3, "p1"), (4, "p2"), (5, "p3")] {
+        in_line(&mut t, at, who, Sharing::Permits(2));
+    }
+    // A direct claim does not pass the line, even when a permit frees.
+    let (out, changes) = apply(&mut t, 6, from("a", 6, release(a.token)));
+    assert!(matches!(out, Outcome::Released { .. }), "{out:?}");
+    assert_eq!(holder_names(&t), ["b", "p1"], "p1 granted in the release");
+    assert_eq!(tokens(&t), [2, 6], "its token is the release's revision");
+    assert!(!nudged(&changes), "one permit freed, one granted");
+    assert!(changes
+        .endings
+        .iter()
+        .any(|e| e.token == 6 && &*e.holder.name == "p1"));
+    match t.apply(7, &from("late", 7, claim_op("late", 2))) {
+        Outcome::HeldByHolders { .. } => {}
+        other => panic!("a claim passed the line: {other:?}"),
+    }
+    apply(&mut t, 8, from("b", 8, release(b.token)));
+    assert_eq!(holder_names(&t), ["p1", "p2"]);
+    assert_eq!(t.line(KEY).len(), 1, "p3 waits on");
+    // p1's release hands its permit on to p3, the last in line.
+    apply(&mut t, 9, from("p1", 9, release(6)));
+    assert_eq!(holder_names(&t), ["p2", "p3"]);
+    assert!(t.line(KEY).is_empty());
+}
+
+#[test]
+fn readers_waiting_behind_a_writer_are_granted_one_entry_each_the_leader_nudged_for_the_next() {
+    let mut t = LeaseTable::default();
+    let w = match t.apply(1, &from("w", 1, exclusive_op("w"))) {
+        Outcome::Granted { lease, .. } => lease,
+        other => panic!("{other:?}"),
+    };
+    for (at, who) in [(2, "r1"), (3, "r2"), (4, "r3")] {
+        in_line(&mut t, at, who, Sharing::Shared);
+    }
+    let wait_w2 = Op::Wait {
+        key: KEY.into(),
+        holder: holder("w2"),
+        ttl_ms: 5_000,
+    };
+    assert!(matches!(
+        t.apply(5, &from("w2", 5, wait_w2)),
+        Outcome::InLine { .. }
+    ));
+    in_line(&mut t, 6, "r4", Sharing::Shared);
+    let (_, changes) = apply(&mut t, 7, from("w", 7, release(w.token)));
+    assert_eq!(holder_names(&t), ["r1"]);
+    assert!(
+        nudged(&changes),
+        "r2 could be granted too: the leader is asked"
+    );
+    let hand_on = |basis| {
+        leader(Op::HandOn {
+            key: KEY.into(),
+            basis,
+        })
+    };
+    let (out, changes) = apply(&mut t, 8, hand_on(7));
+    assert_eq!(out, Outcome::HandOnDone);
+    assert_eq!(holder_names(&t), ["r1", "r2"]);
+    assert!(nudged(&changes));
+    let (_, changes) = apply(&mut t, 9, hand_on(8));
+    assert_eq!(holder_names(&t), ["r1", "r2", "r3"]);
+    assert_eq!(tokens(&t), [7, 8, 9], "each its own entry's revision");
+    assert!(
+        !nudged(&changes),
+        "the writer w2 is next: it waits for the readers"
+    );
+    assert!(changes.effects.contains(&Effect::Stop {
+        timer: Timer::Waiter,
+        key: crate::core::line::Waiter::hand_on_id(KEY).into()
+    }));
+    // A stray nudge changes nothing.
+    assert_eq!(t.apply(10, &hand_on(9)), Outcome::HandOnDone);
+    assert_eq!(holder_names(&t), ["r1", "r2", "r3"]);
+    // r4 came after the writer w2: it waits for w2, which waits for the readers.
+    for (at, token) in [(11, 7), (12, 8), (13, 9)] {
+        let who = format!("r{}", token - 6);
+        apply(&mut t, at, from(&who, at, release(token)));
+    }
+    let lease = t.lease(KEY).expect("the writer holds the key");
+    assert_eq!((lease.holder.name.as_str(), lease.token), ("w2", 13));
+    assert_eq!(holder_names(&t), Vec::<String>::new());
+    let (_, changes) = apply(&mut t, 14, from("w2", 14, release(13)));
+    assert_eq!(holder_names(&t), ["r4"]);
+    assert!(!nudged(&changes));
+}
+
+#[test]
+fn a_waiter_for_another_n_is_refused_and_the_state_keeps_what_each_waiter_waits_for() {
+    let mut t = LeaseTable::default();
+    granted(&mut t, 1, "a", 2);
+    granted(&mut t, 2, "b", 2);
+    match t.apply(3, &from("x", 3, wait_permit("x", Sharing::Permits(3)))) {
+        Outcome::Refused {
+            refusal: Refusal::PermitsMismatch { .. },
+        } => {}
+        other => panic!("a wait for another N: {other:?}"),
+    }
+    in_line(&mut t, 4, "p", Sharing::Permits(2));
+    let waiting = t.waiting_for();
+    assert_eq!(
+        waiting.values().copied().collect::<Vec<_>>(),
+        [Sharing::Permits(2)]
+    );
+    let mut plain = t.clone();
+    plain.set_waiting_for(&Default::default());
+    assert_ne!(plain, t, "what a waiter waits for is part of the state");
+    plain.set_waiting_for(&waiting);
+    assert_eq!(plain, t);
+}

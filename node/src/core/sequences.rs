@@ -82,18 +82,29 @@ fn ttl(rng: &mut dyn RngCore) -> u64 {
 fn op(rng: &mut dyn RngCore, table: &LeaseTable, seen: &[u64]) -> Op {
     let key = key(rng);
     let token = token(rng, table, &key, seen);
+    // Mostly the N the keys are claimed with; now and then another, or an invalid one.
+    let sharing = |rng: &mut dyn RngCore| match rng.gen_range(0..9) {
+        0 | 1 => super::permits::Sharing::Shared,
+        n => super::permits::Sharing::Permits([2, 3, 3, 3, 0, 1, 5_000][n - 2]),
+    };
     let permit = |rng: &mut dyn RngCore, key: String| Op::ClaimPermit {
         key,
         holder: holder(rng),
         ttl_ms: ttl(rng),
-        // Mostly the N the keys are claimed with; now and then another, or an invalid one.
-        sharing: match rng.gen_range(0..9) {
-            0 | 1 => super::permits::Sharing::Shared,
-            n => super::permits::Sharing::Permits([2, 3, 3, 3, 0, 1, 5_000][n - 2]),
-        },
+        sharing: sharing(rng),
     };
-    match rng.gen_range(0..23) {
+    match rng.gen_range(0..25) {
         21 => permit(rng, key),
+        23 => Op::WaitPermit {
+            key,
+            holder: holder(rng),
+            ttl_ms: ttl(rng),
+            sharing: sharing(rng),
+        },
+        24 => Op::HandOn {
+            key,
+            basis: token.max(1),
+        },
         22 => {
             // An end of a permit that is there: its renewal, release or expiry.
             let held = table
@@ -282,7 +293,11 @@ fn command(
     let op = op(rng, table, seen);
     let leaders = matches!(
         op,
-        Op::Expire { .. } | Op::Lapse { .. } | Op::EndQuarantine { .. } | Op::DropWaiter { .. }
+        Op::Expire { .. }
+            | Op::Lapse { .. }
+            | Op::EndQuarantine { .. }
+            | Op::DropWaiter { .. }
+            | Op::HandOn { .. }
     );
     let request_id = (!leaders && rng.gen_ratio(2, 3)).then(|| RequestId {
         client_id: format!("{:032x}", rng.gen_range(0..4u64)),
@@ -301,6 +316,7 @@ fn command(
             | Op::Decline { holder, .. }
             | Op::Wait { holder, .. }
             | Op::ClaimPermit { holder, .. }
+            | Op::WaitPermit { holder, .. }
             | Op::LeaveLine { holder, .. } => Some(holder.client_id.clone()),
             // A write with a token: its lease's holder, a permit's too.
             Op::Renew { key, token }
@@ -363,11 +379,15 @@ fn check_actors(table: &LeaseTable, revision: u64, cmd: &LogCommand, outcome: &O
             | Op::ClaimSet { .. }
             | Op::Wait { .. }
             | Op::ClaimPermit { .. }
+            | Op::WaitPermit { .. }
     );
     for event in events.into_iter().flatten() {
         // A freed key handed on to its oldest waiter: credited to the waiter, who holds it.
         if event.kind == EventKind::Claimed && !claims {
-            let holder = table.lease(key).map(|l| &l.holder.client_id);
+            let permit = table
+                .holders(key)
+                .and_then(|h| h.leases.iter().find(|l| l.token == event.token));
+            let holder = table.lease(key).or(permit).map(|l| &l.holder.client_id);
             let actor = event.actor.as_ref().map(|a| &a.client_id);
             assert!(
                 holder.is_some() && actor == holder,
@@ -408,7 +428,7 @@ fn check_actors(table: &LeaseTable, revision: u64, cmd: &LogCommand, outcome: &O
             op => panic!("a grant answered {op:?}"),
         },
         Outcome::GrantedPermit { lease, .. } => match &cmd.op {
-            Op::ClaimPermit { holder, .. } => {
+            Op::ClaimPermit { holder, .. } | Op::WaitPermit { holder, .. } => {
                 assert_eq!(&lease.holder, holder, "another's permit: {cmd:?}")
             }
             op => panic!("a permit answered {op:?}"),
@@ -506,6 +526,11 @@ pub fn run(
         // answers, and the log changes nothing but its memory of answers.
         let unchanged = a.unchanged_answer(&cmd).map(|answer| (answer, a.clone()));
         let head = a.line(cmd.op.key()).front().map(|w| w.holder.clone());
+        let line_before: Vec<Holder> = a
+            .line(cmd.op.key())
+            .iter()
+            .map(|w| w.holder.clone())
+            .collect();
         let outcome = a.apply(revision, &cmd);
         // A key freed with someone in line goes to the oldest waiter, in this entry.
         let handed_on = matches!(
@@ -520,6 +545,23 @@ pub fn run(
             assert_eq!(Some(&lease.holder), head.as_ref(), "{what}: not the head");
             assert_eq!(lease.token, revision, "{what}: a hand-on's token");
             *kinds.entry("HandedOn".into()).or_insert(0u64) += 1;
+        }
+        // A permit or a share granted by a write that is not its claim goes to the head of
+        // the line, with this entry's revision as its token.
+        let granted_permit = a
+            .holders(cmd.op.key())
+            .and_then(|h| h.leases.iter().find(|l| l.token == revision));
+        let permit_claims = matches!(cmd.op, Op::ClaimPermit { .. } | Op::WaitPermit { .. });
+        if let Some(lease) = granted_permit.filter(|_| !permit_claims) {
+            // The head, or the first after those ahead of it that left the line in this
+            // entry (the entry's own waiter leaving, or one granted another way before).
+            let at = line_before.iter().position(|h| *h == lease.holder);
+            assert!(at.is_some(), "{what}: {:?} was not in line", lease.holder);
+            let left_ahead = line_before[..at.unwrap_or(0)]
+                .iter()
+                .all(|h| !a.line(cmd.op.key()).iter().any(|w| w.holder == *h));
+            assert!(left_ahead, "{what}: granted past a waiter ahead");
+            *kinds.entry("PermitHandedOn".into()).or_insert(0u64) += 1;
         }
         if let Some((answer, before)) = unchanged {
             assert_eq!(answer, outcome, "{what}: the read's answer to {cmd:?}");
@@ -570,13 +612,14 @@ pub fn run(
             // The encoding the store keeps the table in (bincode's default), without the core
             // reaching up into the store for it.
             // The lines go beside the table, as `store::SmState` encodes them.
-            // So do the permit holders.
-            let bytes =
-                bincode::serialize(&(&a, a.lines(), a.all_holders())).expect("the table encodes");
-            let (mut copy, lines, holders): (LeaseTable, _, _) =
+            // So do the permit holders, and what waiters for permits wait for.
+            let bytes = bincode::serialize(&(&a, a.lines(), a.all_holders(), a.waiting_for()))
+                .expect("the table encodes");
+            let (mut copy, lines, holders, waiting_for): (LeaseTable, _, _, _) =
                 bincode::deserialize(&bytes).expect("the table decodes");
             copy.set_lines(lines);
             copy.set_holders(holders);
+            copy.set_waiting_for(&waiting_for);
             copy.rebuild_index();
             restored = Some(copy);
         }
@@ -636,6 +679,8 @@ mod prop_tests {
             "LeftLine",
             "WaiterDropped",
             "HandedOn",
+            "PermitHandedOn",
+            "HandOnDone",
             "GrantedPermit",
             "HeldByHolders",
             // Answered as the leader would from a read, with no log entry.

@@ -635,6 +635,7 @@ impl LeaseTable {
                     | Op::Post { .. }
                     | Op::Wait { .. }
                     | Op::ClaimPermit { .. }
+                    | Op::WaitPermit { .. }
             );
         if creates_key && self.cases.len() >= self.keys_max() {
             return self.key_limit(key);
@@ -680,7 +681,17 @@ impl LeaseTable {
             Op::Lapse { offer_revision, .. } => step.lapse(*offer_revision),
             Op::SetQuarantine { prefix, delay_ms } => step.set_quarantine(prefix, *delay_ms),
             Op::EndQuarantine { revision, .. } => step.end_quarantine(*revision),
-            Op::Wait { holder, ttl_ms, .. } => step.wait(holder, *ttl_ms),
+            Op::Wait { holder, ttl_ms, .. } => step.wait(holder, *ttl_ms, None),
+            Op::WaitPermit {
+                holder,
+                ttl_ms,
+                sharing,
+                ..
+            } => step.wait(holder, *ttl_ms, Some(*sharing)),
+            Op::HandOn { .. } => {
+                step.hand_on();
+                Outcome::HandOnDone
+            }
             Op::ClaimPermit {
                 holder,
                 ttl_ms,
@@ -695,14 +706,21 @@ impl LeaseTable {
             // by `claim_set` above, one step per key.
             Op::SetAccess { .. } | Op::ClaimSet { .. } => Outcome::None,
         };
-        // Whatever freed the key hands it on to the oldest waiter, in this entry.
+        // Whatever freed the key (or a permit of it, or a waiter's place ahead of others)
+        // hands it on to the oldest waiter, in this entry.
+        // A write that changed nothing hands nothing on (a grant a nudge waits for is the
+        // nudge's to make): so a write answered from a read would have changed nothing.
         if matches!(
-            op,
-            Op::Release { .. }
-                | Op::Expire { .. }
-                | Op::Revoke { .. }
-                | Op::RevokeHeld { .. }
-                | Op::EndQuarantine { .. }
+            outcome,
+            Outcome::Released { .. }
+                | Outcome::Expired { .. }
+                | Outcome::Revoked { .. }
+                | Outcome::QuarantineEnded
+                | Outcome::LeftLine {
+                    was_waiting: true,
+                    ..
+                }
+                | Outcome::WaiterDropped
         ) {
             step.hand_on();
         }
@@ -721,6 +739,7 @@ fn holder_is_sender(cmd: &LogCommand) -> Result<(), validate::InvalidInput> {
         | Op::Decline { holder, .. }
         | Op::Wait { holder, .. }
         | Op::ClaimPermit { holder, .. }
+        | Op::WaitPermit { holder, .. }
         | Op::LeaveLine { holder, .. } => holder,
         _ => return Ok(()),
     };

@@ -244,6 +244,24 @@ pub enum Op {
         ttl_ms: u64,
         sharing: super::permits::Sharing,
     },
+    /// `Wait` for one of a key's permits, or to share it (`sharing`): granted as
+    /// `ClaimPermit` would be if nothing blocks it and no one waits ahead; else joins the
+    /// key's line or renews the session's place in it. A write that frees a permit grants it
+    /// to the head of the line if it waits for that sharing. Data format 13, appended last.
+    WaitPermit {
+        key: String,
+        holder: Holder,
+        ttl_ms: u64,
+        sharing: super::permits::Sharing,
+    },
+    /// The leader's nudge to hand a key on again: one write grants one waiter at most (its
+    /// token is the write's revision), so a write that freed room for more asks, through a
+    /// countdown of no time (`Line::hand_on_id`), for this to grant the next. Data format 13,
+    /// appended last.
+    HandOn {
+        key: String,
+        basis: u64,
+    },
 }
 
 impl Op {
@@ -269,7 +287,9 @@ impl Op {
             | Op::Wait { key, .. }
             | Op::LeaveLine { key, .. }
             | Op::DropWaiter { key, .. }
-            | Op::ClaimPermit { key, .. } => key,
+            | Op::ClaimPermit { key, .. }
+            | Op::WaitPermit { key, .. }
+            | Op::HandOn { key, .. } => key,
             // The keys under the prefix: permissions are by prefix, so a right over this
             // prefix as a key is a right over every key under it.
             Op::SetQuarantine { prefix, .. } | Op::ClaimNext { prefix, .. } => prefix,
@@ -409,12 +429,19 @@ impl Op {
                 ttl_ms: t,
                 sharing,
                 ..
+            }
+            | Op::WaitPermit {
+                holder: h,
+                ttl_ms: t,
+                sharing,
+                ..
             } => {
                 validate::holder(h)?;
                 validate::ttl_ms(*t, TTL_MS_FLOOR, TTL_MS_MAX)?;
                 validate::sharing(*sharing)
             }
             Op::Lapse { offer_revision, .. } => validate::token(*offer_revision),
+            Op::HandOn { basis, .. } => validate::token(*basis),
             Op::SetQuarantine { delay_ms, .. } => {
                 if *delay_ms > QUARANTINE_MS_MAX {
                     return validate::invalid(format!(
@@ -596,6 +623,9 @@ pub enum Outcome {
         holders: Vec<Lease>,
         assignment: Option<Assignment>,
     },
+    /// A `HandOn` applied: the head of the key's line was granted what is free, if it could
+    /// be. Data format 13.
+    HandOnDone,
 }
 
 /// One key of a granted set: its lease (the entry's revision as its token, unless

@@ -315,10 +315,31 @@ pub fn claim_set(req: pb::ClaimSetRequest, ttl: TtlBounds) -> Result<(Option<Ori
 
 pub fn wait(req: pb::WaitRequest, ttl: TtlBounds) -> Result<(Option<Origin>, Op), Status> {
     validate::ttl_ms(req.ttl_ms, ttl.min_ms, ttl.max_ms).map_err(invalid)?;
-    let op = Op::Wait {
-        key: req.key,
-        holder: holder_of(req.holder)?,
-        ttl_ms: req.ttl_ms,
+    let (key, holder, ttl_ms) = (req.key, holder_of(req.holder)?, req.ttl_ms);
+    let op = match (req.permits, req.shared) {
+        (0 | 1, false) => Op::Wait {
+            key,
+            holder,
+            ttl_ms,
+        },
+        (0 | 1, true) => Op::WaitPermit {
+            key,
+            holder,
+            ttl_ms,
+            sharing: crate::core::Sharing::Shared,
+        },
+        (n, false) => Op::WaitPermit {
+            key,
+            holder,
+            ttl_ms,
+            sharing: crate::core::Sharing::Permits(n),
+        },
+        (n, true) => {
+            return Err(Status::invalid_argument(format!(
+                "permits {n} and shared: a wait asks for one of a key's permits or to share \
+                 it, not both"
+            )))
+        }
     };
     op.validate().map_err(invalid)?;
     Ok((origin(req.request_id, &op)?, op))

@@ -86,9 +86,13 @@ use std::sync::Arc;
 /// permit is held (`sm_state`), so a format-11 dir is format 12 as it is and a state without
 /// permits encodes as format 11's; the leader proposes the new command only once every
 /// member said it reads format 12.
-/// Format 13: shared holders: one more way to share a key (`Sharing::Shared`, in
-/// `Op::ClaimPermit` and in the permits of the state), so a format-12 dir is format 13 as it
-/// is; the leader proposes a shared claim only once every member said it reads format 13.
+/// Format 13: shared holders and lines for permits: one more way to share a key
+/// (`Sharing::Shared`, in `Op::ClaimPermit` and in the permits of the state), two more
+/// commands (`Op::WaitPermit`, the leader's `Op::HandOn`) and an outcome, and what each
+/// waiter for a permit waits for in the state, encoded after the holders and only when
+/// someone waits for a permit (`sm_state`), so a format-12 dir is format 13 as it is and a
+/// state without such waiters encodes as format 12's; the leader proposes a shared claim or
+/// a wait for a permit only once every member said it reads format 13.
 pub const DATA_FORMAT: u32 = 13;
 /// The oldest format this baton reads (and upgrades).
 pub const DATA_FORMAT_OLDEST: u32 = 2;

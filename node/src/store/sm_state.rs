@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use super::decode_whole;
 use crate::core::access::AccessState;
 use crate::core::line::Line;
-use crate::core::permits::Holders;
+use crate::core::permits::{Holders, Sharing};
 use crate::core::LeaseTable;
 use crate::raft_types::{LogId, StoredMembership};
 
@@ -41,10 +41,12 @@ impl Serialize for SmState {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let lines = self.table.lines();
         let holders = self.table.all_holders();
-        let fields = match (lines.is_empty(), holders.is_empty()) {
-            (true, true) => 5,
-            (false, true) => 6,
-            (_, false) => 7,
+        let waiting_for = self.table.waiting_for();
+        let fields = match (lines.is_empty(), holders.is_empty(), waiting_for.is_empty()) {
+            (_, _, false) => 8,
+            (true, true, _) => 5,
+            (false, true, _) => 6,
+            (_, false, _) => 7,
         };
         let mut state = s.serialize_struct("SmState", fields)?;
         state.serialize_field("table", &self.table)?;
@@ -55,8 +57,11 @@ impl Serialize for SmState {
         if fields >= 6 {
             state.serialize_field("lines", lines)?;
         }
-        if fields == 7 {
+        if fields >= 7 {
             state.serialize_field("holders", holders)?;
+        }
+        if fields == 8 {
+            state.serialize_field("waiting_for", &waiting_for)?;
         }
         state.end()
     }
@@ -88,6 +93,16 @@ struct StoredWithHolders {
     holders: BTreeMap<Arc<str>, Holders>,
 }
 
+/// A state of format 13 with a waiter for a permit or a share: `StoredWithHolders`, then
+/// what each such waiter waits for, by its place's countdown id (`Waiter::countdown_id`).
+#[derive(Deserialize)]
+struct StoredWithWaitingFor {
+    stored: Stored,
+    lines: BTreeMap<Arc<str>, Line>,
+    holders: BTreeMap<Arc<str>, Holders>,
+    waiting_for: BTreeMap<String, Sharing>,
+}
+
 impl From<Stored> for SmState {
     fn from(s: Stored) -> SmState {
         SmState {
@@ -107,6 +122,13 @@ impl SmState {
     /// format is tried whole, trailing bytes refused: an older state fails to decode as a
     /// newer format, and a damaged state is an error, not an older format's misreading.
     pub fn decode(bytes: &[u8]) -> Result<SmState, bincode::Error> {
+        if let Ok(s) = decode_whole::<StoredWithWaitingFor>(bytes) {
+            let mut state = SmState::from(s.stored);
+            state.table.set_lines(s.lines);
+            state.table.set_holders(s.holders);
+            state.table.set_waiting_for(&s.waiting_for);
+            return Ok(state);
+        }
         if let Ok(s) = decode_whole::<StoredWithHolders>(bytes) {
             let mut state = SmState::from(s.stored);
             state.table.set_lines(s.lines);

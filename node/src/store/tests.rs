@@ -972,6 +972,38 @@ fn a_state_with_permits_keeps_them_with_or_without_waiters_and_one_without_encod
         (shared.sharing, shared.leases.len()),
         (crate::core::Sharing::Shared, 2)
     );
+    // A waiter for a permit (format 13): what it waits for is kept beside the lines.
+    let mut table = state.table;
+    for (index, who) in [(5, "fay"), (6, "eve")] {
+        table.apply(
+            index,
+            &sent_by(who, index, |holder| crate::core::Op::WaitPermit {
+                key: "p".into(),
+                holder,
+                ttl_ms: 5_000,
+                sharing: crate::core::Sharing::Permits(3),
+            }),
+        );
+    }
+    let state = SmState {
+        table,
+        revision: 6,
+        ..SmState::default()
+    };
+    assert_eq!(
+        state.table.line("p").len(),
+        1,
+        "fay took the third permit, eve waits"
+    );
+    let bytes = encode(&state);
+    let mut back = SmState::decode(&bytes).unwrap();
+    back.table.rebuild_index();
+    assert_eq!(back, state);
+    assert_eq!(
+        back.table.line("p")[0].sharing,
+        Some(crate::core::Sharing::Permits(3))
+    );
+    assert!(SmState::decode(&bytes[..bytes.len() - 1]).is_err());
     // Waiters and no permits: the bytes are format 11's (the same fields, the lines last).
     let lines_only = SmState {
         table: table_with_a_line(),

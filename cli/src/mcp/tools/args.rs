@@ -49,7 +49,7 @@ pub struct ClaimArgs {
     pub ttl_s: Option<u64>,
     /// Wait up to this many seconds (at most 300) in a held key's line; default 0: answer
     /// at once. Waiters are granted the key in the order they came, as soon as it frees.
-    /// With permits or shared, claims again as holders free (there is no line for them).
+    /// With permits or shared, a freed permit (a share) goes to the oldest waiter for it.
     pub wait_s: Option<u64>,
     /// Take one of this many permits of the key (2 to 1024) instead of the whole key: up to
     /// that many holders at once (e.g. 2 agents on one GPU runner), each with its own token.

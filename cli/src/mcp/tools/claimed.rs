@@ -25,13 +25,8 @@ pub(super) fn sharing(permits: Option<u32>, shared: bool) -> Result<Sharing, Str
     }
 }
 
-/// Whether the claim is the whole key's, a plain claim (with its line).
-fn exclusive(sharing: Sharing) -> bool {
-    sharing == Sharing::Permits(1)
-}
-
-/// The claim, guarded: in the key's line with `wait` for a plain claim; for a permit or a
-/// share, claimed again as holders free (there is no line for them).
+/// The claim, guarded: with `wait`, in the key's line (granted in turn, in the write that
+/// frees the key or a permit of it).
 pub(super) async fn guarded(
     client: &Client,
     key: &str,
@@ -40,16 +35,13 @@ pub(super) async fn guarded(
     sharing: Sharing,
     wait: Duration,
 ) -> Result<GuardedClaim, Error> {
-    match (exclusive(sharing), wait.is_zero()) {
-        (false, false) => {
+    match wait.is_zero() {
+        false => {
             client
-                .claim_permit_wait_guarded(key, holder, ttl, sharing, wait)
+                .claim_permit_in_line_guarded(key, holder, ttl, sharing, wait)
                 .await
         }
-        (false, true) => client.claim_permit_guarded(key, holder, ttl, sharing).await,
-        // In the key's line: granted in turn, in the write that frees the key.
-        (true, false) => client.claim_in_line_guarded(key, holder, ttl, wait).await,
-        (true, true) => client.claim_guarded(key, holder, ttl).await,
+        true => client.claim_permit_guarded(key, holder, ttl, sharing).await,
     }
 }
 

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use super::step::Step;
 use super::{Effect, LeaseTable, Timer};
 use crate::core::case::{Attribution, EventKind};
-use crate::core::limits::{WAITERS_MAX, WAITERS_PER_KEY_MAX};
+use crate::core::limits::{PERMIT_HOLDERS_MAX, WAITERS_MAX, WAITERS_PER_KEY_MAX};
 use crate::core::line::{InLine, Line, Waiter};
+use crate::core::permits::Sharing;
 use crate::core::refusal::Refusal;
 use crate::core::types::{Holder, Outcome};
 
@@ -55,8 +56,33 @@ impl LeaseTable {
             .collect();
     }
 
+    /// What each waiter for a permit or a share waits for, by its place's countdown id
+    /// (`Waiter::countdown_id`): how the state keeps it (`store::sm_state`).
+    pub fn waiting_for(&self) -> BTreeMap<String, Sharing> {
+        let mut found = BTreeMap::new();
+        for (key, line) in &self.lines {
+            for w in line {
+                if let Some(sharing) = w.sharing {
+                    found.insert(Waiter::countdown_id(key, &w.holder.client_id), sharing);
+                }
+            }
+        }
+        found
+    }
+
+    /// Puts back what waiters for permits or shares wait for (`waiting_for`), after their
+    /// lines (`set_lines`).
+    pub fn set_waiting_for(&mut self, waiting_for: &BTreeMap<String, Sharing>) {
+        for (key, line) in self.lines.iter_mut() {
+            for w in line.iter_mut() {
+                let id = Waiter::countdown_id(key, &w.holder.client_id);
+                w.sharing = waiting_for.get(&id).copied();
+            }
+        }
+    }
+
     /// Whether `client_id` waits in `key`'s line, and where (0: the head).
-    fn place_of(&self, key: &str, client_id: &str) -> Option<usize> {
+    pub(super) fn place_of(&self, key: &str, client_id: &str) -> Option<usize> {
         self.lines
             .get(key)?
             .iter()
@@ -65,11 +91,27 @@ impl LeaseTable {
 }
 
 impl Step<'_> {
-    /// `Op::Wait`: grants the key as a claim would if nothing blocks it; else joins the line
-    /// or renews the session's place in it.
-    pub(super) fn wait(&mut self, holder: &Holder, ttl_ms: u64) -> Outcome {
-        let Some(blocked) = self.table.claim_blocked(self.key, holder, false) else {
-            return self.claim(holder, ttl_ms, "");
+    /// `Op::Wait` (`sharing` `None`) and `Op::WaitPermit`: grants the key (or a permit of
+    /// it, a share) as a claim would if nothing blocks it; else joins the line or renews the
+    /// session's place in it.
+    pub(super) fn wait(
+        &mut self,
+        holder: &Holder,
+        ttl_ms: u64,
+        sharing: Option<Sharing>,
+    ) -> Outcome {
+        let blocked = match sharing {
+            None => self.table.claim_blocked(self.key, holder, false),
+            Some(sharing) => match self.table.permit_blocked(self.key, holder, sharing) {
+                Ok(blocked) => blocked,
+                Err(refusal) => return Self::refused(refusal),
+            },
+        };
+        let Some(blocked) = blocked else {
+            return match sharing {
+                None => self.claim(holder, ttl_ms, ""),
+                Some(sharing) => self.claim_permit(holder, ttl_ms, sharing),
+            };
         };
         let index = self.index;
         let line_len = self.table.line(self.key).len();
@@ -104,6 +146,7 @@ impl Step<'_> {
                     joined: index,
                     joined_unix_ms: self.now_unix_ms,
                     basis: index,
+                    sharing,
                 };
                 let key = self.table.shared_key(self.key);
                 self.table.lines.entry(key).or_default().push_back(waiter);
@@ -138,8 +181,13 @@ impl Step<'_> {
             }
             None => false,
         };
+        let permit = self.table.holders(self.key).and_then(|h| {
+            let at = h.position_of_session(&holder.client_id)?;
+            Some(&h.leases[at])
+        });
         let holds = self
             .lease()
+            .or(permit)
             .filter(|l| l.holder.client_id == holder.client_id)
             .cloned();
         Outcome::LeftLine { was_waiting, holds }
@@ -169,19 +217,33 @@ impl Step<'_> {
         Outcome::WaiterDropped
     }
 
-    /// After an entry that may have freed the key (release, expiry, revoke, end of a
-    /// quarantine): if the key is free and unquarantined, grants it to the oldest waiter,
-    /// with this entry's revision as its token. Credited to the waiter, as it asked.
+    /// After an entry that may have freed the key or a permit of it (release, expiry,
+    /// revoke, end of a quarantine, a waiter ahead leaving): if the head of the line can be
+    /// granted what it waits for (the key, free and unquarantined; or a permit, free, of the
+    /// sharing it waits for), grants it, with this entry's revision as its token. Credited
+    /// to the waiter, as it asked. One grant per entry (tokens are revisions): if the next
+    /// waiter could be granted too, a countdown of no time asks the leader for an
+    /// `Op::HandOn`, which grants it in an entry of its own.
     pub(super) fn hand_on(&mut self) {
-        let quarantined = self
-            .table
-            .case(self.key)
-            .is_some_and(|c| c.quarantine.is_some());
-        if self.table.is_held(self.key) || quarantined || self.table.line(self.key).is_empty() {
-            return;
+        if matches!(self.cmd.op, crate::core::Op::HandOn { .. }) {
+            // This is the nudge: its countdown is done with, on every node.
+            self.changes.effects.push(Effect::Stop {
+                timer: Timer::Waiter,
+                key: Arc::from(Waiter::hand_on_id(self.key)),
+            });
         }
+        let Some(sharing) = self.grantable_head() else {
+            return;
+        };
         let waiter = self.take_waiter(0);
-        let lease = self.grant(&waiter.holder, waiter.ttl_ms);
+        let lease = match sharing {
+            None => self.grant(&waiter.holder, waiter.ttl_ms),
+            Some(sharing) => {
+                let lease = self.new_lease(&waiter.holder, waiter.ttl_ms);
+                self.set_permit(sharing, lease.clone());
+                lease
+            }
+        };
         let detail = format!(
             "from the line, waiting since revision {} ({} s)",
             waiter.joined,
@@ -207,6 +269,48 @@ impl Step<'_> {
             revision: self.index,
             unix_ms: self.now_unix_ms,
         });
+        if self.grantable_head().is_some() {
+            self.changes.effects.push(Effect::Start {
+                timer: Timer::Waiter,
+                key: Arc::from(Waiter::hand_on_id(self.key)),
+                token: 0,
+                basis: self.index,
+                ms: 0,
+            });
+        }
+    }
+
+    /// What the head of this key's line waits for, if it can be granted it now: `Some(None)`
+    /// the key alone, `Some(Some(sharing))` a permit or a share. A head whose session holds
+    /// a permit of the key already (granted another way) leaves the line here.
+    fn grantable_head(&mut self) -> Option<Option<Sharing>> {
+        let quarantined = self
+            .table
+            .case(self.key)
+            .is_some_and(|c| c.quarantine.is_some());
+        if quarantined {
+            return None;
+        }
+        loop {
+            let head = self.table.line(self.key).front()?;
+            let Some(sharing) = head.sharing else {
+                return (!self.table.is_held(self.key)).then_some(None);
+            };
+            if self.table.lease(self.key).is_some() {
+                return None;
+            }
+            let Some(held) = self.table.holders(self.key) else {
+                return Some(Some(sharing));
+            };
+            if held.position_of_session(&head.holder.client_id).is_some() {
+                self.take_waiter(0);
+                continue;
+            }
+            let room = held.sharing == sharing
+                && held.free() > 0
+                && self.table.permit_holders < PERMIT_HOLDERS_MAX;
+            return room.then_some(Some(sharing));
+        }
     }
 
     /// Takes `client_id` out of this key's line if it waits there: it was granted the key

@@ -100,10 +100,14 @@ impl LeaseTable {
             });
         }
         // A session that holds a permit is renewed; else a free permit, with no one in line
-        // ahead (the line is for an exclusive claimant, who would wait forever behind a
-        // stream of permits).
+        // ahead (an exclusive claimant would wait forever behind a stream of permits, and
+        // waiters for permits are served in the order they came).
         let mine = held.position_of_session(&holder.client_id).is_some();
-        let free = held.free() > 0 && self.line(key).is_empty();
+        let ahead = match self.place_of(key, &holder.client_id) {
+            Some(at) => at > 0,
+            None => !self.line(key).is_empty(),
+        };
+        let free = held.free() > 0 && !ahead;
         Ok((!mine && !free).then(|| Blocked::Holders {
             key: key.to_owned(),
             sharing: held.sharing,
@@ -200,6 +204,8 @@ impl Step<'_> {
                 }
                 let lease = self.new_lease(holder, ttl_ms);
                 self.set_permit(sharing, lease.clone());
+                // A waiter at the head of the line claims the permit it waited for.
+                self.out_of_line(&holder.client_id);
                 let held = self.table.holders(self.key).expect("just set").leases.len();
                 let detail = match sharing {
                     Sharing::Permits(n) => format!("permit {held} of {n}"),

@@ -24,6 +24,21 @@ impl Ctx {
         }
     }
 
+    /// A permit (or a share) granted, as the wire says it: the grant and every holder.
+    pub(super) fn granted_permit(
+        &self,
+        lease: &crate::core::Lease,
+        already_held: bool,
+        assignment: Option<&crate::core::Assignment>,
+        sharing: crate::core::Sharing,
+        holders: &[crate::core::Lease],
+    ) -> pb::Granted {
+        pb::Granted {
+            permits: Some(convert::key_holders(sharing, holders, self.sm.countdowns())),
+            ..self.granted(lease, already_held, assignment)
+        }
+    }
+
     /// A key's permit holders as a read shows them, and the first of them, the lease a
     /// client that knows no permits is shown (so that it still sees the key held).
     pub(super) fn holders_view(
@@ -91,14 +106,13 @@ impl Ctx {
                 assignment,
                 sharing,
                 holders,
-            } => O::Granted(pb::Granted {
-                permits: Some(convert::key_holders(
-                    sharing,
-                    &holders,
-                    self.sm.countdowns(),
-                )),
-                ..self.granted(&lease, already_held, assignment.as_ref())
-            }),
+            } => O::Granted(self.granted_permit(
+                &lease,
+                already_held,
+                assignment.as_ref(),
+                sharing,
+                &holders,
+            )),
             Outcome::Held {
                 lease,
                 same_name_other_process,

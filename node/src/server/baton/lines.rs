@@ -8,6 +8,8 @@ use crate::core::line::Line;
 
 /// The data format that brought waiting in line (`Op::Wait`, `Op::LeaveLine`).
 const LINES_FORMAT: u32 = 11;
+/// The data format that brought waiting in line for permits and shares (`Op::WaitPermit`).
+const PERMIT_LINES_FORMAT: u32 = 13;
 
 impl Ctx {
     pub(in crate::server) async fn wait(
@@ -16,7 +18,13 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::WaitResponse, NotAnswered> {
         let (id, op) = convert::wait(req, self.ttl)?;
-        self.format_gate(LINES_FORMAT, "waiting in line")?;
+        match op {
+            Op::WaitPermit { .. } => self.format_gate(
+                PERMIT_LINES_FORMAT,
+                "waiting in line for a permit or a share",
+            )?,
+            _ => self.format_gate(LINES_FORMAT, "waiting in line")?,
+        }
         let (outcome, revision) = self.decide(id, op, who).await?;
         use pb::wait_response::Outcome as O;
         let outcome = match outcome {
@@ -27,6 +35,22 @@ impl Ctx {
             } => {
                 self.metrics.claim("granted");
                 O::Granted(self.granted(&lease, already_held, assignment.as_ref()))
+            }
+            Outcome::GrantedPermit {
+                lease,
+                already_held,
+                assignment,
+                sharing,
+                holders,
+            } => {
+                self.metrics.claim("granted");
+                O::Granted(self.granted_permit(
+                    &lease,
+                    already_held,
+                    assignment.as_ref(),
+                    sharing,
+                    &holders,
+                ))
             }
             Outcome::InLine { place } => {
                 self.metrics.claim("in_line");
