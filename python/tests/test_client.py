@@ -282,6 +282,40 @@ def test_waiters_join_the_line_in_order_and_the_head_is_granted_the_freed_key(cl
     first.release("line/gpu", grant.token)
 
 
+def test_waiters_for_permits_are_granted_each_freed_permit_in_the_order_they_came(cluster):
+    holders = [cluster.client(holder=f"h{i}@a") for i in range(2)]
+    grants = [c.claim("line/gpus", ttl=30, permits=2) for c in holders]
+    waiters = [cluster.client(holder=f"w{i}@b") for i in range(2)]
+    places = [w.wait_once("line/gpus", ttl=30, permits=2) for w in waiters]
+    assert [(p.position, p.waiters) for p in places] == [(1, 1), (2, 2)], places
+    assert places[0].blocked.reason == "held", places[0].blocked
+    with pytest.raises(Refused) as refused:
+        cluster.client().wait_once("line/gpus", ttl=30, permits=3)
+    assert refused.value.reason == "permits_mismatch"
+    result = []
+
+    def wait(i):
+        result.append((i, waiters[i].wait_in_line("line/gpus", ttl=30, timeout=20, permits=2)))
+
+    threads = [threading.Thread(target=wait, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for holder, grant in zip(holders, grants):
+        holder.release("line/gpus", grant.token)
+        time.sleep(0.3)
+    for t in threads:
+        t.join(20)
+    granted = dict(result)
+    assert sorted(granted) == [0, 1], result
+    # Each waiter is granted in the release that freed its permit, in the order they came.
+    assert granted[0].token < granted[1].token
+    for i, grant in granted.items():
+        assert grant.permits is not None and grant.permits.permits == 2, grant
+        kinds = [e.kind for e in waiters[i].history("line/gpus").events if e.revision == grant.token]
+        assert kinds == ["released", "claimed"], kinds
+    assert holders[0].probe("line/gpus").line is None
+
+
 def test_a_wait_that_times_out_leaves_the_line_and_raises_still_waiting(cluster):
     holder = cluster.client(holder="holder")
     waiter = cluster.client(holder="impatient")

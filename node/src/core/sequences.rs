@@ -309,15 +309,7 @@ fn command(
     let format_3 = request_id.is_some() && rng.gen_ratio(1, 20);
     let sender = (!leaders && !format_3).then(|| {
         let needed = match &op {
-            Op::Claim { holder, .. }
-            | Op::ClaimNext { holder, .. }
-            | Op::ClaimSet { holder, .. }
-            | Op::Accept { holder, .. }
-            | Op::Decline { holder, .. }
-            | Op::Wait { holder, .. }
-            | Op::ClaimPermit { holder, .. }
-            | Op::WaitPermit { holder, .. }
-            | Op::LeaveLine { holder, .. } => Some(holder.client_id.clone()),
+            op if op.claimant().is_some() => op.claimant().map(|h| h.client_id.clone()),
             // A write with a token: its lease's holder, a permit's too.
             Op::Renew { key, token }
             | Op::Release { key, token, .. }

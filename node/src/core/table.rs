@@ -731,17 +731,8 @@ impl LeaseTable {
 /// Refuses a claim, accept or decline whose holder is not its sender's session: a process
 /// claims for itself, never for another client id. (Format-3 commands knew no sender.)
 fn holder_is_sender(cmd: &LogCommand) -> Result<(), validate::InvalidInput> {
-    let holder = match &cmd.op {
-        Op::Claim { holder, .. }
-        | Op::ClaimNext { holder, .. }
-        | Op::ClaimSet { holder, .. }
-        | Op::Accept { holder, .. }
-        | Op::Decline { holder, .. }
-        | Op::Wait { holder, .. }
-        | Op::ClaimPermit { holder, .. }
-        | Op::WaitPermit { holder, .. }
-        | Op::LeaveLine { holder, .. } => holder,
-        _ => return Ok(()),
+    let Some(holder) = cmd.op.claimant() else {
+        return Ok(());
     };
     match &cmd.sender {
         Some(sender) if sender.client_id != holder.client_id => {

@@ -302,6 +302,24 @@ impl Op {
 }
 
 impl Op {
+    /// The claimant the operation names, if any: a claim's, a wait's, an accept's or a
+    /// decline's holder, whose session must be the command's sender's (a process claims,
+    /// waits, accepts and declines as its own session).
+    pub fn claimant(&self) -> Option<&Holder> {
+        match self {
+            Op::Claim { holder, .. }
+            | Op::ClaimNext { holder, .. }
+            | Op::ClaimSet { holder, .. }
+            | Op::Accept { holder, .. }
+            | Op::Decline { holder, .. }
+            | Op::Wait { holder, .. }
+            | Op::ClaimPermit { holder, .. }
+            | Op::WaitPermit { holder, .. }
+            | Op::LeaveLine { holder, .. } => Some(holder),
+            _ => None,
+        }
+    }
+
     /// Every key the operation is about: the set of a `ClaimSet`, else `key()` alone.
     pub fn keys(&self) -> Vec<&str> {
         match self {

@@ -123,6 +123,14 @@ def _default_holder() -> str:
     return os.environ.get("BATON_HOLDER") or f"{getpass.getuser()}@{socket.gethostname()}"
 
 
+def _check_sharing(permits: int, shared: bool) -> None:
+    """Refuses a number of permits out of range, or permits with `shared`."""
+    if not 1 <= permits <= PERMITS_MAX:
+        raise InvalidArgument(f"permits {permits}: give 1 (a plain claim) to {PERMITS_MAX}")
+    if shared and permits > 1:
+        raise InvalidArgument(f"permits {permits} and shared: claim one of a key's permits or share it, not both")
+
+
 class Client:
     """A client of one baton cluster. Thread-safe: share one per process.
 
@@ -235,10 +243,7 @@ class Client:
         every shared holder; a permit claim of it, or a shared claim of a key held by permits,
         raises `Refused`, reason `permits_mismatch`. Only an exclusive holder may write the
         key's record (a shared holder is refused, reason `not_exclusive`)."""
-        if not 1 <= permits <= PERMITS_MAX:
-            raise InvalidArgument(f"permits {permits}: give 1 (a plain claim) to {PERMITS_MAX}")
-        if shared and permits > 1:
-            raise InvalidArgument(f"permits {permits} and shared: claim one of a key's permits or share it, not both")
+        _check_sharing(permits, shared)
         request = pb.ClaimRequest(
             key=key,
             holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
@@ -347,7 +352,9 @@ class Client:
 
     # ---- waiting in line -----------------------------------------------------------------
 
-    def wait_once(self, key: str, ttl: float = 30.0, holder: Optional[str] = None) -> Union[Grant, InLine]:
+    def wait_once(
+        self, key: str, ttl: float = 30.0, holder: Optional[str] = None, permits: int = 1, shared: bool = False
+    ) -> Union[Grant, InLine]:
         """One step of waiting in `key`'s line: if nothing blocks the key, claims it (as
         `claim`) and returns the `Grant`; otherwise puts this session in the key's line, or,
         if it waits there already, renews its place, and returns its `InLine` place
@@ -355,12 +362,19 @@ class Client:
         freed, the line's head is granted it in the same log entry (token = that entry's
         revision): its next `wait_once` returns that `Grant`, with `already_held` (and the
         lease renewed). Raises `Refused` with reason `line_full` (`waiters`, `waiters_max`,
-        `whole_cluster`) when the line is full (`WAITERS_PER_KEY_MAX`), or the cluster's."""
+        `whole_cluster`) when the line is full (`WAITERS_PER_KEY_MAX`), or the cluster's.
+
+        With `permits` N or `shared` (as `claim`; data format 13 on every member), it waits
+        for one of the key's permits, or a share, in the same line: the head is granted a
+        permit in the write that frees one."""
+        _check_sharing(permits, shared)
         request = pb.WaitRequest(
             key=key,
             holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
             ttl_ms=int(ttl * 1000),
             request_id=self._request_id(),
+            permits=0 if shared else permits,
+            shared=shared,
         )
         sent = time.monotonic()
         answer = self._call("baton", "Wait", request)
@@ -381,7 +395,13 @@ class Client:
         return answer.was_waiting, _maybe_lease(answer, "holds")
 
     def wait_in_line(
-        self, key: str, ttl: float = 30.0, timeout: float = 30.0, holder: Optional[str] = None
+        self,
+        key: str,
+        ttl: float = 30.0,
+        timeout: float = 30.0,
+        holder: Optional[str] = None,
+        permits: int = 1,
+        shared: bool = False,
     ) -> Grant:
         """Waits in `key`'s line until the cluster grants the key to this session, for at most
         `timeout` seconds, and returns the `Grant` (a free key is granted at once, as
@@ -399,10 +419,15 @@ class Client:
 
         On timeout the session leaves the line and `StillWaiting` is raised with its last
         place (`in_line`); if the line granted it the key meanwhile, that grant is returned
-        instead. Raises `Refused` (`line_full`, ...) as `wait_once` does."""
+        instead. Raises `Refused` (`line_full`, ...) as `wait_once` does.
+
+        With `permits` N or `shared`, waits for one of the key's permits, or a share (see
+        `wait_once`); a grant heard on the stream is confirmed with one more wait, which
+        names every holder (`Grant.permits`)."""
         deadline = time.monotonic() + timeout
         sent = time.monotonic()
-        first = self.wait_once(key, ttl, holder)
+        sharing = dict(permits=permits, shared=shared)
+        first = self.wait_once(key, ttl, holder, **sharing)
         if isinstance(first, Grant):
             return first
         place = first
@@ -416,15 +441,23 @@ class Client:
                 if heard:
                     grant = listening.grant
                     if grant is not None and grant.revision > place.revision:
+                        if permits > 1 or shared:
+                            # A permit: the renewal that confirms it names every holder.
+                            confirmed = self.wait_once(key, ttl, holder, **sharing)
+                            if isinstance(confirmed, Grant):
+                                return replace(confirmed, already_held=False)
+                            place = confirmed
+                            listening = self._feed.listen_line(key, place.revision)
+                            continue
                         return self._granted_from_line(key, holder, ttl, grant, sent)
                     listening = self._feed.listen_line(key, place.revision)
                     if grant is not None:
                         continue  # An earlier wait's grant: listen on.
                     # The stream could not say: ask the cluster now.
                 if not heard and time.monotonic() >= deadline:
-                    return self._stop_waiting(key, ttl, holder, place, timeout)
+                    return self._stop_waiting(key, ttl, holder, place, timeout, **sharing)
                 sending = time.monotonic()
-                outcome = self.wait_once(key, ttl, holder)
+                outcome = self.wait_once(key, ttl, holder, **sharing)
                 if isinstance(outcome, Grant):
                     return replace(outcome, already_held=False)
                 place = outcome
@@ -455,14 +488,21 @@ class Client:
         )
 
     def _stop_waiting(
-        self, key: str, ttl: float, holder: Optional[str], place: InLine, waited: float
+        self,
+        key: str,
+        ttl: float,
+        holder: Optional[str],
+        place: InLine,
+        waited: float,
+        permits: int = 1,
+        shared: bool = False,
     ) -> Grant:
         """Leaves the line at the end of a wait: raises `StillWaiting` with the last place, or,
         if the line granted the key meanwhile, returns that grant (renewed, so its
         `safe_until` is this client's own)."""
         _, holds = self.leave_line(key, holder)
         if holds is not None:
-            outcome = self.wait_once(key, ttl, holder)
+            outcome = self.wait_once(key, ttl, holder, permits=permits, shared=shared)
             if isinstance(outcome, Grant):
                 return replace(outcome, already_held=False)
             # The lease ended before the confirming wait, which put the session back in line.
