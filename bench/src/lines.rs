@@ -59,6 +59,10 @@ pub struct LineConfig {
     pub hold: Duration,
     /// Every key of the run is under it (runs on one cluster do not meet).
     pub prefix: String,
+    /// How many hold a key at once: 1, a lock; N > 1, one of N permits (baton's `claim
+    /// --permits N` in its line; on etcd, the Mutex recipe counting N ahead, see
+    /// `EtcdLocker::lock`).
+    pub permits: u32,
 }
 
 impl LineConfig {
@@ -68,6 +72,9 @@ impl LineConfig {
         }
         if self.keys == 0 || self.keys > self.clients {
             bail!("keys must be 1 to the number of clients");
+        }
+        if self.permits == 0 || self.permits > baton_client::PERMITS_MAX {
+            bail!("permits must be 1 to {}", baton_client::PERMITS_MAX);
         }
         if self.warmup + self.duration > Duration::from_secs(50) {
             bail!("warm-up and duration must add up to at most 50 s (etcd's session lease)");
@@ -242,7 +249,7 @@ pub async fn run_baton(endpoints: &[String], cfg: &LineConfig) -> anyhow::Result
                 let key = cfg.key(rng.gen_range(0..cfg.keys));
                 let asked = Instant::now();
                 let outcome = client
-                    .wait_in_line(&key, &name, BATON_TTL, LOCK_TIMEOUT)
+                    .wait_permit_in_line(&key, &name, BATON_TTL, cfg.permits, LOCK_TIMEOUT)
                     .await;
                 let held = Instant::now();
                 let counted = window.counts(asked, held);
@@ -318,8 +325,11 @@ impl EtcdLocker {
     }
 
     /// `concurrency.Mutex.Lock`: puts its key if absent, then waits for every key created
-    /// before it under the prefix to be deleted.
-    async fn lock(&mut self, prefix: &str) -> Result<(), Status> {
+    /// before it under the prefix to be deleted. With `permits` N > 1, a semaphore on the
+    /// same recipe: it holds once fewer than N keys were created before its own, and until
+    /// then re-counts them at every delete under the prefix (etcd has no semaphore of its
+    /// own; any of the N ahead may leave first, so one key's delete is not enough to watch).
+    async fn lock(&mut self, prefix: &str, permits: u32) -> Result<(), Status> {
         let me = self.my_key(prefix);
         let put = TxnRequest {
             compare: vec![Compare {
@@ -359,6 +369,9 @@ impl EtcdLocker {
                 .ok_or_else(|| Status::internal("no create revision for my key"))?,
         };
         let dir = format!("{prefix}/");
+        if permits > 1 {
+            return self.wait_for_a_permit(&dir, my_rev, permits).await;
+        }
         loop {
             // The last key created before mine, if any: wait for its delete.
             let before = RangeRequest {
@@ -375,17 +388,48 @@ impl EtcdLocker {
                 return Ok(());
             };
             let from = range.header.map_or(0, |h| h.revision) + 1;
-            self.wait_delete(&ahead.key, from).await?;
+            self.wait_delete(&ahead.key, Vec::new(), from).await?;
         }
     }
 
-    /// Watches `key` from revision `from` until it is deleted.
-    async fn wait_delete(&mut self, key: &[u8], from: i64) -> Result<(), Status> {
+    /// The semaphore's wait: holds once fewer than `permits` keys under `dir` were created
+    /// before `my_rev`, re-counting them at every delete under `dir`.
+    async fn wait_for_a_permit(
+        &mut self,
+        dir: &str,
+        my_rev: i64,
+        permits: u32,
+    ) -> Result<(), Status> {
+        loop {
+            let ahead = RangeRequest {
+                key: dir.as_bytes().to_vec(),
+                range_end: prefix_end(dir.as_bytes()),
+                count_only: true,
+                max_create_revision: my_rev - 1,
+                ..RangeRequest::default()
+            };
+            let range = self.kv.range(ahead).await?.into_inner();
+            if range.count < i64::from(permits) {
+                return Ok(());
+            }
+            let from = range.header.map_or(0, |h| h.revision) + 1;
+            self.wait_delete(dir.as_bytes(), prefix_end(dir.as_bytes()), from)
+                .await?;
+        }
+    }
+
+    /// Watches `key` (to `range_end`, if not empty) from revision `from` until a delete.
+    async fn wait_delete(
+        &mut self,
+        key: &[u8],
+        range_end: Vec<u8>,
+        from: i64,
+    ) -> Result<(), Status> {
         let (tx, rx) = tokio::sync::mpsc::channel(1);
         tx.send(WatchRequest {
             request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
                 key: key.to_vec(),
-                range_end: Vec::new(),
+                range_end,
                 start_revision: from,
             })),
         })
@@ -442,7 +486,8 @@ pub async fn run_etcd(endpoints: &[String], cfg: &LineConfig) -> anyhow::Result<
             while Instant::now() < window.end {
                 let key = cfg.key(rng.gen_range(0..cfg.keys));
                 let asked = Instant::now();
-                let locked = tokio::time::timeout(LOCK_TIMEOUT, locker.lock(&key)).await;
+                let locked =
+                    tokio::time::timeout(LOCK_TIMEOUT, locker.lock(&key, cfg.permits)).await;
                 let held = Instant::now();
                 let counted = window.counts(asked, held);
                 tally.attempts += u64::from(counted);

@@ -21,7 +21,8 @@ use clap::Parser;
     about = "Clients take turns on a few keys waiting in line: baton's line vs etcd's concurrency.Mutex",
     after_help = "Example:
   cargo build --release -p baton-node -p baton-bench
-  target/release/baton-line --clients 64 --keys 4 --runs 3 --duration 10s"
+  target/release/baton-line --clients 64 --keys 4 --runs 3 --duration 10s
+  target/release/baton-line --clients 64 --keys 1 --permits 8 --runs 3 --duration 10s"
 )]
 struct Args {
     /// The baton-node binary [default: baton-node next to this program].
@@ -44,6 +45,11 @@ struct Args {
     /// How long each holder keeps its key.
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
     hold: Duration,
+    /// Holders of a key at once: 1, a lock; N > 1, one of N permits (baton: `claim
+    /// --permits N` in the key's line; etcd: the Mutex recipe holding once fewer than N keys
+    /// were created before one's own, re-counted at every delete under the prefix).
+    #[arg(long, default_value_t = 1)]
+    permits: u32,
     /// Where both clusters' data go [default: the system temp dir].
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -89,6 +95,7 @@ async fn line(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
                 duration: args.duration,
                 hold: args.hold,
                 prefix: format!("line/r{run}/"),
+                permits: args.permits,
             };
             let pids = match system {
                 "baton" => baton.procs.pids(),
@@ -137,9 +144,9 @@ async fn line(args: Args, etcd_bin: PathBuf) -> anyhow::Result<()> {
         .unwrap_or(0.0)
     };
     println!(
-        "{} clients x {} keys, hold {:?}, {} runs of {:?}, baton nodes' worker threads {}: \
-         medians",
-        args.clients, args.keys, args.hold, args.runs, args.duration, node_threads
+        "{} clients x {} keys of {} permits, hold {:?}, {} runs of {:?}, baton nodes' worker \
+         threads {}: medians",
+        args.clients, args.keys, args.permits, args.hold, args.runs, args.duration, node_threads
     );
     println!("{:<18} {:>10} {:>10} {:>8}", "", "baton", "etcd", "ratio");
     type Measure<'a> = (&'a str, &'a dyn Fn(&LineReport) -> f64);
