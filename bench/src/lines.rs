@@ -18,7 +18,6 @@
 //! attempts, how many were granted before [`LOCK_TIMEOUT`].
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
@@ -111,9 +110,6 @@ pub struct LineReport {
     pub last_error: Option<String>,
 }
 
-/// When each key's latest release was sent.
-type Releases = Arc<Mutex<HashMap<String, Instant>>>;
-
 #[derive(Default)]
 struct Tally {
     cycles: u64,
@@ -121,9 +117,14 @@ struct Tally {
     granted: u64,
     errors: u64,
     last_error: Option<String>,
-    hand_ons: Vec<Duration>,
     acquires: Vec<Duration>,
     releases: Vec<Duration>,
+    /// Grants in the window: the key, the revision of the write that handed it on (baton: the
+    /// grant's token; etcd: the delete that let the waiter in; 0 for neither), when it was
+    /// asked and when it was held.
+    grants: Vec<(String, u64, Instant, Instant)>,
+    /// Releases: the key, the revision of the write, and when it was sent.
+    freed: Vec<(String, u64, Instant)>,
 }
 
 impl Tally {
@@ -133,20 +134,35 @@ impl Tally {
         self.granted += other.granted;
         self.errors += other.errors;
         self.last_error = other.last_error.or(self.last_error.take());
-        self.hand_ons.extend(other.hand_ons);
         self.acquires.extend(other.acquires);
         self.releases.extend(other.releases);
+        self.grants.extend(other.grants);
+        self.freed.extend(other.freed);
     }
 
-    /// Notes a lock asked at `asked` and held at `held` (both in the window): its wait, and
-    /// the hand-on from the key's latest release if that came while it waited.
-    fn held(&mut self, releases: &Releases, key: &str, asked: Instant, held: Instant) {
+    /// Notes a lock asked at `asked` and held at `held` (both in the window), handed on by
+    /// the write of revision `by` (0: by none, e.g. granted at once).
+    fn held(&mut self, key: &str, by: u64, asked: Instant, held: Instant) {
         self.granted += 1;
         self.acquires.push(held - asked);
-        let released = releases.lock().expect("releases lock").get(key).copied();
-        if let Some(released) = released.filter(|r| *r > asked) {
-            self.hand_ons.push(held - released);
-        }
+        self.grants.push((key.to_owned(), by, asked, held));
+    }
+
+    /// The hand-ons: for each grant that the release of the same key at revision `by` handed
+    /// on while the grantee waited, from that release's send to the grantee holding it.
+    fn hand_ons(&self) -> Vec<Duration> {
+        let sent: HashMap<(&str, u64), Instant> = self
+            .freed
+            .iter()
+            .map(|(key, revision, sent)| ((key.as_str(), *revision), *sent))
+            .collect();
+        self.grants
+            .iter()
+            .filter_map(|(key, by, asked, held)| {
+                let released = *sent.get(&(key.as_str(), *by))?;
+                (released > *asked).then(|| held.saturating_duration_since(released))
+            })
+            .collect()
     }
 
     /// Notes a release sent at `sent` and answered now, if in the window.
@@ -163,6 +179,7 @@ impl Tally {
     }
 
     fn report(mut self, system: &'static str, cfg: &LineConfig) -> LineReport {
+        let mut hand_ons = self.hand_ons();
         let pct = |v: &mut Vec<Duration>, p: f64| -> f64 {
             if v.is_empty() {
                 return 0.0;
@@ -177,9 +194,9 @@ impl Tally {
             keys: cfg.keys,
             cycles: self.cycles,
             cycles_per_s: self.cycles as f64 / cfg.duration.as_secs_f64(),
-            hand_ons: self.hand_ons.len(),
-            hand_on_p50_ms: pct(&mut self.hand_ons, 0.50),
-            hand_on_p99_ms: pct(&mut self.hand_ons, 0.99),
+            hand_ons: hand_ons.len(),
+            hand_on_p50_ms: pct(&mut hand_ons, 0.50),
+            hand_on_p99_ms: pct(&mut hand_ons, 0.99),
             acquire_p50_ms: pct(&mut self.acquires, 0.50),
             acquire_p99_ms: pct(&mut self.acquires, 0.99),
             release_p50_ms: pct(&mut self.releases, 0.50),
@@ -237,10 +254,9 @@ pub async fn run_baton(endpoints: &[String], cfg: &LineConfig) -> anyhow::Result
         clients.push(Client::connect(config).await?);
     }
     let window = Window::after(cfg);
-    let releases: Releases = Arc::default();
     let mut tasks = tokio::task::JoinSet::new();
     for (i, client) in clients.into_iter().enumerate() {
-        let (cfg, releases) = (cfg.clone(), releases.clone());
+        let cfg = cfg.clone();
         tasks.spawn(async move {
             let mut rng = StdRng::seed_from_u64(i as u64);
             let mut tally = Tally::default();
@@ -263,25 +279,22 @@ pub async fn run_baton(endpoints: &[String], cfg: &LineConfig) -> anyhow::Result
                     }
                 };
                 if counted {
-                    tally.held(&releases, &key, asked, held);
+                    tally.held(&key, token, asked, held);
                 }
                 if !cfg.hold.is_zero() {
                     tokio::time::sleep(cfg.hold).await;
                 }
                 let sent = Instant::now();
-                releases
-                    .lock()
-                    .expect("releases lock")
-                    .insert(key.clone(), sent);
-                let released = client.release(&key, token).await;
+                let released = client.release_at(&key, token, "").await;
                 tally.released(&window, sent);
                 match released {
-                    Ok(ReleaseOutcome::Released(_)) => {
+                    Ok((ReleaseOutcome::Released(_), revision)) => {
+                        tally.freed.push((key.clone(), revision, sent));
                         if window.counts(asked, Instant::now()) {
                             tally.cycles += 1;
                         }
                     }
-                    Ok(ReleaseOutcome::Lost { .. }) => tally.error(format!("{key} lost")),
+                    Ok((ReleaseOutcome::Lost { .. }, _)) => tally.error(format!("{key} lost")),
                     Err(e) => tally.error(format!("release: {e}")),
                 }
             }
@@ -329,7 +342,8 @@ impl EtcdLocker {
     /// same recipe: it holds once fewer than N keys were created before its own, and until
     /// then re-counts them at every delete under the prefix (etcd has no semaphore of its
     /// own; any of the N ahead may leave first, so one key's delete is not enough to watch).
-    async fn lock(&mut self, prefix: &str, permits: u32) -> Result<(), Status> {
+    /// Returns the revision of the delete that let it in (0: none, it held at once).
+    async fn lock(&mut self, prefix: &str, permits: u32) -> Result<u64, Status> {
         let me = self.my_key(prefix);
         let put = TxnRequest {
             compare: vec![Compare {
@@ -372,6 +386,7 @@ impl EtcdLocker {
         if permits > 1 {
             return self.wait_for_a_permit(&dir, my_rev, permits).await;
         }
+        let mut by = 0;
         loop {
             // The last key created before mine, if any: wait for its delete.
             let before = RangeRequest {
@@ -385,10 +400,10 @@ impl EtcdLocker {
             };
             let range = self.kv.range(before).await?.into_inner();
             let Some(ahead) = range.kvs.first() else {
-                return Ok(());
+                return Ok(by);
             };
             let from = range.header.map_or(0, |h| h.revision) + 1;
-            self.wait_delete(&ahead.key, Vec::new(), from).await?;
+            by = self.wait_delete(&ahead.key, Vec::new(), from).await?;
         }
     }
 
@@ -399,32 +414,40 @@ impl EtcdLocker {
         dir: &str,
         my_rev: i64,
         permits: u32,
-    ) -> Result<(), Status> {
+    ) -> Result<u64, Status> {
+        let mut by = 0;
         loop {
+            // etcd's `count` ignores the revision filters (it counts the whole range), so
+            // the keys themselves are fetched: at most N of those created before mine.
             let ahead = RangeRequest {
                 key: dir.as_bytes().to_vec(),
                 range_end: prefix_end(dir.as_bytes()),
-                count_only: true,
+                keys_only: true,
+                limit: i64::from(permits),
+                sort_order: SortOrder::Ascend as i32,
+                sort_target: SortTarget::Create as i32,
                 max_create_revision: my_rev - 1,
                 ..RangeRequest::default()
             };
             let range = self.kv.range(ahead).await?.into_inner();
-            if range.count < i64::from(permits) {
-                return Ok(());
+            if range.kvs.len() < permits as usize {
+                return Ok(by);
             }
             let from = range.header.map_or(0, |h| h.revision) + 1;
-            self.wait_delete(dir.as_bytes(), prefix_end(dir.as_bytes()), from)
+            by = self
+                .wait_delete(dir.as_bytes(), prefix_end(dir.as_bytes()), from)
                 .await?;
         }
     }
 
-    /// Watches `key` (to `range_end`, if not empty) from revision `from` until a delete.
+    /// Watches `key` (to `range_end`, if not empty) from revision `from` until a delete;
+    /// returns the delete's revision.
     async fn wait_delete(
         &mut self,
         key: &[u8],
         range_end: Vec<u8>,
         from: i64,
-    ) -> Result<(), Status> {
+    ) -> Result<u64, Status> {
         let (tx, rx) = tokio::sync::mpsc::channel(1);
         tx.send(WatchRequest {
             request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
@@ -447,24 +470,26 @@ impl EtcdLocker {
             let deleted = answer
                 .events
                 .iter()
-                .any(|e| e.r#type == crate::pb::mvccpb::event::EventType::Delete as i32);
-            if deleted {
-                return Ok(());
+                .find(|e| e.r#type == crate::pb::mvccpb::event::EventType::Delete as i32);
+            if let Some(event) = deleted {
+                return Ok(event.kv.as_ref().map_or(0, |kv| kv.mod_revision as u64));
             }
         }
         Err(Status::unavailable("watch stream ended"))
     }
 
-    /// `concurrency.Mutex.Unlock`: deletes its key.
-    async fn unlock(&mut self, prefix: &str) -> Result<(), Status> {
+    /// `concurrency.Mutex.Unlock`: deletes its key; returns the delete's revision.
+    async fn unlock(&mut self, prefix: &str) -> Result<u64, Status> {
         let me = self.my_key(prefix);
-        self.kv
+        let deleted = self
+            .kv
             .delete_range(DeleteRangeRequest {
                 key: me.into_bytes(),
                 ..DeleteRangeRequest::default()
             })
-            .await?;
-        Ok(())
+            .await?
+            .into_inner();
+        Ok(deleted.header.map_or(0, |h| h.revision as u64))
     }
 }
 
@@ -476,10 +501,9 @@ pub async fn run_etcd(endpoints: &[String], cfg: &LineConfig) -> anyhow::Result<
         lockers.push(EtcdLocker::open(&endpoints[i % endpoints.len()]).await?);
     }
     let window = Window::after(cfg);
-    let releases: Releases = Arc::default();
     let mut tasks = tokio::task::JoinSet::new();
     for (i, mut locker) in lockers.into_iter().enumerate() {
-        let (cfg, releases) = (cfg.clone(), releases.clone());
+        let cfg = cfg.clone();
         tasks.spawn(async move {
             let mut rng = StdRng::seed_from_u64(i as u64);
             let mut tally = Tally::default();
@@ -492,9 +516,9 @@ pub async fn run_etcd(endpoints: &[String], cfg: &LineConfig) -> anyhow::Result<
                 let counted = window.counts(asked, held);
                 tally.attempts += u64::from(counted);
                 match locked {
-                    Ok(Ok(())) => {
+                    Ok(Ok(by)) => {
                         if counted {
-                            tally.held(&releases, &key, asked, held);
+                            tally.held(&key, by, asked, held);
                         }
                     }
                     Ok(Err(e)) => {
@@ -512,14 +536,11 @@ pub async fn run_etcd(endpoints: &[String], cfg: &LineConfig) -> anyhow::Result<
                     tokio::time::sleep(cfg.hold).await;
                 }
                 let sent = Instant::now();
-                releases
-                    .lock()
-                    .expect("releases lock")
-                    .insert(key.clone(), sent);
                 let unlocked = locker.unlock(&key).await;
                 tally.released(&window, sent);
                 match unlocked {
-                    Ok(()) => {
+                    Ok(revision) => {
+                        tally.freed.push((key.clone(), revision, sent));
                         if window.counts(asked, Instant::now()) {
                             tally.cycles += 1;
                         }

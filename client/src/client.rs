@@ -224,6 +224,18 @@ impl Client {
         token: u64,
         final_status: &str,
     ) -> Result<ReleaseOutcome, Error> {
+        Ok(self.release_at(key, token, final_status).await?.0)
+    }
+
+    /// [`Client::release_with_status`], and the revision the release was decided at: a
+    /// waiter the line handed the key (or the permit) on to in the same write holds it with
+    /// this revision as its token.
+    pub async fn release_at(
+        &self,
+        key: &str,
+        token: u64,
+        final_status: &str,
+    ) -> Result<(ReleaseOutcome, u64), Error> {
         let request = pb::ReleaseRequest {
             key: key.to_owned(),
             token,
@@ -235,7 +247,8 @@ impl Client {
                 BatonClient::new(channel).release(request).await
             })
             .await?;
-        convert::release_outcome(answer.body)
+        let revision = answer.body.revision;
+        Ok((convert::release_outcome(answer.body)?, revision))
     }
 
     /// Reads the lease on `key`, if any.
