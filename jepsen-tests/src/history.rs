@@ -351,9 +351,10 @@ pub struct SetEvent {
     pub t_ns: Nanos,
 }
 
-/// One step of the `waiters` workload, written when it returned: a wait in a key's line that
-/// was `granted` (at once, or from the line), ran out (`timeout`: it left the line), was
-/// refused as `full`, or got no answer (`unknown`); or the release of a granted key
+/// One step of the `waiters` workload (or of `permit-waiters`, whose waits ask for one of a
+/// key's `permits` permits), written when it returned: a wait in a key's line that was
+/// `granted` (at once, or from the line), ran out (`timeout`: it left the line), was refused
+/// as `full`, or got no answer (`unknown`); or the release of a granted key or permit
 /// (`released`, `lost`, `unknown`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WaitEvent {
@@ -365,6 +366,10 @@ pub struct WaitEvent {
     pub step: String,
     pub what: String,
     pub key: String,
+    /// The N the wait asked for: 1 the key alone (`waiters`; lines from before
+    /// `permit-waiters` have none), else one of N permits (the checker judges by it).
+    #[serde(default = "the_key_alone")]
+    pub permits: u32,
     /// The token granted (wait) or released (release); 0 otherwise.
     pub token: u64,
     /// The revision that put it in line; 0 if it never waited (granted at once, or no
@@ -384,6 +389,10 @@ pub struct WaitEvent {
     pub ret_ns: Nanos,
     /// When the line was written.
     pub t_ns: Nanos,
+}
+
+fn the_key_alone() -> u32 {
+    1
 }
 
 /// One step of the `permit-holders` workload, or of the run's leak check after it
@@ -580,7 +589,7 @@ impl History {
             .collect()
     }
 
-    /// Every step of the `waiters` workload.
+    /// Every step of the `waiters` and `permit-waiters` workloads.
     pub fn waits(&self) -> Vec<&WaitEvent> {
         self.lines
             .iter()
@@ -788,6 +797,19 @@ mod tests {
         let text = serde_json::to_string(&shared).unwrap();
         assert!(text.contains(r#""line":"shared""#), "{text}");
         assert_eq!(serde_json::from_str::<Line>(&text).unwrap(), shared);
+    }
+
+    #[test]
+    fn wait_lines_from_before_permit_waiters_wait_for_the_key_alone() {
+        let old = r#"{"line":"wait","idx":1,"process":2,"client":"c2","step":"wait","what":"granted","key":"wl/0/1","token":9,"joined_revision":7,"join_inv_ns":10,"join_ret_ns":12,"renewals":[],"left_ns":null,"ttl_ms":3000,"inv_ns":10,"ret_ns":20,"t_ns":20}"#;
+        let Line::Wait(w) = serde_json::from_str(old).unwrap() else {
+            panic!("not a wait line");
+        };
+        assert_eq!(w.permits, 1);
+        let of_permits = Line::Wait(WaitEvent { permits: 2, ..w });
+        let text = serde_json::to_string(&of_permits).unwrap();
+        assert!(text.contains(r#""permits":2"#), "{text}");
+        assert_eq!(serde_json::from_str::<Line>(&text).unwrap(), of_permits);
     }
 
     #[test]

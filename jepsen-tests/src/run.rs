@@ -589,7 +589,11 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
     {
         results.push(check::sets::check(&history, params.rho));
     }
-    if scenario.workloads.iter().any(|(w, _, _)| *w == "waiters") {
+    if scenario
+        .workloads
+        .iter()
+        .any(|(w, _, _)| *w == "waiters" || *w == "permit-waiters")
+    {
         results.push(check::lines::check(&history, params.rho));
     }
     if scenario

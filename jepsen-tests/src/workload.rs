@@ -41,7 +41,7 @@ mod shared;
 mod tasks;
 
 pub use guarded::{run_revoker, GUARD_HOLD_MS, GUARD_TTL, REVOKE_GAP_MS};
-pub use lines::{WAIT_KEYS, WAIT_TTL};
+pub use lines::{PERMIT_WAIT_KEYS, PERMIT_WAIT_N, WAIT_KEYS, WAIT_TTL};
 pub use permits::{
     leak_check, permit_keys, PERMIT_HOLD_MS, PERMIT_KEYS, PERMIT_LEAK_LIMIT, PERMIT_TTL,
 };
@@ -421,11 +421,16 @@ pub struct Slot {
 
 impl Slot {
     pub fn new(workload: &'static str, index: usize, workers: usize, run_tag: &str) -> Slot {
+        // Two letters of the workload (`permit-waiters` apart from `permit-holders`).
+        let short = match workload {
+            "permit-waiters" => "pw",
+            w => &w[..2],
+        };
         Slot {
             workload,
             index,
             names: (0..workers)
-                .map(|w| format!("{run_tag}-{}{index}w{w}", &workload[..2]))
+                .map(|w| format!("{run_tag}-{short}{index}w{w}"))
                 .collect(),
             generation: AtomicU64::new(0),
             ops: AtomicU64::new(0),
@@ -774,7 +779,7 @@ pub async fn run_worker(ctx: Arc<Ctx>, slot: Arc<Slot>, w: usize, seed: u64) {
             "task-takers" => worker.task_round().await,
             "set-takers" if ctx.sets_key_by_key => worker.set_round_key_by_key().await,
             "set-takers" => worker.set_round().await,
-            "waiters" => worker.wait_round().await,
+            "waiters" | "permit-waiters" => worker.wait_round().await,
             "permit-holders" => worker.permit_round().await,
             "shared-holders" => worker.shared_round().await,
             _ => worker.canary_round(&mut paused_once).await,

@@ -16,8 +16,10 @@
 //! - [`sets`] (runs with the `set-takers` workload): `claim-set` grants a set whole or not at
 //!   all, each key to one holder at a time, tokens in time order, and every blocker it names
 //!   is a real holder;
-//! - [`lines`] (runs with the `waiters` workload): a key's line grants it to one holder at
-//!   a time, tokens in time order, and never past a waiter that was certainly in line ahead;
+//! - [`lines`] (runs with the `waiters` and `permit-waiters` workloads): a key's line grants
+//!   it to one holder at a time (a key of N permits, to at most N at once, by the N the
+//!   waits asked), tokens in time order, and never past a waiter for the same N that was
+//!   certainly in line ahead;
 //! - [`permits`] (runs with the `permit-holders` workload): a key of N permits has at most N
 //!   holders at once (by the N the claims asked), each token granted to one session, tokens
 //!   in time order, no permit ending early, and none leaked after the workload stopped;

@@ -57,8 +57,8 @@ pub struct Scenario {
     /// a revoke only at their next renewal. The run passes only if the checks catch it.
     pub notice_canary: bool,
     /// The line canary: places in line lapse after a twentieth of their TTL
-    /// (`lapse_places_early`), so waiters that renew on time lose their places to later
-    /// ones. The run passes only if the checks catch it.
+    /// (`lapse_places_early`), so waiters that renew on time (for the key alone, or for a
+    /// permit) lose their places to later ones. The run passes only if the checks catch it.
     pub line_canary: bool,
     /// The set canary: the `set-takers` claim each set key by key and keep what they got
     /// when a key is held (`Ctx::sets_key_by_key`). The run passes only if the checks catch it.
@@ -201,6 +201,9 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
     // And waiters in line (`claim --wait`): one pool of keys, three workers waiting in its
     // keys' lines.
     tasked.push(("waiters", 1, 3));
+    // And waiters in line for permits (`claim --wait --permits 2`): one key of two permits,
+    // five workers waiting in its line.
+    tasked.push(("permit-waiters", 1, 5));
     // And holders of permits (`claim --permits N`): two keys, N = 2 and 3, four workers
     // claiming each.
     tasked.push(("permit-holders", 1, 8));
@@ -340,11 +343,17 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
             notice_canary: true,
             ..s(vec![], revoked, BaseSkew::None, false)
         },
-        // Waiters only, two pools of keys, four waiters each: lines of up to three.
+        // Waiters only, two pools of keys, four waiters each: lines of up to three; and one
+        // key of two permits, five waiters for them: lines of up to three too.
         "line-canary" => Scenario {
             pinned_readers: false,
             line_canary: true,
-            ..s(vec![], vec![("waiters", 2, 4)], BaseSkew::None, false)
+            ..s(
+                vec![],
+                vec![("waiters", 2, 4), ("permit-waiters", 1, 5)],
+                BaseSkew::None,
+                false,
+            )
         },
         // Set takers only, one pool, three workers claiming sets of it key by key.
         "set-canary" => Scenario {

@@ -5,6 +5,11 @@
 //! does, with `Client::wait_in_line`, which hears of its grant pushed on the session's
 //! endings stream. Every wait and every release is a `wait` line, written when it returned,
 //! for the `lines` checker.
+//!
+//! `permit-waiters` is the same workload on keys of [`PERMIT_WAIT_N`] permits: each slot's
+//! one key ([`PERMIT_WAIT_KEYS`]) is waited for as one of its permits
+//! (`Client::wait_permit_once`, `Client::wait_permit_in_line`), by more workers than
+//! permits, so that a line forms; each wait line carries the N it asked.
 
 use std::time::Duration;
 
@@ -18,6 +23,10 @@ use crate::history::{Kind, WaitEvent};
 pub const WAIT_TTL: Duration = Duration::from_millis(3000);
 /// Keys in a slot's pool: three workers on two keys keep a line.
 pub const WAIT_KEYS: usize = 2;
+/// The N of a `permit-waiters` key.
+pub const PERMIT_WAIT_N: u32 = 2;
+/// Keys in a `permit-waiters` slot: one, so that its workers (more than N) keep a line.
+pub const PERMIT_WAIT_KEYS: usize = 1;
 /// How often a waiter renews its place (it learns of a grant then too).
 const RENEW_EVERY: Duration = Duration::from_millis(300);
 /// How long a worker waits in line before it leaves.
@@ -26,15 +35,20 @@ const WAIT_GIVE_UP: Duration = Duration::from_secs(6);
 const WAIT_HOLD_MS: (u64, u64) = (50, 400);
 
 impl Worker {
-    /// One round of `waiters`: wait in a pool key's line until granted (or give up and
-    /// leave); hold it, release it. A step with no answer retires the process (its place or
+    /// One round of `waiters` (or `permit-waiters`): wait in a pool key's line until
+    /// granted the key (or a permit of it), or give up and leave; hold it, release it. A step with no answer retires the process (its place or
     /// lease is left to lapse).
     pub(super) async fn wait_round(&mut self) {
         let ctx = self.ctx.clone();
+        // The key alone (`waiters`), or one of N permits (`permit-waiters`).
+        let (prefix, keys, permits) = match self.slot.workload {
+            "permit-waiters" => ("wp", PERMIT_WAIT_KEYS, PERMIT_WAIT_N),
+            _ => ("wl", WAIT_KEYS, 1),
+        };
         let key = format!(
-            "wl/{}/{}",
+            "{prefix}/{}/{}",
             self.slot.index,
-            self.rng.gen_range(0..WAIT_KEYS)
+            self.rng.gen_range(0..keys)
         );
         let (process, client) = (self.proc_.process, self.proc_.client_id.clone());
         let mut event = WaitEvent {
@@ -44,6 +58,7 @@ impl Worker {
             step: "wait".into(),
             what: "unknown".into(),
             key: key.clone(),
+            permits,
             token: 0,
             joined_revision: 0,
             join_inv_ns: 0,
@@ -68,7 +83,7 @@ impl Worker {
                 OP_TIMEOUT,
                 self.proc_
                     .client
-                    .wait_once(&key, &self.proc_.name, WAIT_TTL),
+                    .wait_permit_once(&key, &self.proc_.name, WAIT_TTL, permits),
             )
             .await;
             let ret = ctx.rec.now_ns();
@@ -120,24 +135,25 @@ impl Worker {
             ctx.rec.wait(event);
             if retire {
                 self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
-            } else {
-                self.nap(100).await;
             }
+            // (A cluster that refuses at once, `format_pending` say, is not hammered.)
+            self.nap(100).await;
             return;
         };
         self.hold_and_release(event, token).await;
     }
 
-    /// A wait with `Client::wait_in_line` (its place and renewals are the library's: the
-    /// line records it with no place, so it is checked as a grant, not as one ahead in
-    /// line).
+    /// A wait with `Client::wait_permit_in_line` (`Client::wait_in_line` for the key alone;
+    /// its place and renewals are the library's: the line records it with no place, so it
+    /// is checked as a grant, not as one ahead in line).
     async fn wait_in_line(&mut self, mut event: WaitEvent) {
         let ctx = self.ctx.clone();
+        let (key, name) = (&event.key, &self.proc_.name);
         let answer = tokio::time::timeout(
             WAIT_GIVE_UP + OP_TIMEOUT,
             self.proc_
                 .client
-                .wait_in_line(&event.key, &self.proc_.name, WAIT_TTL, WAIT_GIVE_UP),
+                .wait_permit_in_line(key, name, WAIT_TTL, event.permits, WAIT_GIVE_UP),
         )
         .await;
         event.ret_ns = ctx.rec.now_ns();
@@ -160,6 +176,7 @@ impl Worker {
             Ok(Err(_)) | Err(_) => {
                 ctx.rec.wait(event);
                 self.proc_ = ctx.new_proc(&self.slot.names[self.w]);
+                self.nap(100).await;
                 return;
             }
         };
