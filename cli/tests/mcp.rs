@@ -186,6 +186,7 @@ async fn tools_have_schemas_and_operator_tools_come_only_with_operator() {
             "handoff_offer",
             "history",
             "my_claims",
+            "observe",
             "post_task",
             "probe",
             "record",
@@ -204,7 +205,15 @@ async fn tools_have_schemas_and_operator_tools_come_only_with_operator() {
     assert!(output.to_string().contains("notices"), "{output}");
     assert!(output.to_string().contains("holder_token"), "{output}");
     assert!(claim.description.as_deref().unwrap().contains("stand down"));
-    for read_only in ["probe", "board", "record", "history", "check", "my_claims"] {
+    for read_only in [
+        "probe",
+        "board",
+        "record",
+        "history",
+        "check",
+        "my_claims",
+        "observe",
+    ] {
         let annotations = tool(read_only).annotations.unwrap();
         assert_eq!(annotations.read_only_hint, Some(true), "{read_only}");
     }
@@ -758,4 +767,34 @@ async fn a_revoke_is_announced_at_once_and_named_in_the_very_next_result() {
     .await;
     assert_eq!(update["result"]["outcome"], "not_held", "{update}");
     a.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn observe_answers_the_view_now_then_the_view_after_the_keys_next_change() {
+    let cluster = Cluster::start(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let lead = agent(&cluster, "s-sched", "sched@a", &[], dir.path()).await;
+    let watcher = agent(&cluster, "s-obs", "obs@b", &[], dir.path()).await;
+    call(&lead, "claim", json!({"key": "leader/sched"})).await;
+    let now = call(&watcher, "observe", json!({"key": "leader/sched"})).await;
+    let (changed, view) = (&now["result"]["changed"], &now["result"]["view"]);
+    assert!(
+        *changed == false && view["lease"]["holder_name"] == "sched@a",
+        "{now}"
+    );
+    let seen = view["revision"].as_u64().unwrap();
+    let after = json!({"key": "leader/sched", "after_revision": seen, "wait_s": 1});
+    let quiet = call(&watcher, "observe", after).await;
+    assert!(
+        quiet["result"]["changed"] == false,
+        "nothing changed: {quiet}"
+    );
+    let after = json!({"key": "leader/sched", "after_revision": seen, "wait_s": 30});
+    // The change may come before the call or during it: either way it is after `seen`.
+    let waiting = tokio::spawn(async move { call(&watcher, "observe", after).await });
+    let proclaim = json!({"key": "leader/sched", "set": {"endpoint": "10.0.0.5:8080"}});
+    call(&lead, "update_record", proclaim).await;
+    let next = waiting.await.unwrap();
+    let (changed, view) = (&next["result"]["changed"], &next["result"]["view"]);
+    assert!(*changed == true && view["record"]["fields"]["endpoint"] == "10.0.0.5:8080");
 }

@@ -29,6 +29,7 @@ use crate::{git, note};
 
 mod args;
 mod claimed;
+mod observe;
 mod operator;
 mod replies;
 mod sets;
@@ -79,7 +80,8 @@ type ToolResult<T> = Result<Json<Reply<T>>, String>;
 impl Baton {
     /// A server for one session; operator tools only with `settings.operator`.
     pub fn new(client: Client, settings: Settings) -> Baton {
-        let mut tool_router = Self::agent_tools() + Self::task_tools() + Self::set_tools();
+        let mut tool_router =
+            Self::agent_tools() + Self::task_tools() + Self::set_tools() + Self::observe_tools();
         if settings.operator {
             tool_router += Self::operator_tools();
         }
