@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common::{holder_tokens, json_of, Cluster};
+use common::{holder_tokens, json_of, line_of, Cluster};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
@@ -238,20 +238,6 @@ async fn a_killed_holders_permit_returns_after_its_ttl_and_the_other_holder_keep
         let _ = run.wait();
     }
 }
-
-/// Waits until `key`'s line holds `n` waiters.
-fn line_of(cluster: &Cluster, key: &str, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, probe) = json_of(&cluster.baton(&["probe", key, "--output", "json"]));
-        if probe["line"]["waiters"] == n {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no {n} in line: {probe}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_for_permits_get_each_freed_permit_in_the_order_they_came_in_the_freeing_write() {
     let cluster = Cluster::start(3).await;

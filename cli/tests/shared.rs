@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{holder_tokens, json_of, Cluster};
+use common::{holder_tokens, json_of, line_of, Cluster};
 use serde_json::Value;
 
 const KEY: &str = "docs/spec";
@@ -137,7 +137,7 @@ async fn readers_share_a_key_and_a_writer_in_line_goes_before_later_readers_neve
             "json",
         ],
     );
-    line_of(&cluster, 1);
+    line_of(&cluster, KEY, 1);
     // A reader that came after the writer does not share the key ahead of it.
     let late_reader = || {
         json_of(&cluster.baton(&[
@@ -224,7 +224,7 @@ async fn readers_share_a_key_and_a_writer_in_line_goes_before_later_readers_neve
                     "json",
                 ],
             );
-            line_of(&cluster, i + 1);
+            line_of(&cluster, KEY, i + 1);
             child
         })
         .collect();
@@ -252,17 +252,4 @@ async fn readers_share_a_key_and_a_writer_in_line_goes_before_later_readers_neve
         "the readers in line took {:?}",
         released.elapsed()
     );
-}
-
-/// Waits until the key's line holds `n` waiters.
-fn line_of(cluster: &Cluster, n: u64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, probe) = json_of(&cluster.baton(&["probe", KEY, "--output", "json"]));
-        if probe["line"]["waiters"] == n {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no {n} in line: {probe}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

@@ -230,6 +230,22 @@ pub fn json_of(out: &Output) -> (i32, Value) {
     (out.status.code().unwrap_or(-1), parse_json(out))
 }
 
+/// Waits (up to 20 s) until `key`'s line holds `n` waiters, by probing it.
+pub fn line_of(cluster: &Cluster, key: &str, n: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (_, probe) = json_of(&cluster.baton(&["probe", key, "--output", "json"]));
+        if probe["line"]["waiters"] == n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {n} in line: {probe}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// The tokens of the holders a JSON answer lists (`permits.holders`: permits or shared
 /// holders), in order.
 pub fn holder_tokens(answer: &Value) -> Vec<u64> {

@@ -308,19 +308,22 @@ fn command(
     // as bad input for a claim); now and then a format-3 command (no sender).
     let format_3 = request_id.is_some() && rng.gen_ratio(1, 20);
     let sender = (!leaders && !format_3).then(|| {
-        let needed = match &op {
-            op if op.claimant().is_some() => op.claimant().map(|h| h.client_id.clone()),
-            // A write with a token: its lease's holder, a permit's too.
-            Op::Renew { key, token }
-            | Op::Release { key, token, .. }
-            | Op::Update { key, token, .. }
-            | Op::Offer { key, token, .. }
-            | Op::Cancel { key, token } => table
-                .held_by(key, *token, "", true)
-                .ok()
-                .map(|l| l.holder.client_id),
-            op => table.lease(op.key()).map(|l| l.holder.client_id.clone()),
-        };
+        // A claimant's own session; else, for a write with a token, its lease's holder (a
+        // permit's too); else the key's holder.
+        let needed = op
+            .claimant()
+            .map(|h| h.client_id.clone())
+            .or_else(|| match &op {
+                Op::Renew { key, token }
+                | Op::Release { key, token, .. }
+                | Op::Update { key, token, .. }
+                | Op::Offer { key, token, .. }
+                | Op::Cancel { key, token } => table
+                    .held_by(key, *token, "", true)
+                    .ok()
+                    .map(|l| l.holder.client_id),
+                op => table.lease(op.key()).map(|l| l.holder.client_id.clone()),
+            });
         Sender {
             client_id: match needed {
                 Some(id) if rng.gen_ratio(4, 5) => id,

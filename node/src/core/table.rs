@@ -688,10 +688,7 @@ impl LeaseTable {
                 sharing,
                 ..
             } => step.wait(holder, *ttl_ms, Some(*sharing)),
-            Op::HandOn { .. } => {
-                step.hand_on();
-                Outcome::HandOnDone
-            }
+            Op::HandOn { .. } => step.hand_on_nudged(),
             Op::ClaimPermit {
                 holder,
                 ttl_ms,

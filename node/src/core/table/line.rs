@@ -225,13 +225,6 @@ impl Step<'_> {
     /// waiter could be granted too, a countdown of no time asks the leader for an
     /// `Op::HandOn`, which grants it in an entry of its own.
     pub(super) fn hand_on(&mut self) {
-        if matches!(self.cmd.op, crate::core::Op::HandOn { .. }) {
-            // This is the nudge: its countdown is done with, on every node.
-            self.changes.effects.push(Effect::Stop {
-                timer: Timer::Waiter,
-                key: Arc::from(Waiter::hand_on_id(self.key)),
-            });
-        }
         let Some(sharing) = self.grantable_head() else {
             return;
         };
@@ -278,6 +271,17 @@ impl Step<'_> {
                 ms: 0,
             });
         }
+    }
+
+    /// `Op::HandOn`: the nudge's countdown is done with, on every node; then the head is
+    /// handed on to as after any write that frees room.
+    pub(super) fn hand_on_nudged(&mut self) -> Outcome {
+        self.changes.effects.push(Effect::Stop {
+            timer: Timer::Waiter,
+            key: Arc::from(Waiter::hand_on_id(self.key)),
+        });
+        self.hand_on();
+        Outcome::HandOnDone
     }
 
     /// What the head of this key's line waits for, if it can be granted it now: `Some(None)`
