@@ -231,13 +231,14 @@ enum Command {
         peer_ca: bool,
     },
     /// Make a bearer token for a principal: appends `PRINCIPAL sha256:HASH` to the tokens
-    /// file (created readable by its owner only) and prints the token, once. Give the file
-    /// to every node (--auth-tokens) and send them SIGHUP; give the token to the client
-    /// (BATON_AUTH_TOKEN or --auth-token-file). To revoke it, delete its line and send SIGHUP again.
+    /// file (created readable by its owner only) and writes the token, once, to a new file
+    /// readable by its owner only (--out) or to stdout. Give the tokens file to every node
+    /// (--auth-tokens) and send them SIGHUP; give the token to the client (--auth-token-file
+    /// or BATON_AUTH_TOKEN). To revoke it, delete its line and send SIGHUP again.
     #[command(after_help = "Examples:
-  baton-node token --principal agent-a --file tokens > agent-a.token
+  baton-node token --principal agent-a --file tokens --out agent-a.token
   pkill -HUP baton-node                        # nodes started with --auth-tokens tokens
-  BATON_AUTH_TOKEN=$(cat agent-a.token) baton claim tasks/x --holder agent-a")]
+  baton --auth-token-file agent-a.token claim tasks/x --holder agent-a")]
     Token {
         /// The principal the token stands for: holder name it may act as.
         #[arg(long)]
@@ -245,6 +246,11 @@ enum Command {
         /// The tokens file to append to.
         #[arg(long)]
         file: PathBuf,
+        /// Write the token to this file instead of stdout: created new (an existing file is
+        /// refused, and nothing is added) with mode 0600 whatever the umask. A shell's
+        /// `> FILE` makes a file everyone can read under the usual umask 022.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
     },
     /// Ask a node's admin port whether it is up (`/healthz`) or ready (`/readyz`); exits 0
     /// when it answers 200, 1 otherwise. For container health checks: the image has no
@@ -494,14 +500,32 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    if let Some(Command::Token { principal, file }) = &args.command {
-        let token = crate::tokens::add(file, principal)?;
-        println!("{token}");
-        eprintln!(
-            "added {principal:?} to {}: send SIGHUP to nodes that read it; the token above is \
-             not stored anywhere",
-            file.display()
-        );
+    if let Some(Command::Token {
+        principal,
+        file,
+        out,
+    }) = &args.command
+    {
+        match out {
+            Some(out) => {
+                crate::tokens::add_to(file, principal, out)?;
+                eprintln!(
+                    "added {principal:?} to {}: send SIGHUP to nodes that read it; the token is \
+                     in {} (mode 0600) and stored nowhere else",
+                    file.display(),
+                    out.display()
+                );
+            }
+            None => {
+                let token = crate::tokens::add(file, principal)?;
+                println!("{token}");
+                eprintln!(
+                    "added {principal:?} to {}: send SIGHUP to nodes that read it; the token \
+                     above is not stored anywhere",
+                    file.display()
+                );
+            }
+        }
         return Ok(());
     }
     if let Some(Command::Health { admin, ready }) = &args.command {

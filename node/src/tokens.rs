@@ -6,10 +6,11 @@
 //! agent-a sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 //! ```
 //!
-//! `baton-node token --principal NAME --file FILE` makes a token, appends its line and prints
-//! the token once. A client sends it as `authorization: Bearer TOKEN`; the node hashes what it
-//! gets and looks the hash up. Deleting a line and sending the node SIGHUP revokes the token
-//! without a restart (a file that does not load is logged and the tokens in use stay).
+//! `baton-node token --principal NAME --file FILE [--out TOKEN_FILE]` makes a token, appends
+//! its line, and prints the token once or writes it to a new file only its owner can read. A
+//! client sends it as `authorization: Bearer TOKEN`; the node hashes what it gets and looks
+//! the hash up. Deleting a line and sending the node SIGHUP revokes the token without a
+//! restart (a file that does not load is logged and the tokens in use stay).
 
 use crate::limits::{PRINCIPAL_BYTES_MAX, TOKENS_MAX};
 use std::collections::HashMap;
@@ -43,6 +44,15 @@ pub enum TokensError {
         #[source]
         source: LineError,
     },
+    /// The file a token was to be written to exists already: a token is written only to a
+    /// new file, so that no one else's file, and no file someone else could already read, gets
+    /// it.
+    #[error(
+        "{}: already exists; a token is written only to a new file (remove it or pick another \
+         name)",
+        file.display()
+    )]
+    Exists { file: PathBuf },
     #[error(transparent)]
     Line(#[from] LineError),
     #[error(transparent)]
@@ -213,6 +223,45 @@ pub fn line(principal: &str, token: &str) -> String {
 pub fn add(file: &Path, principal: &str) -> Result<String, TokensError> {
     check_principal(principal)?;
     let token = new_token();
+    append(file, principal, &token)?;
+    Ok(token)
+}
+
+/// Makes a token for `principal`, writes it to `out` (a new file, created readable by its
+/// owner only, whatever the umask: a shell's `> out` would make it readable by everyone
+/// under the usual umask 022), then appends its line to `file`. An `out` that exists is
+/// refused before anything is written; if the line cannot be appended, `out` is removed, so
+/// no line in `file` stands for a token no one has.
+pub fn add_to(file: &Path, principal: &str, out: &Path) -> Result<(), TokensError> {
+    check_principal(principal)?;
+    let token = new_token();
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let io = |source| TokensError::Io {
+        file: out.to_path_buf(),
+        source,
+    };
+    let mut f = options.open(out).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => TokensError::Exists {
+            file: out.to_path_buf(),
+        },
+        _ => io(e),
+    })?;
+    let written = writeln!(f, "{token}")
+        .and_then(|()| f.sync_all())
+        .map_err(io)
+        .and_then(|()| append(file, principal, &token));
+    if written.is_err() {
+        let _ = std::fs::remove_file(out);
+    }
+    written
+}
+
+/// Appends `principal`'s line for `token` to `file` (created readable by its owner only),
+/// synced.
+fn append(file: &Path, principal: &str, token: &str) -> Result<(), TokensError> {
     let mut options = std::fs::OpenOptions::new();
     options.create(true).append(true);
     #[cfg(unix)]
@@ -222,10 +271,9 @@ pub fn add(file: &Path, principal: &str) -> Result<String, TokensError> {
         source,
     };
     let mut f = options.open(file).map_err(io)?;
-    writeln!(f, "{}", line(principal, &token))
+    writeln!(f, "{}", line(principal, token))
         .and_then(|()| f.sync_all())
-        .map_err(io)?;
-    Ok(token)
+        .map_err(io)
 }
 
 /// The node's tokens, shared by the request handlers and replaced on SIGHUP.
@@ -305,6 +353,41 @@ mod tests {
         assert_eq!(book.principal(""), None);
         // The file holds hashes, not tokens.
         assert!(!text.contains(&a[TOKEN_PREFIX.len()..]));
+    }
+
+    #[test]
+    fn add_to_writes_the_token_to_a_new_owner_only_file_and_never_over_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tokens");
+        let out = dir.path().join("ops.token");
+        add_to(&file, "ops", &out).unwrap();
+        let token = std::fs::read_to_string(&out).unwrap();
+        let tokens = Tokens::load(file.clone()).unwrap();
+        assert_eq!(tokens.principal(token.trim()).as_deref(), Some("ops"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&out).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        }
+        // An existing file is refused, typed, and nothing is appended.
+        let before = std::fs::read_to_string(&file).unwrap();
+        let e = add_to(&file, "ops", &out).unwrap_err();
+        assert!(
+            matches!(&e, TokensError::Exists { file: f } if *f == out),
+            "{e:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), token);
+        // A line that cannot be appended (the tokens "file" is a directory) leaves no token
+        // file behind.
+        let lost = dir.path().join("lost.token");
+        let e = add_to(dir.path(), "ops", &lost).unwrap_err();
+        assert!(matches!(&e, TokensError::Io { .. }), "{e:?}");
+        assert!(!lost.exists());
+        // A bad principal is refused before any file is made.
+        assert!(add_to(&file, "has space", &lost).is_err());
+        assert!(!lost.exists());
     }
 
     #[test]
