@@ -14,7 +14,9 @@ import time
 
 import pytest
 
-from baton import Client, Unavailable
+from typing import Optional
+
+from baton import TLS, Client, Unavailable
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -29,12 +31,36 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: The client certificates `baton-node certs` makes for a TLS cluster (their common names).
+TLS_CLIENTS = ("agent", "other")
+
+
+def certs(directory: pathlib.Path, nodes: int) -> pathlib.Path:
+    """A CA and certificates from `baton-node certs` in `directory`: node-N.pem for each node
+    (valid for 127.0.0.1), client-NAME.pem for each of `TLS_CLIENTS`, and their keys."""
+    args = [str(bin_dir() / "baton-node"), "certs", "--dir", str(directory)]
+    for node in range(1, nodes + 1):
+        args += ["--node", f"{node}=127.0.0.1"]
+    for name in TLS_CLIENTS:
+        args += ["--client", name]
+    subprocess.run(args, check=True, capture_output=True)
+    return directory
+
+
 class Cluster:
-    def __init__(self, nodes: int = 3, principals=()):
+    """`tls`: None (plaintext), "server" (the nodes speak TLS with certificates of `pki`'s
+    CA) or "mutual" (also --tls-client-auth: every client shows a certificate of that CA,
+    whose common name is its principal). `other_pki` is a second CA's set, for the wrong one."""
+
+    def __init__(self, nodes: int = 3, principals=(), tls=None):
         self.dir = tempfile.TemporaryDirectory(prefix="baton-py-")
         #: Bearer tokens by principal; with any, nodes require one (--auth-tokens).
         self.tokens = {}
         self.extra = []
+        self.tls = tls
+        if tls is not None:
+            self.pki = certs(pathlib.Path(self.dir.name) / "pki", nodes)
+            self.other_pki = certs(pathlib.Path(self.dir.name) / "other-pki", nodes)
         if principals:
             tokens_file = pathlib.Path(self.dir.name) / "tokens"
             for who in principals:
@@ -53,6 +79,26 @@ class Cluster:
             self.start(node)
         self.wait_for_leader()
 
+    def tls_flags(self, node: int):
+        if self.tls is None:
+            return []
+        flags = [
+            "--tls-cert", str(self.pki / f"node-{node}.pem"),
+            "--tls-key", str(self.pki / f"node-{node}-key.pem"),
+            "--tls-ca", str(self.pki / "ca.pem"),
+        ]
+        if self.tls == "mutual":
+            flags.append("--tls-client-auth")
+        return flags
+
+    def client_tls(self, client: Optional[str] = "agent", pki: Optional[pathlib.Path] = None, ca=None) -> TLS:
+        """A client's `TLS`: the CA of `pki` (default the cluster's) or `ca`, and `client`'s
+        certificate from it (None: no certificate)."""
+        pki = pki or self.pki
+        if client is None:
+            return TLS(ca=ca or pki / "ca.pem")
+        return TLS(ca=ca or pki / "ca.pem", cert=pki / f"client-{client}.pem", key=pki / f"client-{client}-key.pem")
+
     def start(self, node: int) -> None:
         data = pathlib.Path(self.dir.name) / f"node{node}"
         log = open(pathlib.Path(self.dir.name) / f"node{node}.log", "ab")
@@ -64,6 +110,7 @@ class Cluster:
                 "--data-dir", str(data),
                 "--initial-cluster", self.initial,
                 *self.extra,
+                *self.tls_flags(node),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -90,7 +137,11 @@ class Cluster:
         metadata = ()
         if self.tokens:
             metadata = (("authorization", f"Bearer {next(iter(self.tokens.values()))}"),)
-        with grpc.insecure_channel(self.endpoints[node - 1]) as channel:
+        if self.tls is None:
+            channel = grpc.insecure_channel(self.endpoints[node - 1])
+        else:
+            channel = grpc.secure_channel(self.endpoints[node - 1], self.client_tls().credentials)
+        with channel:
             return rpc.ClusterStub(channel).Status(pb.StatusRequest(), timeout=1, metadata=metadata)
 
     def leader(self, timeout: float = 20.0) -> int:
@@ -143,6 +194,26 @@ def secured_cluster():
 @pytest.fixture
 def cluster():
     c = Cluster(3)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def tls_cluster():
+    """A 3-node cluster whose nodes speak TLS (server certificates only)."""
+    c = Cluster(3, tls="server")
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def mtls_cluster():
+    """A 3-node cluster with mutual TLS: every client shows a certificate of the nodes' CA."""
+    c = Cluster(3, tls="mutual")
     try:
         yield c
     finally:

@@ -26,6 +26,7 @@ from .errors import (
     BatonError,
     Blocked,
     Compacted,
+    CredentialsRequired,
     Held,
     InvalidArgument,
     LeaseInfo,
@@ -35,6 +36,7 @@ from .errors import (
     PermissionDenied,
     Refused,
     StillWaiting,
+    TLSError,
     Unauthenticated,
     Unavailable,
 )
@@ -65,6 +67,7 @@ from .types import (
     Waiter,
 )
 from .watch import Watch
+from . import aio  # noqa: F401 - `from baton import aio`; the module is baton.aio
 
 __all__ = [
     "Client",
@@ -76,11 +79,14 @@ __all__ = [
     "SHARED_HOLDERS_MAX",
     "Lease",
     "Watch",
+    "aio",
     "BatonError",
     "Unavailable",
     "InvalidArgument",
     "PermissionDenied",
     "Unauthenticated",
+    "CredentialsRequired",
+    "TLSError",
     "Compacted",
     "Refused",
     "Held",

@@ -8,12 +8,12 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import grpc
 
 from ._convert import error, metadata_value
-from .errors import InvalidArgument, Unavailable
+from .errors import BatonError, CredentialsRequired, InvalidArgument, TLSError, Unauthenticated, Unavailable
 from .v1 import baton_pb2_grpc as rpc
 
 #: Most channels one client keeps open: its endpoints plus leaders it was pointed to.
@@ -81,15 +81,20 @@ class Transport:
                     ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX),
                     ("grpc.enable_retries", 0),
                 ]
-                if self._tls is not None:
-                    channel = grpc.secure_channel(endpoint, self._tls.credentials, options)
-                else:
-                    channel = grpc.insecure_channel(endpoint, options)
+                channel = self._open(endpoint, options)
                 if len(self._channels) >= CHANNELS_MAX:
                     _, old = self._channels.popitem()
-                    old.close()
+                    self._discard(old)
                 self._channels[endpoint] = channel
             return channel
+
+    def _open(self, endpoint: str, options) -> grpc.Channel:
+        if self._tls is not None:
+            return grpc.secure_channel(endpoint, self._tls.credentials, options)
+        return grpc.insecure_channel(endpoint, options)
+
+    def _discard(self, channel) -> None:
+        channel.close()
 
     def pick(self) -> str:
         """The node to ask: the leader last heard of, else the next one not suspected."""
@@ -132,40 +137,151 @@ class Transport:
 
     def call(self, service: str, method: str, request, deadline: Optional[float] = None):
         """One logical request until an answer, a non-retryable error, or the deadline."""
-        deadline = deadline if deadline is not None else time.monotonic() + self.retry_deadline
-        backoff = BACKOFF_INITIAL
-        redirected = False
-        last = "no attempt was made"
-        first = True
+        attempts = Attempts(self, deadline)
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise Unavailable(f"cluster unavailable: {last}")
-            metadata = self.metadata + FIRST_ATTEMPT_METADATA if first else self.metadata
-            first = False
-            endpoint = self.pick()
-            stub_class = rpc.BatonStub if service == "baton" else rpc.ClusterStub
-            stub = stub_class(self.channel(endpoint))
-            timeout = min(remaining, self.request_timeout)
+            endpoint, timeout, metadata = attempts.next()
+            stub = STUBS[service](self.channel(endpoint))
             try:
-                response, call = getattr(stub, method).with_call(
-                    request, timeout=timeout, metadata=metadata
-                )
-                self.learn_leader(call.initial_metadata())
-                return response
+                response, call = getattr(stub, method).with_call(request, timeout=timeout, metadata=metadata)
             except grpc.RpcError as e:
-                if e.code() not in RETRYABLE:
-                    self.learn_leader(e.trailing_metadata())
-                    raise error(e) from None
-                last = f"{endpoint}: {e.code().name}: {e.details()}"
-                leader = self.learn_leader(e.trailing_metadata()) or self.learn_leader(
-                    e.initial_metadata()
-                )
-                if leader is None:
-                    self.failed(endpoint, suspect=e.code() != grpc.StatusCode.ABORTED)
-            if leader is not None and leader != endpoint and not redirected:
-                redirected = True
+                time.sleep(attempts.failed(endpoint, e))
                 continue
-            redirected = False
-            time.sleep(min(backoff * (0.5 + random.random() / 2), max(0.0, deadline - time.monotonic())))
-            backoff = min(backoff * 2, BACKOFF_MAX)
+            self.learn_leader(call.initial_metadata())
+            return response
+
+    def tls_failed(self, failed: Dict[str, Tuple[str, str]], endpoint: str, details: str) -> bool:
+        """Whether an attempt's failure at `endpoint` (grpc's `details`) was its TLS
+        handshake's: if so it is noted in `failed` (endpoint -> (reason, text), one request's
+        or one watch's) and the endpoint is suspected, and once every endpoint has failed so,
+        `TLSError` is raised."""
+        tls = self._tls
+        reason = tls_failure(details, tls.has_certificate) if tls is not None else None
+        if reason is None:
+            return False
+        failed[endpoint] = (reason, details)
+        self.failed(endpoint, suspect=True)
+        if len(failed) >= len(self.endpoints):
+            raise TLSError(
+                f"no TLS connection to {', '.join(failed)}: {_TLS_ADVICE[reason]} ({details})",
+                reason,
+                failed,
+                details,
+            ) from None
+        return True
+
+    def presented(self) -> Dict[str, bool]:
+        """What credentials this client gives (facts of an `Unauthenticated`)."""
+        return {
+            "presented_certificate": self._tls is not None and self._tls.has_certificate,
+            "presented_token": any(k == "authorization" for k, _ in self.metadata),
+        }
+
+    def error(self, e: grpc.RpcError) -> BatonError:
+        """The typed error of a status no retry can change, with what this client presented
+        when the cluster asks for credentials."""
+        typed = error(e)
+        if isinstance(typed, Unauthenticated):
+            presented = self.presented()
+            if not any(presented.values()):
+                return CredentialsRequired(
+                    f"{typed}; this client gave no credentials: for a client certificate give "
+                    "tls=TLS(ca=..., cert=..., key=...), for a bearer token token=...",
+                    **presented,
+                )
+            return Unauthenticated(str(typed), **presented)
+        return typed
+
+
+#: The stub class of each service `Transport.call` takes.
+STUBS = {"baton": rpc.BatonStub, "cluster": rpc.ClusterStub}
+
+
+def tls_failure(details: str, client_certificate: bool) -> Optional[str]:
+    """The `TLSError.reason` of a failed attempt whose text (grpc's: it gives the handshake's
+    failure only as text) says the TLS handshake failed, else None."""
+    text = details.lower()
+    if "handshake failed" in text:
+        if "wrong_version_number" in text:
+            return "plaintext_node"
+        if "certificate" in text:
+            return "untrusted_certificate"
+        return "handshake_failed"
+    if "verification check failed" in text:
+        # grpc's check of the certificate's host names, after the handshake.
+        return "untrusted_certificate"
+    if client_certificate and "tsi_data_corrupted" in text:
+        # The node's alert after it checked the client's certificate (TLS 1.3 sends it after
+        # the handshake), which grpc reads as a record it cannot decrypt.
+        return "client_certificate_rejected"
+    return None
+
+
+_TLS_ADVICE = {
+    "untrusted_certificate": "the node's certificate did not verify against the CA given (TLS(ca=...)): "
+    "give the CA that signed the nodes' certificates",
+    "client_certificate_rejected": "the node refused this client's certificate: give one that the "
+    "nodes' CA signed (TLS(cert=..., key=...))",
+    "plaintext_node": "the node does not speak TLS: drop tls=, or turn TLS on at the node",
+    "handshake_failed": "the TLS handshake failed",
+}
+
+
+class Attempts:
+    """The state of one logical request's attempts, shared by the blocking and the asyncio
+    calls: which endpoint next, with what timeout and metadata, what a failure means (raise,
+    redirect, or back off), and when to give up."""
+
+    def __init__(self, transport: Transport, deadline: Optional[float]):
+        self.transport = transport
+        self.deadline = deadline if deadline is not None else time.monotonic() + transport.retry_deadline
+        self.backoff = BACKOFF_INITIAL
+        self.redirected = False
+        self.last = "no attempt was made"
+        self.first = True
+        #: Endpoint -> (reason, text) of its failed TLS handshake in this request.
+        self.tls_failed: Dict[str, Tuple[str, str]] = {}
+
+    def next(self) -> Tuple[str, float, tuple]:
+        """(endpoint, timeout, metadata) of the next attempt; raises `Unavailable` past the
+        deadline."""
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise Unavailable(f"cluster unavailable: {self.last}{self._hint()}")
+        t = self.transport
+        metadata = t.metadata + FIRST_ATTEMPT_METADATA if self.first else t.metadata
+        self.first = False
+        return t.pick(), min(remaining, t.request_timeout), metadata
+
+    def failed(self, endpoint: str, e: grpc.RpcError) -> float:
+        """After a failed attempt at `endpoint`: raises the typed error if retrying cannot
+        help, else returns how long to wait before the next attempt (0: at once)."""
+        t = self.transport
+        if e.code() not in RETRYABLE:
+            t.learn_leader(e.trailing_metadata())
+            raise t.error(e) from None
+        details = e.details() or ""
+        self.last = f"{endpoint}: {e.code().name}: {details}"
+        if t.tls_failed(self.tls_failed, endpoint, details):
+            leader = None
+        else:
+            leader = t.learn_leader(e.trailing_metadata()) or t.learn_leader(e.initial_metadata())
+            if leader is None:
+                t.failed(endpoint, suspect=e.code() != grpc.StatusCode.ABORTED)
+        if leader is not None and leader != endpoint and not self.redirected:
+            self.redirected = True
+            return 0.0
+        self.redirected = False
+        delay = min(self.backoff * (0.5 + random.random() / 2), max(0.0, self.deadline - time.monotonic()))
+        self.backoff = min(self.backoff * 2, BACKOFF_MAX)
+        return delay
+
+    def _hint(self) -> str:
+        """What the last failure suggests about TLS, if anything."""
+        if self.transport._tls is None and "socket closed" in self.last.lower():
+            # A TLS node closes a plaintext client's connection ("a client spoke plaintext to
+            # this TLS port", its log says).
+            return " (if the nodes speak TLS, give the client their CA: tls=TLS(ca=...))"
+        if self.tls_failed:
+            reason, _ = next(reversed(self.tls_failed.values()))
+            return f" (TLS: {_TLS_ADVICE[reason]})"
+        return ""

@@ -101,10 +101,16 @@ class Listening:
         self.key = key
         self.grant: Optional[LineGrant] = None
         self.heard = threading.Event()
+        #: Called (from the stream's thread) after `heard` is set, if given: how an asyncio
+        #: wait (`aio`) is woken. Whoever sets it checks `heard` afterwards.
+        self.notify: Optional[Callable[[], None]] = None
 
     def tell(self, grant: Optional[LineGrant]) -> None:
         self.grant = grant
         self.heard.set()
+        notify = self.notify
+        if notify is not None:
+            notify()
 
 
 # How one stream's life ended.

@@ -11,6 +11,8 @@ __all__ = [
     "InvalidArgument",
     "PermissionDenied",
     "Unauthenticated",
+    "CredentialsRequired",
+    "TLSError",
     "Compacted",
     "Refused",
     "Held",
@@ -39,7 +41,43 @@ class PermissionDenied(BatonError):
 
 
 class Unauthenticated(BatonError):
-    """No token, or one the cluster does not know."""
+    """No credentials, or ones the cluster does not take (a token it does not know). The
+    message is the node's; `presented_certificate` and `presented_token` say what this
+    client gave (a client certificate in its `TLS`, a bearer `token`)."""
+
+    def __init__(self, message: str, presented_certificate: bool = False, presented_token: bool = False):
+        super().__init__(message)
+        self.presented_certificate = presented_certificate
+        self.presented_token = presented_token
+
+
+class CredentialsRequired(Unauthenticated):
+    """The cluster requires credentials and this client gave none: neither a client
+    certificate (`TLS(ca=..., cert=..., key=...)`, for a cluster with `--tls-client-auth`)
+    nor a bearer `token` (`--auth-tokens`). The message is the node's, which names the one
+    it requires ("this node requires a client certificate ..."), then what to give here."""
+
+
+class TLSError(BatonError):
+    """No TLS connection could be made to any of the client's endpoints: every one failed
+    in the TLS handshake, which retrying cannot mend (raised at once, not after the retry
+    deadline). `reason` says why, as the client's TLS library reported it at the last one:
+
+    - `untrusted_certificate`: the node's certificate did not verify against the client's
+      CA (`TLS(ca=...)` is not the CA that signed the nodes' certificates, or the
+      certificate is not for the host dialed);
+    - `client_certificate_rejected`: the node refused the client's certificate (one its CA
+      did not sign) at the end of the handshake;
+    - `plaintext_node`: the node does not speak TLS (drop `tls=`, or turn TLS on at it);
+    - `handshake_failed`: another handshake failure (`detail` has the library's words).
+
+    `endpoints` lists each endpoint that failed and `detail` is the last failure's text."""
+
+    def __init__(self, message: str, reason: str, endpoints=(), detail: str = ""):
+        super().__init__(message)
+        self.reason = reason
+        self.endpoints = list(endpoints)
+        self.detail = detail
 
 
 class Compacted(BatonError):

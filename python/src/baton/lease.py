@@ -34,8 +34,12 @@ RENEW_RETRY_INTERVAL_MIN = 0.05
 RENEW_CALL_TTL_DIVISOR = 4
 
 
-class Lease:
-    def __init__(self, client, feed, key: str, ttl: float, holder: Optional[str], status: str):
+class LeaseRules:
+    """What the blocking `Lease` and the asyncio `aio.Lease` share: the state, when the lease
+    is held, when to renew, and what a renewal's outcome means. Each has its own `lost` and
+    `_stop` events and its own `_lose`."""
+
+    def _setup(self, client, feed, key: str, ttl: float, holder: Optional[str], status: str) -> None:
         self._client = client
         #: The session's endings stream (`endings.Feed`), handed over by the client.
         self._feed = feed
@@ -47,43 +51,14 @@ class Lease:
         self.token = 0
         self.safe_until = 0.0
         self.grant = None
-        #: Set when the lease is lost (pushed ending, refused renewal, safe deadline).
-        self.lost = threading.Event()
         #: How it was lost (a `Loss`), once it is.
         self.loss: Optional[Loss] = None
-        #: Set when renewing should stop: the block ended, or the lease is lost.
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
         self._following = None
-        self._lock = threading.Lock()
 
-    def __enter__(self) -> "Lease":
-        feed = self._feed
-        feed.room()
-        # Raises Held (naming the holder) instead of entering the block.
-        self.grant = self._client.claim(self.key, self.ttl, self.holder)
-        self.token = self.grant.token
-        self.safe_until = self.grant.safe_until
-        self._following = feed.follow(self.key, self.token, self._lose)
-        self._thread = threading.Thread(target=self._renew_loop, name=f"baton-lease {self.key}", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        try:
-            if self.held():
-                self._client.release(self.key, self.token, self.status)
-        except Lost as e:
-            self._lose(Loss(TAKEN, reason="found at the release", new_holder=e.holder, new_token=e.token))
-        except BatonError:
-            # The lease ends at its TTL anyway; an exception from the block wins.
-            if exc is None:
-                raise
-        finally:
-            self._feed.unfollow(self._following)
+    def _granted(self, grant) -> None:
+        self.grant = grant
+        self.token = grant.token
+        self.safe_until = grant.safe_until
 
     def held(self) -> bool:
         """True while the lease is provably this session's (before its safe deadline)."""
@@ -96,6 +71,89 @@ class Lease:
             self._lose(Loss(UNCONFIRMED, reason="no renewal was answered"))
             raise LeaseLost(f"lost {self.key} (token {self.token}): {self.loss}", self.loss)
 
+    def _next_renewal(self) -> float:
+        """Seconds to the next renewal when all goes well: TTL / 3, ± 10 %."""
+        interval = self.ttl / RENEWALS_PER_TTL
+        return interval * (1 + random.uniform(-RENEW_JITTER_FRACTION, RENEW_JITTER_FRACTION))
+
+    def _until_renewal(self, wait: float) -> float:
+        """How long to sleep: `wait`, or to the safe deadline if that is sooner."""
+        return max(0.0, min(wait, self.safe_until - time.monotonic()))
+
+    def _renewal_due(self) -> Optional[float]:
+        """Woken to renew: the deadline of the renewal call's attempts, or None (and the
+        lease lost) when the safe deadline has passed."""
+        if time.monotonic() >= self.safe_until:
+            self._lose(Loss(UNCONFIRMED, reason="no renewal was answered"))
+            return None
+        return min(self.safe_until, time.monotonic() + self.ttl / RENEW_CALL_TTL_DIVISOR)
+
+    def _renewed(self, safe_until: Optional[float], failure: Optional[BatonError]) -> Optional[float]:
+        """After a renewal that answered `safe_until` or failed with `failure`: seconds to the
+        next one, or None when the lease is lost (and `_lose` was told how)."""
+        if isinstance(failure, Lost):
+            self._lose(Loss(TAKEN, new_holder=failure.holder, new_token=failure.token))
+            return None
+        if isinstance(failure, Refused):
+            # Final: another session's token cannot become ours by retrying.
+            self._lose(Loss(REFUSED, reason=str(failure)))
+            return None
+        if failure is not None:
+            if time.monotonic() >= self.safe_until:
+                self._lose(Loss(UNCONFIRMED, reason=f"the last renewal failed: {failure}"))
+                return None
+            return max(self.ttl / RENEW_RETRIES_PER_TTL, RENEW_RETRY_INTERVAL_MIN)
+        if time.monotonic() >= self.safe_until:
+            # The answer came too late to count: the window had already closed.
+            self._lose(Loss(UNCONFIRMED, reason="the renewal was answered too late"))
+            return None
+        self.safe_until = safe_until
+        return self._next_renewal()
+
+    def _release_failed(self, failure: BatonError, exc) -> None:
+        """A release on leaving the block failed: a `Lost` is a loss; otherwise the lease ends
+        at its TTL anyway, and an exception from the block wins."""
+        if isinstance(failure, Lost):
+            self._lose(Loss(TAKEN, reason="found at the release", new_holder=failure.holder, new_token=failure.token))
+        elif exc is None:
+            raise failure
+
+    def _lose(self, loss: Loss) -> None:
+        raise NotImplementedError
+
+
+class Lease(LeaseRules):
+    def __init__(self, client, feed, key: str, ttl: float, holder: Optional[str], status: str):
+        self._setup(client, feed, key, ttl, holder, status)
+        #: Set when the lease is lost (pushed ending, refused renewal, safe deadline).
+        self.lost = threading.Event()
+        #: Set when renewing should stop: the block ended, or the lease is lost.
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "Lease":
+        feed = self._feed
+        feed.room()
+        # Raises Held (naming the holder) instead of entering the block.
+        self._granted(self._client.claim(self.key, self.ttl, self.holder))
+        self._following = feed.follow(self.key, self.token, self._lose)
+        self._thread = threading.Thread(target=self._renew_loop, name=f"baton-lease {self.key}", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            if self.held():
+                self._client.release(self.key, self.token, self.status)
+        except BatonError as e:
+            self._release_failed(e, exc)
+        finally:
+            self._feed.unfollow(self._following)
+
     def _lose(self, loss: Loss) -> None:
         """Records the first loss; called by the renewing thread, the feed, or `check()`."""
         with self._lock:
@@ -105,36 +163,19 @@ class Lease:
         self._stop.set()
 
     def _renew_loop(self) -> None:
-        interval = self.ttl / RENEWALS_PER_TTL
-        retry = max(self.ttl / RENEW_RETRIES_PER_TTL, RENEW_RETRY_INTERVAL_MIN)
-        wait = interval * (1 + random.uniform(-RENEW_JITTER_FRACTION, RENEW_JITTER_FRACTION))
+        wait = self._next_renewal()
         while True:
             # Wake for the next renewal, or at the safe deadline, whichever is first.
-            until_deadline = self.safe_until - time.monotonic()
-            if self._stop.wait(max(0.0, min(wait, until_deadline))):
+            if self._stop.wait(self._until_renewal(wait)):
                 return
-            if time.monotonic() >= self.safe_until:
-                self._lose(Loss(UNCONFIRMED, reason="no renewal was answered"))
+            deadline = self._renewal_due()
+            if deadline is None:
                 return
-            deadline = min(self.safe_until, time.monotonic() + self.ttl / RENEW_CALL_TTL_DIVISOR)
+            safe_until, failure = None, None
             try:
                 _, safe_until = self._client.renew(self.key, self.token, deadline=deadline)
-            except Lost as e:
-                self._lose(Loss(TAKEN, new_holder=e.holder, new_token=e.token))
-                return
-            except Refused as e:
-                # Final: another session's token cannot become ours by retrying.
-                self._lose(Loss(REFUSED, reason=str(e)))
-                return
             except BatonError as e:
-                if time.monotonic() >= self.safe_until:
-                    self._lose(Loss(UNCONFIRMED, reason=f"the last renewal failed: {e}"))
-                    return
-                wait = retry
-                continue
-            if time.monotonic() >= self.safe_until:
-                # The answer came too late to count: the window had already closed.
-                self._lose(Loss(UNCONFIRMED, reason="the renewal was answered too late"))
+                failure = e
+            wait = self._renewed(safe_until, failure)
+            if wait is None:
                 return
-            self.safe_until = safe_until
-            wait = interval * (1 + random.uniform(-RENEW_JITTER_FRACTION, RENEW_JITTER_FRACTION))

@@ -9,7 +9,7 @@ from typing import Optional
 
 import grpc
 
-from ._convert import error, event
+from ._convert import event
 from ._transport import BACKOFF_INITIAL, BACKOFF_MAX, PROGRESS_KIND, RETRYABLE, Transport
 from .errors import Unavailable
 from .v1 import baton_pb2 as pb
@@ -62,6 +62,8 @@ class Watch:
         backoff = BACKOFF_INITIAL
         outage_since: Optional[float] = None
         last = "no attempt was made"
+        #: Endpoint -> (reason, text) of its failed TLS handshake since the last message.
+        tls_failed: dict = {}
         while not self._closed:
             endpoint = client.endpoints[self._cursor % len(client.endpoints)]
             stub = rpc.BatonStub(self._transport.channel(endpoint))
@@ -78,6 +80,7 @@ class Watch:
                     outage_since = None
                     backoff = BACKOFF_INITIAL
                     self._compacted_at.clear()
+                    tls_failed.clear()
                     if message.revision < self.next_revision:
                         continue
                     self.next_revision = message.revision + 1
@@ -91,9 +94,12 @@ class Watch:
                 if e.code() == grpc.StatusCode.OUT_OF_RANGE:
                     self._compacted_at.add(endpoint)
                     if len(self._compacted_at) >= len(client.endpoints):
-                        raise error(e) from None
+                        raise self._transport.error(e) from None
                 elif e.code() not in RETRYABLE:
-                    raise error(e) from None
+                    raise self._transport.error(e) from None
+                else:
+                    # Raises TLSError once every endpoint failed its TLS handshake.
+                    self._transport.tls_failed(tls_failed, endpoint, e.details() or "")
                 last = f"{endpoint}: {e.code().name}: {e.details()}"
             # Next endpoint; wait unless the stream was healthy for a while.
             self._cursor += 1
