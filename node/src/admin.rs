@@ -143,6 +143,15 @@ pub fn readiness(
         return Err(NotReady::StorageFailed { why });
     }
     let rm = raft.metrics().borrow().clone();
+    // Before the membership: a wiped node may have none yet (it waits to initialize, see
+    // `node::bootstrap`), and "it lost its data" is what its operator must hear.
+    if let Some(known) = peers.known_as(incarnation) {
+        return Err(NotReady::Replaced {
+            node_id: rm.id,
+            known,
+            mine: incarnation,
+        });
+    }
     let membership = rm.membership_config.membership();
     if membership.nodes().next().is_none() {
         return Err(NotReady::NoMembership);
@@ -151,13 +160,6 @@ pub fn readiness(
         || membership.learner_ids().any(|id| id == rm.id);
     if !member {
         return Err(NotReady::NotAMember { node_id: rm.id });
-    }
-    if let Some(known) = peers.known_as(incarnation) {
-        return Err(NotReady::Replaced {
-            node_id: rm.id,
-            known,
-            mine: incarnation,
-        });
     }
     if let Some(pending) = repair.pending() {
         return Err(NotReady::Repairing {

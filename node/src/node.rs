@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use baton_proto::v1::baton_server::BatonServer as BatonService;
 use baton_proto::v1::cluster_server::ClusterServer as ClusterService;
@@ -18,7 +19,7 @@ use crate::limits::JOIN_TIMEOUT;
 use crate::metrics::Metrics;
 use crate::network::Network;
 use crate::peers::PeerBook;
-use crate::raft_types::Raft;
+use crate::raft_types::{NodeId, Raft};
 use crate::server::{baton, cluster, convert::TtlBounds, raft};
 use crate::store::{self, OpenError};
 
@@ -516,9 +517,24 @@ async fn join(
     Err(JoinError::TimedOut { node_id, last }.into())
 }
 
-/// Initializes a new cluster with the configured initial members. Every initial member
-/// does this with the same membership, which openraft documents as safe; a node that is
-/// already part of a cluster (a restart on an existing data dir) skips it and rejoins.
+/// How many of its longest election timeouts an initial member other than the lowest-id one
+/// waits, per member below it, before it initializes the cluster itself.
+pub const INITIALIZE_STAGGER_ELECTION_TIMEOUTS: u32 = 2;
+
+/// Initializes a new cluster with the configured initial members; a node that is already
+/// part of a cluster (a restart on an existing data dir) skips it and rejoins.
+///
+/// Every initial member initializes with the same membership (which openraft documents as
+/// safe), but not at once: a member that initializes campaigns at once, and members started
+/// together would split their first vote (one leader's first replication then meets a
+/// higher vote, and openraft warns). The lowest-id member initializes now; the k-th above
+/// it waits k × [`INITIALIZE_STAGGER_ELECTION_TIMEOUTS`] election timeouts, in the
+/// background while it serves, and initializes only if no leader reached it meanwhile
+/// (the first leader's membership entry initializes it), so a cluster whose lowest member
+/// is down still forms. A member that granted a vote cannot initialize any more (openraft
+/// refuses once a vote is kept): had the lowest member failed between winning its first
+/// vote and replicating the membership (a window of one round trip), the others wait for
+/// it to come back.
 ///
 /// Returns whether the node must still ask a running cluster to add it (`--join` on a new
 /// data dir): such a node starts no cluster of its own.
@@ -550,12 +566,44 @@ async fn bootstrap(raft: &Raft, cfg: &ValidConfig) -> Result<bool, NodeError> {
         .iter()
         .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
         .collect::<std::collections::BTreeMap<_, _>>();
+    let rank = cfg
+        .initial_members
+        .keys()
+        .position(|id| *id == cfg.node_id)
+        .unwrap_or(0) as u32;
+    if rank == 0 {
+        initialize(raft, cfg.node_id, members).await?;
+        return Ok(false);
+    }
+    let wait = Duration::from_millis(cfg.raft.election_timeout_max)
+        * (rank * INITIALIZE_STAGGER_ELECTION_TIMEOUTS);
+    let (raft, node_id) = (raft.clone(), cfg.node_id);
+    tokio::spawn(async move {
+        tokio::time::sleep(wait).await;
+        if !raft.is_initialized().await.unwrap_or(true) {
+            if let Err(error) = initialize(&raft, node_id, members).await {
+                tracing::error!(node_id, %error, "cannot initialize the cluster");
+            }
+        }
+    });
+    Ok(false)
+}
+
+async fn initialize(
+    raft: &Raft,
+    node_id: NodeId,
+    members: std::collections::BTreeMap<NodeId, BasicNode>,
+) -> Result<(), NodeError> {
+    let addrs: std::collections::BTreeMap<NodeId, String> = members
+        .iter()
+        .map(|(id, node)| (*id, node.addr.clone()))
+        .collect();
     match raft.initialize(members).await {
         Ok(()) => {
-            tracing::info!(node_id = cfg.node_id, members = ?cfg.initial_members, "initialized a new cluster");
-            Ok(false)
+            tracing::info!(node_id, members = ?addrs, "initialized a new cluster");
+            Ok(())
         }
-        Err(openraft::error::RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(false),
+        Err(openraft::error::RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
         Err(e) => Err(NodeError::Raft(e.into())),
     }
 }

@@ -166,7 +166,8 @@ impl PeerBook {
             .map(|at| at.elapsed())
     }
 
-    /// Notes the data format `node` said it reads in an answer to this node.
+    /// Notes the data format `node` said it reads, in an answer to this node or in a request
+    /// to it.
     pub fn said_format(&self, node: NodeId, format: u32) {
         self.formats
             .lock()

@@ -522,8 +522,20 @@ pub fn pb_event(key: &str, e: &Event) -> pb::Event {
         actor: e.actor.as_ref().map(pb_actor),
         token: e.token,
         at_unix_ms: e.unix_ms,
-        detail: e.detail.clone(),
+        detail: detail_in_words(&e.detail),
         recorded_before_format_4: e.attribution == Attribution::RecordedBeforeFormat4,
+    }
+}
+
+/// An event's detail as people read it. The state machine writes a lease's renewals as
+/// `renewed {n} times` at the head of an ending's detail, in the history it keeps (changing
+/// that text would need a data-format gate, and events already kept would still read so):
+/// one renewal is said `renewed 1 time` here, on the way out, for every reader alike.
+fn detail_in_words(detail: &str) -> String {
+    const ONE_RENEWAL: &str = "renewed 1 times";
+    match detail.strip_prefix(ONE_RENEWAL) {
+        Some(rest) if rest.is_empty() || rest.starts_with(';') => format!("renewed 1 time{rest}"),
+        _ => detail.to_owned(),
     }
 }
 
@@ -701,4 +713,34 @@ pub(super) fn unexpected(outcome: crate::core::Outcome) -> Status {
         "state machine answered an operation with the wrong outcome"
     );
     Status::internal(format!("unexpected outcome {outcome:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_renewal_reads_as_one_time_and_other_details_pass_unchanged() {
+        let said = |detail: &str| {
+            let event = Event {
+                revision: 7,
+                kind: crate::core::case::EventKind::Released,
+                actor: None,
+                attribution: Attribution::Requester,
+                token: 3,
+                unix_ms: 0,
+                detail: detail.into(),
+            };
+            pb_event("k", &event).detail
+        };
+        assert_eq!(said("renewed 1 times"), "renewed 1 time");
+        assert_eq!(
+            said("renewed 1 times; status done"),
+            "renewed 1 time; status done"
+        );
+        assert_eq!(said("renewed 2 times"), "renewed 2 times");
+        assert_eq!(said("renewed 12 times; x"), "renewed 12 times; x");
+        assert_eq!(said("renewed 1 timesheet"), "renewed 1 timesheet");
+        assert_eq!(said(""), "");
+    }
 }

@@ -85,6 +85,10 @@ impl RaftServer {
             self.peers
                 .learn(self.node_id, req.sender_node_id, &req.peer_incarnations);
         }
+        // A request says its sender's data format as an answer does: a follower learns the
+        // leader's from its replication, so that, leader in turn after the leader failed, it
+        // knows which format the failed member reads (a format gate would refuse otherwise).
+        self.peers.said_format(req.sender_node_id, req.data_format);
         Ok(req)
     }
 
