@@ -6,165 +6,18 @@
 //! shows come from here: `BATON_WEB_SCREENSHOTS=$PWD/docs cargo test -p baton-cli --test web`).
 
 mod common;
+mod web_support;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use baton_client::{ClaimOutcome, Client, HandoffNote, VolatileFact};
-use common::{cli_bin, free_port, AuthNode, Cluster};
-use fantoccini::{Client as Browser, ClientBuilder, Locator};
-
-/// How long the page may take to show a change: it comes from the watch stream, not a
-/// reload, so this is generous only for a loaded machine.
-const SHOWN_WITHIN: Duration = Duration::from_secs(15);
-
-/// A child process killed by PID when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Where the browser driver is: `BATON_CHROMEDRIVER`, else Debian's.
-fn chromedriver() -> String {
-    std::env::var("BATON_CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into())
-}
-
-/// Waits until something listens on `port` of loopback.
-async fn listening(port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "{what} never listened on {port}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// `baton web` against `endpoints` on a free port, with extra flags.
-async fn start_web(endpoints: &[String], flags: &[&str]) -> (Proc, String) {
-    start_web_as(endpoints, flags, None).await
-}
-
-/// `baton web` showing bearer token `token`, if any.
-async fn start_web_as(endpoints: &[String], flags: &[&str], token: Option<&str>) -> (Proc, String) {
-    let port = free_port();
-    let mut command = Command::new(cli_bin());
-    command.env_remove("BATON_AUTH_TOKEN_FILE");
-    match token {
-        Some(t) => command.env("BATON_AUTH_TOKEN", t),
-        None => command.env_remove("BATON_AUTH_TOKEN"),
-    };
-    let child = command
-        .args(["--endpoints", &endpoints.join(",")])
-        .args(["web", "--listen", &format!("127.0.0.1:{port}")])
-        .args(flags)
-        .env_remove("BATON_ENDPOINTS")
-        .env_remove("BATON_CLIENT_ID")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let web = Proc(child);
-    listening(port, "baton web").await;
-    (web, format!("http://127.0.0.1:{port}"))
-}
-
-/// A headless Chromium through a chromedriver of its own.
-async fn start_browser() -> (Proc, Browser) {
-    let port = free_port();
-    let driver = Proc(
-        Command::new(chromedriver())
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", chromedriver())),
-    );
-    listening(port, "chromedriver").await;
-    let mut caps = serde_json::Map::new();
-    caps.insert(
-        "goog:chromeOptions".into(),
-        serde_json::json!({
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-dev-shm-usage", "--window-size=1280,800"]
-        }),
-    );
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    let browser = ClientBuilder::new(connector)
-        .capabilities(caps)
-        .connect(&format!("http://127.0.0.1:{port}"))
-        .await
-        .expect("a WebDriver session");
-    (driver, browser)
-}
-
-/// The board row of `key`, if the page shows one.
-async fn row_text(browser: &Browser, key: &str) -> Option<(String, String)> {
-    let css = format!("#board tbody tr[data-key=\"{key}\"]");
-    let row = browser.find(Locator::Css(&css)).await.ok()?;
-    let text = row.text().await.ok()?;
-    let class = row.attr("class").await.ok()?.unwrap_or_default();
-    Some((text, class))
-}
-
-/// Waits until `check` holds of the page, or fails with what the page showed.
-async fn until<F>(browser: &Browser, what: &str, mut check: F)
-where
-    F: AsyncFnMut(&Browser) -> bool,
-{
-    let deadline = Instant::now() + SHOWN_WITHIN;
-    loop {
-        if check(browser).await {
-            return;
-        }
-        if Instant::now() > deadline {
-            let body = match browser.find(Locator::Css("body")).await {
-                Ok(b) => b.text().await.unwrap_or_default(),
-                Err(e) => e.to_string(),
-            };
-            panic!("the page never showed {what}; it shows:\n{body}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// The text of the element with id `id`, or "" when the page has none.
-async fn text_of(browser: &Browser, id: &str) -> String {
-    match browser.find(Locator::Id(id)).await {
-        Ok(element) => element.text().await.unwrap_or_default(),
-        Err(_) => String::new(),
-    }
-}
-
-fn granted(outcome: ClaimOutcome) -> u64 {
-    match outcome {
-        ClaimOutcome::Granted(g) => g.lease.token,
-        other => panic!("expected a grant: {other:?}"),
-    }
-}
-
-async fn agent(cluster: &Cluster, id: &str) -> Client {
-    Client::connect(baton_client::ClientConfig {
-        client_id: Some(id.into()),
-        retry_deadline: Duration::from_secs(20),
-        ..baton_client::ClientConfig::with_endpoints(cluster.endpoints.iter().cloned())
-    })
-    .await
-    .unwrap()
-}
-
-async fn screenshot(browser: &Browser, name: &str) {
-    if let Some(dir) = std::env::var_os("BATON_WEB_SCREENSHOTS") {
-        let png = browser.screenshot().await.unwrap();
-        std::fs::write(std::path::Path::new(&dir).join(name), png).unwrap();
-    }
-}
+use baton_client::{HandoffNote, VolatileFact};
+use common::{cli_bin, AuthNode, Cluster};
+use fantoccini::Locator;
+use web_support::{
+    agent, granted, http_get, row_text, screenshot, start_browser, start_web, start_web_as,
+    text_of, until,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_board_follows_claims_releases_assignments_and_handoffs_live_and_survives_a_node_kill()
@@ -259,12 +112,23 @@ async fn the_board_follows_claims_releases_assignments_and_handoffs_live_and_sur
     )
     .await;
 
-    // A handoff offer shows on the board, and the key's page shows the note, its volatile
-    // fact marked as needing verification with its check command.
+    // The giver's status before it offers: the taker's page says whose it is.
+    codex
+        .update(
+            "tasks/evidence-42",
+            token,
+            baton_client::RecordPatch::status("in_progress").with_summary("2 of 4 domains"),
+        )
+        .await
+        .unwrap();
+    // A handoff offer shows on the board, and the key's page shows the note, its files and
+    // its volatile fact marked as needing verification with its check command.
     let note = HandoffNote {
         done: "domains 1-2".into(),
         remaining: "domains 3-4".into(),
         first_step: "rerun the verifier".into(),
+        changed_files: vec!["verify/domains.rs".into()],
+        dirty_files: vec!["todo.txt".into()],
         volatile_facts: vec![VolatileFact {
             name: "rows left".into(),
             claimed_value: "4".into(),
@@ -300,7 +164,7 @@ async fn the_board_follows_claims_releases_assignments_and_handoffs_live_and_sur
     until(&browser, "the taker holding tasks/evidence-42", async |b| {
         row_text(b, "tasks/evidence-42")
             .await
-            .is_some_and(|(text, _)| text.contains("claude@host-a") && !text.contains("codex"))
+            .is_some_and(|(text, _)| text.starts_with("tasks/evidence-42 claude@host-a "))
     })
     .await;
     browser
@@ -314,6 +178,9 @@ async fn the_board_follows_claims_releases_assignments_and_handoffs_live_and_sur
             && text.contains("rerun the verifier")
             && text.contains("codex@host-b (token")
             && text.contains("handed off")
+            && text.contains(&format!(
+                "in_progress — set by codex@host-b in a previous stint (token {token})"
+            ))
     })
     .await;
     screenshot(&browser, "web-key.png").await;
@@ -516,22 +383,6 @@ async fn with_auth_on_a_principal_without_read_on_a_prefix_does_not_see_its_keys
         "{answer}"
     );
     browser.close().await.unwrap();
-}
-
-/// `GET path` of `base` (`http://host:port`): the status code and the body.
-fn http_get(base: &str, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let addr = base.trim_start_matches("http://");
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let code = answer[9..12].parse().unwrap();
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (code, body)
 }
 
 /// Bad input gets a clear answer and changes nothing; the page is read-only unless

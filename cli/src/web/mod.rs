@@ -2,15 +2,18 @@
 //! endpoints, TLS, token and client id, so that a secured cluster's permissions apply to
 //! what the page shows.
 //!
-//! The page is three static files embedded in the binary (no build step, no CDN). Its data
-//! comes from a small JSON API over the library's calls, and its live updates from the
-//! watch stream as server-sent events:
+//! The page is three static files embedded in the binary (no build step, no CDN); the
+//! served page has the first board in it already ([`html`]), read as `/api/board` reads
+//! it, so that it shows rows before its script has run. The script's data comes from a
+//! small JSON API over the library's calls, and its live updates from the watch stream as
+//! server-sent events:
 //! - `GET /api/board?prefix=P&after=K&limit=N`: one page of held (and quarantined) keys,
-//!   each with its record's status and summary, assignment, pending offer and quarantine,
-//!   and the revision and node of the read;
+//!   each with its record's status (and who set it in which stint, from the key's history:
+//!   [`status_by`]) and summary, assignment, pending offer and quarantine, and the revision
+//!   and node of the read;
 //! - `GET /api/row?key=K`: one key's row again (the page asks after an event of the key);
-//! - `GET /api/key?key=K`: a key's case file, its ownership stints and events, its last
-//!   handoff note;
+//! - `GET /api/key?key=K`: a key's case file (and who set its status), its ownership
+//!   stints and events, its last handoff note;
 //! - `GET /api/cluster`: every node's status, a node that does not answer shown as such;
 //! - `GET /api/events?prefix=P&from=R`: the watch stream from revision R (or the browser's
 //!   `Last-Event-ID` + 1 when it reconnects), one `change` event per history event with its
@@ -21,12 +24,14 @@
 //! from the moment it received it on the browser's monotonic clock, never from its wall
 //! clock.
 
+mod html;
+mod status_by;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -51,6 +56,10 @@ pub const EVENT_STREAMS_MAX: usize = 64;
 pub const BODY_BYTES_MAX: usize = 16 * 1024;
 /// A comment line on an idle event stream this often, so that proxies keep it open.
 const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(15);
+/// How long the served page waits for its first board; past it the page goes out without
+/// rows (the script reads them), so that a cluster that does not answer does not hold the
+/// page back for the client's whole retry deadline.
+pub const FIRST_BOARD_WAIT: Duration = Duration::from_secs(3);
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
@@ -77,7 +86,7 @@ type Ctx = State<Arc<Shared>>;
 pub async fn serve(client: Client, settings: Settings) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
-        .with_context(|| format!("cannot listen on {}", settings.listen))?;
+        .map_err(|e| listen_error(settings.listen, &e))?;
     let bound = listener.local_addr()?;
     eprintln!(
         "baton web: http://{bound}/ (cluster {}; {}; Ctrl-C stops it)",
@@ -101,10 +110,27 @@ pub async fn serve(client: Client, settings: Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Why `baton web` cannot listen on `addr`, with the system's reason (`main` prints only the
+/// outermost message of an error) and what to do about it.
+fn listen_error(addr: SocketAddr, e: &std::io::Error) -> anyhow::Error {
+    let hint = match e.kind() {
+        std::io::ErrorKind::AddrInUse => format!(
+            "another program listens there: give --listen another port, or --listen {}:0 for \
+             any free one (the address is printed once it listens)",
+            addr.ip()
+        ),
+        std::io::ErrorKind::PermissionDenied => {
+            "ports below 1024 need privileges: give --listen a port above 1023".to_owned()
+        }
+        _ => "give --listen another address".to_owned(),
+    };
+    anyhow::anyhow!("cannot listen on {addr}: {e}; {hint}")
+}
+
 fn router(shared: Arc<Shared>) -> Router {
     Router::new()
-        .route("/", get(page))
-        .route("/key", get(page))
+        .route("/", get(board_page))
+        .route("/key", get(key_html))
         .route("/static/app.js", get(app_js))
         .route("/static/style.css", get(style_css))
         .route("/api/config", get(config))
@@ -118,8 +144,68 @@ fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
-async fn page() -> Response {
-    asset("text/html; charset=utf-8", INDEX_HTML)
+#[derive(Deserialize)]
+struct PageQuery {
+    prefix: Option<String>,
+    /// As the address gives it: the script passes it on to `/api/board` as it is.
+    limit: Option<String>,
+}
+
+/// The board's page, with its first board in it (the prefix and page size the script will
+/// ask for: the address's, else `--prefix` and the default).
+async fn board_page(State(s): Ctx, Query(q): Query<PageQuery>) -> Response {
+    let prefix = q.prefix.unwrap_or_else(|| s.settings.prefix.clone());
+    let limit = match q.limit.as_deref().filter(|l| !l.is_empty()) {
+        None => Some(PAGE_KEYS_DEFAULT),
+        Some(given) => given.parse::<u32>().ok(),
+    };
+    // A limit that is not a number: the script's read says what is wrong with it.
+    let read = match limit {
+        Some(limit) => tokio::time::timeout(
+            FIRST_BOARD_WAIT,
+            read_board(&s, prefix.clone(), String::new(), limit),
+        )
+        .await
+        .ok(),
+        None => None,
+    };
+    let board = read.map(|r| r.map_err(|Failure(_, words)| words));
+    let html = html::render(
+        INDEX_HTML,
+        &html::Page {
+            title: "baton".into(),
+            prefix: &prefix,
+            operator: s.settings.operator,
+            key: None,
+            board: board.as_ref(),
+        },
+    );
+    page(html)
+}
+
+#[derive(Deserialize)]
+struct KeyPageQuery {
+    #[serde(default)]
+    key: String,
+}
+
+/// A key's page: the key's view shown, filled in by the script.
+async fn key_html(State(s): Ctx, Query(q): Query<KeyPageQuery>) -> Response {
+    let html = html::render(
+        INDEX_HTML,
+        &html::Page {
+            title: format!("{} — baton", q.key),
+            prefix: &s.settings.prefix,
+            operator: s.settings.operator,
+            key: Some(&q.key),
+            board: None,
+        },
+    );
+    page(html)
+}
+
+fn page(html: String) -> Response {
+    (headers("text/html; charset=utf-8"), html).into_response()
 }
 
 async fn app_js() -> Response {
@@ -131,19 +217,19 @@ async fn style_css() -> Response {
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, content_type),
-            (header::CACHE_CONTROL, "no-cache"),
-            // Nothing from elsewhere: no CDN, no inline script, no framing.
-            (
-                header::CONTENT_SECURITY_POLICY,
-                "default-src 'self'; frame-ancestors 'none'",
-            ),
-        ],
-        body,
-    )
-        .into_response()
+    (headers(content_type), body).into_response()
+}
+
+fn headers(content_type: &'static str) -> [(header::HeaderName, &'static str); 3] {
+    [
+        (header::CONTENT_TYPE, content_type),
+        (header::CACHE_CONTROL, "no-cache"),
+        // Nothing from elsewhere: no CDN, no inline script, no framing.
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'self'; frame-ancestors 'none'",
+        ),
+    ]
 }
 
 /// An API failure: the HTTP status and the error's words, as JSON.
@@ -206,6 +292,10 @@ struct Row {
     /// Assigned to someone other than the holder.
     mismatch: bool,
     status: String,
+    /// Who set the status and in which stint, when the key's history says.
+    status_by: Option<status_by::StatusBy>,
+    /// The status was set before the oldest event the history keeps.
+    status_before_history: bool,
     summary: String,
     offer: Option<OfferRow>,
     quarantine: Option<QuarantineView>,
@@ -250,6 +340,8 @@ impl Row {
             assignment,
             mismatch,
             status: view.record.status,
+            status_by: None,
+            status_before_history: false,
             summary: view.record.summary,
             quarantine: view.quarantine,
             line: view.line,
@@ -259,11 +351,36 @@ impl Row {
         }
     }
 
+    /// Says who set the status, as the key's history tells.
+    fn attribute(&mut self, setting: status_by::StatusSetting) {
+        self.status_before_history = setting == status_by::StatusSetting::BeforeHistory;
+        self.status_by = match setting {
+            status_by::StatusSetting::Known(by) => Some(by),
+            _ => None,
+        };
+    }
+
     /// Worth a line on the board: held, quarantined, assigned and waiting for its assignee,
     /// or an open task.
     fn shown(&self) -> bool {
         self.lease.is_some() || self.quarantine.is_some() || self.assignment.is_some() || self.open
     }
+}
+
+/// `key`'s row, or `None` when the board does not show it. A shown key with a status also
+/// has its history read (after the record, so that it covers the record's read), for who
+/// set the status.
+async fn read_row(client: &Client, key: &str) -> Result<Option<Row>, Error> {
+    let view = client.record(key, ReadMode::Linearizable).await?;
+    let mut row = Row::of(view.clone());
+    if !row.shown() {
+        return Ok(None);
+    }
+    if !row.status.is_empty() {
+        let history = client.history(key, ReadMode::Linearizable).await?;
+        row.attribute(status_by::status_setting(&view, &history));
+    }
+    Ok(Some(row))
 }
 
 #[derive(Serialize)]
@@ -278,6 +395,16 @@ struct BoardJson {
 
 async fn board(State(s): Ctx, Query(q): Query<BoardQuery>) -> Result<Json<BoardJson>, Failure> {
     let limit = q.limit.unwrap_or(PAGE_KEYS_DEFAULT);
+    Ok(Json(read_board(&s, q.prefix, q.after, limit).await?))
+}
+
+/// One page of the board: what `/api/board` answers and the served page starts with.
+async fn read_board(
+    s: &Shared,
+    prefix: String,
+    after: String,
+    limit: u32,
+) -> Result<BoardJson, Failure> {
     if !(1..=PAGE_KEYS_MAX).contains(&limit) {
         return Err(Failure(
             StatusCode::BAD_REQUEST,
@@ -286,7 +413,7 @@ async fn board(State(s): Ctx, Query(q): Query<BoardQuery>) -> Result<Json<BoardJ
     }
     let page = s
         .client
-        .board(&q.prefix, limit, &q.after, ReadMode::Linearizable)
+        .board(&prefix, limit, &after, ReadMode::Linearizable)
         .await?;
     // The held keys of the page, then the quarantined and the assigned ones it covers that no
     // one holds.
@@ -311,34 +438,31 @@ async fn board(State(s): Ctx, Query(q): Query<BoardQuery>) -> Result<Json<BoardJ
             .chain(page.unclaimed.keys())
             .chain(page.permits.keys())
             .chain(page.open.iter())
-            .filter(|k| **k > q.after && (!truncated || Some(*k) <= last.as_ref()))
+            .filter(|k| **k > after && (!truncated || Some(*k) <= last.as_ref()))
             .cloned(),
     );
     keys.sort();
     keys.dedup();
     keys.retain(|k| !truncated || Some(k) <= last.as_ref());
-    let views: Vec<Result<RecordView, Error>> = stream::iter(keys)
+    let read: Vec<Result<Option<Row>, Error>> = stream::iter(keys)
         .map(|key| {
             let client = s.client.clone();
-            async move { client.record(&key, ReadMode::Linearizable).await }
+            async move { read_row(&client, &key).await }
         })
         .buffered(ROW_READS_IN_FLIGHT)
         .collect()
         .await;
     let mut rows = Vec::new();
-    for view in views {
-        let row = Row::of(view?);
-        if row.shown() {
-            rows.push(row);
-        }
+    for row in read {
+        rows.extend(row?);
     }
-    Ok(Json(BoardJson {
-        prefix: q.prefix,
+    Ok(BoardJson {
+        prefix,
         revision: page.revision,
         answered_by: page.answered_by,
         rows,
         next_after: last,
-    }))
+    })
 }
 
 #[derive(Deserialize)]
@@ -353,10 +477,8 @@ struct RowJson {
 }
 
 async fn row(State(s): Ctx, Query(q): Query<KeyQuery>) -> Result<Json<RowJson>, Failure> {
-    let view = s.client.record(&q.key, ReadMode::Linearizable).await?;
-    let row = Row::of(view);
     Ok(Json(RowJson {
-        row: row.shown().then_some(row),
+        row: read_row(&s.client, &q.key).await?,
     }))
 }
 
@@ -366,9 +488,16 @@ async fn key_page(
 ) -> Result<Json<serde_json::Value>, Failure> {
     let view = s.client.record(&q.key, ReadMode::Linearizable).await?;
     let history = s.client.history(&q.key, ReadMode::Linearizable).await?;
+    let setting = status_by::status_setting(&view, &history);
+    let by = match &setting {
+        status_by::StatusSetting::Known(by) => Some(by),
+        _ => None,
+    };
     Ok(Json(serde_json::json!({
         "key": q.key,
         "view": view,
+        "status_by": by,
+        "status_before_history": setting == status_by::StatusSetting::BeforeHistory,
         "stints": history.stints(),
         "events": history.events,
         "dropped": history.dropped,

@@ -26,18 +26,18 @@ function el(tag, text, cls) {
   return e;
 }
 
-// 61000 -> "1m01s"; 850 -> "850ms"; the CLI's way of saying time left.
+// 61000 -> "1m01s"; 850 -> "850ms"; 90000000 -> "1d01h": the CLI's way of saying time left
+// (`human_duration` in cli/src/output.rs, which the served page's first board uses), cut
+// down to the unit shown.
 function human(ms) {
   if (ms <= 0) return "now";
-  if (ms < 1000) return Math.round(ms) + "ms";
-  let s = Math.floor(ms / 1000);
-  const h = Math.floor(s / 3600);
-  s -= h * 3600;
-  const m = Math.floor(s / 60);
-  s -= m * 60;
-  if (h > 0) return h + "h" + String(m).padStart(2, "0") + "m";
-  if (m > 0) return m + "m" + String(s).padStart(2, "0") + "s";
-  return s + "s";
+  if (ms < 1000) return Math.floor(ms) + "ms";
+  const s = Math.floor(ms / 1000);
+  const two = (n) => String(n).padStart(2, "0");
+  if (s < 60) return s + "s";
+  if (s < 3600) return Math.floor(s / 60) + "m" + two(s % 60) + "s";
+  if (s < 86400) return Math.floor(s / 3600) + "h" + two(Math.floor((s % 3600) / 60)) + "m";
+  return Math.floor(s / 86400) + "d" + two(Math.floor((s % 86400) / 3600)) + "h";
 }
 
 function utc(unixMs) {
@@ -61,6 +61,18 @@ function showError(id, err) {
   p.hidden = !err;
   p.textContent = err ? String(err.message || err) : "";
 }
+
+// Who set a status and in which stint (`status_by_text` in cli/src/web/status_by.rs says
+// the same for the served page): "set by alice in a previous stint (token 5)".
+function statusByText(by) {
+  const verb = by.kind === "posted" ? "posted by" : "set by";
+  const who = by.by || "someone";
+  if (by.stint === "this") return `${verb} ${who} in this stint (token ${by.token})`;
+  if (by.stint === "previous") return `${verb} ${who} in a previous stint (token ${by.token})`;
+  return `${verb} ${who} with no one holding`;
+}
+
+const BEFORE_HISTORY_TEXT = "set before the kept history";
 
 // ---- the board ------------------------------------------------------------------------
 
@@ -102,6 +114,16 @@ function renderRow(row, at) {
   const since = lease ? lease.held_since_unix_ms : a ? a.assigned_at_unix_ms : 0;
   tr.append(el("td", since ? utc(since) : "-", "since"));
   const status = el("td", row.status || "", "status");
+  // Who set the status, so that a new holder's row does not pass a previous holder's
+  // status off as its own.
+  if (row.status_by) {
+    const previous = row.status_by.stint === "previous" && lease;
+    status.append(el("br"));
+    status.append(el("span", statusByText(row.status_by), "quiet status-by" + (previous ? " previous" : "")));
+  } else if (row.status_before_history) {
+    status.append(el("br"));
+    status.append(el("span", BEFORE_HISTORY_TEXT, "quiet status-by"));
+  }
   if (row.summary) {
     status.append(el("br"));
     status.append(el("span", row.summary, "quiet"));
@@ -255,6 +277,7 @@ function listen(prefix, from) {
     li.dataset.kind = ev.kind;
     const ticker = $("ticker");
     ticker.prepend(li);
+    $("ticker-empty").hidden = true;
     while (ticker.children.length > TICKER_MAX) ticker.lastChild.remove();
     if (state.keyView !== null) {
       if (ev.key === state.keyView) loadKey(state.keyView);
@@ -331,7 +354,10 @@ async function loadKey(key) {
     }
     const dl = $("key-record");
     dl.replaceChildren();
-    pair(dl, "status", record.status || "(none)");
+    let setBy = "";
+    if (data.status_by) setBy = " — " + statusByText(data.status_by);
+    else if (data.status_before_history) setBy = " — " + BEFORE_HISTORY_TEXT;
+    pair(dl, "status", (record.status || "(none)") + setBy);
     pair(dl, "summary", record.summary || "(none)");
     const a = record.assigned_to;
     const holder = view.lease ? view.lease.holder_name : null;
@@ -357,9 +383,13 @@ async function loadKey(key) {
     const events = $("key-events");
     events.replaceChildren();
     for (const ev of [...data.events].reverse()) events.append(el("li", tickerLine(ev)));
+    if (!data.events.length) events.append(el("li", "none kept", "quiet"));
     tick();
   } catch (err) {
     showError("key-error", err);
+    // Nothing was read: not "reading" any more.
+    const reading = $("key-reading");
+    if (reading) reading.remove();
   }
 }
 
@@ -378,7 +408,14 @@ function renderNote(note, pending) {
   if (note.blocked) pair(dl, "blocked", note.blocked);
   if (note.first_step) pair(dl, "first step", note.first_step);
   if (note.rebuild) pair(dl, "rebuild", note.rebuild);
+  // The files, as `baton handoff accept` shows them (note_text in cli/src/note.rs).
+  if (note.changed_files && note.changed_files.length) pair(dl, "changed files", note.changed_files.join("\n"));
+  const dirty = note.dirty_files || [];
+  if (dirty.length) pair(dl, "dirty files", dirty.join("\n"));
   box.append(dl);
+  if (dirty.length) {
+    box.append(el("p", "The dirty files were uncommitted in the giver's checkout: find out whose they are before tidying anything.", "warn dirty"));
+  }
   if (note.volatile_facts && note.volatile_facts.length) {
     box.append(el("p", "Volatile facts: needs verification (claimed when the note was written):"));
     const ul = el("ul", null, "facts");
