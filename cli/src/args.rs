@@ -7,11 +7,13 @@ use baton_client::VolatileFact;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod commands;
+mod parse;
 
 pub use commands::{
     AccessCommand, BenchArgs, ClaimNextArgs, ClusterCommand, HandoffCommand, HookCommand, McpArgs,
     OfferArgs, PostArgs, RunArgs, WebArgs,
 };
+pub use parse::parse;
 
 /// Longest holder name the cluster accepts; a default built from the environment is cut to
 /// fit rather than refused, since the user did not type it.
@@ -20,7 +22,8 @@ pub use baton_proto::limits::HOLDER_NAME_BYTES_MAX;
 /// baton: claim, renew and release ownership tokens on a baton cluster.
 ///
 /// Exit codes: 0 ok, 1 error, 2 usage, 3 held / lost / stale token (stand down),
-/// 4 cluster unavailable; `baton run` exits with its child's code.
+/// 4 cluster unavailable, 5 facts changed (`handoff accept --verify`: trust what was found,
+/// not the note); `baton run` exits with its child's code.
 #[derive(Debug, Parser)]
 #[command(
     name = "baton",
@@ -576,7 +579,8 @@ and --allow-remote is given.")]
   baton hook check docs/incidents/42.md  # would a commit of this file pass?
 
 The session is BATON_CLIENT_ID: set it to the id you claimed with (an MCP session's id is
-in its claim answers and my_claims). With no cluster reachable the check refuses (exit 4);
+in its claim answers and my_claims). With no cluster reachable the check refuses (exit 4),
+after 2s rather than --timeout's 10s default, as a commit waits on it;
 BATON_HOOK_ALLOW_OFFLINE=1 lets that commit through, and says so.
 
 Called `baton guard` before: this release still takes that name (and .baton/guard.toml,

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashSet};
 use baton_client::{normalize_endpoint, Client, ClusterStatus, Membership, SnapshotTaken};
 use futures::future::join_all;
 
-use super::output::NodeRow;
+use super::output::{NodeDown, NodeRow};
 
 /// How long `cluster add`, `remove`, `snapshot` and `backup` keep at it when `--timeout` is
 /// not given: a new member may need a while to catch up.
@@ -154,9 +154,27 @@ fn write_durably(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// `baton cluster status`: the rows of [`cluster_status`], unless no node answered and one
+/// refused this client's credentials: then that refusal, as every other command reports it
+/// (exit 1, "not authenticated: ... give --tls-cert ..."), not "no node answered" (exit 4),
+/// which would send the user looking for an outage.
+pub async fn cluster_status_command(client: &Client) -> Result<Vec<NodeRow>, baton_client::Error> {
+    let (rows, refusal) = status_rows(client).await;
+    match refusal {
+        Some(refusal) if !rows.iter().any(|row| row.reachable) => Err(refusal),
+        _ => Ok(rows),
+    }
+}
+
 /// Asks every configured endpoint for its status, then every member those answers list that
 /// was not asked yet, all in parallel; one row per node, sorted by id.
 pub async fn cluster_status(client: &Client) -> Vec<NodeRow> {
+    status_rows(client).await.0
+}
+
+/// [`cluster_status`]'s rows and the first refusal of this client's credentials, if any node
+/// refused them.
+async fn status_rows(client: &Client) -> (Vec<NodeRow>, Option<baton_client::Error>) {
     let asked = client.endpoints();
     let mut answers = ask_all(client, asked).await;
 
@@ -173,7 +191,20 @@ pub async fn cluster_status(client: &Client) -> Vec<NodeRow> {
         .collect();
     answers.extend(ask_all(client, &unasked).await);
 
-    node_rows(answers)
+    let refusal = answers.iter().find_map(|(_, answer)| match answer {
+        Err(error) if credentials_refused(error).is_some() => Some(error.clone()),
+        _ => None,
+    });
+    (node_rows(answers), refusal)
+}
+
+/// Whether `error` is a node refusing this client's credentials (it is up), and which way.
+fn credentials_refused(error: &baton_client::Error) -> Option<NodeDown> {
+    match error {
+        baton_client::Error::Unauthenticated(_) => Some(NodeDown::Unauthenticated),
+        baton_client::Error::PermissionDenied(_) => Some(NodeDown::PermissionDenied),
+        _ => None,
+    }
 }
 
 type StatusAnswer = (String, Result<ClusterStatus, baton_client::Error>);
@@ -206,6 +237,7 @@ fn node_rows(answers: Vec<StatusAnswer>) -> Vec<NodeRow> {
                         reachable: true,
                         status: Some(status),
                         error: None,
+                        down: None,
                     });
                 }
             }
@@ -214,6 +246,7 @@ fn node_rows(answers: Vec<StatusAnswer>) -> Vec<NodeRow> {
                 addr,
                 reachable: false,
                 status: None,
+                down: Some(credentials_refused(&error).unwrap_or(NodeDown::Unreachable)),
                 // For one node, "the cluster is unavailable" would overstate it: say why
                 // this node did not answer.
                 error: Some(match error {

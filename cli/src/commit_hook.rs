@@ -9,7 +9,12 @@
 //! A client id alone is public; the renewal is what a stranger using it cannot pass.
 //!
 //! It fails closed: no cluster reachable, no commit (exit 4), unless the user says
-//! otherwise (`BATON_HOOK_ALLOW_OFFLINE=1`, or git's own `--no-verify`).
+//! otherwise (`BATON_HOOK_ALLOW_OFFLINE=1`, or git's own `--no-verify`). A commit waits on
+//! it, so it gives up on an unavailable cluster after [`HOOK_RETRY_DEADLINE`], not the
+//! client's usual deadline; and when the pre-commit hook let a commit through offline, the
+//! commit-msg hook does not wait for the cluster again ([`OFFLINE_MARK`]).
+//!
+//! The hooks run the `baton` on PATH, else the binary that wrote them ([`install`]).
 //!
 //! The command was `baton guard` before (a name it shared with the library's `LeaseGuard`);
 //! this release still takes `baton guard`, `.baton/guard.toml` (when there is no
@@ -18,6 +23,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use baton_client::{Client, Error, LeaseInfo, ReadMode, RenewOutcome};
@@ -26,8 +32,10 @@ use serde::Serialize;
 
 use super::args::{HookCommand, OutputFormat};
 use super::exit::Verdict;
-use super::git::{git, git_bytes};
+use super::git::{git, git_bytes, index_tree};
 use super::output::Rendered;
+
+mod install;
 
 /// Where the rules live, relative to the repository's top.
 pub const HOOK_FILE: &str = ".baton/hook.toml";
@@ -45,6 +53,21 @@ pub const HOOK_RULES_MAX: usize = 256;
 pub const ALLOW_OFFLINE_ENV: &str = "BATON_HOOK_ALLOW_OFFLINE";
 /// Its name before (`baton guard`): honoured for this release only.
 pub const ALLOW_OFFLINE_ENV_BEFORE: &str = "BATON_GUARD_ALLOW_OFFLINE";
+
+/// How long each hook's requests keep trying an unavailable cluster (when `--timeout` is
+/// not given) before the hook fails closed, or passes offline when allowed: a commit waits
+/// on it, so it is far below the client's usual deadline, yet above one election at the
+/// nodes' default timeouts (500-1000 ms, node/src/config.rs).
+pub const HOOK_RETRY_DEADLINE: Duration = Duration::from_secs(2);
+// Far below: even both hooks waiting it out in full stay under half the usual deadline.
+const _: () =
+    assert!(HOOK_RETRY_DEADLINE.as_millis() * 4 <= super::args::RETRY_TIMEOUT_DEFAULT.as_millis());
+
+/// The file (in the git directory) by which the pre-commit hook, having let a commit through
+/// offline, tells the commit-msg hook of the same commit not to wait for the cluster again.
+/// It holds the tree of the index the check saw, so it speaks only for that commit; the
+/// pre-commit hook removes it each time it runs, and the commit-msg hook when it reads it.
+pub const OFFLINE_MARK: &str = "baton-hook-offline";
 
 /// Most distinct keys one commit may touch; a larger commit is refused (split it).
 pub const KEYS_CHECKED_MAX: usize = 256;
@@ -220,26 +243,33 @@ pub async fn run(
 ) -> anyhow::Result<Rendered> {
     let top = repo_top(Path::new("."))?;
     match command {
-        HookCommand::Install { force } => install(&top, force, format),
+        HookCommand::Install { force } => install::install(&top, force, format),
         HookCommand::Check {
             staged,
             paths,
             allow_offline,
         } => {
+            if staged {
+                forget_offline(&top);
+            }
             let paths = if staged { staged_paths(&top)? } else { paths };
             let rules = load_rules(&top)?;
             let wanted = keys_for(&rules, &paths)?;
             if wanted.is_empty() {
-                return Ok(rendered(
-                    format,
-                    "no guarded files\n",
-                    Vec::new(),
-                    Verdict::Ok,
-                ));
+                // A commit of no guarded file is none of the hook's business: it says nothing.
+                // Asked about given files, it answers.
+                let text = if staged { "" } else { "no guarded files\n" };
+                return Ok(rendered(format, text, Vec::new(), Verdict::Ok));
             }
             let checks = match check_keys(client, &wanted, client_id_given).await {
                 Ok(checks) => checks,
-                Err(error) => return offline(error, allow_offline || offline_before(), format),
+                Err(error) => {
+                    let allowed = allowed_by(allow_offline);
+                    if allowed.is_some() && staged && matches!(error, Error::Unavailable { .. }) {
+                        mark_offline(&top);
+                    }
+                    return offline(error, allowed, Hook::PreCommit, client, format);
+                }
             };
             Ok(report(checks, client_id_given, format))
         }
@@ -247,14 +277,23 @@ pub async fn run(
             msg_file,
             allow_offline,
         } => {
+            let allowed = allowed_by(allow_offline);
+            let marked = take_offline_mark(&top);
             let rules = load_rules(&top)?;
             let wanted = keys_for(&rules, &staged_paths(&top)?)?;
             if wanted.is_empty() {
                 return Ok(rendered(format, "", Vec::new(), Verdict::Ok));
             }
+            if let (Some(name), true) = (allowed, marked) {
+                eprintln!(
+                    "warning: baton hook adds no Baton trailers: the pre-commit hook found the \
+                     cluster unreachable and {name} is set"
+                );
+                return Ok(rendered(format, "", Vec::new(), Verdict::Ok));
+            }
             let checks = match check_keys(client, &wanted, client_id_given).await {
                 Ok(checks) => checks,
-                Err(error) => return offline(error, allow_offline || offline_before(), format),
+                Err(error) => return offline(error, allowed, Hook::CommitMsg, client, format),
             };
             if checks.iter().any(|c| !c.passed()) {
                 return Ok(report(checks, client_id_given, format));
@@ -373,26 +412,82 @@ fn rendered(format: OutputFormat, text: &str, checks: Vec<KeyCheck>, verdict: Ve
     Rendered::new(format, json, text.to_owned(), verdict)
 }
 
-/// The check could not be made. No cluster: refuse (exit 4), or with `allow_offline` pass
-/// and say so. Any other error (a bad key, a denied read) refuses with its reason.
-fn offline(error: Error, allow_offline: bool, format: OutputFormat) -> anyhow::Result<Rendered> {
+/// Which hook asks: what passing offline means differs.
+#[derive(Debug, Clone, Copy)]
+enum Hook {
+    /// `hook check`: the commit goes through unchecked.
+    PreCommit,
+    /// `hook trailers`: the message gets no trailers.
+    CommitMsg,
+}
+
+/// The check could not be made. No cluster: refuse (exit 4), or when `allowed` (by the
+/// variable it names) pass and say so; either way naming the endpoints tried. Any other
+/// error (a bad key, a denied read) refuses with its reason.
+fn offline(
+    error: Error,
+    allowed: Option<&str>,
+    hook: Hook,
+    client: &Client,
+    format: OutputFormat,
+) -> anyhow::Result<Rendered> {
     if !matches!(error, Error::Unavailable { .. }) {
         let text = format!("commit refused: baton hook could not check the keys: {error}");
         return Err(anyhow::Error::new(error).context(text));
     }
-    if allow_offline {
+    let at = client.endpoints().join(", ");
+    if let Some(name) = allowed {
+        let then = match hook {
+            Hook::PreCommit => "the commit goes through unchecked",
+            Hook::CommitMsg => "the message gets no Baton trailers",
+        };
         eprintln!(
-            "warning: baton hook could not reach the cluster ({error}); the commit goes \
-             through unchecked because {ALLOW_OFFLINE_ENV} is set"
+            "warning: baton hook could not reach the cluster at {at} ({error}); {then} \
+             because {name} is set"
         );
         return Ok(rendered(format, "", Vec::new(), Verdict::Ok));
     }
     let text = format!(
-        "commit refused: baton hook cannot reach the cluster to check the guarded files' \
-         keys, and it fails closed ({error}). Start a node or set BATON_ENDPOINTS; to commit \
-         without the check, set {ALLOW_OFFLINE_ENV}=1"
+        "commit refused: baton hook cannot reach the cluster at {at} to check the guarded \
+         files' keys, and it fails closed ({error}). Start a node or set BATON_ENDPOINTS to \
+         a running cluster; to commit without the check, set {ALLOW_OFFLINE_ENV}=1 or commit \
+         with git commit --no-verify"
     );
     Err(anyhow::Error::new(error).context(text))
+}
+
+/// Where [`OFFLINE_MARK`] lives: in the git directory (a worktree's own).
+fn offline_mark_path(top: &Path) -> Option<PathBuf> {
+    let path = git(top, &["rev-parse", "--git-path", OFFLINE_MARK]).ok()?;
+    Some(top.join(path))
+}
+
+/// Leaves [`OFFLINE_MARK`] for this commit's commit-msg hook. Best effort: without it, that
+/// hook only waits for the cluster again.
+fn mark_offline(top: &Path) {
+    if let (Some(path), Ok(tree)) = (offline_mark_path(top), index_tree(top)) {
+        let _ = std::fs::write(path, tree);
+    }
+}
+
+/// Removes a [`OFFLINE_MARK`] left by an earlier commit.
+fn forget_offline(top: &Path) {
+    if let Some(path) = offline_mark_path(top) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Whether the pre-commit hook of this commit (the same index) let it through offline;
+/// removes the mark either way.
+fn take_offline_mark(top: &Path) -> bool {
+    let Some(path) = offline_mark_path(top) else {
+        return false;
+    };
+    let Ok(marked) = std::fs::read_to_string(&path) else {
+        return false;
+    };
+    let _ = std::fs::remove_file(&path);
+    index_tree(top).is_ok_and(|tree| tree == marked.trim())
 }
 
 /// The repository's top directory.
@@ -466,52 +561,6 @@ fn add_trailers(top: &Path, msg_file: &Path, checks: &[KeyCheck]) -> anyhow::Res
     Ok(())
 }
 
-/// Writes the two hooks.
-fn install(top: &Path, force: bool, format: OutputFormat) -> anyhow::Result<Rendered> {
-    let hooks = git(top, &["rev-parse", "--git-path", "hooks"])?;
-    let hooks = top.join(hooks.trim());
-    std::fs::create_dir_all(&hooks).with_context(|| format!("creating {}", hooks.display()))?;
-    let exe = std::env::current_exe().context("cannot find this baton binary")?;
-    let exe = shell_quote(&exe.display().to_string());
-    let scripts = [
-        (
-            "pre-commit",
-            format!("#!/bin/sh\n{HOOK_MARKER}: refuses a commit of a guarded file whose key this session does not hold\nexec {exe} hook check --staged\n"),
-        ),
-        (
-            "commit-msg",
-            format!("#!/bin/sh\n{HOOK_MARKER}: names the stint (key, token, holder) in trailers\nexec {exe} hook trailers \"$1\"\n"),
-        ),
-    ];
-    for (name, _) in &scripts {
-        let path = hooks.join(name);
-        if let Ok(existing) = std::fs::read_to_string(&path) {
-            let ours = existing.contains(HOOK_MARKER) || existing.contains(HOOK_MARKER_BEFORE);
-            if !ours && !force {
-                bail!(
-                    "{} exists and is not baton's: merge it by hand, or give --force to \
-                     replace it",
-                    path.display()
-                );
-            }
-        }
-    }
-    let mut text = String::new();
-    for (name, script) in scripts {
-        let path = hooks.join(name);
-        std::fs::write(&path, script).with_context(|| format!("writing {}", path.display()))?;
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
-        text.push_str(&format!("wrote {}\n", path.display()));
-    }
-    if !rules_path(top).exists() {
-        text.push_str(&format!(
-            "no {HOOK_FILE} yet: nothing is guarded until it maps paths to keys\n"
-        ));
-    }
-    Ok(rendered(format, &text, Vec::new(), Verdict::Ok))
-}
-
 /// [`HOOK_FILE`], or [`HOOK_FILE_BEFORE`] when only that one exists (this release only).
 fn rules_path(top: &Path) -> PathBuf {
     let path = top.join(HOOK_FILE);
@@ -522,14 +571,16 @@ fn rules_path(top: &Path) -> PathBuf {
     path
 }
 
-/// Whether the user set the old name of [`ALLOW_OFFLINE_ENV`] (this release only; the new
-/// one is read by the command's `--allow-offline`).
-fn offline_before() -> bool {
-    std::env::var(ALLOW_OFFLINE_ENV_BEFORE).is_ok_and(|v| v == "1")
-}
-
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "'\\''"))
+/// What lets a commit through offline, if anything: the command's `--allow-offline` (which
+/// [`ALLOW_OFFLINE_ENV`] sets), else [`ALLOW_OFFLINE_ENV_BEFORE`] (this release only).
+fn allowed_by(allow_offline: bool) -> Option<&'static str> {
+    if allow_offline {
+        Some(ALLOW_OFFLINE_ENV)
+    } else if std::env::var(ALLOW_OFFLINE_ENV_BEFORE).is_ok_and(|v| v == "1") {
+        Some(ALLOW_OFFLINE_ENV_BEFORE)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -611,6 +662,39 @@ mod tests {
             format!("{too_many:#}").contains("rules, more than"),
             "{too_many:#}"
         );
+    }
+
+    #[test]
+    fn the_offline_mark_speaks_for_the_index_it_was_left_for_and_once() {
+        let repo = crate::git::testing::repo();
+        let top = repo.path();
+        assert!(!take_offline_mark(top), "no mark yet");
+        mark_offline(top);
+        assert!(take_offline_mark(top));
+        assert!(!take_offline_mark(top), "taken once");
+        // Left for another index (a later commit): not this one's, and removed.
+        mark_offline(top);
+        std::fs::write(top.join("a.txt"), "a changed\n").unwrap();
+        crate::git::testing::git(top, &["add", "a.txt"]);
+        assert!(!take_offline_mark(top));
+        assert!(!top.join(".git").join(OFFLINE_MARK).exists());
+        // The pre-commit hook forgets an old mark before it checks.
+        mark_offline(top);
+        forget_offline(top);
+        assert!(!take_offline_mark(top));
+    }
+
+    #[test]
+    fn the_help_states_the_hooks_deadline() {
+        use clap::CommandFactory;
+        let command = crate::args::Cli::command();
+        let help = command
+            .find_subcommand("hook")
+            .and_then(|hook| hook.get_after_help())
+            .unwrap()
+            .to_string();
+        let deadline = humantime::format_duration(HOOK_RETRY_DEADLINE).to_string();
+        assert!(help.contains(&format!("after {deadline} rather")), "{help}");
     }
 
     #[test]

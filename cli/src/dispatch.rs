@@ -50,8 +50,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
                 | ClusterCommand::Backup { .. }
         }
     );
+    // A commit waits on the git hook: it gives up on an unavailable cluster sooner.
+    let hook = matches!(&cli.command, Command::Hook { .. });
     let retry_deadline = match (cli.global.timeout, long_running) {
         (None, true) => cluster::CLUSTER_CHANGE_TIMEOUT_DEFAULT,
+        (None, false) if hook => commit_hook::HOOK_RETRY_DEADLINE,
         _ => cli.global.retry_timeout(),
     };
     let tls = cli.global.tls()?;
@@ -72,16 +75,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
         ..ClientConfig::default()
     };
     let client = Client::connect(config).await?;
-    // Long-lived commands say where they stand themselves; the rest say so when no node
-    // listens at all, instead of a silent wait for the retry deadline.
-    let quiet = matches!(
-        &cli.command,
-        Command::Mcp(_)
-            | Command::Watch { .. }
-            | Command::Leader { .. }
-            | Command::Run(_)
-            | Command::Web(_)
-    );
+    // Long-lived commands say where they stand themselves, as the git hook does on giving up
+    // (its deadline is short); the rest say so when no node listens at all, instead of a
+    // silent wait for the retry deadline.
+    let quiet = hook
+        || matches!(
+            &cli.command,
+            Command::Mcp(_)
+                | Command::Watch { .. }
+                | Command::Leader { .. }
+                | Command::Run(_)
+                | Command::Web(_)
+        );
     let hint = (format == args::OutputFormat::Table && !quiet)
         .then(|| tokio::spawn(hint_if_no_node_listens(client.endpoints().to_vec())));
     let read_mode = |stale: bool| {
@@ -326,7 +331,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<Rendered> {
         }
         Command::Cluster {
             command: ClusterCommand::Status,
-        } => output::cluster_status(&cluster::cluster_status(&client).await, format),
+        } => output::cluster_status(&cluster::cluster_status_command(&client).await?, format),
         Command::Cluster { command } => cluster::run(&client, command, format).await?,
         Command::Access { command } => access::run(&client, command, format).await?,
         Command::Bench(_) => unreachable!("bench ran above, without the shared client"),

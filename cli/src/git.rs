@@ -92,6 +92,13 @@ pub fn dirty_warning(dirty_files: &[String], shown: usize) -> Option<String> {
     ))
 }
 
+/// The id of the tree the index holds (`git write-tree`, which stores it): what a commit
+/// made now would hold. It follows GIT_INDEX_FILE, which git sets for the hooks of a
+/// `git commit -a` or `git commit PATH`.
+pub(crate) fn index_tree(dir: &Path) -> anyhow::Result<String> {
+    git(dir, &["write-tree"])
+}
+
 /// `git ARGS` in `dir`: its stdout, trimmed, or an error with its stderr.
 pub(crate) fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     let out = git_bytes(dir, args)?;
@@ -209,6 +216,20 @@ mod tests {
         run_git(dir.path(), &["init", "-q"]);
         let error = format!("{:#}", head(dir.path()).unwrap_err());
         assert!(error.contains("cannot read the checkout's HEAD"), "{error}");
+    }
+
+    #[test]
+    fn the_index_tree_changes_with_what_is_staged_only() {
+        let dir = repo();
+        let committed = index_tree(dir.path()).unwrap();
+        assert_eq!(
+            committed,
+            run_git(dir.path(), &["rev-parse", "HEAD^{tree}"])
+        );
+        std::fs::write(dir.path().join("a.txt"), "a changed\n").unwrap();
+        assert_eq!(index_tree(dir.path()).unwrap(), committed, "not staged yet");
+        run_git(dir.path(), &["add", "a.txt"]);
+        assert_ne!(index_tree(dir.path()).unwrap(), committed);
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub async fn run(
     }
 }
 
+/// How to name a commit, in the CLI's flags: the warning of a note that names none says it.
+pub const NAME_A_COMMIT: &str = "give --git or --commit";
+
 /// A refusal is an answer (exit 3, stand down); any other error stays an error.
 pub fn refusal(key: &str, error: Error, format: OutputFormat) -> anyhow::Result<Rendered> {
     match error {
@@ -69,7 +72,7 @@ async fn offer(client: &Client, args: OfferArgs, format: OutputFormat) -> anyhow
     } else {
         None
     };
-    let built = note::build(&args, file_note, git_state);
+    let built = note::build(&args, file_note, git_state, NAME_A_COMMIT);
     for warning in &built.warnings {
         eprintln!("warning: {warning}");
     }

@@ -39,14 +39,11 @@ mod web;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
-
-use args::Cli;
 use exit::{error_exit_code, EXIT_ERROR};
 
 fn main() -> ExitCode {
     // clap prints usage errors itself and exits with 2, as the SPEC asks.
-    let cli = Cli::parse();
+    let cli = args::parse();
     init_tracing();
     // Colour only table output, for a person at a terminal; never a completion script.
     let colour = cli.global.output == args::OutputFormat::Table

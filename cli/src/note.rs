@@ -52,8 +52,15 @@ pub struct BuiltNote {
 
 /// Builds the note: the note file (if any), then each flag given overrides its field, and
 /// `--changed-file` and `--fact` add to the lists; `git` (from `--git`) sets the commit,
-/// the branch and the uncommitted files.
-pub fn build(args: &OfferArgs, file_note: Option<HandoffNote>, git: Option<GitState>) -> BuiltNote {
+/// the branch and the uncommitted files. `name_a_commit` says how to name a commit in the
+/// caller's own terms (the CLI's flags, the MCP tool's arguments), for the warning of a note
+/// that names none.
+pub fn build(
+    args: &OfferArgs,
+    file_note: Option<HandoffNote>,
+    git: Option<GitState>,
+    name_a_commit: &str,
+) -> BuiltNote {
     let mut note = file_note.unwrap_or_default();
     let mut warnings = Vec::new();
     let overrides = [
@@ -104,11 +111,10 @@ pub fn build(args: &OfferArgs, file_note: Option<HandoffNote>, git: Option<GitSt
     }
 
     if note.commit.is_empty() {
-        warnings.push(
-            "the note names no commit (give --git or --commit): the taker has no fixed point \
-             to start from"
-                .to_owned(),
-        );
+        warnings.push(format!(
+            "the note names no commit ({name_a_commit}): the taker has no fixed point to \
+             start from"
+        ));
     }
     BuiltNote { note, warnings }
 }
@@ -182,6 +188,7 @@ pub fn note_text(note: &HandoffNote, indent: &str) -> String {
 mod tests {
     use super::*;
     use crate::args::{Cli, Command, HandoffCommand};
+    use crate::handoff::NAME_A_COMMIT;
     use clap::Parser;
 
     /// The kept seed of the note parser's corpus (parsed in `baton_client::note`'s tests).
@@ -232,7 +239,7 @@ mod tests {
             "--fact",
             "deployed=no::./is-deployed.sh",
         ]);
-        let built = build(&args, Some(file), None);
+        let built = build(&args, Some(file), None, NAME_A_COMMIT);
         let note = built.note;
         assert_eq!(note.done, "all of it");
         assert_eq!(note.first_step, "read the runbook");
@@ -252,10 +259,10 @@ mod tests {
 
     #[test]
     fn a_note_without_a_commit_is_sent_with_a_warning() {
-        let built = build(&offer_args(&["--done", "x"]), None, None);
+        let built = build(&offer_args(&["--done", "x"]), None, None, NAME_A_COMMIT);
         assert_eq!(built.note.done, "x");
         assert!(
-            built.warnings[0].contains("names no commit"),
+            built.warnings[0].contains("names no commit (give --git or --commit)"),
             "{:?}",
             built.warnings
         );
@@ -272,7 +279,12 @@ mod tests {
             commit: "0ld".into(),
             ..HandoffNote::default()
         };
-        let built = build(&offer_args(&["--git"]), Some(file), Some(git));
+        let built = build(
+            &offer_args(&["--git"]),
+            Some(file),
+            Some(git),
+            NAME_A_COMMIT,
+        );
         assert_eq!(built.note.commit, "c0ffee");
         assert_eq!(built.note.branch, "main");
         assert_eq!(built.note.dirty_files, ["b.txt", "new.txt"]);
@@ -289,7 +301,7 @@ mod tests {
             branch: String::new(),
             dirty_files: (0..DIRTY_FILES_MAX + 5).map(|i| format!("f{i}")).collect(),
         };
-        let built = build(&offer_args(&["--git"]), None, Some(git));
+        let built = build(&offer_args(&["--git"]), None, Some(git), NAME_A_COMMIT);
         assert_eq!(built.note.dirty_files.len(), DIRTY_FILES_MAX);
         assert!(built.warnings.iter().any(|w| w.contains(&format!(
             "first {DIRTY_FILES_MAX} of {}",

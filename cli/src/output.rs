@@ -344,16 +344,16 @@ pub fn line_text(line: &baton_client::KeyLine) -> String {
 pub fn quarantine_line(key: &str, q: &baton_client::QuarantineView) -> String {
     if q.revoked {
         return format!(
-            "{key} was revoked: no one holds it, and claims are refused until {} (revision {}: \
-             the revoked holder's lease would have expired by then)\n",
-            in_human(q.remaining),
+            "{key} was revoked: no one holds it, and claims are refused {} (revision {}: until \
+             the revoked holder's lease would have expired)\n",
+            for_another(q.remaining),
             q.revision
         );
     }
     format!(
-        "{key} is quarantined: no one holds it, but claims are refused until {} (its holder's \
+        "{key} is quarantined: no one holds it, but claims are refused {} (its holder's \
          lease expired at revision {}; the rule's delay is {})\n",
-        in_human(q.remaining),
+        for_another(q.remaining),
         q.revision,
         humantime::format_duration(q.delay)
     )
@@ -470,6 +470,33 @@ pub struct NodeRow {
     pub status: Option<ClusterStatus>,
     /// Why it did not answer.
     pub error: Option<String>,
+    /// What kind of "did not answer", when it did not: unreachable, or it refused this
+    /// client's credentials (a secured node that is up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub down: Option<NodeDown>,
+}
+
+/// Why a node of `baton cluster status` gave no status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeDown {
+    /// No answer before the deadline (refused, timed out, no route).
+    Unreachable,
+    /// It is up, but refused this client's credentials (none given, or not ones it trusts).
+    Unauthenticated,
+    /// It is up and knew the client, but the client may not ask this.
+    PermissionDenied,
+}
+
+impl NodeDown {
+    /// The STATE column's word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeDown::Unreachable => "unreachable",
+            NodeDown::Unauthenticated => "unauthenticated",
+            NodeDown::PermissionDenied => "denied",
+        }
+    }
 }
 
 /// `baton cluster status`: exits 4 when no node answered.
@@ -495,7 +522,10 @@ pub fn cluster_status(nodes: &[NodeRow], format: OutputFormat) -> Rendered {
                 None => vec![
                     id,
                     node.addr.clone(),
-                    "unreachable".to_owned(),
+                    node.down
+                        .unwrap_or(NodeDown::Unreachable)
+                        .as_str()
+                        .to_owned(),
                     "-".to_owned(),
                     "-".to_owned(),
                     "-".to_owned(),
@@ -681,6 +711,16 @@ pub fn human_duration(duration: Duration) -> String {
 }
 
 /// A time to come for people: `in 12s`, or `now` when it has come.
+/// How much longer something goes on: `for another 12s`, or `for a moment more` when the
+/// reader's estimate has run out but the cluster has not said it ended.
+pub fn for_another(duration: Duration) -> String {
+    if duration.is_zero() {
+        "for a moment more".to_owned()
+    } else {
+        format!("for another {}", human_duration(duration))
+    }
+}
+
 pub fn in_human(duration: Duration) -> String {
     if duration.is_zero() {
         "now".to_owned()
@@ -713,3 +753,7 @@ pub(crate) fn shell_word(word: &str) -> String {
 #[cfg(test)]
 #[path = "output_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "refusal_json_tests.rs"]
+mod refusal_json_tests;

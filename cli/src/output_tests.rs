@@ -538,6 +538,7 @@ fn cluster_status_shows_unreachable_nodes() {
             reachable: true,
             status: Some(status(1, "leader")),
             error: None,
+            down: None,
         },
         NodeRow {
             addr: "127.0.0.1:7002".into(),
@@ -545,6 +546,7 @@ fn cluster_status_shows_unreachable_nodes() {
             reachable: false,
             status: None,
             error: Some("connection refused".into()),
+            down: Some(NodeDown::Unreachable),
         },
     ];
     let out = cluster_status(&nodes, OutputFormat::Table);
@@ -569,6 +571,34 @@ fn cluster_status_shows_unreachable_nodes() {
 }
 
 #[test]
+fn cluster_status_tells_a_node_that_refused_credentials_from_an_unreachable_one() {
+    let row = |port: u16, down: NodeDown| NodeRow {
+        addr: format!("127.0.0.1:{port}"),
+        id: None,
+        reachable: false,
+        status: None,
+        error: Some("no".into()),
+        down: Some(down),
+    };
+    let nodes = vec![
+        row(7001, NodeDown::Unauthenticated),
+        row(7002, NodeDown::PermissionDenied),
+        row(7003, NodeDown::Unreachable),
+    ];
+    let out = cluster_status(&nodes, OutputFormat::Table);
+    let states: Vec<&str> = out
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(2).unwrap())
+        .collect();
+    assert_eq!(states, ["unauthenticated", "denied", "unreachable"]);
+    let json = json_of(&cluster_status(&nodes, OutputFormat::Json));
+    assert_eq!(json["nodes"][0]["down"], "unauthenticated");
+    assert_eq!(json["nodes"][1]["down"], "permission_denied");
+}
+
+#[test]
 fn cluster_status_with_no_node_reachable_is_unavailable() {
     let nodes = vec![NodeRow {
         addr: "127.0.0.1:7001".into(),
@@ -576,6 +606,7 @@ fn cluster_status_with_no_node_reachable_is_unavailable() {
         reachable: false,
         status: None,
         error: Some("refused".into()),
+        down: Some(NodeDown::Unreachable),
     }];
     assert_eq!(
         cluster_status(&nodes, OutputFormat::Table).verdict,
@@ -709,6 +740,7 @@ fn every_json_output_has_an_example_of_its_exact_shape_in_the_schema_doc() {
             ..status(1, "leader")
         }),
         error: None,
+        down: None,
     };
     let lost = || RenewOutcome::Lost {
         current: Some(lease()),

@@ -195,7 +195,12 @@ pub(crate) fn record_text(record: &Record, view: Option<&RecordView>) -> String 
                 utc(lease.held_since_unix_ms),
                 in_human(lease.remaining)
             ),
-            None => "nobody: the key is free".to_owned(),
+            None => match &view.quarantine {
+                // Free of holders, yet not claimable: say which, never "free".
+                Some(q) if q.revoked => "nobody, since a revoke (not claimable yet)".to_owned(),
+                Some(_) => "nobody, quarantined (not claimable yet)".to_owned(),
+                None => "nobody: the key is free".to_owned(),
+            },
         };
         pairs.push(("held by", held_by));
     }
@@ -651,6 +656,27 @@ pub(crate) mod tests {
             "{text}"
         );
         assert!(text.contains("updated  never\n"), "{text}");
+        // Free of holders but quarantined: never "free", and the line after says for how long.
+        let quarantined = RecordView {
+            quarantine: Some(baton_client::QuarantineView {
+                revision: 19,
+                delay: std::time::Duration::from_secs(30),
+                remaining: std::time::Duration::from_secs(28),
+                revoked: false,
+            }),
+            ..free
+        };
+        let text = record(&quarantined, OutputFormat::Table).stdout;
+        assert!(!text.contains("free"), "{text}");
+        assert!(
+            text.contains("held by  nobody, quarantined (not claimable yet)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("claims are refused for another 28s (its holder's lease expired"),
+            "{text}"
+        );
+        assert!(!text.contains("until in"), "{text}");
     }
 
     #[test]

@@ -128,6 +128,41 @@ fn usage_errors_exit_2_and_an_unreachable_cluster_exits_4() {
 }
 
 #[test]
+fn an_empty_environment_variable_is_unset_and_the_help_lists_every_exit_code() {
+    let dead = format!("127.0.0.1:{}", free_port());
+    // `BATON_TLS_CA=` (as a script that clears it writes) is no CA, not a usage error: the
+    // command runs, in plaintext, and finds no node (exit 4, not 2).
+    let out = Command::new(cli_bin())
+        .args(["--endpoints", &dead, "--timeout", "1s", "probe", "tasks/x"])
+        .env("BATON_TLS_CA", "")
+        .env("BATON_CLIENT_ID", "")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(cli_bin()).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let codes = help
+        .lines()
+        .find(|line| line.starts_with("Exit codes:"))
+        .unwrap_or_else(|| panic!("{help}"));
+    for code in [
+        "0 ok",
+        "1 error",
+        "2 usage",
+        "3 held",
+        "4 cluster unavailable",
+        "5 facts changed",
+    ] {
+        assert!(codes.contains(code), "{code}: {codes}");
+    }
+}
+
+#[test]
 fn with_no_node_listening_the_cli_says_so_within_a_second_naming_the_endpoints() {
     let dead = format!("127.0.0.1:{}", free_port());
     let started = std::time::Instant::now();
@@ -302,7 +337,7 @@ fn a_quarantined_key_shows_as_such_in_probe_and_record_and_the_rules_list() {
     let out = node.baton(&["probe", "q/a"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("q/a is quarantined: no one holds it, but claims are refused until in "),
+        text.contains("q/a is quarantined: no one holds it, but claims are refused for another "),
         "{text}"
     );
     let (code, v) = node.json(&["claim", "q/a", "--holder", "bob"]);

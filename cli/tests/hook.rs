@@ -9,12 +9,16 @@ use std::process::{Command, Output};
 
 use common::{cli_bin, free_port, parse_json, AuthNode, Cluster};
 
-/// `git ARGS` in `dir` as session `session` (None: no BATON_CLIENT_ID) of `cluster`.
+/// `git ARGS` in `dir` as session `session` (None: no BATON_CLIENT_ID) of `cluster`, with
+/// the `baton` under test first on PATH, which the hooks run.
 fn git(cluster: &Cluster, dir: &Path, session: Option<&str>, args: &[&str]) -> Output {
+    let mut path = vec![cli_bin().parent().unwrap().to_owned()];
+    path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap()));
     let mut command = Command::new("git");
     command
         .args(args)
         .current_dir(dir)
+        .env("PATH", std::env::join_paths(path).unwrap())
         .env("BATON_ENDPOINTS", cluster.endpoints.join(","))
         .env_remove("BATON_CLIENT_ID")
         .env_remove("BATON_HOOK_ALLOW_OFFLINE")

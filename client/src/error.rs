@@ -104,6 +104,54 @@ impl RefusalReason {
             RefusalReason::Other(other) => other,
         }
     }
+
+    /// The fields a refusal of this reason carries in JSON besides `reason` and `message`,
+    /// by their JSON names (the table "Fields by reason" in docs/cli-json.md). Each is there
+    /// even when it is zero, for it is still a fact of the reason (`lease` null: the key is
+    /// free; `quarantine_remaining_ms` 0: no time left; `whole_cluster` false: the key's own
+    /// line). `None` for a reason this client does not know: it cannot tell which apply, so
+    /// the JSON carries every fact that is not empty.
+    pub fn fields(&self) -> Option<&'static [&'static str]> {
+        use RefusalReason as R;
+        Some(match self {
+            R::StaleToken => &["key", "lease", "assignment", "token"],
+            R::WrongSession => &["key", "lease", "assignment", "token", "client_id"],
+            R::Frozen | R::OfferPending => &["key", "assignment", "offer_to", "offer_revision"],
+            R::NoOffer => &["key", "assignment"],
+            R::NotAddressee => &["key", "assignment", "offer_to", "name"],
+            R::OfferToHolder => &["key", "assignment", "name"],
+            R::Quarantined => &[
+                "key",
+                "assignment",
+                "quarantine_revision",
+                "quarantine_delay_ms",
+                "quarantine_remaining_ms",
+                "quarantine_revoked",
+            ],
+            R::KeyLimit => &["key", "assignment", "keys", "keys_max"],
+            // About a command, not a key: the node names no key (nor its assignment).
+            R::FormatPending => &["data_format", "nodes"],
+            R::Exists => &["key", "lease", "assignment", "status"],
+            R::LineFull => &[
+                "key",
+                "assignment",
+                "waiters",
+                "waiters_max",
+                "whole_cluster",
+            ],
+            R::PermitsMismatch => &[
+                "key",
+                "lease",
+                "assignment",
+                "permits",
+                "asked_permits",
+                "asked_shared",
+            ],
+            R::NotExclusive => &["key", "assignment", "token", "permits"],
+            R::HolderLimit => &["key", "assignment", "permit_holders", "permit_holders_max"],
+            R::Other(_) => return None,
+        })
+    }
 }
 
 impl Serialize for RefusalReason {
@@ -113,8 +161,10 @@ impl Serialize for RefusalReason {
 }
 
 /// A refusal's facts, as the cluster sent them in the status details (`baton.v1.Refusal`).
-/// Fields that do not apply to the reason are empty (`""`, `0`, `None`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Fields that do not apply to the reason are empty (`""`, `0`, `None`). As JSON (its
+/// `Serialize`) it carries `reason`, `message` and only the fields of its reason
+/// ([`RefusalReason::fields`]), so that no empty field reads as a fact.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     pub reason: RefusalReason,
     /// The key the request was about.
@@ -151,27 +201,19 @@ pub struct Refusal {
     /// The record's status (`exists`).
     pub status: String,
     /// How many wait in the key's line (or, with `whole_cluster`, in all lines), and its
-    /// limit (`line_full`; left out of JSON for other reasons).
-    #[serde(skip_serializing_if = "is_zero")]
+    /// limit (`line_full`).
     pub waiters: u64,
-    #[serde(skip_serializing_if = "is_zero")]
     pub waiters_max: u64,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub whole_cluster: bool,
     /// The key's permits and holders (`permits_mismatch`; `not_exclusive` gives N alone).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub permits: Option<crate::types::KeyHolders>,
     /// The number of permits the refused claim asked for (`permits_mismatch`).
-    #[serde(skip_serializing_if = "is_zero_u32")]
     pub asked_permits: u32,
     /// The refused claim asked to share the key (`permits_mismatch`: the key is held by
     /// permits).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub asked_shared: bool,
     /// Permits held across the cluster, and its limit (`holder_limit`).
-    #[serde(skip_serializing_if = "is_zero")]
     pub permit_holders: u64,
-    #[serde(skip_serializing_if = "is_zero")]
     pub permit_holders_max: u64,
     /// The line for people, built by the cluster from the fields.
     pub message: String,
@@ -210,6 +252,89 @@ impl Refusal {
             permit_holders_max: 0,
             message: message.to_owned(),
         }
+    }
+}
+
+/// `reason`, the fields of the reason ([`RefusalReason::fields`]), then `message`; for a
+/// reason this client does not know, every fact that is not empty.
+impl Serialize for Refusal {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let fields = self.reason.fields();
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("reason", &self.reason)?;
+        // Each fact: its JSON name, its value, and whether it is empty (which decides only
+        // for a reason of no known fields).
+        macro_rules! fact {
+            ($name:literal, $value:expr, $empty:expr) => {
+                let carried = match fields {
+                    Some(fields) => fields.contains(&$name),
+                    None => !$empty,
+                };
+                if carried {
+                    map.serialize_entry($name, $value)?;
+                }
+            };
+        }
+        fact!("key", &self.key, self.key.is_empty());
+        fact!("lease", &self.lease, self.lease.is_none());
+        fact!("assignment", &self.assignment, self.assignment.is_none());
+        fact!("token", &self.token, self.token == 0);
+        fact!("client_id", &self.client_id, self.client_id.is_empty());
+        fact!("offer_to", &self.offer_to, self.offer_to.is_empty());
+        fact!(
+            "offer_revision",
+            &self.offer_revision,
+            self.offer_revision == 0
+        );
+        fact!("name", &self.name, self.name.is_empty());
+        fact!(
+            "quarantine_revision",
+            &self.quarantine_revision,
+            self.quarantine_revision == 0
+        );
+        fact!(
+            "quarantine_delay_ms",
+            &self.quarantine_delay_ms,
+            self.quarantine_delay_ms == 0
+        );
+        fact!(
+            "quarantine_remaining_ms",
+            &self.quarantine_remaining_ms,
+            self.quarantine_remaining_ms == 0
+        );
+        fact!(
+            "quarantine_revoked",
+            &self.quarantine_revoked,
+            !self.quarantine_revoked
+        );
+        fact!("keys", &self.keys, self.keys == 0);
+        fact!("keys_max", &self.keys_max, self.keys_max == 0);
+        fact!("data_format", &self.data_format, self.data_format == 0);
+        fact!("nodes", &self.nodes, self.nodes.is_empty());
+        fact!("status", &self.status, self.status.is_empty());
+        fact!("waiters", &self.waiters, self.waiters == 0);
+        fact!("waiters_max", &self.waiters_max, self.waiters_max == 0);
+        fact!("whole_cluster", &self.whole_cluster, !self.whole_cluster);
+        fact!("permits", &self.permits, self.permits.is_none());
+        fact!(
+            "asked_permits",
+            &self.asked_permits,
+            self.asked_permits == 0
+        );
+        fact!("asked_shared", &self.asked_shared, !self.asked_shared);
+        fact!(
+            "permit_holders",
+            &self.permit_holders,
+            self.permit_holders == 0
+        );
+        fact!(
+            "permit_holders_max",
+            &self.permit_holders_max,
+            self.permit_holders_max == 0
+        );
+        map.serialize_entry("message", &self.message)?;
+        map.end()
     }
 }
 
@@ -315,12 +440,4 @@ impl Error {
             first_available: number_after("starts at "),
         }
     }
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-fn is_zero_u32(n: &u32) -> bool {
-    *n == 0
 }

@@ -201,14 +201,26 @@ async fn the_runbooks_secured_bring_up_comes_up_and_refuses_what_it_must() {
     }
     assert_eq!(nodes.0.len() as u64, NODES, "the block starts no nodes");
 
-    // Without a certificate or a token: refused. In plaintext: no answer at all.
-    let out = site.run("baton probe tasks/1");
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("not authenticated"),
-        "{}",
-        text(&out.stderr)
-    );
+    // Without a certificate or a token: refused, and every command says so (exit 1, "not
+    // authenticated"), `cluster status` too (the command the node's banner suggests): not
+    // "no node answered" (exit 4), which would send the user looking for an outage.
+    for line in [
+        "baton probe tasks/1",
+        "baton cluster status",
+        "baton --output json cluster status",
+        "baton board",
+        "baton claim tasks/1 --ttl 5s",
+        "baton history tasks/1",
+        "baton cluster members",
+    ] {
+        let out = site.run(line);
+        assert_eq!(out.status.code(), Some(1), "{line}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("not authenticated"),
+            "{line}: {}",
+            text(&out.stderr)
+        );
+    }
     let (mut plain, _) = site.command("baton probe tasks/1 --timeout 2s");
     let out = plain
         .env_remove("BATON_TLS_CA")

@@ -158,7 +158,8 @@ pub struct McpArgs {
 pub enum HookCommand {
     /// Write the pre-commit and commit-msg hooks into this repository (where git keeps its
     /// hooks: core.hooksPath or .git/hooks). A hook that is not baton's is kept unless
-    /// --force. The hooks call this baton binary by its full path.
+    /// --force. The hooks run the `baton` on PATH, else this binary by the full path they
+    /// record (and say so).
     #[command(after_help = "Examples:
   baton hook install
   baton hook install --force   # replace a pre-commit hook that is not baton's")]

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use baton_client::{
     Client, Error, GuardedClaim, HandoffNote, LeaseInfo, ReadMode, RecordPatch, RefusalReason,
-    VolatileFact,
 };
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
@@ -23,13 +22,12 @@ use serde_json::Value;
 
 use super::book::{Book, HeldRow, Notice, LEASES_MAX};
 use super::{Settings, TTL_S_MAX, TTL_S_MIN, WAIT_S_MAX};
-use crate::args::OfferArgs;
 use crate::verify::{self, CHECK_TIMEOUT};
-use crate::{git, note};
 
 mod args;
 mod claimed;
 mod observe;
+mod offer;
 mod operator;
 mod replies;
 mod sets;
@@ -482,8 +480,8 @@ impl Baton {
     #[tool(
         description = "Offer a key you hold to another agent, with a note: what is \
         done, what remains, the first step, and volatile facts each with a command that \
-        re-checks it. Commit first (git records the commit). You keep the key until the \
-        taker accepts; keep calling tools so it stays renewed. Hand off instead of just \
+        re-checks it. Commit first: the note records the commit of the checkout this server \
+        runs in (outside one, give `commit`). You keep the key until the taker accepts; keep calling tools so it stays renewed. Hand off instead of just \
         stopping: no gap in responsibility."
     )]
     async fn handoff_offer(
@@ -494,49 +492,10 @@ impl Baton {
             return self.not_held(&args.key).await;
         };
         let offer_ttl = Duration::from_secs(args.offer_ttl_s.unwrap_or(OFFER_TTL_S_DEFAULT));
-        let offer_args = OfferArgs {
-            key: args.key.clone(),
-            token,
-            to: args.to.clone(),
-            ttl: offer_ttl,
-            note_file: None,
-            git: false,
-            commit: None,
-            branch: None,
-            done: Some(args.done),
-            remaining: Some(args.remaining),
-            blocked: args.blocked,
-            rebuild: args.rebuild,
-            first_step: Some(args.first_step),
-            changed_files: Vec::new(),
-            facts: args
-                .facts
-                .unwrap_or_default()
-                .into_iter()
-                .map(|f| VolatileFact {
-                    name: f.name,
-                    claimed_value: f.value,
-                    check_command: f.check_command,
-                })
-                .collect(),
+        let built = match offer::build(&args, token, offer_ttl, &self.settings.workdir) {
+            Ok(built) => built,
+            Err(why) => return self.failed(why).await,
         };
-        let git_state = if args.git.unwrap_or(true) {
-            match git::snapshot(&self.settings.workdir) {
-                Ok(state) => Some(state),
-                Err(error) if args.git == Some(true) => {
-                    return self
-                        .failed(format!(
-                            "git: {error:#} (in {})",
-                            self.settings.workdir.display()
-                        ))
-                        .await
-                }
-                Err(_) => None,
-            }
-        } else {
-            None
-        };
-        let built = note::build(&offer_args, None, git_state);
         match self
             .client
             .offer(&args.key, token, &args.to, built.note, offer_ttl)

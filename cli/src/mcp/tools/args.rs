@@ -116,9 +116,14 @@ pub struct OfferToolArgs {
     pub first_step: String,
     /// Facts that may change before the taker reads them, each with a check command.
     pub facts: Option<Vec<FactArgs>>,
-    /// Record the checkout's commit, branch and uncommitted files in the note (default
-    /// true; commit first).
+    /// Record the commit, branch and uncommitted files of the checkout this server runs in
+    /// (default true, unless `commit` is given; commit first). Refused, offering nothing,
+    /// when the server's directory is not a git checkout with a commit: then give `commit`,
+    /// or `git: false` to offer with no commit.
     pub git: Option<bool>,
+    /// The commit the taker starts from (e.g. the one you pushed), when this server's
+    /// directory is not the checkout; with `git: true` too, the checkout's HEAD wins.
+    pub commit: Option<String>,
     /// How long the offer waits for the taker, in seconds (default 600).
     pub offer_ttl_s: Option<u64>,
 }

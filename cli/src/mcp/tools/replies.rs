@@ -47,7 +47,8 @@ pub struct Outcome {
     /// Who a dispatcher assigned the key to, if anyone (routing only: it reserves nothing).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub assigned_to: Option<String>,
-    /// The refusal's facts (reason, the lease now, the token presented), when refused.
+    /// The refusal's facts, when refused: its reason, message and the fields of that reason
+    /// alone (docs/cli-json.md, "Fields by reason").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusal: Option<Value>,
     /// More of the answer: the record after an update, the offer, the accepted note and
