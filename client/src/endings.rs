@@ -129,6 +129,9 @@ pub(crate) struct LineGrant {
     pub(crate) at_unix_ms: u64,
     /// The key's assignment, if it has one.
     pub(crate) assignment: Option<crate::types::AssignmentInfo>,
+    /// For a permit or a share: the key's holders, this grant among them, as the leader
+    /// read them when it pushed the grant (`None` from an older node).
+    pub(crate) permits: Option<crate::types::KeyHolders>,
 }
 
 /// What a wait in line hears from the stream.
@@ -266,6 +269,7 @@ mod tests {
             revision,
             at_unix_ms: 0,
             assignment: None,
+            permits: None,
         }
     }
 

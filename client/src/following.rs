@@ -25,6 +25,11 @@ fn line_grant(message: pb::LeaseEnding) -> LineGrant {
         revision: message.revision,
         at_unix_ms: message.at_unix_ms,
         assignment: message.assignment.map(crate::convert::assignment),
+        // Holders the client cannot read are as none: the waiter confirms with a wait.
+        permits: message
+            .permits
+            .and_then(|p| crate::convert::key_holders(p).ok())
+            .filter(|p| p.holders.iter().any(|l| l.token == message.token)),
     }
 }
 

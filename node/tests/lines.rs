@@ -373,6 +373,73 @@ async fn the_leader_pushes_a_grant_from_the_line_to_a_stream_that_asked() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_from_the_line_is_pushed_with_every_holder_and_costs_no_second_round() {
+    const POOL: &str = "gpu/pool";
+    const PERMITS: u32 = 2;
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let follower = 1 + leader % 3;
+    let ann = cluster.client_of(leader).await;
+    let bea = cluster.client_of(leader).await;
+    let carl = cluster.client_of(follower).await;
+    // Long TTLs: a waiter renews its place every 20 s, so a grant heard sooner was pushed.
+    let ttl = Duration::from_secs(60);
+    let granted = |outcome: ClaimOutcome| match outcome {
+        ClaimOutcome::Granted(grant) => grant,
+        other => panic!("{other:?}"),
+    };
+    let a = granted(ann.claim_permit(POOL, "ann", ttl, PERMITS).await.unwrap());
+    let b = granted(bea.claim_permit(POOL, "bea", ttl, PERMITS).await.unwrap());
+    let waiting = tokio::spawn(async move {
+        let outcome = carl
+            .wait_permit_in_line(POOL, "carl", ttl, PERMITS, Duration::from_secs(60))
+            .await
+            .unwrap();
+        (carl, outcome)
+    });
+    let in_line = async {
+        loop {
+            let probe = ann.probe(POOL, ReadMode::Linearizable).await.unwrap();
+            if probe.line.is_some_and(|l| l.waiters == 1) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), in_line)
+        .await
+        .expect("carl in line");
+    let released = ann.release(POOL, a.lease.token).await.unwrap();
+    assert!(matches!(released, ReleaseOutcome::Released(_)));
+    let (carl, outcome) = tokio::time::timeout(Duration::from_secs(15), waiting)
+        .await
+        .expect("carl granted before his first renewal (20 s after his wait)")
+        .unwrap();
+    let LineOutcome::Granted(grant) = outcome else {
+        panic!("carl not granted: {outcome:?}");
+    };
+    // The push named every holder of the pool, carl's new permit among them.
+    let permits = grant.permits.expect("the grant names the pool's holders");
+    let mut tokens: Vec<u64> = permits.holders.iter().map(|l| l.token).collect();
+    tokens.sort_unstable();
+    assert_eq!(tokens, [b.lease.token, grant.lease.token], "{permits:?}");
+    assert_eq!(permits.permits, PERMITS);
+    // No second round: the wait that used to confirm a pushed permit renewed it, and its
+    // release would then say so ("renewed 1 time").
+    let released = carl.release(POOL, grant.lease.token).await.unwrap();
+    assert!(matches!(released, ReleaseOutcome::Released(_)));
+    let history = ann.history(POOL, ReadMode::Linearizable).await.unwrap();
+    let ended = history
+        .events
+        .iter()
+        .rev()
+        .find(|e| e.token == grant.lease.token && e.kind == baton_client::history::kind::RELEASED)
+        .expect("carl's release is in the history");
+    assert!(!ended.detail.contains("renewed"), "{ended:?}");
+}
+
 /// The next message of an endings stream, within 10 s.
 async fn next_message(
     stream: &mut tonic::Streaming<baton_proto::v1::LeaseEnding>,

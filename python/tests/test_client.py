@@ -311,9 +311,18 @@ def test_waiters_for_permits_are_granted_each_freed_permit_in_the_order_they_cam
     assert granted[0].token < granted[1].token
     for i, grant in granted.items():
         assert grant.permits is not None and grant.permits.permits == 2, grant
+        assert grant.token in [lease.token for lease in grant.permits.holders], grant
         kinds = [e.kind for e in waiters[i].history("line/gpus").events if e.revision == grant.token]
         assert kinds == ["released", "claimed"], kinds
     assert holders[0].probe("line/gpus").line is None
+    # The grant heard on the stream named every holder: no confirming wait renewed it (its
+    # release would say "renewed 1 time").
+    for i, grant in granted.items():
+        waiters[i].release("line/gpus", grant.token)
+        ended = [
+            e for e in waiters[i].history("line/gpus").events if e.token == grant.token and e.kind == "released"
+        ]
+        assert len(ended) == 1 and "renewed" not in ended[0].detail, ended
 
 
 def test_a_wait_that_times_out_leaves_the_line_and_raises_still_waiting(cluster):

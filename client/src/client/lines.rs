@@ -102,8 +102,9 @@ impl Client {
     }
 
     /// [`Client::wait_in_line`] for one of `permits` permits of `key`, or to share it: the
-    /// head of the line is granted a permit in the write that frees one. A grant heard on
-    /// the stream is confirmed with one more wait, which answers with every holder.
+    /// head of the line is granted a permit in the write that frees one, and hears it on
+    /// the stream with every holder of the key. From an older node, whose push names no
+    /// holders, a grant heard is confirmed with one more wait, which answers with them.
     pub async fn wait_permit_in_line(
         &self,
         key: &str,
@@ -133,9 +134,12 @@ impl Client {
                     heard_all = true;
                     match heard {
                         Ok(Heard::Granted(grant))
-                            if grant.revision > place.revision && sharing != Sharing::Permits(1) =>
+                            if grant.revision > place.revision
+                                && sharing != Sharing::Permits(1)
+                                && grant.permits.is_none() =>
                         {
-                            // A permit: the renewal that confirms it names every holder.
+                            // A permit pushed without its holders: the renewal that confirms
+                            // it names every one.
                             let confirmed = self.wait_permit_once(key, holder_name, ttl, sharing);
                             return Ok(from_the_line(confirmed.await?));
                         }
@@ -186,9 +190,10 @@ impl Client {
         &self,
         holder_name: &str,
         ttl: Duration,
-        grant: LineGrant,
+        mut grant: LineGrant,
         sent: Instant,
     ) -> crate::types::Grant {
+        let permits = grant.permits.take();
         let clock = convert::GrantClock {
             send_time: sent,
             ..self.grant_clock()
@@ -204,7 +209,10 @@ impl Client {
             remaining: (sent + ttl).saturating_duration_since(Instant::now()),
             basis: grant.revision,
         };
-        clock.grant(lease, false, grant.revision, grant.assignment)
+        crate::types::Grant {
+            permits: permits.map(Box::new),
+            ..clock.grant(lease, false, grant.revision, grant.assignment)
+        }
     }
 
     /// [`Client::wait_in_line`], answered as a claim: granted (at once or from the line),

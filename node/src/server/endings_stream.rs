@@ -47,7 +47,20 @@ pub(super) fn pb_ending(ending: &Ending) -> pb::LeaseEnding {
         revision: ending.revision,
         at_unix_ms: ending.unix_ms,
         assignment: ending.assignment.as_ref().map(convert::assignment),
+        permits: None,
     }
+}
+
+/// For a permit or a share granted from the line: the key's holders now, as the grant's
+/// answer would name them, if the granted lease is still one of them. Read as the push goes
+/// out, after the grant applied, as the wait that used to confirm each such grant read them
+/// one round later: with them, the waiter's hand-on is the one round of the freeing write.
+fn holders_now(ctx: &Ctx, key: &str, token: u64) -> Option<pb::KeyHolders> {
+    let held = ctx.sm.read(|s| s.table.holders(key).cloned())?;
+    held.leases
+        .iter()
+        .any(|lease| lease.token == token)
+        .then(|| convert::key_holders(held.sharing, &held.leases, ctx.sm.countdowns()))
 }
 
 fn progress(revision: u64) -> pb::LeaseEnding {
@@ -137,7 +150,11 @@ impl BatonServer {
                     if crate::chaos::mute_endings() {
                         continue;
                     }
-                    if tx.send(Ok(pb_ending(ending))).await.is_err() {
+                    let mut pushed = pb_ending(ending);
+                    if ending.kind == EventKind::Claimed {
+                        pushed.permits = holders_now(&ctx, &ending.key, ending.token);
+                    }
+                    if tx.send(Ok(pushed)).await.is_err() {
                         return;
                     }
                 }

@@ -391,8 +391,8 @@ class Ops:
         instead. Raises `Refused` (`line_full`, ...) as `wait_once` does.
 
         With `permits` N or `shared`, waits for one of the key's permits, or a share (see
-        `wait_once`); a grant heard on the stream is confirmed with one more wait, which
-        names every holder (`Grant.permits`)."""
+        `wait_once`); the grant heard on the stream names every holder (`Grant.permits`): from
+        an older node, whose push does not, it is confirmed with one more wait."""
         deadline = time.monotonic() + timeout
         sent = time.monotonic()
         sharing = dict(permits=permits, shared=shared)
@@ -410,8 +410,9 @@ class Ops:
                 if heard:
                     grant = listening.grant
                     if grant is not None and grant.revision > place.revision:
-                        if permits > 1 or shared:
-                            # A permit: the renewal that confirms it names every holder.
+                        if (permits > 1 or shared) and grant.permits is None:
+                            # A permit pushed without its holders (an older node): the renewal
+                            # that confirms it names every one.
                             confirmed = yield from self._op_wait_once(key, ttl, holder, **sharing)
                             if isinstance(confirmed, Grant):
                                 return replace(confirmed, already_held=False)
@@ -454,6 +455,7 @@ class Ops:
             revision=grant.revision,
             safe_until=self._safe_until(sent, ttl),
             assignment=grant.assignment,
+            permits=grant.permits,
         )
 
     def _op_stop_waiting(

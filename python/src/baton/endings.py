@@ -28,7 +28,7 @@ from typing import Callable, Deque, Dict, List, Optional, Tuple
 
 import grpc
 
-from ._convert import actor, maybe, maybe_assignment
+from ._convert import actor, key_holders, maybe, maybe_assignment
 from ._transport import BACKOFF_INITIAL, BACKOFF_MAX, Transport
 from .errors import BatonError, InvalidArgument
 from .types import EXPIRED, GONE, HANDED_OFF, REVOKED, Loss
@@ -83,13 +83,16 @@ class Following:
 class LineGrant:
     """A grant a key's line made to this session, as the leader pushed it."""
 
-    def __init__(self, key: str, token: int, revision: int, at_unix_ms: int, assignment=None):
+    def __init__(self, key: str, token: int, revision: int, at_unix_ms: int, assignment=None, permits=None):
         self.key = key
         self.token = token
         self.revision = revision
         self.at_unix_ms = at_unix_ms
         # The key's assignment (`Assignment`), if it has one.
         self.assignment = assignment
+        # For a permit or a share: the key's holders (`KeyHolders`), this grant among them,
+        # as the leader read them when it pushed it; None from an older node.
+        self.permits = permits
 
 
 class Listening:
@@ -347,6 +350,7 @@ class Feed:
                             message.revision,
                             message.at_unix_ms,
                             maybe_assignment(message, "assignment"),
+                            _own_holders(message),
                         )
                     )
                 else:
@@ -425,3 +429,12 @@ def _pump(call, inbox: "queue.Queue") -> None:
         inbox.put((None, None))
     except grpc.RpcError as e:
         inbox.put((None, e))
+
+
+def _own_holders(message):
+    """A pushed grant's holders (`KeyHolders`) if they name the granted lease, else None (the
+    waiter then confirms with a wait)."""
+    holders = maybe(message, "permits", key_holders)
+    if holders is None or not any(lease.token == message.token for lease in holders.holders):
+        return None
+    return holders
