@@ -45,17 +45,13 @@ use common::compose::*;
 
 #[test]
 fn compose_cluster_survives_a_stopped_and_a_partitioned_leader() {
-    let compose = compose_program();
-    require_docker(&compose);
-    let bins = baton_deploy::built_bin("baton")
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let mut timings = Timings::new();
-    let image = Image::share(&bins);
-    timings.step("build the image (build.sh --no-cargo) or share it");
-    let _turn = take_turn();
-    timings.step("wait for the other cluster to go");
+    let ComposeStart {
+        compose,
+        bins,
+        mut timings,
+        image,
+        turn: _turn,
+    } = start_compose_test();
 
     // Created before anything exists, so that whatever follows is torn down.
     let cluster = Deployment::new(compose, bins, &image, &["compose.yaml"], Vec::new());
@@ -222,18 +218,14 @@ fn host_baton(cluster: &Deployment, credentials: &[&str], args: &[&str]) -> std:
 
 #[test]
 fn secured_compose_cluster_serves_tls_and_token_clients_and_refuses_the_rest() {
-    let compose = compose_program();
-    require_docker(&compose);
     require_root();
-    let bins = baton_deploy::built_bin("baton")
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let mut timings = Timings::new();
-    let image = Image::share(&bins);
-    timings.step("build the image (build.sh --no-cargo) or share it");
-    let _turn = take_turn();
-    timings.step("wait for the other cluster to go");
+    let ComposeStart {
+        compose,
+        bins,
+        mut timings,
+        image,
+        turn: _turn,
+    } = start_compose_test();
 
     // The runbook's block, as written, in a directory of its own with the runbook's policy.
     let files = tempfile::tempdir().expect("a temp dir");

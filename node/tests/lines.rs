@@ -335,18 +335,7 @@ async fn the_leader_pushes_a_grant_from_the_line_to_a_stream_that_asked() {
             .unwrap();
         outcome
     });
-    let in_line = async {
-        loop {
-            let probe = ann.probe(KEY, ReadMode::Linearizable).await.unwrap();
-            if probe.line.is_some_and(|l| l.waiters == 1) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), in_line)
-        .await
-        .expect("carl in line");
+    one_in_line(&ann, KEY).await;
     let released = bob.release(KEY, granted.token).await.unwrap();
     assert!(matches!(released, ReleaseOutcome::Released(_)));
     let outcome = tokio::time::timeout(Duration::from_secs(15), waiting)
@@ -399,18 +388,7 @@ async fn a_permit_from_the_line_is_pushed_with_every_holder_and_costs_no_second_
             .unwrap();
         (carl, outcome)
     });
-    let in_line = async {
-        loop {
-            let probe = ann.probe(POOL, ReadMode::Linearizable).await.unwrap();
-            if probe.line.is_some_and(|l| l.waiters == 1) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), in_line)
-        .await
-        .expect("carl in line");
+    one_in_line(&ann, POOL).await;
     let released = ann.release(POOL, a.lease.token).await.unwrap();
     assert!(matches!(released, ReleaseOutcome::Released(_)));
     let (carl, outcome) = tokio::time::timeout(Duration::from_secs(15), waiting)
@@ -438,6 +416,22 @@ async fn a_permit_from_the_line_is_pushed_with_every_holder_and_costs_no_second_
         .find(|e| e.token == grant.lease.token && e.kind == baton_client::history::kind::RELEASED)
         .expect("carl's release is in the history");
     assert!(!ended.detail.contains("renewed"), "{ended:?}");
+}
+
+/// Waits (10 s at most) until `key`'s line holds one waiter, as `reader` reads it.
+async fn one_in_line(reader: &baton_client::Client, key: &str) {
+    let in_line = async {
+        loop {
+            let probe = reader.probe(key, ReadMode::Linearizable).await.unwrap();
+            if probe.line.is_some_and(|l| l.waiters == 1) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), in_line)
+        .await
+        .expect("one waiter in line");
 }
 
 /// The next message of an endings stream, within 10 s.

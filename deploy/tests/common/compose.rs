@@ -281,6 +281,41 @@ fn build_image(tag: &str, bin_dir: &Path) {
     );
 }
 
+/// What every compose test starts with.
+pub struct ComposeStart {
+    /// The compose program, docker checked.
+    pub compose: Vec<String>,
+    /// The directory of the built binaries.
+    pub bins: PathBuf,
+    pub timings: Timings,
+    /// The image, built once and shared.
+    pub image: Image,
+    /// This test's turn to run a cluster.
+    pub turn: MutexGuard<'static, ()>,
+}
+
+/// How every compose test starts: see [`ComposeStart`].
+pub fn start_compose_test() -> ComposeStart {
+    let compose = compose_program();
+    require_docker(&compose);
+    let bins = baton_deploy::built_bin("baton")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let mut timings = Timings::new();
+    let image = Image::share(&bins);
+    timings.step("build the image (build.sh --no-cargo) or share it");
+    let turn = take_turn();
+    timings.step("wait for the other cluster to go");
+    ComposeStart {
+        compose,
+        bins,
+        timings,
+        image,
+        turn,
+    }
+}
+
 /// Waits for this test's turn to run a cluster; the turn ends when the guard drops.
 pub fn take_turn() -> MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(PoisonError::into_inner)

@@ -340,6 +340,16 @@ mod tests {
         check(&history, 0.05)
     }
 
+    /// Judges `events`: a failure, with a violation that says `says`.
+    fn fails_saying(events: Vec<WaitEvent>, says: &str) {
+        let result = run(events);
+        assert_eq!(result.verdict, Verdict::Fail, "{result:?}");
+        assert!(
+            result.violations.iter().any(|v| v.message.contains(says)),
+            "{result:?}"
+        );
+    }
+
     /// Holder h; a, b, c, d, e join in that order and are granted in that order, each at
     /// the previous one's release.
     fn in_order() -> Vec<WaitEvent> {
@@ -381,15 +391,7 @@ mod tests {
         let (b_token, c_token) = (events[b].token, events[c].token);
         events[b] = wait("b", 11, 120, c_end, "granted", c_token);
         events[c] = wait("c", 12, 140, b_end, "granted", b_token);
-        let result = run(events);
-        assert_eq!(result.verdict, Verdict::Fail, "{result:?}");
-        assert!(
-            result
-                .violations
-                .iter()
-                .any(|v| v.message.contains("past b")),
-            "{result:?}"
-        );
+        fails_saying(events, "past b");
     }
 
     #[test]
@@ -423,14 +425,7 @@ mod tests {
         assert_eq!(result.verdict, Verdict::Fail, "{result:?}");
         let mut events = in_order();
         events.push(wait("y", 0, 5_000, 5_010, "granted", 104));
-        let result = run(events);
-        assert!(
-            result
-                .violations
-                .iter()
-                .any(|v| v.message.contains("two holders")),
-            "{result:?}"
-        );
+        fails_saying(events, "two holders");
     }
 
     #[test]
@@ -495,15 +490,7 @@ mod tests {
         // z is told of a grant while b and c certainly hold the key's two permits.
         let mut events = permits_in_order();
         events.push(of_permits(wait("z", 0, 1_250, 1_260, "granted", 150)));
-        let result = run(events);
-        assert_eq!(result.verdict, Verdict::Fail, "{result:?}");
-        assert!(
-            result
-                .violations
-                .iter()
-                .any(|v| v.message.contains("2 others certainly held it")),
-            "{result:?}"
-        );
+        fails_saying(events, "2 others certainly held it");
         // d is granted at c's turn while c, which joined first, keeps renewing its place.
         let mut events = permits_in_order();
         let (c, d) = (8, 10);
@@ -511,15 +498,7 @@ mod tests {
         let (c_token, d_token) = (events[c].token, events[d].token);
         events[c] = of_permits(wait("c", 12, 140, d_end, "granted", d_token));
         events[d] = of_permits(wait("d", 13, 160, c_end, "granted", c_token));
-        let result = run(events);
-        assert_eq!(result.verdict, Verdict::Fail, "{result:?}");
-        assert!(
-            result
-                .violations
-                .iter()
-                .any(|v| v.message.contains("past c")),
-            "{result:?}"
-        );
+        fails_saying(events, "past c");
     }
 
     #[test]

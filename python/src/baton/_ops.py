@@ -171,6 +171,23 @@ class Ops:
         self._seq = itertools.count(1)
         return (("authorization", f"Bearer {token}"),) if token else ()
 
+    def _holder(self, holder: Optional[str]) -> "pb.Holder":
+        """This session as `holder` (the client's own name if None)."""
+        return pb.Holder(name=holder or self.holder, client_id=self.client_id)
+
+    def _sharing_request(self, key: str, ttl: float, holder: Optional[str], permits: int, shared: bool) -> dict:
+        """The fields a claim and a wait share: the key, this session as `holder`, the TTL, a
+        request id, and the permits or share asked (refused here when out of range)."""
+        _check_sharing(permits, shared)
+        return dict(
+            key=key,
+            holder=self._holder(holder),
+            ttl_ms=int(ttl * 1000),
+            request_id=self._request_id(),
+            permits=0 if shared else permits,
+            shared=shared,
+        )
+
     def _request_id(self) -> "pb.RequestId":
         return pb.RequestId(client_id=self._retry_id, seq=next(self._seq), session=self.client_id)
 
@@ -212,15 +229,7 @@ class Ops:
         every shared holder; a permit claim of it, or a shared claim of a key held by permits,
         raises `Refused`, reason `permits_mismatch`. Only an exclusive holder may write the
         key's record (a shared holder is refused, reason `not_exclusive`)."""
-        _check_sharing(permits, shared)
-        request = pb.ClaimRequest(
-            key=key,
-            holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
-            ttl_ms=int(ttl * 1000),
-            request_id=self._request_id(),
-            permits=0 if shared else permits,
-            shared=shared,
-        )
+        request = pb.ClaimRequest(**self._sharing_request(key, ttl, holder, permits, shared))
         sent = time.monotonic()
         answer = (yield Call("baton", "Claim", request))
         if answer.WhichOneof("outcome") == "held":
@@ -242,7 +251,7 @@ class Ops:
         quarantined: then nothing was granted. Renew and release the keys one by one."""
         request = pb.ClaimSetRequest(
             keys=list(keys),
-            holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
+            holder=self._holder(holder),
             ttl_ms=int(ttl * 1000),
             request_id=self._request_id(),
         )
@@ -336,15 +345,7 @@ class Ops:
         With `permits` N or `shared` (as `claim`; data format 13 on every member), it waits
         for one of the key's permits, or a share, in the same line: the head is granted a
         permit in the write that frees one."""
-        _check_sharing(permits, shared)
-        request = pb.WaitRequest(
-            key=key,
-            holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
-            ttl_ms=int(ttl * 1000),
-            request_id=self._request_id(),
-            permits=0 if shared else permits,
-            shared=shared,
-        )
+        request = pb.WaitRequest(**self._sharing_request(key, ttl, holder, permits, shared))
         sent = time.monotonic()
         answer = (yield Call("baton", "Wait", request))
         if answer.WhichOneof("outcome") == "in_line":
@@ -357,7 +358,7 @@ class Ops:
         wanted)."""
         request = pb.LeaveLineRequest(
             key=key,
-            holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
+            holder=self._holder(holder),
             request_id=self._request_id(),
         )
         answer = (yield Call("baton", "LeaveLine", request))
@@ -556,7 +557,7 @@ class Ops:
         (`grant.key` is the task); raises `NothingClaimable` with why each task was passed by."""
         request = pb.ClaimNextRequest(
             prefix=prefix,
-            holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
+            holder=self._holder(holder),
             ttl_ms=int(ttl * 1000),
             any=any,
             request_id=self._request_id(),
@@ -614,7 +615,7 @@ class Ops:
         new token; the giver's is dead."""
         request = pb.AcceptRequest(
             key=key,
-            holder=pb.Holder(name=holder or self.holder, client_id=self.client_id),
+            holder=self._holder(holder),
             ttl_ms=int(ttl * 1000),
             request_id=self._request_id(),
         )
@@ -633,7 +634,7 @@ class Ops:
 
     def _op_decline(self, key: str, holder: Optional[str] = None) -> int:
         request = pb.DeclineRequest(
-            key=key, holder=pb.Holder(name=holder or self.holder, client_id=self.client_id), request_id=self._request_id()
+            key=key, holder=self._holder(holder), request_id=self._request_id()
         )
         return (yield Call("baton", "Decline", request)).revision
 
