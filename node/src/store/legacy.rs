@@ -19,14 +19,32 @@ const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
 const KEY_LAST_PURGED: &[u8] = b"last_purged";
 
+/// How long [`Legacy::open`] tries again a sled lock found taken.
+pub const LEGACY_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// An older data dir's sled database, read to upgrade it.
 pub struct Legacy {
     db: sled::Db,
 }
 
 impl Legacy {
-    /// Opens the sled database of `dir`, if it has one.
+    /// Opens the sled database of `dir`, if it has one. sled lets go of its file lock a
+    /// moment after its last handle drops (its threads hold the db a little longer), so a
+    /// lock found taken is tried again for up to [`LEGACY_LOCK_WAIT`] before it is reported
+    /// as another process's (`OpenError::InUse`).
     pub fn open(dir: &Path) -> Result<Option<Legacy>, OpenError> {
+        let since = std::time::Instant::now();
+        loop {
+            match Self::open_once(dir) {
+                Err(OpenError::InUse { .. }) if since.elapsed() < LEGACY_LOCK_WAIT => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                opened => return opened,
+            }
+        }
+    }
+
+    fn open_once(dir: &Path) -> Result<Option<Legacy>, OpenError> {
         let path = dir.join(SLED_DIR);
         if !path.join("db").exists() {
             return Ok(None);
