@@ -12,6 +12,11 @@ use std::time::Duration;
 
 use baton_bench::cluster::{etcd_for_test, EtcdCluster, ETCD_START_ATTEMPTS};
 
+/// The two tests one at a time: a script written while the other test forks can be inherited,
+/// open for writing, by the fork, and its exec then fails ("Text file busy", os error 26): a
+/// failed start the tests did not plan, which a clean-clone run met once.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Writes an executable script `etcd-wrapper` into `dir`: its first `failures` runs exit with
 /// status 3 at once, later runs exec `etcd` (when given) with the same arguments.
 fn wrapper(dir: &Path, failures: usize, etcd: Option<&Path>) -> PathBuf {
@@ -38,6 +43,7 @@ fn runs(dir: &Path) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_that_exits_at_its_first_start_is_started_afresh_and_serves() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let Some(etcd_bin) = etcd_for_test() else {
         return;
     };
@@ -65,6 +71,7 @@ async fn an_etcd_that_exits_at_its_first_start_is_started_afresh_and_serves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_that_never_comes_up_is_tried_etcd_start_attempts_times_then_reported() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let bin_dir = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let bin = wrapper(bin_dir.path(), 0, None);
