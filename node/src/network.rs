@@ -209,6 +209,7 @@ impl Peer {
             sender_incarnation: self.incarnation,
             peer_incarnations: self.peers.known(),
             data_format: crate::store::DATA_FORMAT,
+            peer_formats: self.peers.formats_known(),
         });
         request.set_timeout(option.hard_ttl());
         crate::chaos::raft_delay().await;
@@ -245,6 +246,8 @@ impl Peer {
             return Err(RPCError::Unreachable(Unreachable::new(&e)));
         }
         self.peers.said_format(self.target, reply.data_format);
+        self.peers
+            .learn_formats(self.node_id, self.target, &reply.peer_formats);
         let result: Result<Resp, RaftError<NodeId, E>> =
             decode(&reply.payload).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))

@@ -39,6 +39,9 @@ pub struct PeerBook {
     /// not say, format 4 or older). In memory: a leader learns it afresh from its first
     /// round of replication.
     formats: Mutex<BTreeMap<NodeId, u32>>,
+    /// The data formats members told this node their peers read, the highest told for each:
+    /// for the peers it has not heard itself in this run (`peer_formats` in Raft messages).
+    told_formats: Mutex<BTreeMap<NodeId, u32>>,
     /// When a leader's replication was last accepted here (`leader_spoke`).
     leader_spoke: Mutex<Option<std::time::Instant>>,
 }
@@ -71,6 +74,7 @@ impl PeerBook {
             known_as: std::sync::atomic::AtomicU64::new(0),
             members: Mutex::new(None),
             formats: Mutex::new(BTreeMap::new()),
+            told_formats: Mutex::new(BTreeMap::new()),
             leader_spoke: Mutex::new(None),
         })
     }
@@ -175,8 +179,52 @@ impl PeerBook {
             .insert(node, format);
     }
 
+    /// Adopts, as a floor, the data formats a peer (`from`, if it is a member) says the
+    /// others read: never about this node (`me`), nor about a node outside the membership.
+    /// What this node heard a peer say itself comes first (`said_format`); what it is told
+    /// stands for the peers it has not heard in this run: a member down since before this
+    /// node last restarted, or one that never answered it as a follower (followers do not
+    /// talk to each other). Like etcd's cluster version, a format a member once read is
+    /// taken to stay (a member running an older build again is known as older only to the
+    /// nodes it answers).
+    pub fn learn_formats(
+        &self,
+        me: NodeId,
+        from: NodeId,
+        told: &std::collections::HashMap<NodeId, u32>,
+    ) {
+        if !self.is_member(from) {
+            return;
+        }
+        let members = self.members.lock().expect("peer book lock").clone();
+        let mut known = self.told_formats.lock().expect("peer book lock");
+        for (id, format) in told {
+            let member = members.as_ref().is_none_or(|m| m.contains(id));
+            if *id != me && *format != 0 && member {
+                let floor = known.entry(*id).or_insert(0);
+                *floor = (*floor).max(*format);
+            }
+        }
+    }
+
+    /// The data format each known peer reads, as this node knows it (heard, else told): to
+    /// pass on in Raft messages.
+    pub fn formats_known(&self) -> std::collections::HashMap<NodeId, u32> {
+        let mut known: std::collections::HashMap<NodeId, u32> = self
+            .told_formats
+            .lock()
+            .expect("peer book lock")
+            .iter()
+            .map(|(id, f)| (*id, *f))
+            .collect();
+        known.extend(self.formats.lock().expect("peer book lock").iter());
+        known.retain(|_, f| *f != 0);
+        known
+    }
+
     /// The nodes of `members` (other than `me`) not known to read data format `format`,
-    /// each with the format it last said (0: older than 5, or not heard from yet).
+    /// each with the format it last said, or was told to read (0: older than 5, or not
+    /// heard of yet).
     pub fn short_of_format(
         &self,
         me: NodeId,
@@ -184,10 +232,14 @@ impl PeerBook {
         format: u32,
     ) -> Vec<(NodeId, u32)> {
         let formats = self.formats.lock().expect("peer book lock");
+        let told = self.told_formats.lock().expect("peer book lock");
         members
             .iter()
             .filter(|id| **id != me)
-            .map(|id| (*id, formats.get(id).copied().unwrap_or(0)))
+            .map(|id| {
+                let said = formats.get(id).or_else(|| told.get(id));
+                (*id, said.copied().unwrap_or(0))
+            })
             .filter(|(_, said)| *said < format)
             .collect()
     }
@@ -197,6 +249,10 @@ impl PeerBook {
     pub fn retain(&self, members: &BTreeSet<NodeId>) {
         *self.members.lock().expect("peer book lock") = Some(members.clone());
         self.formats
+            .lock()
+            .expect("peer book lock")
+            .retain(|id, _| members.contains(id));
+        self.told_formats
             .lock()
             .expect("peer book lock")
             .retain(|id, _| members.contains(id));
@@ -249,6 +305,47 @@ mod tests {
         // A removed node is forgotten: added again, it must say it again.
         book.retain(&BTreeSet::from([1, 3, 4]));
         assert_eq!(book.short_of_format(1, &members, 5), [(2, 0)]);
+    }
+
+    #[test]
+    fn a_format_told_by_a_member_stands_for_a_peer_not_heard_and_what_is_heard_comes_first() {
+        use std::collections::HashMap;
+        let dir = tempfile::tempdir().unwrap();
+        let book = PeerBook::open(dir.path()).unwrap();
+        book.retain(&BTreeSet::from([1, 2, 3, 4]));
+        let members = BTreeSet::from([1, 2, 3, 4]);
+        // This is node 1; node 2 (a member) tells what it heard: 3 reads 7, 4 reads 6, and
+        // 1 (this node) 2 (nothing to take about itself, it knows its own).
+        book.said_format(2, 7);
+        book.learn_formats(1, 2, &HashMap::from([(3, 7), (4, 6), (1, 2)]));
+        assert_eq!(book.short_of_format(1, &members, 7), [(4, 6)]);
+        // Told values are floors: a lower one later does not lower it, a higher one raises.
+        book.learn_formats(1, 2, &HashMap::from([(4, 5), (3, 0)]));
+        assert_eq!(book.short_of_format(1, &members, 7), [(4, 6)]);
+        book.learn_formats(1, 2, &HashMap::from([(4, 7)]));
+        assert!(book.short_of_format(1, &members, 7).is_empty());
+        // What node 4 says itself comes first: an older build answering counts as older.
+        book.said_format(4, 5);
+        assert_eq!(book.short_of_format(1, &members, 7), [(4, 5)]);
+        // It is passed on as this node knows it: heard first, else told; never 0.
+        book.said_format(3, 0);
+        assert_eq!(book.formats_known(), HashMap::from([(2, 7), (4, 5)]));
+        // A non-member's word is not taken, nor a word about a non-member.
+        book.learn_formats(1, 9, &HashMap::from([(4, 8)]));
+        book.learn_formats(1, 2, &HashMap::from([(9, 8)]));
+        assert_eq!(book.formats_known(), HashMap::from([(2, 7), (4, 5)]));
+        // A removed node is forgotten, told or heard.
+        book.retain(&BTreeSet::from([1, 2, 3]));
+        book.learn_formats(1, 2, &HashMap::from([(3, 7)]));
+        assert_eq!(
+            book.formats_known(),
+            HashMap::from([(2, 7)]),
+            "3 said 0 itself"
+        );
+        assert_eq!(
+            book.short_of_format(1, &BTreeSet::from([1, 2, 3, 4]), 7),
+            [(3, 0), (4, 0)]
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use baton_client::{
-    ClaimOutcome, Client, ClientConfig, Error, ReadMode, ReleaseOutcome, RenewOutcome,
+    ClaimOutcome, Client, ClientConfig, Error, LineOutcome, ReadMode, ReleaseOutcome, RenewOutcome,
 };
 use common::{admin_addr, http_get, serial, Cluster};
 
@@ -1092,10 +1092,11 @@ async fn a_deposed_leader_whose_pending_writes_a_snapshot_covered_keeps_taking_w
 
 /// Clearing an assignment is a command of data format 5, and a revoke that holds the key
 /// back one of format 8, which an older node cannot decode: the leader proposes each only
-/// once every member told it that it reads that format. Here one member never answered the
-/// current leader (down since before the election): refused, typed, naming it, and nothing
-/// changed (`revoke --now`, of every format, still works); once it answers, the clear goes
-/// through and every node has it.
+/// once every member told it that it reads that format. Here one member has never been
+/// heard from (never started): refused, typed, naming it, and nothing changed (`revoke
+/// --now`, of every format, still works); once it answers, the clear goes through and every
+/// node has it. What a member said stays known when it goes down and the leader changes
+/// (`a_member_down_through_a_failover_keeps_the_format_it_said`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
     // `answer` is a refusal: the command is of data format `format`, which `silent` has not
@@ -1110,21 +1111,14 @@ async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
         }
     }
     let _serial = serial().await;
-    let mut cluster = Cluster::start(3).await;
-    let first = cluster.leader(Duration::from_secs(10)).await;
+    // Node 3 is a member no one has heard from: a node of any version may start as it.
+    let mut cluster = Cluster::start_some(3, 2).await;
+    let silent = 3;
     let client = cluster.client().await;
     client
         .assign("tasks/u1", "claude@a", "dispatcher", "")
         .await
         .unwrap();
-    // A follower goes down; then the leader restarts, so the next leader has heard from
-    // the two running nodes only.
-    let silent = *cluster.running().iter().find(|id| **id != first).unwrap();
-    cluster.kill(silent);
-    cluster.kill(first);
-    cluster.start_node(first);
-    let leader = cluster.leader(Duration::from_secs(20)).await;
-    assert_ne!(leader, silent);
     let refused = client
         .unassign("tasks/u1", "lead", "done elsewhere")
         .await
@@ -1314,6 +1308,53 @@ async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
         let kinds: Vec<&str> = history.events.iter().map(|e| e.kind.as_str()).collect();
         assert_eq!(kinds, ["assigned", "unassigned"], "node {id}");
     }
+}
+
+/// A member that said its data format and then went down stays known to read it when the
+/// leader changes: a follower never talks to the other followers, but a leader passes on
+/// what each said (`peer_formats` in Raft messages). Here a follower goes down, then the
+/// leader restarts; whichever of the two running nodes leads next, a command of the newest
+/// formats goes through with the member still down (before, it was refused `format_pending`
+/// until the member came back: a one-node outage and a failover took every newer command
+/// away).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_down_through_a_failover_keeps_the_format_it_said() {
+    let _serial = serial().await;
+    let mut cluster = Cluster::start(3).await;
+    let first = cluster.leader(Duration::from_secs(10)).await;
+    let client = cluster.client().await;
+    granted(
+        client
+            .claim("formats/a", "worker", Duration::from_secs(30))
+            .await
+            .unwrap(),
+    );
+    let down = *cluster.running().iter().find(|id| **id != first).unwrap();
+    cluster.kill(down);
+    cluster.kill(first);
+    cluster.start_node(first);
+    let leader = cluster.leader(Duration::from_secs(20)).await;
+    assert_ne!(leader, down);
+    // A wait in line (format 11) behind the holder, and a shared claim (format 13).
+    match client
+        .wait_once("formats/a", "next", Duration::from_secs(30))
+        .await
+    {
+        Ok(LineOutcome::InLine(place)) => assert_eq!(place.position, 1, "{place:?}"),
+        other => panic!("expected a place in line with node {down} down: {other:?}"),
+    }
+    match client
+        .claim_shared("formats/b", "reader", Duration::from_secs(30))
+        .await
+    {
+        Ok(ClaimOutcome::Granted(_)) => {}
+        other => panic!("expected a shared grant with node {down} down: {other:?}"),
+    }
+    let probe = client
+        .probe("formats/a", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    assert_eq!(probe.line.map(|l| l.waiters), Some(1), "one in line");
 }
 
 /// A write that would change nothing (a claim of a key another session holds; a renew,

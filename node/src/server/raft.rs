@@ -89,6 +89,10 @@ impl RaftServer {
         // leader's from its replication, so that, leader in turn after the leader failed, it
         // knows which format the failed member reads (a format gate would refuse otherwise).
         self.peers.said_format(req.sender_node_id, req.data_format);
+        // And what it knows the others read: a member down since before this node last
+        // heard from it may be known to the sender (a leader hears every follower).
+        self.peers
+            .learn_formats(self.node_id, req.sender_node_id, &req.peer_formats);
         Ok(req)
     }
 
@@ -97,6 +101,7 @@ impl RaftServer {
             payload: encode(&result),
             responder_incarnation: self.incarnation,
             data_format: crate::store::DATA_FORMAT,
+            peer_formats: self.peers.formats_known(),
         }))
     }
 }

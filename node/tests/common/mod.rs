@@ -78,20 +78,32 @@ impl Cluster {
     }
 
     pub async fn start_with(n: u64, extra_args: &[&str]) -> Cluster {
-        Self::start_inner(n, extra_args, false, None, None).await.0
+        Self::start_inner(n, extra_args, false, None, None, n)
+            .await
+            .0
+    }
+
+    /// A cluster of `n` members of which only nodes `1..=running` are started: the others
+    /// have never been heard from (start them with `start_node`).
+    pub async fn start_some(n: u64, running: u64) -> Cluster {
+        Self::start_inner(n, &[], false, None, None, running)
+            .await
+            .0
     }
 
     /// Like `start_with`, for nodes that require a bearer token (`extra_args` has
     /// `--auth-tokens`); the harness's clients show `token`.
     pub async fn start_with_token(n: u64, extra_args: &[&str], token: &str) -> Cluster {
         let token = Some(baton_client::BearerToken(token.to_owned()));
-        Self::start_inner(n, extra_args, false, None, token).await.0
+        Self::start_inner(n, extra_args, false, None, token, n)
+            .await
+            .0
     }
 
     /// Like `start_with`, for nodes that speak TLS (`extra_args` has the node's TLS flags);
     /// the harness's clients use `tls`.
     pub async fn start_tls(n: u64, extra_args: &[&str], tls: baton_client::ClientTls) -> Cluster {
-        Self::start_inner(n, extra_args, false, Some(tls), None)
+        Self::start_inner(n, extra_args, false, Some(tls), None, n)
             .await
             .0
     }
@@ -104,7 +116,7 @@ impl Cluster {
         n: u64,
         extra_args: &[&str],
     ) -> (Cluster, BTreeMap<u64, Proxy>) {
-        Self::start_inner(n, extra_args, true, None, None).await
+        Self::start_inner(n, extra_args, true, None, None, n).await
     }
 
     async fn start_inner(
@@ -113,6 +125,7 @@ impl Cluster {
         proxied: bool,
         tls: Option<baton_client::ClientTls>,
         token: Option<baton_client::BearerToken>,
+        running: u64,
     ) -> (Cluster, BTreeMap<u64, Proxy>) {
         let dir = tempfile::tempdir().unwrap();
         let addrs: BTreeMap<u64, String> = (1..=n)
@@ -153,7 +166,7 @@ impl Cluster {
             tls,
             token,
         };
-        for id in 1..=n {
+        for id in 1..=running {
             cluster.start_node(id);
         }
         cluster.leader(Duration::from_secs(20)).await;
