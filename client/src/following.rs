@@ -364,11 +364,21 @@ fn refused(client: &Client, endpoint: &str, status: &tonic::Status) -> Broke {
 
 /// Past the leader's window: tells each wait to renew its place (its answer says if the
 /// line granted the key), reads each followed lease linearizably, tells the guards of the
-/// ones that are gone, and resumes from before the earliest read (with no lease to read,
-/// from the leader's current revision: a grant to a wait in between is learnt at its next
-/// renewal). False if a read failed (the stream is tried again later; the guards' renewals
+/// ones that are gone, and resumes from before the earliest read. With waits, the first read
+/// comes before they are told: a grant after it is on the stream, one before it is in the
+/// renewal's answer (resuming from a later revision lost a grant between the two until the
+/// wait's next renewal, a third of its TTL). With nothing to read, from the leader's current
+/// revision. False if a read failed (the stream is tried again later; the guards' renewals
 /// go on meanwhile).
 async fn recheck(client: &Client, feed: &Feed) -> bool {
+    let waited = feed.lock().waits.keys().next().cloned();
+    let mut resume: Option<u64> = None;
+    if let Some(key) = waited {
+        let Ok(probe) = client.probe(&key, ReadMode::Linearizable).await else {
+            return false;
+        };
+        resume = Some(probe.revision);
+    }
     recheck_waits(feed);
     let leases: Vec<(u64, String)> = feed
         .lock()
@@ -377,7 +387,6 @@ async fn recheck(client: &Client, feed: &Feed) -> bool {
         .filter(|(_, l)| !l.is_empty())
         .map(|((key, token), _)| (*token, key.clone()))
         .collect();
-    let mut resume: Option<u64> = None;
     for (token, key) in leases {
         let Ok(probe) = client.probe(&key, ReadMode::Linearizable).await else {
             return false;
