@@ -390,14 +390,22 @@ class Feed:
     def _recheck(self) -> bool:
         """Past the leader's window: tells each wait to renew its place (its answer says if the
         line granted the key), reads each followed lease linearizably, tells the followers of
-        the ones that are gone, and resumes from before the earliest read (with no lease to
-        read, from the leader's current revision: a grant in between is learnt at the wait's
-        next renewal). False if a read failed (the stream is tried again later; renewals go
-        on meanwhile)."""
+        the ones that are gone, and resumes from before the earliest read. With waits, the
+        first read comes before they are told: a grant after it is on the stream, one before
+        it in the renewal's answer (as the Rust client). With nothing to read, from the
+        leader's current revision. False if a read failed (the stream is tried again later;
+        renewals go on meanwhile)."""
+        with self._lock:
+            waited = next(iter(self._waits), None)
+        resume = None
+        if waited is not None:
+            try:
+                resume = self._client.probe(waited).revision
+            except BatonError:
+                return False
         self._recheck_waits()
         with self._lock:
             leases = [(token, f[0].key) for token, f in self._followers.items() if f]
-        resume = None
         for token, key in leases:
             try:
                 probe = self._client.probe(key)
