@@ -24,10 +24,14 @@ use std::sync::Mutex;
 use crate::raft_types::NodeId;
 
 const PEERS_FILE: &str = "peers.json";
+/// The data formats this node knows its peers read (`PeerBook::formats_known`), kept so that
+/// a restart does not forget what a member that is down said.
+const FORMATS_FILE: &str = "peer-formats.json";
 
 /// The incarnations this node has seen its peers with.
 pub struct PeerBook {
     path: PathBuf,
+    formats_path: PathBuf,
     known: Mutex<BTreeMap<NodeId, u64>>,
     /// The incarnation the last peer that wrote to this node knows it by (0: none). Another
     /// than this node's own means the cluster knows it by a data dir it lost.
@@ -41,6 +45,7 @@ pub struct PeerBook {
     formats: Mutex<BTreeMap<NodeId, u32>>,
     /// The data formats members told this node their peers read, the highest told for each:
     /// for the peers it has not heard itself in this run (`peer_formats` in Raft messages).
+    /// At start, what this node knew when it last saved (`FORMATS_FILE`).
     told_formats: Mutex<BTreeMap<NodeId, u32>>,
     /// When a leader's replication was last accepted here (`leader_spoke`).
     leader_spoke: Mutex<Option<std::time::Instant>>,
@@ -68,13 +73,24 @@ impl PeerBook {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(e),
         };
+        let formats_path = dir.join(FORMATS_FILE);
+        // Only a help (the formats are heard again as members answer): one that cannot be
+        // read is started without.
+        let told_formats = match std::fs::read(&formats_path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, path = %formats_path.display(), "ignoring the peers' formats file");
+                BTreeMap::new()
+            }),
+            Err(_) => BTreeMap::new(),
+        };
         Ok(PeerBook {
             path,
+            formats_path,
             known: Mutex::new(known),
             known_as: std::sync::atomic::AtomicU64::new(0),
             members: Mutex::new(None),
             formats: Mutex::new(BTreeMap::new()),
-            told_formats: Mutex::new(BTreeMap::new()),
+            told_formats: Mutex::new(told_formats),
             leader_spoke: Mutex::new(None),
         })
     }
@@ -173,10 +189,14 @@ impl PeerBook {
     /// Notes the data format `node` said it reads, in an answer to this node or in a request
     /// to it.
     pub fn said_format(&self, node: NodeId, format: u32) {
-        self.formats
+        let before = self
+            .formats
             .lock()
             .expect("peer book lock")
             .insert(node, format);
+        if before != Some(format) && format != 0 && self.is_member(node) {
+            self.save_formats();
+        }
     }
 
     /// Adopts, as a floor, the data formats a peer (`from`, if it is a member) says the
@@ -197,13 +217,30 @@ impl PeerBook {
             return;
         }
         let members = self.members.lock().expect("peer book lock").clone();
-        let mut known = self.told_formats.lock().expect("peer book lock");
-        for (id, format) in told {
-            let member = members.as_ref().is_none_or(|m| m.contains(id));
-            if *id != me && *format != 0 && member {
-                let floor = known.entry(*id).or_insert(0);
-                *floor = (*floor).max(*format);
+        let mut raised = false;
+        {
+            let mut known = self.told_formats.lock().expect("peer book lock");
+            for (id, format) in told {
+                let member = members.as_ref().is_none_or(|m| m.contains(id));
+                if *id != me && *format != 0 && member {
+                    let floor = known.entry(*id).or_insert(0);
+                    raised |= *format > *floor;
+                    *floor = (*floor).max(*format);
+                }
             }
+        }
+        if raised {
+            self.save_formats();
+        }
+    }
+
+    /// Writes what this node knows its peers read (`FORMATS_FILE`), when that changed.
+    fn save_formats(&self) {
+        let known: BTreeMap<NodeId, u32> = self.formats_known().into_iter().collect();
+        let bytes = serde_json::to_vec_pretty(&known).expect("the formats serialize");
+        if let Err(e) = crate::durable::write_durably(&self.formats_path, &bytes) {
+            // Known in memory for this run; a restart hears them again.
+            tracing::warn!(error = %e, path = %self.formats_path.display(), "cannot save the peers' formats");
         }
     }
 
@@ -248,6 +285,7 @@ impl PeerBook {
     /// removed node may join again.
     pub fn retain(&self, members: &BTreeSet<NodeId>) {
         *self.members.lock().expect("peer book lock") = Some(members.clone());
+        let formats_before = self.formats_known();
         self.formats
             .lock()
             .expect("peer book lock")
@@ -256,6 +294,9 @@ impl PeerBook {
             .lock()
             .expect("peer book lock")
             .retain(|id, _| members.contains(id));
+        if self.formats_known() != formats_before {
+            self.save_formats();
+        }
         let mut known = self.known.lock().expect("peer book lock");
         let before = known.len();
         known.retain(|id, _| members.contains(id));
@@ -346,6 +387,33 @@ mod tests {
             book.short_of_format(1, &BTreeSet::from([1, 2, 3, 4]), 7),
             [(3, 0), (4, 0)]
         );
+    }
+
+    #[test]
+    fn what_a_node_knows_its_peers_read_survives_its_restart_and_a_removal_is_forgotten() {
+        use std::collections::HashMap;
+        let dir = tempfile::tempdir().unwrap();
+        let members = BTreeSet::from([1, 2, 3]);
+        {
+            let book = PeerBook::open(dir.path()).unwrap();
+            book.retain(&members);
+            book.said_format(2, 7);
+            book.learn_formats(1, 2, &HashMap::from([(3, 7)]));
+        }
+        // Restarted while 2 and 3 are down: it still knows what they read.
+        let book = PeerBook::open(dir.path()).unwrap();
+        assert!(book.short_of_format(1, &members, 7).is_empty());
+        // As floors: what a member says itself comes first.
+        book.said_format(3, 6);
+        assert_eq!(book.short_of_format(1, &members, 7), [(3, 6)]);
+        // Node 3 removed: forgotten, also on disk.
+        book.retain(&BTreeSet::from([1, 2]));
+        let book = PeerBook::open(dir.path()).unwrap();
+        assert_eq!(book.formats_known(), HashMap::from([(2, 7)]));
+        // A file that cannot be read is a start without it, not a failed start.
+        std::fs::write(dir.path().join(FORMATS_FILE), b"{not json").unwrap();
+        let book = PeerBook::open(dir.path()).unwrap();
+        assert!(book.formats_known().is_empty());
     }
 
     #[test]

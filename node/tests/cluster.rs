@@ -1316,7 +1316,7 @@ async fn newer_commands_wait_until_every_member_said_it_reads_their_format() {
 /// leader restarts; whichever of the two running nodes leads next, a command of the newest
 /// formats goes through with the member still down (before, it was refused `format_pending`
 /// until the member came back: a one-node outage and a failover took every newer command
-/// away).
+/// away); and still after both running nodes restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_down_through_a_failover_keeps_the_format_it_said() {
     let _serial = serial().await;
@@ -1355,6 +1355,22 @@ async fn a_member_down_through_a_failover_keeps_the_format_it_said() {
         .await
         .unwrap();
     assert_eq!(probe.line.map(|l| l.waiters), Some(1), "one in line");
+    // Both running nodes restart, the member still down: each kept what it knew
+    // (`peer-formats.json`), so a newer command still goes through.
+    for id in cluster.running() {
+        cluster.kill(id);
+    }
+    for id in [1, 2, 3].into_iter().filter(|id| *id != down) {
+        cluster.start_node(id);
+    }
+    cluster.leader(Duration::from_secs(20)).await;
+    match client
+        .claim_shared("formats/c", "reader", Duration::from_secs(30))
+        .await
+    {
+        Ok(ClaimOutcome::Granted(_)) => {}
+        other => panic!("expected a shared grant after the restarts: {other:?}"),
+    }
 }
 
 /// A write that would change nothing (a claim of a key another session holds; a renew,

@@ -8,6 +8,8 @@
 //!   `log/damaged/` and a pending repair in `log/repair.json`;
 //! - `snapshots/`     the current snapshot file, written, fsync'd and renamed into place;
 //! - `peers.json`     the incarnation first seen of each peer (`crate::peers`, not this module);
+//! - `peer-formats.json` the data format each peer is known to read (`crate::peers`), a help
+//!   a node starts without if it cannot read it;
 //! - before format 7, `sled/`: a sled database with the meta (tree `raft_meta`) and, before
 //!   format 6, the log (tree `raft_log`), read once to upgrade the dir (`legacy`).
 //!
