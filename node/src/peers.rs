@@ -47,6 +47,9 @@ pub struct PeerBook {
     /// for the peers it has not heard itself in this run (`peer_formats` in Raft messages).
     /// At start, what this node knew when it last saved (`FORMATS_FILE`).
     told_formats: Mutex<BTreeMap<NodeId, u32>>,
+    /// Held while `FORMATS_FILE` is written: answers and requests are read on several tasks
+    /// at once, and two writes of one file through one temporary file collide.
+    formats_saving: Mutex<()>,
     /// When a leader's replication was last accepted here (`leader_spoke`).
     leader_spoke: Mutex<Option<std::time::Instant>>,
 }
@@ -91,6 +94,7 @@ impl PeerBook {
             members: Mutex::new(None),
             formats: Mutex::new(BTreeMap::new()),
             told_formats: Mutex::new(told_formats),
+            formats_saving: Mutex::new(()),
             leader_spoke: Mutex::new(None),
         })
     }
@@ -236,12 +240,18 @@ impl PeerBook {
 
     /// Writes what this node knows its peers read (`FORMATS_FILE`), when that changed.
     fn save_formats(&self) {
-        let known: BTreeMap<NodeId, u32> = self.formats_known().into_iter().collect();
-        let bytes = serde_json::to_vec_pretty(&known).expect("the formats serialize");
-        if let Err(e) = crate::durable::write_durably(&self.formats_path, &bytes) {
+        if let Err(e) = self.write_formats() {
             // Known in memory for this run; a restart hears them again.
             tracing::warn!(error = %e, path = %self.formats_path.display(), "cannot save the peers' formats");
         }
+    }
+
+    fn write_formats(&self) -> std::io::Result<()> {
+        // What is known when the turn comes is written: the last write has the latest.
+        let _turn = self.formats_saving.lock().expect("peer book lock");
+        let known: BTreeMap<NodeId, u32> = self.formats_known().into_iter().collect();
+        let bytes = serde_json::to_vec_pretty(&known).expect("the formats serialize");
+        crate::durable::write_durably(&self.formats_path, &bytes)
     }
 
     /// The data format each known peer reads, as this node knows it (heard, else told): to
@@ -414,6 +424,37 @@ mod tests {
         std::fs::write(dir.path().join(FORMATS_FILE), b"{not json").unwrap();
         let book = PeerBook::open(dir.path()).unwrap();
         assert!(book.formats_known().is_empty());
+    }
+
+    #[test]
+    fn formats_saved_on_many_threads_at_once_are_all_written_and_the_last_is_the_latest() {
+        let dir = tempfile::tempdir().unwrap();
+        let book = std::sync::Arc::new(PeerBook::open(dir.path()).unwrap());
+        // Answers and requests are read on several tasks at once: their writes take turns
+        // (two at once through one temporary file failed, "No such file or directory").
+        let threads: Vec<_> = (0..8u64)
+            .map(|t| {
+                let book = book.clone();
+                std::thread::spawn(move || {
+                    (0..50u32)
+                        .map(|i| {
+                            book.formats
+                                .lock()
+                                .unwrap()
+                                .insert(2 + t % 4, 5 + (i + t as u32) % 3);
+                            book.write_formats()
+                        })
+                        .filter(|written| written.is_err())
+                        .count()
+                })
+            })
+            .collect();
+        let failed: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(failed, 0, "writes failed");
+        let saved: BTreeMap<NodeId, u32> =
+            serde_json::from_slice(&std::fs::read(dir.path().join(FORMATS_FILE)).unwrap()).unwrap();
+        let known: BTreeMap<NodeId, u32> = book.formats_known().into_iter().collect();
+        assert_eq!(saved, known);
     }
 
     #[test]
