@@ -300,6 +300,12 @@ def test_waiters_for_permits_are_granted_each_freed_permit_in_the_order_they_cam
     threads = [threading.Thread(target=wait, args=(i,)) for i in range(2)]
     for t in threads:
         t.start()
+    # Both listen on their streams before the first release: a release applied before a
+    # waiter's first wait would make that wait answer "already held", renewing the grant.
+    deadline = time.monotonic() + 10
+    while not all(w._feed._waiting == 1 for w in waiters):
+        assert time.monotonic() < deadline, [w._feed._waiting for w in waiters]
+        time.sleep(0.01)
     for holder, grant in zip(holders, grants):
         holder.release("line/gpus", grant.token)
         time.sleep(0.3)
