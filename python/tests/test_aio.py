@@ -124,6 +124,47 @@ def test_wait_in_line_is_granted_from_the_stream_without_blocking_the_loop(clust
     run(main())
 
 
+def test_watch_and_observe_are_async_iterators_read_ahead_at_most_the_buffer(cluster, monkeypatch):
+    async def main():
+        async with aio.Client(cluster.endpoints, holder="watcher") as client, aio.Client(
+            cluster.endpoints, holder="writer"
+        ) as writer:
+            # Every event of the prefix in order, the actor the writer's session.
+            async with client.watch("aio/watched/") as events:
+                grant = await writer.claim("aio/watched/a", ttl=30)
+                await writer.release("aio/watched/a", grant.token)
+                seen = []
+                async for event in events:
+                    seen.append((event.kind, event.key, event.actor_client_id))
+                    if len(seen) == 2:
+                        break
+            assert seen == [
+                ("claimed", "aio/watched/a", writer.client_id),
+                ("released", "aio/watched/a", writer.client_id),
+            ]
+            assert not events._thread.is_alive(), "closing ended the reading thread"
+            # The thread reads at most STREAM_BUFFER items ahead of a reader that waits.
+            monkeypatch.setattr(aio, "STREAM_BUFFER", 3)
+            start = (await client.probe("aio/buffered/a")).revision + 1
+            for i in range(5):
+                grant = await writer.claim(f"aio/buffered/{i}", ttl=30)
+            async with client.watch("aio/buffered/", start) as events:
+                first = await events.__anext__()
+                await asyncio.sleep(1.0)
+                assert events._queue.qsize() == 3 and events._thread.is_alive()
+                rest = [await events.__anext__() for _ in range(4)]
+            assert [e.key for e in [first, *rest]] == [f"aio/buffered/{i}" for i in range(5)]
+            # Observe: the view now, then the view after the holder changed.
+            async with client.observe("aio/observed") as views:
+                now = await views.__anext__()
+                assert now.lease is None
+                await writer.claim("aio/observed", ttl=30)
+                then = await asyncio.wait_for(views.__anext__(), 10)
+                assert then.lease.holder == "writer" and then.revision > now.revision
+
+    run(main())
+
+
 def test_async_over_mutual_tls_and_a_wrong_ca_is_a_tls_error_at_once(mtls_cluster):
     async def main():
         async with aio.Client(mtls_cluster.endpoints, holder="agent", tls=mtls_cluster.client_tls("agent")) as client:

@@ -12,11 +12,13 @@
             except Held as held:
                 print(f"{held.holder} holds it")
 
-Every call of the blocking `Client` except `watch` and `observe` is a coroutine here, with
+Every call of the blocking `Client` is a coroutine here, with
 the same arguments, results, typed errors and rules (they are written once, in `_ops`):
 retries with the same request id, the leader hint, `TLSError` once every endpoint failed its
 TLS handshake. `client.lease(...)` is an `async with` whose renewals run as a task on the
-loop. The session's endings stream, which tells a lease at once that it ended and a wait in
+loop. `client.watch(...)` and `client.observe(...)` are async iterators (`async for`): the
+blocking client's `Watch` and `Observe`, each read by a thread of its own that hands what it
+reads to the loop, at most `STREAM_BUFFER` items ahead of the reader. The session's endings stream, which tells a lease at once that it ended and a wait in
 line that the line granted it the key, is read by a thread of the session, as in the blocking
 client (`blocking`, a blocking `Client` of the same session, owns it): what it hears reaches
 the loop with `call_soon_threadsafe`.
@@ -30,7 +32,9 @@ network may: a claim's lease then ends at its TTL.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
+import threading
 from typing import Optional, Sequence
 
 import grpc
@@ -43,7 +47,14 @@ from .errors import BatonError
 from .lease import LeaseRules
 from .types import Loss
 
-__all__ = ["Client", "Lease"]
+__all__ = ["Client", "Lease", "Stream", "STREAM_BUFFER"]
+
+#: Items a `Stream`'s thread reads ahead of the loop, at most: past it the thread waits for the
+#: reader (and the node's stream waits for the thread), so a slow reader holds no more.
+STREAM_BUFFER = 256
+
+#: How often a `Stream`'s thread, waiting for room, looks whether the stream was closed.
+_CLOSE_CHECK = 0.2
 
 
 def awaitable_of(op):
@@ -124,10 +135,104 @@ async def _hear(listening, timeout: float) -> bool:
         listening.notify = None
 
 
+class Stream:
+    """An async iterator over a blocking one (the blocking client's `Watch` or `Observe`),
+    opened by `open` (a coroutine function) when the stream starts: on entering its `async
+    with`, or at the first `__anext__`. A thread of its own then reads it and hands each item
+    to the loop, at most `STREAM_BUFFER` ahead. What ends the blocking iterator ends this
+    one: its end, or the error it raised (`Compacted`, `Unavailable`, ...). `await
+    stream.aclose()` (or leave its `async with`) to stop; the thread then ends too."""
+
+    _END = object()
+
+    def __init__(self, open):
+        self._open = open
+        self._blocking = None
+        self._queue: Optional[asyncio.Queue] = None
+        self._closed = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def __aiter__(self) -> "Stream":
+        return self
+
+    async def __aenter__(self) -> "Stream":
+        await self._start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def _start(self) -> None:
+        if self._queue is not None or self._closed.is_set():
+            return
+        queue: asyncio.Queue = asyncio.Queue(STREAM_BUFFER)
+        self._blocking = await self._open()
+        self._queue = queue
+        loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(
+            target=self._read, args=(loop, queue), name="baton-aio-stream", daemon=True
+        )
+        self._thread.start()
+
+    async def __anext__(self):
+        await self._start()
+        if self._queue is None:
+            raise StopAsyncIteration  # closed before it started
+        item = await self._queue.get()
+        if item is Stream._END:
+            self._queue.put_nowait(item)  # every later call ends too
+            raise StopAsyncIteration
+        if isinstance(item, BaseException):
+            self._queue.put_nowait(Stream._END)
+            raise item
+        return item
+
+    def _read(self, loop, queue) -> None:
+        """The thread: reads the blocking iterator into `queue` until it ends or is closed."""
+        last = Stream._END
+        try:
+            for item in self._blocking:
+                if not self._put(loop, queue, item):
+                    return
+        except BaseException as e:  # noqa: BLE001 - the reader raises it
+            last = e
+        if not self._closed.is_set():
+            self._put(loop, queue, last)
+
+    def _put(self, loop, queue, item) -> bool:
+        """Waits for room and puts `item`; False once closed (or the loop is gone)."""
+        try:
+            put = asyncio.run_coroutine_threadsafe(queue.put(item), loop)
+        except RuntimeError:
+            return False  # the loop has closed
+        while not self._closed.is_set() and not loop.is_closed():
+            try:
+                put.result(_CLOSE_CHECK)
+                return True
+            except concurrent.futures.TimeoutError:
+                continue
+            except (concurrent.futures.CancelledError, RuntimeError):
+                return False
+        put.cancel()
+        return False
+
+    async def aclose(self) -> None:
+        self._closed.set()
+        if self._blocking is not None:
+            self._blocking.close()
+        thread = self._thread
+        if thread is not None:
+            await asyncio.get_running_loop().run_in_executor(None, thread.join)
+        if self._queue is not None:
+            while not self._queue.empty():
+                self._queue.get_nowait()
+            self._queue.put_nowait(Stream._END)
+
+
 class Client(Ops):
     """A client of one baton cluster for asyncio code: the blocking `baton.Client`'s calls as
-    coroutines (all but `watch` and `observe`), and `async with client.lease(...)`. The
-    arguments are the blocking client's."""
+    coroutines, `async for` over `watch` and `observe`, and `async with client.lease(...)`.
+    The arguments are the blocking client's."""
 
     def __init__(
         self,
@@ -145,7 +250,7 @@ class Client(Ops):
         )
         self._transport = AsyncTransport(self.endpoints, tls, metadata, retry_deadline, request_timeout)
         #: A blocking client of the same session: it reads the session's endings stream on
-        #: its thread; `watch` and `observe` are its (run them in a thread).
+        #: its thread; `watch` and `observe` read through it, each on a thread of its own.
         self.blocking = BlockingClient(
             self.endpoints,
             client_id=self.client_id,
@@ -213,6 +318,32 @@ class Client(Ops):
     accept = awaitable_of(Ops._op_accept)
     decline = awaitable_of(Ops._op_decline)
     cancel = awaitable_of(Ops._op_cancel)
+
+    def watch(self, prefix: str = "", from_revision: int = 0) -> Stream:
+        """`async with client.watch(prefix) as events: async for event in events`: the
+        blocking client's `watch` (every event of keys under `prefix` from `from_revision`, in
+        order, resuming on another node after a failure with no gap and no repeat), read by a
+        thread of its own. `from_revision` 0 is from when the stream starts (entering its
+        `async with`, or the first `__anext__`): the revision of a linearizable read then.
+        `await` its `aclose()` (or leave its `async with`) to stop."""
+
+        async def open():
+            start = from_revision
+            if start == 0:
+                start = (await self.board(prefix, limit=1)).revision + 1
+            return self.blocking.watch(prefix, start)
+
+        return Stream(open)
+
+    def observe(self, key: str) -> Stream:
+        """`async with client.observe(key) as views: async for view in views`: the blocking
+        client's `observe` (leader election's observe, docs/election.md: `key`'s `RecordView`
+        now, then after every change of its holder or record), read by a thread of its own."""
+
+        async def open():
+            return self.blocking.observe(key)
+
+        return Stream(open)
 
     def lease(self, key: str, ttl: float = 30.0, holder: Optional[str] = None, status: str = "") -> "Lease":
         """`async with client.lease(key, ttl=30) as lease:` as the blocking client's `lease`:
