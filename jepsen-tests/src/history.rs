@@ -383,6 +383,9 @@ pub struct WaitEvent {
     /// When it asked to leave the line (a `timeout`), if it did.
     pub left_ns: Option<Nanos>,
     pub ttl_ms: u64,
+    /// Made by the run's leak check of the lines after the workload stopped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after: bool,
     /// The whole wait (its first wait's invocation to the answer that ended it), or the
     /// release call.
     pub inv_ns: Nanos,

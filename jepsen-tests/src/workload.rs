@@ -41,7 +41,10 @@ mod shared;
 mod tasks;
 
 pub use guarded::{run_revoker, GUARD_HOLD_MS, GUARD_TTL, REVOKE_GAP_MS};
-pub use lines::{PERMIT_WAIT_KEYS, PERMIT_WAIT_N, WAIT_KEYS, WAIT_TTL};
+pub use lines::{
+    line_keys, line_leak_check, LINE_LEAK_LIMIT, PERMIT_WAIT_KEYS, PERMIT_WAIT_N, WAIT_KEYS,
+    WAIT_TTL,
+};
 pub use permits::{
     leak_check, permit_keys, PERMIT_HOLD_MS, PERMIT_KEYS, PERMIT_LEAK_LIMIT, PERMIT_TTL,
 };

@@ -22,6 +22,13 @@
 //!   chain's first return to its last invocation ([`ungranted_spans`]); never past a wait
 //!   that got no answer.
 //!
+//! - **no place or grant leaks**: the leak check after the workload stopped
+//!   ([`crate::workload::line_leak_check`], lines marked `after`) was granted each key's N,
+//!   to N fresh sessions, within [`LINE_LEAK_LIMIT`] of its first wait of the key: no
+//!   place of a waiter that walked away or was cut off, and no grant to one, stayed. (The
+//!   one more waiter it sent while they held is judged by the rules above: granted, it would
+//!   be one holder too many.)
+//!
 //! Fewer than [`MIN_LINE_GRANTS`] grants from a line, of the key alone or (if any waited for
 //! one) of permits → Unknown: such a run proves nothing.
 
@@ -29,6 +36,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::holds::{judge_in_turn, most_at_once, out_of_order, over_n, told_twice, Hold};
 use crate::history::{CheckResult, History, Nanos, Verdict, Violation, WaitEvent};
+use crate::workload::LINE_LEAK_LIMIT;
 
 /// A run must grant the key from the line at least this many times to prove anything.
 pub const MIN_LINE_GRANTS: usize = 5;
@@ -131,11 +139,13 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
             }
         }
     }
-    // Grants, grants from the line and keys, of the key alone (false) and of permits (true).
+    let leak = leaks(&waits, &permits, &releases, &mut violations);
+    // Grants, grants from the line and keys, of the key alone (false) and of permits (true),
+    // by the workload (not its leak check).
     let tally = |of_permits: bool| {
         let kind: Vec<&&WaitEvent> = grants
             .iter()
-            .filter(|g| (permits[g.key.as_str()] > 1) == of_permits)
+            .filter(|g| !g.after && (permits[g.key.as_str()] > 1) == of_permits)
             .collect();
         let from_line = kind.iter().filter(|g| g.joined_revision > 0).count();
         let keys = kind.iter().map(|g| &g.key).collect::<BTreeSet<_>>().len();
@@ -181,20 +191,101 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
             }
         ));
     }
-    let count = |what: &str| waits.iter().filter(|w| w.what == what).count();
+    let count = |what: &str| waits.iter().filter(|w| !w.after && w.what == what).count();
     CheckResult {
         checker: "lines".into(),
         verdict,
         summary: format!(
-            "{}; {} timed out, {} refused as full, {} unknown; {} violations",
+            "{}; {} timed out, {} refused as full, {} unknown; {}; {} violations",
             parts.join("; "),
             count("timeout"),
             count("full"),
             count("unknown"),
+            leak,
             violations.len()
         ),
         violations,
     }
+}
+
+/// The leak rule: every key the leak check waited for was granted its N, to N sessions,
+/// within [`LINE_LEAK_LIMIT`] of the check's first wait of it; and no wait of the check
+/// invoked after N of its grants had returned was granted before one of them was released
+/// (the one more waiter: its grant would make N + 1 holders; the holds rule cannot always
+/// tell, a grant from a long wait being certain only from the wait's start). Says what it
+/// saw.
+fn leaks(
+    waits: &[&WaitEvent],
+    permits: &BTreeMap<&str, u32>,
+    releases: &HashMap<(&str, u64), Nanos>,
+    found: &mut Vec<Violation>,
+) -> String {
+    let mut by_key: BTreeMap<&str, Vec<&WaitEvent>> = BTreeMap::new();
+    for w in waits.iter().filter(|w| w.after) {
+        by_key.entry(&w.key).or_default().push(w);
+    }
+    if by_key.is_empty() {
+        return "no leak check".into();
+    }
+    let limit = LINE_LEAK_LIMIT.as_nanos() as Nanos;
+    let mut seen = Vec::new();
+    for (key, ws) in &by_key {
+        let n = permits[key];
+        let start = ws.iter().map(|w| w.inv_ns).min().unwrap_or(0);
+        let mut granted: Vec<&WaitEvent> = ws
+            .iter()
+            .copied()
+            .filter(|w| w.what == "granted" && w.ret_ns <= start + limit)
+            .collect();
+        granted.sort_by_key(|w| w.ret_ns);
+        let sessions: BTreeSet<&str> = granted.iter().map(|w| w.client.as_str()).collect();
+        let released = |g: &WaitEvent| {
+            releases
+                .get(&(*key, g.token))
+                .copied()
+                .unwrap_or(Nanos::MAX)
+        };
+        for extra in ws.iter().filter(|w| w.what == "granted") {
+            let held_before: Vec<&WaitEvent> = ws
+                .iter()
+                .copied()
+                .filter(|g| g.what == "granted" && g.client != extra.client)
+                .filter(|g| g.ret_ns < extra.inv_ns && extra.ret_ns < released(g))
+                .collect();
+            if held_before.len() >= n as usize {
+                found.push(violation(
+                    extra,
+                    format!(
+                        "{key} ({n} of it) was granted to {} (token {}), who began to wait \
+                         after the leak check's {} waiters were granted it and before any \
+                         released: one holder too many",
+                        extra.client,
+                        extra.token,
+                        held_before.len()
+                    ),
+                ));
+            }
+        }
+        if sessions.len() < n as usize {
+            found.push(Violation {
+                key: Some(key.to_string()),
+                t_ns: Some(start + limit),
+                message: format!(
+                    "{key} ({n} of it): only {} fresh sessions were granted it from its line \
+                     within {} s of the leak check's first wait ({} waits): a place or a \
+                     grant leaked",
+                    sessions.len(),
+                    LINE_LEAK_LIMIT.as_secs(),
+                    ws.len()
+                ),
+            });
+            seen.push(format!("{key} {} of {n}", sessions.len()));
+        } else {
+            let nth = granted[n as usize - 1].ret_ns.saturating_sub(start);
+            seen.push(format!("{key} {n} of {n} in {} ms", nth / 1_000_000));
+        }
+    }
+    format!("leak check of {} keys: {}", by_key.len(), seen.join(", "))
 }
 
 /// The hold a grant `g` began: from its first wait's invocation to the answer that told of
@@ -316,6 +407,7 @@ mod tests {
                 .collect(),
             left_ns: (what == "timeout").then_some((end - 5) * MS),
             ttl_ms: 3000,
+            after: false,
             inv_ns: join * MS,
             ret_ns: end * MS,
             t_ns: end * MS,
@@ -432,6 +524,59 @@ mod tests {
     fn a_run_with_few_grants_from_a_line_proves_nothing() {
         let events = in_order().into_iter().take(6).collect();
         assert_eq!(run(events).verdict, Verdict::Unknown);
+    }
+
+    /// The leak check of key p (2 permits) after [`permits_in_order`]: fresh waiters f0 and
+    /// f1 wait from 10 s and are granted from the line `at` ms later (or, with `at` 0, f0 at
+    /// once and f1 never: timed out at the limit), then the extra waiter x, put in line,
+    /// leaves.
+    fn leak_check(at: u64) -> Vec<WaitEvent> {
+        let after = |e: WaitEvent| WaitEvent {
+            after: true,
+            ..of_permits(e)
+        };
+        let start = 10_000;
+        let mut events = permits_in_order();
+        if at == 0 {
+            events.push(after(wait("f0", 0, start, start + 5, "granted", 200)));
+            events.push(after(wait("f1", 50, start, start + 8_000, "timeout", 0)));
+            events.push(after(release("f0", 200, start + 8_100)));
+            return events;
+        }
+        events.push(after(wait("f0", 49, start, start + at - 5, "granted", 200)));
+        events.push(after(wait("f1", 50, start, start + at, "granted", 201)));
+        events.push(after(wait(
+            "x",
+            60,
+            start + at + 10,
+            start + at + 20,
+            "timeout",
+            0,
+        )));
+        events.push(after(release("f0", 200, start + at + 30)));
+        events.push(after(release("f1", 201, start + at + 30)));
+        events
+    }
+
+    #[test]
+    fn a_place_or_a_grant_that_outlives_the_workload_is_a_leak() {
+        // Both granted, the second 3 s in (a dead waiter's place lapsed first): no leak.
+        let result = run(leak_check(3_000));
+        assert_eq!(result.verdict, Verdict::Pass, "{result:?}");
+        assert!(result.summary.contains("p 2 of 2 in 3000 ms"), "{result:?}");
+        // The second never granted within the limit, or granted past it: leaked.
+        fails_saying(leak_check(0), "a place or a grant leaked");
+        fails_saying(leak_check(9_000), "a place or a grant leaked");
+        // The extra waiter granted beside the two: one holder too many.
+        let mut events = leak_check(100);
+        let x = events.iter().position(|e| e.client == "x").expect("x");
+        events[x].what = "granted".into();
+        events[x].token = 202;
+        events.push(WaitEvent {
+            after: true,
+            ..of_permits(release("x", 202, 10_200))
+        });
+        fails_saying(events, "one holder too many");
     }
 
     /// `event` on key p, of 2 permits.

@@ -289,9 +289,10 @@ pub(super) async fn final_checks(
 }
 
 /// After healing, once the workers stopped: the leak check of every key of the scenario's
-/// `permit-holders` ([`workload::leak_check`]) and `shared-holders`
-/// ([`workload::shared_leak_check`]), all keys at once. It only records; the `permits` and
-/// `shared` checkers judge.
+/// `permit-holders` ([`workload::leak_check`]), `shared-holders`
+/// ([`workload::shared_leak_check`]), `waiters` and `permit-waiters`
+/// ([`workload::line_leak_check`]), all keys at once. It only records; the `permits`,
+/// `shared` and `lines` checkers judge.
 pub(super) async fn leak_checks(ctx: &Ctx, scenario: &Scenario) {
     let slots = |workload: &str| {
         scenario
@@ -303,6 +304,7 @@ pub(super) async fn leak_checks(ctx: &Ctx, scenario: &Scenario) {
     };
     let permit_keys = workload::permit_keys(slots("permit-holders"));
     let shared_keys = workload::shared_keys(slots("shared-holders"));
+    let line_keys = workload::line_keys(slots("waiters"), slots("permit-waiters"));
     let permits = futures::future::join_all(
         permit_keys
             .iter()
@@ -313,5 +315,10 @@ pub(super) async fn leak_checks(ctx: &Ctx, scenario: &Scenario) {
             .iter()
             .map(|key| workload::shared_leak_check(ctx, key)),
     );
-    futures::future::join(permits, shared).await;
+    let lines = futures::future::join_all(
+        line_keys
+            .iter()
+            .map(|(key, permits)| workload::line_leak_check(ctx, key, *permits)),
+    );
+    futures::future::join3(permits, shared, lines).await;
 }
