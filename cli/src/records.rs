@@ -469,12 +469,14 @@ pub(crate) mod tests {
             at_unix_ms: 1_700_000_000_000 + revision * 1_000,
             detail: String::new(),
             recorded_before_format_4: false,
+            status_set: None,
         }
     }
 
     pub(crate) fn sample_history() -> History {
         let mut update = event(5, "updated", Some("claude@a"), 4);
         update.detail = "status open -> in_progress".into();
+        update.status_set = Some("in_progress".into());
         let mut released = event(7, "released", Some("claude@a"), 4);
         released.detail = "renewed 2 times".into();
         let mut assigned = event(3, "assigned", Some("dispatcher"), 0);

@@ -173,6 +173,7 @@ pub(crate) mod tests {
             at_unix_ms: 1_795_950_005_863,
             detail: String::new(),
             recorded_before_format_4: false,
+            status_set: None,
         }
     }
 
@@ -230,7 +231,8 @@ pub(crate) mod tests {
                 "recorded_before_format_4": false,
                 "token": 1207,
                 "at_unix_ms": 1_795_950_005_863u64,
-                "detail": ""
+                "detail": "",
+                "status_set": null
             })
         );
     }

@@ -467,6 +467,7 @@ pub(crate) fn event(event: pb::Event) -> Event {
         at_unix_ms: event.at_unix_ms,
         detail: event.detail,
         recorded_before_format_4: event.recorded_before_format_4,
+        status_set: Some(event.status_set).filter(|s| !s.is_empty()),
     }
 }
 

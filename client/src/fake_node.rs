@@ -92,6 +92,7 @@ pub fn watch_event(revision: u64, key: &str, kind: &str) -> pb::Event {
         at_unix_ms: 1_700_000_000_000 + revision,
         detail: format!("event {revision}"),
         recorded_before_format_4: false,
+        status_set: String::new(),
     }
 }
 
@@ -617,6 +618,7 @@ impl Baton for FakeNode {
             at_unix_ms: revision,
             detail: String::new(),
             recorded_before_format_4: false,
+            status_set: String::new(),
         };
         Ok(Response::new(pb::HistoryResponse {
             events: vec![

@@ -60,6 +60,10 @@ pub struct Event {
     pub at_unix_ms: u64,
     /// A line for people, e.g. `status in_progress -> done; fields set: pr`.
     pub detail: String,
+    /// The status the event set on the key's record (`updated`, `released` with a final
+    /// status, `posted`), typed: read it here, never out of [`Event::detail`]. `None` when
+    /// it set none, or when the node that answered is older than this field.
+    pub status_set: Option<String>,
 }
 
 /// A key's history as one read saw it.
@@ -267,6 +271,7 @@ mod tests {
             at_unix_ms: 1_700_000_000_000 + revision * 1_000,
             detail: detail.into(),
             recorded_before_format_4: false,
+            status_set: None,
         }
     }
 

@@ -108,6 +108,13 @@ async fn sixty_four_racers_on_claim_next_over_sixteen_tasks_make_sixteen_distinc
             .unwrap();
         let kinds: Vec<&str> = history.events.iter().map(|e| e.kind.as_str()).collect();
         assert_eq!(kinds, ["posted", "claimed"], "{key}");
+        // The post set the status, and says so typed; the claim set none.
+        let set: Vec<Option<&str>> = history
+            .events
+            .iter()
+            .map(|e| e.status_set.as_deref())
+            .collect();
+        assert_eq!(set, [Some("open"), None], "{key}");
     }
     // Posting a task that is on the board is refused, naming its holder.
     let again = dispatcher

@@ -605,8 +605,10 @@ def test_handoff_moves_the_key_with_its_note(cluster):
     with pytest.raises(Lost):
         giver.update("tasks/handoff", grant.token, status="done")
     taker.update("tasks/handoff", accepted.token, status="in_progress", set_fields={"pr": "7"})
-    kinds = [e.kind for e in taker.history("tasks/handoff").events]
-    assert kinds == ["claimed", "offered", "accepted", "updated"]
+    events = taker.history("tasks/handoff").events
+    assert [e.kind for e in events] == ["claimed", "offered", "accepted", "updated"]
+    # The status each event set, typed (never read out of the detail).
+    assert [e.status_set for e in events] == [None, None, None, "in_progress"]
 
 
 def test_the_board_lists_assigned_keys_nobody_holds(cluster):

@@ -2,19 +2,15 @@
 //!
 //! The record keeps the status word alone, so that a new holder's row would show the
 //! previous holder's `done` as if it were its own. The key's history says who changed it:
-//! every status change is an `updated`, `released` (a final status) or `posted` event,
-//! with its sender and the token of the stint it was made in, and a detail line that the
-//! node writes as `status OLD -> NEW` (`status open` when a post creates the task), after
-//! `renewed N times` (`renewed 1 time`) on a release (`node/src/core/case.rs`,
-//! `RecordPatch::apply_to`; `node/src/core/table/step.rs`, `end_stint` and `post`;
-//! `node/src/server/convert.rs`, which says one renewal in the singular). The latest such event at or
-//! before the record's read is the one that set the status shown.
+//! every status change is an `updated`, `released` (a final status) or `posted` event, with
+//! its sender, the token of the stint it was made in, and the status it set, typed
+//! (`Event::status_set`, filled by the node that answers: `node/src/core/case.rs`,
+//! `Event::status_set`). The latest such event at or before the record's read is the one
+//! that set the status shown. A node older than that field sets none, and the page then
+//! says nothing of who set the status.
 
 use baton_client::{History, RecordView};
 use serde::Serialize;
-
-/// The event kinds that may change a record's status.
-const STATUS_SETTING_KINDS: [&str; 3] = ["updated", "released", "posted"];
 
 /// Which stint a status was set in, seen from the key's holders now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -65,8 +61,7 @@ pub fn status_setting(view: &RecordView, history: &History) -> StatusSetting {
         .iter()
         .rev()
         .filter(|e| e.revision <= view.revision)
-        .filter(|e| STATUS_SETTING_KINDS.contains(&e.kind.as_str()))
-        .find_map(|e| new_status(&e.detail).map(|new| (e, new)));
+        .find_map(|e| e.status_set.as_deref().map(|new| (e, new)));
     let Some((event, new)) = latest else {
         return if history.dropped > 0 {
             StatusSetting::BeforeHistory
@@ -103,49 +98,6 @@ pub fn status_setting(view: &RecordView, history: &History) -> StatusSetting {
     })
 }
 
-/// The status an event's detail line sets, if it sets one. Only the detail's first part
-/// (after a release's renewals) is read: later parts quote names (an assignee,
-/// an offer's addressee) that could look like anything.
-fn new_status(detail: &str) -> Option<&str> {
-    let mut parts = detail.split("; ");
-    let mut part = parts.next()?;
-    if is_renewals(part) {
-        part = parts.next()?;
-    }
-    let words: Vec<&str> = part.split(' ').collect();
-    let new = match words.as_slice() {
-        ["status", new] => *new,
-        ["status", _old, "->", new] => *new,
-        _ => return None,
-    };
-    is_status_word(new).then_some(new)
-}
-
-/// `renewed N times` (`renewed 1 time`), which a release's detail starts with when the
-/// lease was renewed.
-fn is_renewals(part: &str) -> bool {
-    let Some(rest) = part.strip_prefix("renewed ") else {
-        return false;
-    };
-    let n = match rest.strip_suffix(" times") {
-        Some(n) => n,
-        None => match rest {
-            "1 time" => "1",
-            _ => return false,
-        },
-    };
-    !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// A word the cluster accepts as a status: 1 to `STATUS_BYTES_MAX` bytes of `a-z`, `0-9`,
-/// `_` and `-`.
-fn is_status_word(word: &str) -> bool {
-    (1..=baton_proto::limits::STATUS_BYTES_MAX).contains(&word.len())
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-}
-
 /// The attribution in words, as the page shows it under the status: "set by alice in a
 /// previous stint (token 5)". `app.js` (`statusByText`) says the same.
 pub fn status_by_text(by: &StatusBy) -> String {
@@ -175,7 +127,9 @@ mod tests {
     use baton_client::{ActorInfo, Event, LeaseInfo, Record};
     use std::time::Duration;
 
-    fn event(revision: u64, kind: &str, by: &str, token: u64, detail: &str) -> Event {
+    /// An event of `kind` by `by` in the stint of `token`, that set the status `set` ("":
+    /// none).
+    fn event(revision: u64, kind: &str, by: &str, token: u64, set: &str) -> Event {
         Event {
             revision,
             key: "k".into(),
@@ -188,7 +142,8 @@ mod tests {
             recorded_before_format_4: false,
             token,
             at_unix_ms: 1,
-            detail: detail.into(),
+            detail: String::new(),
+            status_set: Some(set.to_owned()).filter(|s| !s.is_empty()),
         }
     }
 
@@ -235,10 +190,10 @@ mod tests {
         let h = history(
             vec![
                 event(5, "claimed", "alice", 5, ""),
-                event(6, "updated", "alice", 5, "status (none) -> done; summary"),
-                event(7, "released", "alice", 5, "renewed 3 times"),
+                event(6, "updated", "alice", 5, "done"),
+                event(7, "released", "alice", 5, ""),
                 event(9, "claimed", "bob", 9, ""),
-                event(10, "updated", "bob", 9, "summary"),
+                event(10, "updated", "bob", 9, ""),
             ],
             0,
         );
@@ -261,15 +216,9 @@ mod tests {
         let h = history(
             vec![
                 event(5, "claimed", "alice", 5, ""),
-                event(
-                    8,
-                    "released",
-                    "alice",
-                    5,
-                    "renewed 2 times; status open -> done",
-                ),
+                event(8, "released", "alice", 5, "done"),
                 event(9, "claimed", "bob", 9, ""),
-                event(11, "updated", "bob", 9, "status done -> in_progress"),
+                event(11, "updated", "bob", 9, "in_progress"),
             ],
             0,
         );
@@ -288,10 +237,7 @@ mod tests {
 
     #[test]
     fn a_post_with_no_one_holding_says_so() {
-        let h = history(
-            vec![event(3, "posted", "dispatch", 0, "status open; summary")],
-            0,
-        );
+        let h = history(vec![event(3, "posted", "dispatch", 0, "open")], 0);
         let StatusSetting::Known(by) = status_setting(&view("open", 3, None), &h) else {
             panic!()
         };
@@ -302,30 +248,19 @@ mod tests {
     }
 
     #[test]
-    fn names_quoted_later_in_a_detail_are_not_read_as_a_status_change() {
-        // An assignee named to look like a status change, in a post that changed none.
+    fn a_node_that_says_no_status_set_gets_no_attribution() {
+        // From a node older than `status_set`: no event says it set the status.
         let h = history(
             vec![
-                event(2, "updated", "alice", 1, "status (none) -> blocked"),
-                event(
-                    3,
-                    "posted",
-                    "mallory",
-                    0,
-                    "summary; assigned to x; status a -> blocked",
-                ),
+                event(2, "claimed", "alice", 2, ""),
+                event(3, "updated", "alice", 2, ""),
             ],
             0,
         );
-        let StatusSetting::Known(by) = status_setting(&view("blocked", 3, None), &h) else {
-            panic!()
-        };
-        assert_eq!(by.by, "alice");
-        assert_eq!(new_status("status a -> b c"), None);
-        assert_eq!(new_status("status A -> B"), None, "not a status word");
-        assert_eq!(new_status("renewed x times; status a -> b"), None);
-        assert_eq!(new_status("renewed 12 times; status a -> b"), Some("b"));
-        assert_eq!(new_status("renewed 2 time; status a -> b"), None);
+        assert_eq!(
+            status_setting(&view("blocked", 3, Some(lease(2))), &h),
+            StatusSetting::Unknown
+        );
     }
 
     #[test]
@@ -335,7 +270,7 @@ mod tests {
             status_setting(&view("done", 900, Some(lease(900))), &h),
             StatusSetting::BeforeHistory
         );
-        let h = history(vec![event(2, "updated", "alice", 1, "status a -> b")], 0);
+        let h = history(vec![event(2, "updated", "alice", 1, "b")], 0);
         assert_eq!(
             status_setting(&view("c", 2, None), &h),
             StatusSetting::Unknown

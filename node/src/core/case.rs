@@ -264,6 +264,41 @@ pub struct Event {
     pub detail: String,
 }
 
+impl Event {
+    /// The status this event set on its key's record, if it set one: an `updated`, a
+    /// `released` with a final status, or a `posted`. Read off the detail that this crate
+    /// writes, here and nowhere else: `RecordPatch::apply_to` puts `status OLD -> NEW` first
+    /// (`OLD` is `(none)` for a record without one), `post` puts `status open` first on a new
+    /// task, and `end_stint` puts `renewed N times` before either. Histories keep the
+    /// detail, in every data format, so the answers carry this typed (`Event.status_set`)
+    /// and no client reads the detail.
+    pub fn status_set(&self) -> Option<&str> {
+        if !matches!(
+            self.kind,
+            EventKind::Updated | EventKind::Released | EventKind::Posted
+        ) {
+            return None;
+        }
+        let mut parts = self.detail.split("; ");
+        let mut part = parts.next()?;
+        if self.kind == EventKind::Released && is_renewals(part) {
+            part = parts.next()?;
+        }
+        let words: Vec<&str> = part.split(' ').collect();
+        match words.as_slice() {
+            ["status", new] | ["status", _, "->", new] if !new.is_empty() => Some(*new),
+            _ => None,
+        }
+    }
+}
+
+/// `renewed N times`, which `end_stint` puts first in an ending's detail.
+fn is_renewals(part: &str) -> bool {
+    part.strip_prefix("renewed ")
+        .and_then(|rest| rest.strip_suffix(" times"))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// A key's append-only history, keeping the latest `HISTORY_EVENTS_MAX` events.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct History {

@@ -632,6 +632,118 @@ fn release_can_set_the_final_status_and_counts_renewals() {
 }
 
 #[test]
+fn every_event_that_sets_the_status_says_which_and_no_other_does() {
+    let mut t = LeaseTable::default();
+    let dispatcher = |key: &str, status: Option<&str>, update: bool| {
+        cmd_by(
+            "dispatch",
+            Op::Post {
+                key: key.into(),
+                patch: RecordPatch {
+                    status: status.map(Into::into),
+                    set_fields: [("role".to_owned(), "coder".to_owned())].into(),
+                    ..RecordPatch::default()
+                },
+                to: None,
+                by: "dispatch@ci".into(),
+                update,
+            },
+        )
+    };
+    // Posted: a new task is open, or what the post said; an update of its status.
+    t.apply(1, &dispatcher("a", None, false));
+    t.apply(2, &dispatcher("b", Some("triage"), false));
+    t.apply(3, &dispatcher("b", Some("ready"), true));
+    // Claimed, updated (status, then fields only), renewed, released done.
+    let tok = token_of(&claim(&mut t, 4, "a", "claude"));
+    update(&mut t, 5, "a", tok, "in_progress");
+    let fields = Op::Update {
+        key: "a".into(),
+        token: tok,
+        patch: RecordPatch {
+            set_fields: [("pr".to_owned(), "17".to_owned())].into(),
+            ..RecordPatch::default()
+        },
+    };
+    t.apply(6, &cmd_in(&t, fields));
+    let renew = Op::Renew {
+        key: "a".into(),
+        token: tok,
+    };
+    t.apply(7, &cmd_in(&t, renew));
+    let release = Op::Release {
+        key: "a".into(),
+        token: tok,
+        final_status: Some("done".into()),
+    };
+    t.apply(8, &cmd_in(&t, release));
+    // A release with no final status sets none.
+    let tok = token_of(&claim(&mut t, 9, "b", "codex"));
+    let release = Op::Release {
+        key: "b".into(),
+        token: tok,
+        final_status: None,
+    };
+    t.apply(10, &cmd_in(&t, release));
+    let set = |key: &str| -> Vec<(&'static str, Option<String>)> {
+        let case = t.case(key).unwrap();
+        case.history
+            .events
+            .iter()
+            .map(|e| (e.kind.as_str(), e.status_set().map(str::to_owned)))
+            .collect()
+    };
+    let some = |s: &str| Some(s.to_owned());
+    assert_eq!(
+        set("a"),
+        vec![
+            ("posted", some("open")),
+            ("claimed", None),
+            ("updated", some("in_progress")),
+            ("updated", None),
+            ("released", some("done")),
+        ]
+    );
+    assert_eq!(
+        set("b"),
+        vec![
+            ("posted", some("triage")),
+            ("posted", some("ready")),
+            ("claimed", None),
+            ("released", None),
+        ]
+    );
+}
+
+#[test]
+fn only_the_first_part_of_a_detail_says_the_status_set() {
+    // Later parts quote names (an assignee, an offer's addressee) that could look like
+    // anything; and only the kinds that change a record set a status.
+    let event = |kind: EventKind, detail: &str| Event {
+        revision: 1,
+        kind,
+        actor: None,
+        attribution: Attribution::Requester,
+        token: 0,
+        unix_ms: 0,
+        detail: detail.into(),
+    };
+    let posted = event(
+        EventKind::Posted,
+        "summary; assigned to x; status a -> blocked",
+    );
+    assert_eq!(posted.status_set(), None);
+    let released = event(EventKind::Released, "renewed 12 times; status a -> b");
+    assert_eq!(released.status_set(), Some("b"));
+    let updated = event(EventKind::Updated, "renewed 12 times; status a -> b");
+    assert_eq!(updated.status_set(), None, "renewals head only an ending");
+    let assigned = event(EventKind::Assigned, "status a -> b");
+    assert_eq!(assigned.status_set(), None);
+    let odd = event(EventKind::Updated, "status a -> b c");
+    assert_eq!(odd.status_set(), None);
+}
+
+#[test]
 fn history_is_bounded_and_counts_what_it_dropped() {
     let mut t = LeaseTable::default();
     let tok = token_of(&claim(&mut t, 1, "k", "a"));

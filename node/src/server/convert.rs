@@ -524,6 +524,7 @@ pub fn pb_event(key: &str, e: &Event) -> pb::Event {
         at_unix_ms: e.unix_ms,
         detail: detail_in_words(&e.detail),
         recorded_before_format_4: e.attribution == Attribution::RecordedBeforeFormat4,
+        status_set: e.status_set().unwrap_or_default().to_owned(),
     }
 }
 

@@ -207,6 +207,7 @@ def event(p) -> Event:
         token=p.token,
         at_unix_ms=p.at_unix_ms,
         detail=p.detail,
+        status_set=p.status_set or None,
     )
 
 

@@ -313,6 +313,10 @@ class Event:
     token: int
     at_unix_ms: int
     detail: str
+    # The status the event set on the key's record (updated, released with a final status,
+    # posted), typed: read it here, never out of `detail`. None when it set none, or when
+    # the node that answered is older than this field.
+    status_set: Optional[str] = None
 
 
 @dataclass(frozen=True)
