@@ -223,6 +223,19 @@ fn holding(lease: &baton_client::LeaseInfo) -> Holding {
     }
 }
 
+/// A release's answer (or its timeout after [`OP_TIMEOUT`]) as a step's `what`, and
+/// whether its process must retire (no answer, or a failure: its session may be gone).
+fn release_said(
+    released: Result<Result<ReleaseOutcome, Error>, tokio::time::error::Elapsed>,
+) -> (&'static str, bool) {
+    match released {
+        Ok(Ok(ReleaseOutcome::Released(_))) => ("released", false),
+        Ok(Ok(ReleaseOutcome::Lost { .. })) => ("lost", false),
+        Ok(Err(e)) if failed(e.clone()).0 == Kind::Fail => ("lost", true),
+        Ok(Err(_)) | Err(_) => ("unknown", true),
+    }
+}
+
 /// An error from baton as a history outcome: a refusal is a definite `fail` (a retry too old
 /// to tell whether it was applied comes back as `UNKNOWN`, so it lands below as unknown), and
 /// so is bad

@@ -17,10 +17,10 @@
 
 use std::time::{Duration, Instant};
 
-use baton_client::{Error, LineOutcome, RefusalReason, ReleaseOutcome};
+use baton_client::{Error, LineOutcome, RefusalReason};
 use rand::Rng;
 
-use super::{failed, Ctx, Proc, Worker, OP_TIMEOUT};
+use super::{failed, release_said, Ctx, Proc, Worker, OP_TIMEOUT};
 use crate::history::{Kind, WaitEvent};
 
 /// The TTL of a place in line and of the lease it is granted.
@@ -228,12 +228,7 @@ async fn release_recorded(ctx: &Ctx, p: &Proc, wait: WaitEvent, token: u64) -> b
     let inv = ctx.rec.now_ns();
     let released = tokio::time::timeout(OP_TIMEOUT, p.client.release(&wait.key, token)).await;
     let ret = ctx.rec.now_ns();
-    let (what, retire) = match released {
-        Ok(Ok(ReleaseOutcome::Released(_))) => ("released", false),
-        Ok(Ok(ReleaseOutcome::Lost { .. })) => ("lost", false),
-        Ok(Err(e)) if failed(e.clone()).0 == Kind::Fail => ("lost", true),
-        Ok(Err(_)) | Err(_) => ("unknown", true),
-    };
+    let (what, retire) = release_said(released);
     ctx.rec.wait(WaitEvent {
         step: "release".into(),
         what: what.into(),

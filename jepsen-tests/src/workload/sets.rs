@@ -9,7 +9,7 @@ use baton_client::{BlockedKey, ClaimOutcome, ReleaseOutcome, SetOutcome};
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use super::{failed, Worker, OP_TIMEOUT};
+use super::{failed, release_said, Worker, OP_TIMEOUT};
 use crate::history::{Kind, Nanos, SetEvent};
 
 /// The TTL of each key's lease: a worker holds a set at most a third of it, so its leases end
@@ -103,12 +103,7 @@ impl Worker {
             let released =
                 tokio::time::timeout(OP_TIMEOUT, self.proc_.client.release(&key, token)).await;
             let ret = ctx.rec.now_ns();
-            let (what, retire) = match released {
-                Ok(Ok(ReleaseOutcome::Released(_))) => ("released", false),
-                Ok(Ok(ReleaseOutcome::Lost { .. })) => ("lost", false),
-                Ok(Err(e)) if failed(e.clone()).0 == Kind::Fail => ("lost", true),
-                Ok(Err(_)) | Err(_) => ("unknown", true),
-            };
+            let (what, retire) = release_said(released);
             ctx.rec
                 .set(line("release", what, vec![key], vec![token], inv, ret));
             if retire {
