@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use baton_client::{
-    ClaimOutcome, Client, ClientConfig, Error, HandoffNote, ReadMode, RecordPatch, ReleaseOutcome,
+    ClaimOutcome, Client, ClientConfig, HandoffNote, ReadMode, RecordPatch, ReleaseOutcome,
     RenewOutcome,
 };
 use rand::rngs::StdRng;
@@ -34,11 +34,14 @@ use crate::history::{decode_list, encode_list, Call, Elem, Holding, Kind, Nanos,
 
 mod guarded;
 mod lines;
+mod outcome;
 mod permits;
 mod recorder;
 mod sets;
 mod shared;
 mod tasks;
+
+use outcome::{failed, release_said};
 
 pub use guarded::{run_revoker, GUARD_HOLD_MS, GUARD_TTL, REVOKE_GAP_MS};
 pub use lines::{
@@ -220,47 +223,6 @@ fn holding(lease: &baton_client::LeaseInfo) -> Holding {
     Holding {
         client: lease.holder_client_id.clone(),
         token: lease.token,
-    }
-}
-
-/// A release's answer (or its timeout after [`OP_TIMEOUT`]) as a step's `what`, and
-/// whether its process must retire (no answer, or a failure: its session may be gone).
-fn release_said(
-    released: Result<Result<ReleaseOutcome, Error>, tokio::time::error::Elapsed>,
-) -> (&'static str, bool) {
-    match released {
-        Ok(Ok(ReleaseOutcome::Released(_))) => ("released", false),
-        Ok(Ok(ReleaseOutcome::Lost { .. })) => ("lost", false),
-        Ok(Err(e)) if failed(e.clone()).0 == Kind::Fail => ("lost", true),
-        Ok(Err(_)) | Err(_) => ("unknown", true),
-    }
-}
-
-/// An error from baton as a history outcome: a refusal is a definite `fail` (a retry too old
-/// to tell whether it was applied comes back as `UNKNOWN`, so it lands below as unknown), and
-/// so is bad
-/// input (nothing applied; recorded with an `Unknown` reply, which the model does not read as
-/// a statement about the lease); anything else leaves the outcome unknown.
-fn failed(e: Error) -> (Kind, Reply) {
-    match e {
-        Error::Refused(refusal) => (
-            Kind::Fail,
-            Reply::Refused {
-                message: refusal.message,
-            },
-        ),
-        Error::InvalidArgument(message) => (
-            Kind::Fail,
-            Reply::Unknown {
-                message: format!("invalid argument: {message}"),
-            },
-        ),
-        other => (
-            Kind::Info,
-            Reply::Unknown {
-                message: other.to_string(),
-            },
-        ),
     }
 }
 
