@@ -25,9 +25,9 @@
 //! - **no place or grant leaks**: the leak check after the workload stopped
 //!   ([`crate::workload::line_leak_check`], lines marked `after`) was granted each key's N,
 //!   to N fresh sessions, within [`LINE_LEAK_LIMIT`] of its first wait of the key: no
-//!   place of a waiter that walked away or was cut off, and no grant to one, stayed. (The
-//!   one more waiter it sent while they held is judged by the rules above: granted, it would
-//!   be one holder too many.)
+//!   place of a waiter that walked away or was cut off, and no grant to one, stayed; and
+//!   the one more waiter it sent while they held was not granted before one of them
+//!   released (one holder too many).
 //!
 //! Fewer than [`MIN_LINE_GRANTS`] grants from a line, of the key alone or (if any waited for
 //! one) of permits → Unknown: such a run proves nothing.
@@ -246,22 +246,19 @@ fn leaks(
                 .unwrap_or(Nanos::MAX)
         };
         for extra in ws.iter().filter(|w| w.what == "granted") {
-            let held_before: Vec<&WaitEvent> = ws
+            let held_before = ws
                 .iter()
-                .copied()
                 .filter(|g| g.what == "granted" && g.client != extra.client)
                 .filter(|g| g.ret_ns < extra.inv_ns && extra.ret_ns < released(g))
-                .collect();
-            if held_before.len() >= n as usize {
+                .count();
+            if held_before >= n as usize {
                 found.push(violation(
                     extra,
                     format!(
                         "{key} ({n} of it) was granted to {} (token {}), who began to wait \
                          after the leak check's {} waiters were granted it and before any \
                          released: one holder too many",
-                        extra.client,
-                        extra.token,
-                        held_before.len()
+                        extra.client, extra.token, held_before
                     ),
                 ));
             }
