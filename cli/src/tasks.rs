@@ -116,7 +116,7 @@ fn nothing_text(prefix: &str, c: &Unclaimable) -> String {
     .map(|(n, why)| format!("{n} {why}"))
     .collect();
     let mut text = match c.scanned {
-        0 => format!("nothing claimable under {prefix}: no task there\n"),
+        0 => format!("nothing claimable under {prefix}: no unfinished task there\n"),
         n => format!(
             "nothing claimable under {prefix}: {} of {n} tasks\n",
             reasons.join(", ")

@@ -69,6 +69,8 @@ fn a_task_is_posted_once_taken_once_and_the_next_taker_is_told_why_not() {
     assert_eq!(v["outcome"], "nothing_claimable");
     assert_eq!(v["counts"]["unmatched"], 1, "{v}");
     let (code, v) = node.json(&[
+        "--client-id",
+        "claude-session",
         "claim-next",
         "tasks/",
         "--holder",
@@ -91,6 +93,32 @@ fn a_task_is_posted_once_taken_once_and_the_next_taker_is_told_why_not() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("nothing claimable under tasks/: 1 held of 1 tasks"),
+        "{text}"
+    );
+    // Released as done, the task is finished: passed by unseen (data format 14), so the
+    // board has no unfinished task left.
+    let (code, v) = node.json(&[
+        "--client-id",
+        "claude-session",
+        "release",
+        "tasks/review-17",
+        "--token",
+        &token.to_string(),
+        "--status",
+        "done",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let (code, v) = node.json(&["claim-next", "tasks/", "--holder", "codex@b"]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(
+        (&v["counts"]["scanned"], &v["counts"]["finished"]),
+        (&Value::from(0), &Value::from(0)),
+        "{v}"
+    );
+    let out = node.baton(&["claim-next", "tasks/", "--holder", "codex@b"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("nothing claimable under tasks/: no unfinished task there"),
         "{text}"
     );
     // Bad input: a clear error, exit 2 for usage, nothing changed.
@@ -136,7 +164,11 @@ fn run_next_runs_the_command_on_the_task_it_got_and_nothing_when_there_is_none()
     ]);
     assert_eq!(out.status.code(), Some(3));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("2 finished of 2 tasks"), "{text}");
+    // Both are done: finished tasks are passed by unseen (data format 14).
+    assert!(
+        text.contains("nothing claimable under jobs/: no unfinished task there"),
+        "{text}"
+    );
     assert_eq!(
         std::fs::read_to_string(&marker).unwrap(),
         ran,

@@ -41,11 +41,12 @@ pub enum NextOutcome {
 /// reason that applies, in this order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Unclaimable {
-    /// Keys with a case file looked at, at most 10,000 per request.
+    /// Keys with a case file looked at, at most 10,000 per request: unfinished ones only on
+    /// a cluster all on data format 14, which passes finished ones by unseen.
     pub scanned: u64,
     pub held: u64,
     pub quarantined: u64,
-    /// Status done, cancelled or closed.
+    /// Status done, cancelled or closed: 0 on a cluster all on data format 14.
     pub finished: u64,
     /// A `where` field missing or different.
     pub unmatched: u64,

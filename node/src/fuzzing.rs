@@ -19,6 +19,7 @@ use baton_proto::v1 as pb;
 use prost::Message;
 
 use crate::core::access::{self, AccessState, Permission, Policy};
+use crate::core::table::Walk;
 use crate::core::{LeaseTable, LogCommand, Op, Outcome, RequestId};
 use crate::raft_types::TypeConfig;
 use crate::server::convert::{self, TtlBounds};
@@ -98,7 +99,8 @@ pub fn decode_all(bytes: &[u8]) -> Vec<(Option<convert::Origin>, Op)> {
         keep(convert::post(r));
     }
     if let Ok(r) = pb::ClaimNextRequest::decode(bytes) {
-        keep(convert::claim_next(r, TTL));
+        keep(convert::claim_next(r.clone(), TTL, Walk::EveryCaseFile));
+        keep(convert::claim_next(r, TTL, Walk::Unfinished));
     }
     if let Ok(r) = pb::ClaimSetRequest::decode(bytes) {
         keep(convert::claim_set(r, TTL));

@@ -359,4 +359,10 @@ impl CaseFile {
     pub fn is_empty(&self) -> bool {
         *self == CaseFile::default()
     }
+
+    /// Whether the record's status is a finished one (`FINISHED_STATUSES`): `claim-next`
+    /// passes the key by.
+    pub fn is_finished(&self) -> bool {
+        crate::core::limits::FINISHED_STATUSES.contains(&self.record.status.as_str())
+    }
 }

@@ -131,7 +131,16 @@ impl Op {
                 feed(by.as_bytes());
                 feed(&[u8::from(*update)]);
             }
+            // One request, whichever walk the leader proposed it with: a retry proposed
+            // after the upgrade to format 14 is the same request as its first attempt.
             Op::ClaimNext {
+                prefix,
+                holder,
+                ttl_ms,
+                any,
+                wheres,
+            }
+            | Op::ClaimNextUnfinished {
                 prefix,
                 holder,
                 ttl_ms,

@@ -280,6 +280,169 @@ fn claim_next_looks_at_most_at_its_scan_limit_and_says_so() {
     ));
 }
 
+/// Data format 14's `claim-next`, `Op::ClaimNextUnfinished`, of `prefix` by `who`.
+fn next_unfinished(t: &mut LeaseTable, index: u64, prefix: &str, who: &str) -> Outcome {
+    let Op::ClaimNext {
+        prefix,
+        holder,
+        ttl_ms,
+        any,
+        wheres,
+    } = next_op(prefix, who, false, &[])
+    else {
+        unreachable!("next_op makes a ClaimNext");
+    };
+    let op = Op::ClaimNextUnfinished {
+        prefix,
+        holder,
+        ttl_ms,
+        any,
+        wheres,
+    };
+    t.apply(index, &from(&format!("cid-{who}"), op))
+}
+
+/// A post of `key` with status `status`, or an update of its record to it.
+fn post_status(t: &mut LeaseTable, index: u64, key: &str, status: &str, update: bool) {
+    let mut op = post_op(key, "", &[], None);
+    if let Op::Post {
+        patch, update: u, ..
+    } = &mut op
+    {
+        patch.status = Some(status.into());
+        *u = update;
+    }
+    let outcome = t.apply(index, &from("cid-dispatch", op));
+    assert!(matches!(outcome, Outcome::Posted { .. }), "{outcome:?}");
+}
+
+#[test]
+fn from_format_14_claim_next_passes_finished_tasks_by_unseen_however_many_there_are() {
+    let mut t = LeaseTable::default();
+    let mut index = 0;
+    for i in 0..CLAIM_NEXT_SCAN_MAX {
+        index += 1;
+        post_status(&mut t, index, &format!("tasks/{i:06}"), "done", false);
+    }
+    index += 1;
+    let open = format!("tasks/{CLAIM_NEXT_SCAN_MAX:06}");
+    post(&mut t, index, &open, None);
+    // Format 9's walk spends its whole scan on the finished tasks and never sees the open one.
+    index += 1;
+    let counts = nothing(next(&mut t, index, "tasks/", "ann@h1"));
+    assert_eq!(
+        (counts.scanned, counts.finished, counts.truncated),
+        (CLAIM_NEXT_SCAN_MAX as u64, CLAIM_NEXT_SCAN_MAX as u64, true)
+    );
+    // Format 14's walks past them unseen.
+    index += 1;
+    assert_eq!(
+        granted_key(&next_unfinished(&mut t, index, "tasks/", "ann@h1")),
+        open
+    );
+    index += 1;
+    let counts = nothing(next_unfinished(&mut t, index, "tasks/", "bob@h2"));
+    assert_eq!(
+        counts,
+        Unclaimable {
+            scanned: 1,
+            held: 1,
+            ..Unclaimable::default()
+        },
+        "the finished ones are neither looked at nor counted"
+    );
+    assert_eq!(t.open_tasks("tasks/", "", 10), (vec![], false));
+}
+
+#[test]
+fn a_task_leaves_format_14s_walk_when_it_is_finished_and_comes_back_when_reopened() {
+    let mut t = LeaseTable::default();
+    post(&mut t, 1, "tasks/a", None);
+    post(&mut t, 2, "tasks/b", None);
+    let token = match next_unfinished(&mut t, 3, "tasks/", "ann@h1") {
+        Outcome::Granted { lease, .. } => lease.token,
+        other => panic!("no grant: {other:?}"),
+    };
+    let release = Op::Release {
+        key: "tasks/a".into(),
+        token,
+        final_status: Some("done".into()),
+    };
+    assert!(matches!(
+        t.apply(4, &from("cid-ann@h1", release)),
+        Outcome::Released { .. }
+    ));
+    assert_eq!(
+        t.open_tasks("tasks/", "", 10),
+        (vec!["tasks/b"], false),
+        "a finished task is not open"
+    );
+    assert_eq!(
+        granted_key(&next_unfinished(&mut t, 5, "tasks/", "bob@h2")),
+        "tasks/b"
+    );
+    let counts = nothing(next_unfinished(&mut t, 6, "tasks/", "cy@h3"));
+    assert_eq!((counts.scanned, counts.held, counts.finished), (1, 1, 0));
+    // The dispatcher reopens tasks/a: it is claimable again, by either walk.
+    post_status(&mut t, 7, "tasks/a", "open", true);
+    assert_eq!(t.open_tasks("tasks/", "", 10), (vec!["tasks/a"], false));
+    assert_eq!(
+        granted_key(&next_unfinished(&mut t, 8, "tasks/", "cy@h3")),
+        "tasks/a"
+    );
+    // A key claimed with no post has a case file with no status yet: unfinished, a task.
+    let claim = Op::Claim {
+        key: "tasks/c".into(),
+        holder: holder("dee@h4"),
+        ttl_ms: 10_000,
+    };
+    t.apply(9, &from("cid-dee@h4", claim));
+    let counts = nothing(next_unfinished(&mut t, 10, "tasks/", "eve@h5"));
+    assert_eq!((counts.scanned, counts.held), (3, 3), "{counts:?}");
+}
+
+#[test]
+fn a_claim_next_retried_after_the_upgrade_to_format_14_gets_its_first_answer() {
+    let mut t = LeaseTable::default();
+    post(&mut t, 1, "tasks/a", None);
+    let first = LogCommand {
+        request_id: Some(RequestId {
+            client_id: "cid-ann@h1".into(),
+            seq: 7,
+        }),
+        ..from("cid-ann@h1", next_op("tasks/", "ann@h1", false, &[]))
+    };
+    let granted = t.apply(2, &first);
+    assert_eq!(granted_key(&granted), "tasks/a");
+    // The same request, proposed again by a leader that now uses format 14's walk.
+    let Op::ClaimNext {
+        prefix,
+        holder,
+        ttl_ms,
+        any,
+        wheres,
+    } = first.op.clone()
+    else {
+        unreachable!();
+    };
+    let retry = LogCommand {
+        op: Op::ClaimNextUnfinished {
+            prefix,
+            holder,
+            ttl_ms,
+            any,
+            wheres,
+        },
+        ..first
+    };
+    assert_eq!(
+        t.apply(3, &retry),
+        granted,
+        "the first answer, not a refusal"
+    );
+    assert_eq!(t.lease("tasks/a").unwrap().token, 2, "granted once");
+}
+
 #[test]
 fn bad_posts_and_claim_nexts_are_refused_as_invalid_and_change_nothing() {
     let mut t = LeaseTable::default();

@@ -4,7 +4,7 @@
 //! does no I/O, so every node that applies the same log reaches the same table. The sled
 //! adapter (`store::state_machine`) persists what `apply` reports as changed.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -25,6 +25,7 @@ mod permits;
 mod set;
 mod step;
 
+pub use next::Walk;
 use step::Step;
 
 /// What the state machine remembers of one client for de-duplication.
@@ -140,6 +141,11 @@ pub struct LeaseTable {
     leases: BTreeMap<Arc<str>, Box<Lease>>,
     /// Case files (record, offer, history) of every key that ever had one.
     cases: BTreeMap<Arc<str>, Box<CaseFile>>,
+    /// The keys of `cases` whose status is not finished (`FINISHED_STATUSES`): what
+    /// `claim-next` walks from data format 14 on, and the board's open tasks. Derived from
+    /// `cases`; kept by every step that touches a case file, rebuilt on load.
+    #[serde(skip)]
+    unfinished: BTreeSet<Arc<str>>,
     /// Quarantine rules: key prefix -> delay after an involuntary expiry, in ms.
     quarantine_rules: BTreeMap<String, u64>,
     /// A lower `KEYS_MAX`, set only by tests (`with_keys_max`); never serialized.
@@ -196,6 +202,12 @@ impl LeaseTable {
     /// Restores what deserializing does not: the activity index, and one shared string per
     /// key (a deserialized map has a string per occurrence).
     pub fn rebuild_index(&mut self) {
+        self.unfinished = self
+            .cases
+            .iter()
+            .filter(|(_, case)| !case.is_finished())
+            .map(|(key, _)| key.clone())
+            .collect();
         self.by_activity = self
             .sessions
             .iter()
@@ -256,6 +268,20 @@ impl LeaseTable {
         match self.leases.get_key_value(key) {
             Some((k, _)) => k.clone(),
             None => Arc::from(key),
+        }
+    }
+
+    /// Brings `unfinished` up to date for `key` after a step touched its case file.
+    fn sync_unfinished(&mut self, key: &str) {
+        match self.cases.get_key_value(key) {
+            Some((shared, case)) if !case.is_finished() => {
+                if !self.unfinished.contains(key) {
+                    self.unfinished.insert(shared.clone());
+                }
+            }
+            _ => {
+                self.unfinished.remove(key);
+            }
         }
     }
 
@@ -606,23 +632,10 @@ impl LeaseTable {
             return self.claim_set(index, cmd, keys, holder, *ttl_ms, changes);
         }
         // `claim-next` picks its key first, then claims it like a claim of that key.
-        let next = match op {
-            Op::ClaimNext {
-                prefix,
-                holder,
-                any,
-                wheres,
-                ..
-            } => match self.next_claimable(prefix, &holder.name, *any, wheres) {
-                Ok(key) => Some(key),
-                Err(counts) => {
-                    return Outcome::NothingClaimable {
-                        prefix: prefix.clone(),
-                        counts,
-                    }
-                }
-            },
-            _ => None,
+        let next = match self.claim_next_pick(op) {
+            Some(Ok(key)) => Some(key),
+            Some(Err(nothing)) => return nothing,
+            None => None,
         };
         let key = next.as_deref().unwrap_or(op.key());
         let creates_key = !self.cases.contains_key(key)
@@ -644,6 +657,12 @@ impl LeaseTable {
         let outcome = match op {
             Op::Claim { holder, ttl_ms, .. } => step.claim(holder, *ttl_ms, ""),
             Op::ClaimNext {
+                prefix,
+                holder,
+                ttl_ms,
+                ..
+            }
+            | Op::ClaimNextUnfinished {
                 prefix,
                 holder,
                 ttl_ms,

@@ -262,6 +262,18 @@ pub enum Op {
         key: String,
         basis: u64,
     },
+    /// `ClaimNext` walking only the keys whose status is not finished: a finished case file
+    /// is passed by unseen, so it counts neither against `CLAIM_NEXT_SCAN_MAX` nor in
+    /// `Unclaimable::finished` (0 in this command's answers). The leader proposes it for a
+    /// `claim-next` once every member reads data format 14; a `ClaimNext` in the log keeps
+    /// format 9's walk, on every node. Data format 14, appended last.
+    ClaimNextUnfinished {
+        prefix: String,
+        holder: Holder,
+        ttl_ms: u64,
+        any: bool,
+        wheres: Vec<(String, String)>,
+    },
 }
 
 impl Op {
@@ -292,7 +304,9 @@ impl Op {
             | Op::HandOn { key, .. } => key,
             // The keys under the prefix: permissions are by prefix, so a right over this
             // prefix as a key is a right over every key under it.
-            Op::SetQuarantine { prefix, .. } | Op::ClaimNext { prefix, .. } => prefix,
+            Op::SetQuarantine { prefix, .. }
+            | Op::ClaimNext { prefix, .. }
+            | Op::ClaimNextUnfinished { prefix, .. } => prefix,
             // The first of the set (each is checked and claimed; see `keys`).
             Op::ClaimSet { keys, .. } => keys.first().map_or("", String::as_str),
             // About the whole cluster, no one key.
@@ -309,6 +323,7 @@ impl Op {
         match self {
             Op::Claim { holder, .. }
             | Op::ClaimNext { holder, .. }
+            | Op::ClaimNextUnfinished { holder, .. }
             | Op::ClaimSet { holder, .. }
             | Op::Accept { holder, .. }
             | Op::Decline { holder, .. }
@@ -481,6 +496,12 @@ impl Op {
                 validate::holder_name("posted by", by)
             }
             Op::ClaimNext {
+                holder: h,
+                ttl_ms: t,
+                wheres,
+                ..
+            }
+            | Op::ClaimNextUnfinished {
                 holder: h,
                 ttl_ms: t,
                 wheres,
@@ -731,11 +752,13 @@ impl Blocked {
 /// once, under the first reason that applies, in this order).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unclaimable {
-    /// Case files looked at (at most `CLAIM_NEXT_SCAN_MAX`).
+    /// Case files looked at (at most `CLAIM_NEXT_SCAN_MAX`): unfinished ones only, for an
+    /// `Op::ClaimNextUnfinished`.
     pub scanned: u64,
     pub held: u64,
     pub quarantined: u64,
-    /// Status in `FINISHED_STATUSES`.
+    /// Status in `FINISHED_STATUSES`: 0 for an `Op::ClaimNextUnfinished`, which does not
+    /// look at them.
     pub finished: u64,
     /// A `where` field missing or different.
     pub unmatched: u64,

@@ -25,6 +25,7 @@ use super::proposer::{ProposeError, Proposer};
 use crate::admission::{WatchCounts, WriteRate};
 use crate::core::access::Policy;
 use crate::core::limits::{BOARD_LEASES_MAX, PROPOSALS_QUEUED_MAX, REQUEST_BYTES_MAX};
+use crate::core::table::Walk;
 use crate::core::validate;
 use crate::core::{LogCommand, Name, Op, Outcome, Sender};
 use crate::expiry::wall_clock_unix_ms;
@@ -336,17 +337,15 @@ impl Ctx {
         }
     }
 
-    /// Refuses a command of data format `format` unless every member is known to read it.
-    /// A node of an older version cannot decode a newer command: it would refuse the whole
-    /// append (stalling as a follower, and without a quorum of new nodes stalling the
-    /// cluster). Only the leader knows what its peers said; elsewhere the proposal is left
-    /// to find the leader as any write does.
-    fn format_gate(&self, format: u32, what: &str) -> Result<(), Status> {
+    /// The members this leader has not heard say they read data format `format`, with the
+    /// format each said (0: none yet). Empty on a follower: only the leader knows what its
+    /// peers said, and a follower's proposal goes to the leader as any write does.
+    fn short_of_format(&self, format: u32) -> Vec<(u64, u32)> {
         let (me, members) = {
             let metrics = self.raft.metrics();
             let m = metrics.borrow();
             if m.current_leader != Some(m.id) {
-                return Ok(());
+                return Vec::new();
             }
             let members: std::collections::BTreeSet<_> = m
                 .membership_config
@@ -356,7 +355,16 @@ impl Ctx {
                 .collect();
             (m.id, members)
         };
-        let short = self.peers.short_of_format(me, &members, format);
+        self.peers.short_of_format(me, &members, format)
+    }
+
+    /// Refuses a command of data format `format` unless every member is known to read it.
+    /// A node of an older version cannot decode a newer command: it would refuse the whole
+    /// append (stalling as a follower, and without a quorum of new nodes stalling the
+    /// cluster). Only the leader knows what its peers said; elsewhere the proposal is left
+    /// to find the leader as any write does.
+    fn format_gate(&self, format: u32, what: &str) -> Result<(), Status> {
+        let short = self.short_of_format(format);
         if short.is_empty() {
             return Ok(());
         }

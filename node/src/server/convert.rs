@@ -5,6 +5,7 @@
 use baton_proto::v1 as pb;
 use tonic::Status;
 
+use crate::core::table::Walk;
 use crate::core::validate::{self, InvalidInput};
 use crate::core::{
     Assignment, Attribution, CaseFile, Event, HandoffNote, Holder, Lease, Offer, Op, Record,
@@ -43,6 +44,7 @@ pub fn origin(id: Option<pb::RequestId>, op: &Op) -> Result<Option<Origin>, Stat
         Op::Claim { holder, .. }
         | Op::ClaimPermit { holder, .. }
         | Op::ClaimNext { holder, .. }
+        | Op::ClaimNextUnfinished { holder, .. }
         | Op::ClaimSet { holder, .. }
         | Op::Accept { holder, .. }
         | Op::Decline { holder, .. } => Some(holder),
@@ -282,21 +284,35 @@ pub fn post(req: pb::PostRequest) -> Result<(Option<Origin>, Op), Status> {
     Ok((origin(req.request_id, &op)?, op))
 }
 
+/// A `claim-next` request as the command of `walk`: `Op::ClaimNextUnfinished` once every
+/// member reads data format 14, else format 9's `Op::ClaimNext`.
 pub fn claim_next(
     req: pb::ClaimNextRequest,
     ttl: TtlBounds,
+    walk: Walk,
 ) -> Result<(Option<Origin>, Op), Status> {
     validate::ttl_ms(req.ttl_ms, ttl.min_ms, ttl.max_ms).map_err(invalid)?;
-    let op = Op::ClaimNext {
-        prefix: req.prefix,
-        holder: holder_of(req.holder)?,
-        ttl_ms: req.ttl_ms,
-        any: req.any,
-        wheres: req
-            .r#where
-            .into_iter()
-            .map(|w| (w.field, w.value))
-            .collect(),
+    let (prefix, holder, ttl_ms, any) = (req.prefix, holder_of(req.holder)?, req.ttl_ms, req.any);
+    let wheres = req
+        .r#where
+        .into_iter()
+        .map(|w| (w.field, w.value))
+        .collect();
+    let op = match walk {
+        Walk::EveryCaseFile => Op::ClaimNext {
+            prefix,
+            holder,
+            ttl_ms,
+            any,
+            wheres,
+        },
+        Walk::Unfinished => Op::ClaimNextUnfinished {
+            prefix,
+            holder,
+            ttl_ms,
+            any,
+            wheres,
+        },
     };
     op.validate().map_err(invalid)?;
     Ok((origin(req.request_id, &op)?, op))

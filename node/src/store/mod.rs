@@ -95,7 +95,13 @@ use std::sync::Arc;
 /// someone waits for a permit (`sm_state`), so a format-12 dir is format 13 as it is and a
 /// state without such waiters encodes as format 12's; the leader proposes a shared claim or
 /// a wait for a permit only once every member said it reads format 13.
-pub const DATA_FORMAT: u32 = 13;
+/// Format 14: one more command, `Op::ClaimNextUnfinished` (`claim-next` walking only the
+/// keys whose status is not finished, from an index the state machine derives from the case
+/// files, so that finished work under a prefix neither slows it nor uses up its scan limit);
+/// nothing in the state changes, so a format-13 dir is format 14 as it is, and the leader
+/// proposes the new walk only once every member said it reads format 14 (format 9's
+/// `Op::ClaimNext` until then, which every node keeps applying by format 9's walk).
+pub const DATA_FORMAT: u32 = 14;
 /// The oldest format this baton reads (and upgrades).
 pub const DATA_FORMAT_OLDEST: u32 = 2;
 const IDENTITY_FILE: &str = "baton.id";

@@ -783,12 +783,13 @@ async fn a_format_4_or_5_data_dir_has_its_log_and_meta_moved_from_sled() {
 /// 11 adds log commands and the lines, encoded only when someone waits) and a format-11 dir
 /// (format 12 adds a log command and the permits, encoded only when one is held) and a
 /// format-12 dir (format 13 adds a way to share a key, in that command and those permits)
-/// are read as they are and say the current format from their first open.
+/// and a format-13 dir (format 14 adds a log command, nothing in the state) are read as
+/// they are and say the current format from their first open.
 #[tokio::test]
-async fn a_format_6_to_12_data_dir_keeps_its_segment_log_and_says_the_current_format() {
+async fn a_format_6_to_13_data_dir_keeps_its_segment_log_and_says_the_current_format() {
     use openraft::testing::log_id;
     use openraft::{Entry, EntryPayload, RaftLogReader};
-    for format in [6, 7, 8, 9, 10, 11, 12] {
+    for format in [6, 7, 8, 9, 10, 11, 12, 13] {
         let dir = tempfile::tempdir().unwrap();
         let (log, sm) = open(dir.path(), 1, "t", countdowns()).unwrap();
         drop(sm);

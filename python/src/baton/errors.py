@@ -172,7 +172,8 @@ class Held(Refused):
 class NothingClaimable(Refused):
     """`claim_next` found no claimable task under `prefix`: no work for this taker now.
     `counts` says why each task was passed by (`scanned`, `held`, `quarantined`,
-    `finished`, `unmatched`, `assigned_elsewhere`, `truncated`)."""
+    `finished`, `unmatched`, `assigned_elsewhere`, `truncated`); a cluster all on data
+    format 14 passes finished tasks by unseen (`finished` 0, not in `scanned`)."""
 
     def __init__(self, prefix: str, counts: Dict[str, int]):
         super().__init__(

@@ -9,6 +9,12 @@ impl LeaseTable {
     /// the entry could have touched is checked, so the cost stays O(log n) per apply.
     pub(super) fn check_invariants(&self, index: u64, cmd: &LogCommand) {
         for key in cmd.op.keys() {
+            let unfinished = self.cases.get(key).is_some_and(|c| !c.is_finished());
+            assert_eq!(
+                self.unfinished.contains(key),
+                unfinished,
+                "the index of unfinished keys is wrong about {key}"
+            );
             if let Some(lease) = self.leases.get(key) {
                 assert_eq!(key, &*lease.key, "lease stored under another key");
                 assert!(lease.token >= 1, "token 0 on {key}");

@@ -23,6 +23,17 @@ pub(super) struct Step<'a> {
     /// recorded as the actor.
     pub(super) cmd: &'a LogCommand,
     pub(super) changes: &'a mut Changes,
+    /// Whether this step reached for the key's case file to change it: when it ends, the
+    /// table's index of unfinished keys is brought up to date for the key.
+    touched_case: bool,
+}
+
+impl Drop for Step<'_> {
+    fn drop(&mut self) {
+        if self.touched_case {
+            self.table.sync_unfinished(self.key);
+        }
+    }
 }
 
 impl<'a> Step<'a> {
@@ -41,6 +52,7 @@ impl<'a> Step<'a> {
             now_unix_ms: cmd.leader_unix_ms,
             cmd,
             changes,
+            touched_case: false,
         }
     }
 
@@ -119,6 +131,7 @@ impl<'a> Step<'a> {
     }
 
     pub(super) fn case_mut(&mut self) -> &mut CaseFile {
+        self.touched_case = true;
         if !self.table.cases.contains_key(self.key) {
             let key = self.table.shared_key(self.key);
             self.table.cases.insert(key, Box::default());

@@ -1,10 +1,14 @@
 //! The task board's writes: a dispatcher posts a task, an agent claims the next claimable
 //! one under a prefix. Both are data format 9: proposed only once every member reads it.
+//! From data format 14 on, `claim-next` walks only the unfinished keys.
 
 use super::*;
 
 /// The data format that brought `post` and `claim-next` (`Op::Post`, `Op::ClaimNext`).
 const TASKS_FORMAT: u32 = 9;
+/// The data format whose `claim-next` walks only the unfinished keys
+/// (`Op::ClaimNextUnfinished`).
+const UNFINISHED_WALK_FORMAT: u32 = 14;
 
 impl Ctx {
     pub(in crate::server) async fn post(
@@ -29,8 +33,15 @@ impl Ctx {
         req: pb::ClaimNextRequest,
         who: Caller,
     ) -> Result<pb::ClaimNextResponse, NotAnswered> {
-        let (id, op) = convert::claim_next(req, self.ttl)?;
         self.format_gate(TASKS_FORMAT, "claiming the next task")?;
+        // Until every member reads format 14, format 9's walk: a member that cannot decode
+        // the command would stop applying the log.
+        let walk = if self.short_of_format(UNFINISHED_WALK_FORMAT).is_empty() {
+            Walk::Unfinished
+        } else {
+            Walk::EveryCaseFile
+        };
+        let (id, op) = convert::claim_next(req, self.ttl, walk)?;
         let (outcome, revision) = self.propose(id, op, who.principal).await?;
         use pb::claim_next_response::Outcome as O;
         let outcome = match outcome {
