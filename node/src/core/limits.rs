@@ -56,7 +56,8 @@ pub const TTL_MS_FLOOR: u64 = 100;
 pub const BOARD_LEASES_MAX: usize = 1_000;
 
 /// Case files one `claim-next` looks at, in key order from its prefix, within its one log
-/// entry: unfinished ones only from data format 14 on (`Walk::Unfinished`), every one before.
+/// entry: unfinished ones only from data format 14 on (`Walk::Unfinished`, which also looks
+/// at most at this many of the claimant's own assignments first), every one before.
 /// Past them it stops looking: a claimable key further on is not seen, and the answer says
 /// nothing is claimable with `truncated` set (narrow the prefix).
 pub const CLAIM_NEXT_SCAN_MAX: usize = 10_000;

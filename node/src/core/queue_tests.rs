@@ -265,6 +265,13 @@ fn claim_next_looks_at_most_at_its_scan_limit_and_says_so() {
     assert_eq!(counts.scanned, CLAIM_NEXT_SCAN_MAX as u64);
     assert_eq!(counts.assigned_elsewhere, CLAIM_NEXT_SCAN_MAX as u64);
     assert!(counts.truncated);
+    index += 1;
+    let counts = nothing(next_unfinished(&mut t, index, "tasks/", "ann@h1"));
+    assert_eq!(
+        (counts.scanned, counts.assigned_elsewhere, counts.truncated),
+        (CLAIM_NEXT_SCAN_MAX as u64, CLAIM_NEXT_SCAN_MAX as u64, true),
+        "format 14's walk has the same limit"
+    );
     // The one key past the limit assigned to ann is not seen; below it, it would be.
     index += 1;
     let last = format!("tasks/{CLAIM_NEXT_SCAN_MAX:06}");
@@ -278,6 +285,13 @@ fn claim_next_looks_at_most_at_its_scan_limit_and_says_so() {
         next(&mut t, index, "tasks/", "ann@h1"),
         Outcome::NothingClaimable { .. }
     ));
+    // Format 14's walk finds ann's own assignments from the index of assignees, wherever
+    // they are under the prefix.
+    index += 1;
+    assert_eq!(
+        granted_key(&next_unfinished(&mut t, index, "tasks/", "ann@h1")),
+        last
+    );
 }
 
 /// Data format 14's `claim-next`, `Op::ClaimNextUnfinished`, of `prefix` by `who`.

@@ -4,7 +4,7 @@
 //! does no I/O, so every node that applies the same log reaches the same table. The sled
 //! adapter (`store::state_machine`) persists what `apply` reports as changed.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -24,9 +24,11 @@ mod next;
 mod permits;
 mod set;
 mod step;
+mod unfinished;
 
 pub use next::Walk;
 use step::Step;
+use unfinished::Unfinished;
 
 /// What the state machine remembers of one client for de-duplication.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,11 +143,11 @@ pub struct LeaseTable {
     leases: BTreeMap<Arc<str>, Box<Lease>>,
     /// Case files (record, offer, history) of every key that ever had one.
     cases: BTreeMap<Arc<str>, Box<CaseFile>>,
-    /// The keys of `cases` whose status is not finished (`FINISHED_STATUSES`): what
-    /// `claim-next` walks from data format 14 on, and the board's open tasks. Derived from
-    /// `cases`; kept by every step that touches a case file, rebuilt on load.
+    /// The keys of `cases` whose status is not finished (`FINISHED_STATUSES`), and their
+    /// assignees: what `claim-next` walks from data format 14 on, and the board's open tasks.
+    /// Derived from `cases` (`unfinished`).
     #[serde(skip)]
-    unfinished: BTreeSet<Arc<str>>,
+    unfinished: Unfinished,
     /// Quarantine rules: key prefix -> delay after an involuntary expiry, in ms.
     quarantine_rules: BTreeMap<String, u64>,
     /// A lower `KEYS_MAX`, set only by tests (`with_keys_max`); never serialized.
@@ -202,12 +204,7 @@ impl LeaseTable {
     /// Restores what deserializing does not: the activity index, and one shared string per
     /// key (a deserialized map has a string per occurrence).
     pub fn rebuild_index(&mut self) {
-        self.unfinished = self
-            .cases
-            .iter()
-            .filter(|(_, case)| !case.is_finished())
-            .map(|(key, _)| key.clone())
-            .collect();
+        self.unfinished = Unfinished::build(self.cases.iter().map(|(k, c)| (k, &**c)));
         self.by_activity = self
             .sessions
             .iter()
@@ -273,15 +270,8 @@ impl LeaseTable {
 
     /// Brings `unfinished` up to date for `key` after a step touched its case file.
     fn sync_unfinished(&mut self, key: &str) {
-        match self.cases.get_key_value(key) {
-            Some((shared, case)) if !case.is_finished() => {
-                if !self.unfinished.contains(key) {
-                    self.unfinished.insert(shared.clone());
-                }
-            }
-            _ => {
-                self.unfinished.remove(key);
-            }
+        if let Some((shared, case)) = self.cases.get_key_value(key) {
+            self.unfinished.sync(shared, case);
         }
     }
 

@@ -262,9 +262,11 @@ pub enum Op {
         key: String,
         basis: u64,
     },
-    /// `ClaimNext` walking only the keys whose status is not finished: a finished case file
-    /// is passed by unseen, so it counts neither against `CLAIM_NEXT_SCAN_MAX` nor in
-    /// `Unclaimable::finished` (0 in this command's answers). The leader proposes it for a
+    /// `ClaimNext` walking only the keys whose status is not finished (an index the table
+    /// derives from the case files): a finished case file is passed by unseen, so it counts
+    /// neither against `CLAIM_NEXT_SCAN_MAX` nor in `Unclaimable::finished` (0 in this
+    /// command's answers); the claimant's own assignments are found from the index of
+    /// assignees, and the first claimable key ends the walk. The leader proposes it for a
     /// `claim-next` once every member reads data format 14; a `ClaimNext` in the log keeps
     /// format 9's walk, on every node. Data format 14, appended last.
     ClaimNextUnfinished {

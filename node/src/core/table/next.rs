@@ -27,7 +27,7 @@ impl LeaseTable {
     pub fn open_tasks(&self, prefix: &str, start_after: &str, limit: usize) -> (Vec<&str>, bool) {
         let mut matching = self
             .unfinished
-            .range::<str, _>(super::page_range(prefix, start_after))
+            .range(super::page_range(prefix, start_after))
             .take_while(|k| k.starts_with(prefix))
             .map(|k| (&**k, &*self.cases[&**k]))
             .filter(|(k, c)| {
@@ -41,7 +41,7 @@ impl LeaseTable {
 
     /// For a `claim-next` of either walk, the key it grants, or its answer when there is
     /// none; `None` for any other operation.
-    pub(super) fn claim_next_pick(&self, op: &Op) -> Option<Result<Arc<str>, Outcome>> {
+    pub(crate) fn claim_next_pick(&self, op: &Op) -> Option<Result<Arc<str>, Outcome>> {
         let (walk, prefix, holder, any, wheres) = match op {
             Op::ClaimNext {
                 prefix,
@@ -66,12 +66,21 @@ impl LeaseTable {
         }))
     }
 
-    /// The key `claim-next` grants `holder_name`, or why none can be: looks at the keys under
-    /// `prefix` that `walk` names, in key order, at most `CLAIM_NEXT_SCAN_MAX` of them. A key
-    /// is claimable when it is not held, not quarantined, not finished, its record has every
-    /// `wheres` field with that value, and it is assigned to no one, to `holder_name`, or
-    /// `any` is set. The first key assigned to `holder_name` wins; else the first claimable
-    /// one.
+    /// The key `claim-next` grants `holder_name`, or why none can be. A key is claimable
+    /// when it is not held, not quarantined, not finished, its record has every `wheres`
+    /// field with that value, and it is assigned to no one, to `holder_name`, or `any` is
+    /// set; a key assigned to `holder_name` wins over the others.
+    ///
+    /// Format 9's walk (`Walk::EveryCaseFile`) looks at the case files under `prefix` in key
+    /// order, at most `CLAIM_NEXT_SCAN_MAX` of them, finished ones included, and grants the
+    /// first key assigned to `holder_name` among them, else the first claimable one.
+    ///
+    /// Format 14's (`Walk::Unfinished`) looks at unfinished keys only: first those assigned
+    /// to `holder_name` under `prefix` (from the index of assignees, at most
+    /// `CLAIM_NEXT_SCAN_MAX`), the first claimable one winning; then the unfinished keys
+    /// under `prefix` in key order, at most `CLAIM_NEXT_SCAN_MAX`, the first claimable one
+    /// winning. Finished keys cost it nothing, and a grant stops the walk: a take is about
+    /// as cheap with 10,000 open tasks as with 10.
     fn next_claimable(
         &self,
         prefix: &str,
@@ -80,47 +89,110 @@ impl LeaseTable {
         wheres: &[(String, String)],
         walk: Walk,
     ) -> Result<Arc<str>, Unclaimable> {
-        let from = (Bound::Included(prefix), Bound::Unbounded);
-        let under: Box<dyn Iterator<Item = (&Arc<str>, &CaseFile)>> = match walk {
-            Walk::EveryCaseFile => {
-                Box::new(self.cases.range::<str, _>(from).map(|(k, c)| (k, &**c)))
-            }
-            Walk::Unfinished => Box::new(
-                self.unfinished
-                    .range::<str, _>(from)
-                    .map(|k| (k, &*self.cases[&**k])),
-            ),
-        };
+        let under = |key: &&Arc<str>| key.starts_with(prefix);
         let mut counts = Unclaimable::default();
-        let mut first = None;
-        for (key, case) in under.take_while(|(key, _)| key.starts_with(prefix)) {
-            if counts.scanned == CLAIM_NEXT_SCAN_MAX as u64 {
-                counts.truncated = true;
-                break;
-            }
-            counts.scanned += 1;
-            let record = &case.record;
-            if self.is_held(key) {
-                counts.held += 1;
-            } else if case.quarantine.is_some() {
-                counts.quarantined += 1;
-            } else if case.is_finished() {
-                counts.finished += 1;
-            } else if !wheres
-                .iter()
-                .all(|(field, value)| record.fields.get(field) == Some(value))
-            {
-                counts.unmatched += 1;
-            } else {
-                match record.assigned_to.as_deref() {
-                    Some(a) if a.to == holder_name => return Ok(key.clone()),
-                    Some(_) if !any => counts.assigned_elsewhere += 1,
-                    _ => {
-                        first.get_or_insert_with(|| key.clone());
+        match walk {
+            Walk::EveryCaseFile => {
+                let mut first = None;
+                let cases = self.cases.range::<str, _>(from(prefix));
+                for (key, case) in cases.take_while(|(key, _)| under(key)) {
+                    if counts.scanned == CLAIM_NEXT_SCAN_MAX as u64 {
+                        counts.truncated = true;
+                        break;
+                    }
+                    match self.pass(key, case, holder_name, any, wheres, &mut counts) {
+                        Some(Claimable::Assigned) => return Ok(key.clone()),
+                        Some(Claimable::Free) => {
+                            first.get_or_insert_with(|| key.clone());
+                        }
+                        None => {}
                     }
                 }
+                first.ok_or(counts)
+            }
+            Walk::Unfinished => {
+                // The claimant's own first: passed by here, each is counted in the walk below.
+                let mine = self.unfinished.assigned_to(holder_name, prefix);
+                for key in mine.take_while(under).take(CLAIM_NEXT_SCAN_MAX) {
+                    let mut ignored = Unclaimable::default();
+                    if self
+                        .pass(
+                            key,
+                            &self.cases[key],
+                            holder_name,
+                            any,
+                            wheres,
+                            &mut ignored,
+                        )
+                        .is_some()
+                    {
+                        return Ok(key.clone());
+                    }
+                }
+                for key in self.unfinished.range(from(prefix)).take_while(under) {
+                    if counts.scanned == CLAIM_NEXT_SCAN_MAX as u64 {
+                        counts.truncated = true;
+                        break;
+                    }
+                    let case = &self.cases[key];
+                    if self
+                        .pass(key, case, holder_name, any, wheres, &mut counts)
+                        .is_some()
+                    {
+                        return Ok(key.clone());
+                    }
+                }
+                Err(counts)
             }
         }
-        first.ok_or(counts)
     }
+
+    /// Whether `holder_name` may be granted `key` by `claim-next`, and how; if not, the key
+    /// is counted in `counts` under the first reason that applies. Either way it counts as
+    /// scanned.
+    fn pass(
+        &self,
+        key: &str,
+        case: &CaseFile,
+        holder_name: &str,
+        any: bool,
+        wheres: &[(String, String)],
+        counts: &mut Unclaimable,
+    ) -> Option<Claimable> {
+        counts.scanned += 1;
+        let record = &case.record;
+        let reason = if self.is_held(key) {
+            &mut counts.held
+        } else if case.quarantine.is_some() {
+            &mut counts.quarantined
+        } else if case.is_finished() {
+            &mut counts.finished
+        } else if !wheres
+            .iter()
+            .all(|(field, value)| record.fields.get(field) == Some(value))
+        {
+            &mut counts.unmatched
+        } else {
+            match record.assigned_to.as_deref() {
+                Some(a) if a.to == holder_name => return Some(Claimable::Assigned),
+                Some(_) if !any => &mut counts.assigned_elsewhere,
+                _ => return Some(Claimable::Free),
+            }
+        };
+        *reason += 1;
+        None
+    }
+}
+
+/// How a key may be granted to a `claim-next`'s claimant.
+enum Claimable {
+    /// Assigned to the claimant: it wins over the others.
+    Assigned,
+    /// Assigned to no one, or to someone else with `any`.
+    Free,
+}
+
+/// The keys from `prefix` on.
+fn from(prefix: &str) -> (Bound<&str>, Bound<&str>) {
+    (Bound::Included(prefix), Bound::Unbounded)
 }

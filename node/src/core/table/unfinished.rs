@@ -1,0 +1,84 @@
+//! The index `claim-next` walks from data format 14 on: the keys whose case file's status is
+//! not finished, and, of those, the ones assigned to each name. Derived from the case files:
+//! never serialized, rebuilt on load, brought up to date for a key by every step that touched
+//! its case file.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crate::core::case::CaseFile;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Unfinished {
+    /// Each unfinished key, with the name it is assigned to, if any.
+    keys: BTreeMap<Arc<str>, Option<Arc<str>>>,
+    /// Each assignee's unfinished keys; a name with none has no entry.
+    by_assignee: BTreeMap<Arc<str>, BTreeSet<Arc<str>>>,
+}
+
+impl Unfinished {
+    /// The index of `cases`.
+    pub(super) fn build<'a>(cases: impl Iterator<Item = (&'a Arc<str>, &'a CaseFile)>) -> Self {
+        let mut index = Unfinished::default();
+        for (key, case) in cases {
+            index.sync(key, case);
+        }
+        index
+    }
+
+    /// Brings the index up to date for `key`, whose case file is now `case` (case files are
+    /// never removed).
+    pub(super) fn sync(&mut self, key: &Arc<str>, case: &CaseFile) {
+        let now = (!case.is_finished())
+            .then(|| case.record.assigned_to.as_deref().map(|a| a.to.as_str()));
+        let before = self.keys.get(key).map(|a| a.as_deref());
+        if before == now {
+            return;
+        }
+        if let Some(Some(name)) = self.keys.remove(key) {
+            if let Some(keys) = self.by_assignee.get_mut(&name) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.by_assignee.remove(&name);
+                }
+            }
+        }
+        if let Some(assignee) = now {
+            let name: Option<Arc<str>> =
+                assignee.map(|name| match self.by_assignee.get_key_value(name) {
+                    Some((shared, _)) => shared.clone(),
+                    None => Arc::from(name),
+                });
+            if let Some(name) = &name {
+                let keys = self.by_assignee.entry(name.clone()).or_default();
+                keys.insert(key.clone());
+            }
+            self.keys.insert(key.clone(), name);
+        }
+    }
+
+    pub(super) fn contains(&self, key: &str) -> bool {
+        self.keys.contains_key(key)
+    }
+
+    /// The unfinished keys in `range`, in key order.
+    pub(super) fn range<'a>(
+        &'a self,
+        range: (Bound<&str>, Bound<&str>),
+    ) -> impl Iterator<Item = &'a Arc<str>> + use<'a> {
+        self.keys.range::<str, _>(range).map(|(k, _)| k)
+    }
+
+    /// The unfinished keys assigned to `name` from `prefix` on, in key order.
+    pub(super) fn assigned_to<'a>(
+        &'a self,
+        name: &str,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<str>> + 'a {
+        self.by_assignee
+            .get(name)
+            .into_iter()
+            .flat_map(move |keys| keys.range::<str, _>((Bound::Included(prefix), Bound::Unbounded)))
+    }
+}
