@@ -11,8 +11,11 @@ use crate::core::case::CaseFile;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Unfinished {
-    /// Each unfinished key, with the name it is assigned to, if any.
-    keys: BTreeMap<Arc<str>, Option<Arc<str>>>,
+    /// Each unfinished key (a set of its own: most keys are assigned to no one, and a set
+    /// entry is half a map entry's size, measured per held lease with `baton-scale`).
+    keys: BTreeSet<Arc<str>>,
+    /// The name each assigned unfinished key is assigned to.
+    assignee_of: BTreeMap<Arc<str>, Arc<str>>,
     /// Each assignee's unfinished keys; a name with none has no entry.
     by_assignee: BTreeMap<Arc<str>, BTreeSet<Arc<str>>>,
 }
@@ -32,11 +35,15 @@ impl Unfinished {
     pub(super) fn sync(&mut self, key: &Arc<str>, case: &CaseFile) {
         let now = (!case.is_finished())
             .then(|| case.record.assigned_to.as_deref().map(|a| a.to.as_str()));
-        let before = self.keys.get(key).map(|a| a.as_deref());
+        let before = self
+            .keys
+            .contains(key)
+            .then(|| self.assignee_of.get(key).map(|a| &**a));
         if before == now {
             return;
         }
-        if let Some(Some(name)) = self.keys.remove(key) {
+        self.keys.remove(key);
+        if let Some(name) = self.assignee_of.remove(key) {
             if let Some(keys) = self.by_assignee.get_mut(&name) {
                 keys.remove(key);
                 if keys.is_empty() {
@@ -44,22 +51,25 @@ impl Unfinished {
                 }
             }
         }
-        if let Some(assignee) = now {
-            let name: Option<Arc<str>> =
-                assignee.map(|name| match self.by_assignee.get_key_value(name) {
-                    Some((shared, _)) => shared.clone(),
-                    None => Arc::from(name),
-                });
-            if let Some(name) = &name {
-                let keys = self.by_assignee.entry(name.clone()).or_default();
-                keys.insert(key.clone());
-            }
-            self.keys.insert(key.clone(), name);
+        let Some(assignee) = now else {
+            return;
+        };
+        self.keys.insert(key.clone());
+        if let Some(name) = assignee {
+            let name: Arc<str> = match self.by_assignee.get_key_value(name) {
+                Some((shared, _)) => shared.clone(),
+                None => Arc::from(name),
+            };
+            self.by_assignee
+                .entry(name.clone())
+                .or_default()
+                .insert(key.clone());
+            self.assignee_of.insert(key.clone(), name);
         }
     }
 
     pub(super) fn contains(&self, key: &str) -> bool {
-        self.keys.contains_key(key)
+        self.keys.contains(key)
     }
 
     /// The unfinished keys in `range`, in key order.
@@ -67,7 +77,7 @@ impl Unfinished {
         &'a self,
         range: (Bound<&str>, Bound<&str>),
     ) -> impl Iterator<Item = &'a Arc<str>> + use<'a> {
-        self.keys.range::<str, _>(range).map(|(k, _)| k)
+        self.keys.range::<str, _>(range)
     }
 
     /// The unfinished keys assigned to `name` from `prefix` on, in key order.
