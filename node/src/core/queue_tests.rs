@@ -1,6 +1,7 @@
 //! Unit tests of the task board: posting tasks and `claim-next`.
 
 use super::limits::*;
+use super::table::Walk;
 use super::*;
 
 fn holder(name: &str) -> Holder {
@@ -296,23 +297,7 @@ fn claim_next_looks_at_most_at_its_scan_limit_and_says_so() {
 
 /// Data format 14's `claim-next`, `Op::ClaimNextUnfinished`, of `prefix` by `who`.
 fn next_unfinished(t: &mut LeaseTable, index: u64, prefix: &str, who: &str) -> Outcome {
-    let Op::ClaimNext {
-        prefix,
-        holder,
-        ttl_ms,
-        any,
-        wheres,
-    } = next_op(prefix, who, false, &[])
-    else {
-        unreachable!("next_op makes a ClaimNext");
-    };
-    let op = Op::ClaimNextUnfinished {
-        prefix,
-        holder,
-        ttl_ms,
-        any,
-        wheres,
-    };
+    let op = next_op(prefix, who, false, &[]).with_walk(Walk::Unfinished);
     t.apply(index, &from(&format!("cid-{who}"), op))
 }
 
@@ -429,24 +414,8 @@ fn a_claim_next_retried_after_the_upgrade_to_format_14_gets_its_first_answer() {
     let granted = t.apply(2, &first);
     assert_eq!(granted_key(&granted), "tasks/a");
     // The same request, proposed again by a leader that now uses format 14's walk.
-    let Op::ClaimNext {
-        prefix,
-        holder,
-        ttl_ms,
-        any,
-        wheres,
-    } = first.op.clone()
-    else {
-        unreachable!();
-    };
     let retry = LogCommand {
-        op: Op::ClaimNextUnfinished {
-            prefix,
-            holder,
-            ttl_ms,
-            any,
-            wheres,
-        },
+        op: first.op.clone().with_walk(Walk::Unfinished),
         ..first
     };
     assert_eq!(

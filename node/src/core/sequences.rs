@@ -14,6 +14,7 @@
 
 use rand::{Rng, RngCore};
 
+use super::table::Walk;
 use super::*;
 
 /// Commands per sequence, at most.
@@ -238,28 +239,20 @@ fn op(rng: &mut dyn RngCore, table: &LeaseTable, seen: &[u64]) -> Op {
             update: rng.gen_ratio(1, 3),
         },
         15 => {
-            let prefix = pick(rng, &["tasks/", "jobs/", "tasks/a", "nope/"]).into();
-            let (holder, ttl_ms, any) = (holder(rng), ttl(rng), rng.gen_ratio(1, 3));
-            let wheres = [("role".to_owned(), "coder".to_owned())]
-                .into_iter()
-                .filter(|_| rng.gen_ratio(1, 3))
-                .collect();
+            let op = Op::ClaimNext {
+                prefix: pick(rng, &["tasks/", "jobs/", "tasks/a", "nope/"]).into(),
+                holder: holder(rng),
+                ttl_ms: ttl(rng),
+                any: rng.gen_ratio(1, 3),
+                wheres: [("role".to_owned(), "coder".to_owned())]
+                    .into_iter()
+                    .filter(|_| rng.gen_ratio(1, 3))
+                    .collect(),
+            };
             // Format 9's walk of every case file, or format 14's of the unfinished keys.
             match rng.gen_bool(0.5) {
-                true => Op::ClaimNext {
-                    prefix,
-                    holder,
-                    ttl_ms,
-                    any,
-                    wheres,
-                },
-                false => Op::ClaimNextUnfinished {
-                    prefix,
-                    holder,
-                    ttl_ms,
-                    any,
-                    wheres,
-                },
+                true => op,
+                false => op.with_walk(Walk::Unfinished),
             }
         }
         16 => {
@@ -366,37 +359,11 @@ fn command(
 /// of the unfinished keys (these tables stay far below the scan limit), and, when there is
 /// none, counts the same, but for the finished keys, which format 14's does not look at.
 fn check_walks_agree(table: &LeaseTable, op: &Op, what: &str) {
-    let (Op::ClaimNext {
-        prefix,
-        holder,
-        ttl_ms,
-        any,
-        wheres,
-    }
-    | Op::ClaimNextUnfinished {
-        prefix,
-        holder,
-        ttl_ms,
-        any,
-        wheres,
-    }) = op.clone()
-    else {
+    if !matches!(op, Op::ClaimNext { .. } | Op::ClaimNextUnfinished { .. }) {
         return;
-    };
-    let old = Op::ClaimNext {
-        prefix: prefix.clone(),
-        holder: holder.clone(),
-        ttl_ms,
-        any,
-        wheres: wheres.clone(),
-    };
-    let new = Op::ClaimNextUnfinished {
-        prefix,
-        holder,
-        ttl_ms,
-        any,
-        wheres,
-    };
+    }
+    let old = op.clone().with_walk(Walk::EveryCaseFile);
+    let new = op.clone().with_walk(Walk::Unfinished);
     match (table.claim_next_pick(&old), table.claim_next_pick(&new)) {
         (Some(Ok(a)), Some(Ok(b))) => assert_eq!(a, b, "{what}: the walks grant apart: {op:?}"),
         (

@@ -292,28 +292,18 @@ pub fn claim_next(
     walk: Walk,
 ) -> Result<(Option<Origin>, Op), Status> {
     validate::ttl_ms(req.ttl_ms, ttl.min_ms, ttl.max_ms).map_err(invalid)?;
-    let (prefix, holder, ttl_ms, any) = (req.prefix, holder_of(req.holder)?, req.ttl_ms, req.any);
-    let wheres = req
-        .r#where
-        .into_iter()
-        .map(|w| (w.field, w.value))
-        .collect();
-    let op = match walk {
-        Walk::EveryCaseFile => Op::ClaimNext {
-            prefix,
-            holder,
-            ttl_ms,
-            any,
-            wheres,
-        },
-        Walk::Unfinished => Op::ClaimNextUnfinished {
-            prefix,
-            holder,
-            ttl_ms,
-            any,
-            wheres,
-        },
-    };
+    let op = Op::ClaimNext {
+        prefix: req.prefix,
+        holder: holder_of(req.holder)?,
+        ttl_ms: req.ttl_ms,
+        any: req.any,
+        wheres: req
+            .r#where
+            .into_iter()
+            .map(|w| (w.field, w.value))
+            .collect(),
+    }
+    .with_walk(walk);
     op.validate().map_err(invalid)?;
     Ok((origin(req.request_id, &op)?, op))
 }

@@ -192,6 +192,46 @@ enum Claimable {
     Free,
 }
 
+impl Op {
+    /// A `claim-next` as the command of `walk`: the same request in either data format. Any
+    /// other operation as it is.
+    pub fn with_walk(self, walk: Walk) -> Op {
+        let (Op::ClaimNext {
+            prefix,
+            holder,
+            ttl_ms,
+            any,
+            wheres,
+        }
+        | Op::ClaimNextUnfinished {
+            prefix,
+            holder,
+            ttl_ms,
+            any,
+            wheres,
+        }) = self
+        else {
+            return self;
+        };
+        match walk {
+            Walk::EveryCaseFile => Op::ClaimNext {
+                prefix,
+                holder,
+                ttl_ms,
+                any,
+                wheres,
+            },
+            Walk::Unfinished => Op::ClaimNextUnfinished {
+                prefix,
+                holder,
+                ttl_ms,
+                any,
+                wheres,
+            },
+        }
+    }
+}
+
 /// The keys from `prefix` on.
 fn from(prefix: &str) -> (Bound<&str>, Bound<&str>) {
     (Bound::Included(prefix), Bound::Unbounded)
