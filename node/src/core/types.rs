@@ -262,13 +262,10 @@ pub enum Op {
         key: String,
         basis: u64,
     },
-    /// `ClaimNext` walking only the keys whose status is not finished (an index the table
-    /// derives from the case files): a finished case file is passed by unseen, so it counts
-    /// neither against `CLAIM_NEXT_SCAN_MAX` nor in `Unclaimable::finished` (0 in this
-    /// command's answers); the claimant's own assignments are found from the index of
-    /// assignees, and the first claimable key ends the walk. The leader proposes it for a
-    /// `claim-next` once every member reads data format 14; a `ClaimNext` in the log keeps
-    /// format 9's walk, on every node. Data format 14, appended last.
+    /// `ClaimNext` walking only the unfinished keys, from the table's index of them and of
+    /// their assignees (`table::Walk::Unfinished`): finished ones are passed by unseen. The
+    /// leader proposes it once every member reads data format 14; a `ClaimNext` in the log
+    /// keeps format 9's walk, on every node. Data format 14, appended last.
     ClaimNextUnfinished {
         prefix: String,
         holder: Holder,
