@@ -222,8 +222,8 @@ async fn claim_next_walks_every_case_file_until_every_member_reads_format_14() {
         "every member reads format 14: the finished task is not looked at"
     );
     drop((dispatcher, ann, bob));
-    // Nodes 1 and 2 come back knowing node 3 (down) as a format-13 node, as they would after
-    // node 3 was rolled back to the previous version.
+    // Nodes 1 and 2 come back knowing node 3 (down) as a format-13 node, as in a rolling
+    // upgrade to format 14 whose last node is not upgraded yet and down.
     tokio::task::block_in_place(|| {
         for id in [1, 2, 3] {
             cluster.stop(id);

@@ -56,10 +56,11 @@ pub const TTL_MS_FLOOR: u64 = 100;
 pub const BOARD_LEASES_MAX: usize = 1_000;
 
 /// Case files one `claim-next` looks at, in key order from its prefix, within its one log
-/// entry: unfinished ones only from data format 14 on (`Walk::Unfinished`, which also looks
-/// at most at this many of the claimant's own assignments first), every one before.
-/// Past them it stops looking: a claimable key further on is not seen, and the answer says
-/// nothing is claimable with `truncated` set (narrow the prefix).
+/// entry: unfinished ones only from data format 14 on (`Walk::Unfinished`, which first looks
+/// at up to this many of the claimant's own assignments, wherever they are under the
+/// prefix, from its index of assignees), every one before. Past them it stops looking: a
+/// claimable key further on is not seen (but for the claimant's own, from format 14), and
+/// the answer says nothing is claimable with `truncated` set (narrow the prefix).
 pub const CLAIM_NEXT_SCAN_MAX: usize = 10_000;
 /// `--where FIELD=VALUE` conditions one `claim-next` may carry.
 pub const CLAIM_NEXT_WHERE_MAX: usize = 8;

@@ -382,7 +382,7 @@ fn a_task_leaves_format_14s_walk_when_it_is_finished_and_comes_back_when_reopene
     );
     let counts = nothing(next_unfinished(&mut t, 6, "tasks/", "cy@h3"));
     assert_eq!((counts.scanned, counts.held, counts.finished), (1, 1, 0));
-    // The dispatcher reopens tasks/a: it is claimable again, by either walk.
+    // The dispatcher reopens tasks/a: it is claimable again.
     post_status(&mut t, 7, "tasks/a", "open", true);
     assert_eq!(t.open_tasks("tasks/", "", 10), (vec!["tasks/a"], false));
     assert_eq!(

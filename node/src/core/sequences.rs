@@ -388,6 +388,11 @@ fn check_walks_agree(table: &LeaseTable, op: &Op, what: &str) {
                 b.held + b.quarantined + b.unmatched + b.assigned_elsewhere,
                 "{apart}"
             );
+            assert_eq!(
+                a.scanned - b.scanned,
+                a.finished + (a.held - b.held) + (a.quarantined - b.quarantined),
+                "{apart}: what only format 9's walk looks at is finished"
+            );
         }
         other => panic!("{what}: the walks answer apart: {op:?}: {other:?}"),
     }

@@ -201,8 +201,8 @@ impl LeaseTable {
         table
     }
 
-    /// Restores what deserializing does not: the activity index, and one shared string per
-    /// key (a deserialized map has a string per occurrence).
+    /// Restores what deserializing does not: the activity index, the index of unfinished
+    /// keys, and one shared string per key (a deserialized map has a string per occurrence).
     pub fn rebuild_index(&mut self) {
         self.unfinished = Unfinished::build(self.cases.iter().map(|(k, c)| (k, &**c)));
         self.by_activity = self

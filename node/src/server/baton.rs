@@ -338,14 +338,14 @@ impl Ctx {
     }
 
     /// The members this leader has not heard say they read data format `format`, with the
-    /// format each said (0: none yet). Empty on a follower: only the leader knows what its
+    /// format each said (0: none yet). `None` on a follower: only the leader knows what its
     /// peers said, and a follower's proposal goes to the leader as any write does.
-    fn short_of_format(&self, format: u32) -> Vec<(u64, u32)> {
+    fn short_of_format(&self, format: u32) -> Option<Vec<(u64, u32)>> {
         let (me, members) = {
             let metrics = self.raft.metrics();
             let m = metrics.borrow();
             if m.current_leader != Some(m.id) {
-                return Vec::new();
+                return None;
             }
             let members: std::collections::BTreeSet<_> = m
                 .membership_config
@@ -355,7 +355,7 @@ impl Ctx {
                 .collect();
             (m.id, members)
         };
-        self.peers.short_of_format(me, &members, format)
+        Some(self.peers.short_of_format(me, &members, format))
     }
 
     /// Refuses a command of data format `format` unless every member is known to read it.
@@ -364,7 +364,7 @@ impl Ctx {
     /// cluster). Only the leader knows what its peers said; elsewhere the proposal is left
     /// to find the leader as any write does.
     fn format_gate(&self, format: u32, what: &str) -> Result<(), Status> {
-        let short = self.short_of_format(format);
+        let short = self.short_of_format(format).unwrap_or_default();
         if short.is_empty() {
             return Ok(());
         }

@@ -89,12 +89,13 @@ impl Baton {
                 key: args.prefix.clone(),
                 details: serde_json::to_value(&counts).ok(),
                 instruction: format!(
-                    "no task under {} is claimable now ({} looked at: {} held, {} finished, \
-                     {} assigned to others, {} not matching): there is no work here for you; \
-                     do not take a task some other way",
+                    "no task under {} is claimable now ({} looked at: {} held, {} quarantined, \
+                     {} finished, {} assigned to others, {} not matching): there is no work \
+                     here for you; do not take a task some other way",
                     args.prefix,
                     counts.scanned,
                     counts.held,
+                    counts.quarantined,
                     counts.finished,
                     counts.assigned_elsewhere,
                     counts.unmatched

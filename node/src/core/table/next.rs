@@ -80,7 +80,8 @@ impl LeaseTable {
     /// `CLAIM_NEXT_SCAN_MAX`), the first claimable one winning; then the unfinished keys
     /// under `prefix` in key order, at most `CLAIM_NEXT_SCAN_MAX`, the first claimable one
     /// winning. Finished keys cost it nothing, and a grant stops the walk: a take is about
-    /// as cheap with 10,000 open tasks as with 10.
+    /// as cheap behind 10,000 finished tasks, or before 10,000 claimable ones, as with 10
+    /// (open tasks it cannot take, held ones say, are still walked past and counted).
     fn next_claimable(
         &self,
         prefix: &str,
@@ -111,7 +112,8 @@ impl LeaseTable {
                 first.ok_or(counts)
             }
             Walk::Unfinished => {
-                // The claimant's own first: passed by here, each is counted in the walk below.
+                // The claimant's own first; one passed by here is counted only if the walk
+                // below reaches it.
                 let mine = self.unfinished.assigned_to(holder_name, prefix);
                 for key in mine.take_while(under).take(CLAIM_NEXT_SCAN_MAX) {
                     let mut ignored = Unclaimable::default();

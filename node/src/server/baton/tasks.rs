@@ -33,15 +33,16 @@ impl Ctx {
         req: pb::ClaimNextRequest,
         who: Caller,
     ) -> Result<pb::ClaimNextResponse, NotAnswered> {
-        self.format_gate(TASKS_FORMAT, "claiming the next task")?;
-        // Until every member reads format 14, format 9's walk: a member that cannot decode
-        // the command would stop applying the log.
-        let walk = if self.short_of_format(UNFINISHED_WALK_FORMAT).is_empty() {
-            Walk::Unfinished
-        } else {
-            Walk::EveryCaseFile
+        // Format 9's walk unless this leader heard every member say it reads format 14: a
+        // member that cannot decode the command would stop applying the log. A follower
+        // never applies its own proposal (it goes to the leader, which decides again), and
+        // one that became leader meanwhile must not append format 14 unchecked.
+        let walk = match self.short_of_format(UNFINISHED_WALK_FORMAT) {
+            Some(short) if short.is_empty() => Walk::Unfinished,
+            _ => Walk::EveryCaseFile,
         };
         let (id, op) = convert::claim_next(req, self.ttl, walk)?;
+        self.format_gate(TASKS_FORMAT, "claiming the next task")?;
         let (outcome, revision) = self.propose(id, op, who.principal).await?;
         use pb::claim_next_response::Outcome as O;
         let outcome = match outcome {
