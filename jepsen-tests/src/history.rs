@@ -312,7 +312,8 @@ pub struct TaskEvent {
     pub what: String,
     /// The board prefix.
     pub prefix: String,
-    /// The task (empty for `nothing`, and for an `unknown` claim-next).
+    /// The task (empty for `nothing`, and for an `unknown` claim-next). A task posted
+    /// assigned to a worker is `PREFIX<uid>@<its holder name>` (`ASSIGNED_MARK`).
     pub key: String,
     pub token: u64,
     pub ttl_ms: u64,
@@ -320,7 +321,14 @@ pub struct TaskEvent {
     pub ret_ns: Nanos,
     /// When the line was written.
     pub t_ns: Nanos,
+    /// For a grant: the holder name the cluster granted it to (the grant's lease). Empty in
+    /// histories written before it was recorded.
+    #[serde(default)]
+    pub holder: String,
 }
+
+/// In a task's key, what precedes the name of the worker it was posted assigned to.
+pub const ASSIGNED_MARK: char = '@';
 
 /// One step of the `set-takers` workload, written when it returned: a `claim-set` of a set
 /// of keys, all or none, that was `granted` or `blocked` or got no answer (`unknown`), or a

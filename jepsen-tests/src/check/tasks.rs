@@ -11,14 +11,17 @@
 //!   rho)` (its lease can end no sooner: expiry is never early), and no two takers' certain
 //!   holds of a task overlap (`holds::out_of_turn`);
 //! - **finished stays finished**: once a release as `done` returned, no grant of that task
-//!   invoked afterwards (`claim-next` passes finished tasks by; nothing re-posts them).
+//!   invoked afterwards (`claim-next` passes finished tasks by; nothing re-posts them);
+//! - **assigned to one**: a task posted assigned to a worker (its key names it after
+//!   `ASSIGNED_MARK`) is granted to that worker's holder name only (the workload's takers
+//!   never pass `--any`).
 //!
 //! Fewer than [`MIN_GRANTS`] grants → Unknown: such a run proves nothing.
 
 use std::collections::{BTreeMap, HashMap};
 
 use super::holds::{judge_in_turn, Hold};
-use crate::history::{CheckResult, History, TaskEvent, Verdict, Violation};
+use crate::history::{CheckResult, History, TaskEvent, Verdict, Violation, ASSIGNED_MARK};
 
 /// A run must grant at least this many tasks to prove anything.
 pub const MIN_GRANTS: usize = 5;
@@ -91,6 +94,24 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
             }
         }
     }
+    let mut assigned = 0;
+    for g in &grants {
+        let Some((_, to)) = g.key.split_once(ASSIGNED_MARK) else {
+            continue;
+        };
+        assigned += 1;
+        // A history from before the holder was recorded cannot tell.
+        if !g.holder.is_empty() && g.holder != to {
+            violations.push(violation(
+                g,
+                format!(
+                    "{} was posted assigned to {to} and granted to {} (token {}) by a \
+                     claim-next without --any",
+                    g.key, g.holder, g.token
+                ),
+            ));
+        }
+    }
     let verdict = if !violations.is_empty() {
         Verdict::Fail
     } else if grants.len() < MIN_GRANTS {
@@ -102,10 +123,11 @@ pub fn check(history: &History, rho: f64) -> CheckResult {
         checker: "tasks".into(),
         verdict,
         summary: format!(
-            "{} claim-next grants over {} tasks, {} answered nothing claimable, {} finished; \
-             {} violations",
+            "{} claim-next grants over {} tasks ({} of assigned tasks, each to its assignee), \
+             {} answered nothing claimable, {} finished; {} violations",
             grants.len(),
             by_key.len(),
+            assigned,
             nothing,
             done.len(),
             violations.len()
@@ -151,6 +173,7 @@ mod tests {
             inv_ns: inv * MS,
             ret_ns: ret * MS,
             t_ns: ret * MS,
+            holder: client.into(),
         })
     }
 
@@ -282,6 +305,24 @@ mod tests {
         ));
         let r = check(&history(lines), 0.1);
         assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+    }
+
+    #[test]
+    fn an_assigned_task_granted_to_another_than_its_assignee_fails() {
+        let mut lines = clean();
+        lines.push(step("a", "claim-next", "granted", "tt/0/7@a", 60, 900, 905));
+        let r = check(&history(lines), 0.1);
+        assert_eq!(r.verdict, Verdict::Pass, "{r:?}");
+        let mut lines = clean();
+        lines.push(step("b", "claim-next", "granted", "tt/0/7@a", 60, 900, 905));
+        let r = check(&history(lines), 0.1);
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+        assert!(
+            r.violations
+                .iter()
+                .any(|v| v.message.contains("posted assigned to a and granted to b")),
+            "{r:?}"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use baton_client::{NextFilter, NextOutcome, ReadMode, RecordPatch, ReleaseOutcom
 use rand::Rng;
 
 use super::{failed, Worker, OP_TIMEOUT};
-use crate::history::{Kind, TaskEvent};
+use crate::history::{Kind, TaskEvent, ASSIGNED_MARK};
 
 /// The TTL of a task's lease: a worker holds a task at most a third of it, so its lease ends
 /// by its release, not its expiry, unless a fault cuts the release off.
@@ -18,19 +18,31 @@ pub const TASK_TTL: Duration = Duration::from_millis(3000);
 pub const TASK_HOLD_MS: (u64, u64) = (50, 900);
 /// A worker posts a new task before one round in this many.
 const POST_EVERY: u32 = 2;
+/// A posted task is assigned to one of the slot's workers (at random, the poster too) in
+/// this many posts of ten: `claim-next` must grant it to that worker only.
+const ASSIGNED_IN_TEN: u32 = 3;
 /// A worker releases a task as done in this many rounds of ten (else as it was).
 const DONE_IN_TEN: u32 = 7;
 
 impl Worker {
-    /// Posts a new task under `prefix` before one round in [`POST_EVERY`]. A post that got no
-    /// answer may or may not be on the board: either is fine.
+    /// Posts a new task under `prefix` before one round in [`POST_EVERY`], now and then
+    /// assigned to a worker of the slot, whose name the key then carries after
+    /// [`ASSIGNED_MARK`]. A post that got no answer may or may not be on the board: either is
+    /// fine (a task that is not there is granted to no one).
     async fn maybe_post(&mut self, prefix: &str) {
         if self.rng.gen_ratio(1, POST_EVERY) {
-            let key = format!("{prefix}{:08}", self.ctx.rec.uid());
+            let mut key = format!("{prefix}{:08}", self.ctx.rec.uid());
+            let to = self.rng.gen_ratio(ASSIGNED_IN_TEN, 10).then(|| {
+                let names = &self.slot.names;
+                names[self.rng.gen_range(0..names.len())].clone()
+            });
+            if let Some(to) = &to {
+                key = format!("{key}{ASSIGNED_MARK}{to}");
+            }
             let p = &self.proc_;
             let post = p
                 .client
-                .post(&key, RecordPatch::default(), None, &p.name, false);
+                .post(&key, RecordPatch::default(), to.as_deref(), &p.name, false);
             let _ = tokio::time::timeout(OP_TIMEOUT, post).await;
         }
     }
@@ -77,8 +89,10 @@ impl Worker {
             }
         };
         let (key, token) = (grant.lease.key.clone(), grant.lease.token);
-        ctx.rec
-            .task(step("granted", &key, token, inv, ret, "claim-next"));
+        ctx.rec.task(TaskEvent {
+            holder: grant.lease.holder_name.clone(),
+            ..step("granted", &key, token, inv, ret, "claim-next")
+        });
         let hold = self.rng.gen_range(TASK_HOLD_MS.0..=TASK_HOLD_MS.1);
         tokio::time::sleep(Duration::from_millis(hold)).await;
         let done = self.rng.gen_ratio(DONE_IN_TEN, 10);
@@ -176,5 +190,6 @@ fn task_line(
         inv_ns,
         ret_ns,
         t_ns: 0,
+        holder: String::new(),
     }
 }
