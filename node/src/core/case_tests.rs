@@ -152,6 +152,29 @@ fn the_board_lists_assigned_keys_nobody_holds_until_one_is_claimed() {
     let (page, more) = t.unclaimed("tasks/", "tasks/1", 1);
     assert_eq!((keys(page), more), (vec!["tasks/3".to_string()], false));
     assert_eq!(t.unclaimed("", "", 10).0.len(), 3);
+    // A finished task waits for no one: tasks/2, released as done, stays assigned but is
+    // not listed.
+    let release = Op::Release {
+        key: "tasks/2".into(),
+        token: 5,
+        final_status: Some("done".into()),
+    };
+    let released = t.apply(6, &cmd_in(&t, release));
+    assert!(matches!(released, Outcome::Released { .. }), "{released:?}");
+    assert_eq!(
+        t.case("tasks/2")
+            .unwrap()
+            .record
+            .assigned_to
+            .as_ref()
+            .unwrap()
+            .to,
+        "claude"
+    );
+    assert_eq!(
+        keys(t.unclaimed("tasks/", "", 10).0),
+        ["tasks/1", "tasks/3"]
+    );
 }
 
 #[test]

@@ -349,8 +349,9 @@ impl LeaseTable {
     }
 
     /// Keys that start with `prefix`, after `start_after`, that no one holds but a dispatcher
-    /// assigned, at most `limit` of them, with their assignments; the flag says whether more
-    /// match. Walks the prefix's case files (at most `KEYS_MAX`).
+    /// assigned, and that are not finished (tasks waiting for their assignee), at most
+    /// `limit` of them, with their assignments; the flag says whether more match. Walks the
+    /// index of assigned unfinished keys.
     pub fn unclaimed(
         &self,
         prefix: &str,
@@ -358,11 +359,11 @@ impl LeaseTable {
         limit: usize,
     ) -> (Vec<(&str, &Assignment)>, bool) {
         let mut matching = self
-            .cases
-            .range::<str, _>(page_range(prefix, start_after))
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .filter(|(k, _)| !self.is_held(k))
-            .filter_map(|(k, c)| Some((&**k, c.record.assigned_to.as_deref()?)));
+            .unfinished
+            .assigned_range(page_range(prefix, start_after))
+            .take_while(|k| k.starts_with(prefix))
+            .filter(|k| !self.is_held(k))
+            .filter_map(|k| Some((&**k, self.cases[&**k].record.assigned_to.as_deref()?)));
         let page: Vec<(&str, &Assignment)> = matching.by_ref().take(limit).collect();
         let truncated = matching.next().is_some();
         (page, truncated)

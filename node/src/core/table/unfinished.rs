@@ -80,6 +80,14 @@ impl Unfinished {
         self.keys.range::<str, _>(range)
     }
 
+    /// The unfinished keys assigned to someone in `range`, in key order.
+    pub(super) fn assigned_range<'a>(
+        &'a self,
+        range: (Bound<&str>, Bound<&str>),
+    ) -> impl Iterator<Item = &'a Arc<str>> + use<'a> {
+        self.assignee_of.range::<str, _>(range).map(|(k, _)| k)
+    }
+
     /// The unfinished keys assigned to `name` from `prefix` on, in key order.
     pub(super) fn assigned_to<'a>(
         &'a self,
