@@ -68,6 +68,8 @@ impl Unfinished {
         }
     }
 
+    /// Whether `key` is indexed as unfinished: for the invariants, which debug builds check.
+    #[cfg(debug_assertions)]
     pub(super) fn contains(&self, key: &str) -> bool {
         self.keys.contains(key)
     }
