@@ -77,9 +77,18 @@ async fn tokens_bind_requests_to_their_principal_and_a_revoked_token_stops_worki
     for e in [
         cb.release("auth/x", token).await.unwrap_err(),
         cb.renew("auth/x", token).await.unwrap_err(),
-        cb.update("auth/x", token, RecordPatch::default())
-            .await
-            .unwrap_err(),
+        // A patch that changes something: bad input is refused before who may act is
+        // asked, at every node alike.
+        cb.update(
+            "auth/x",
+            token,
+            RecordPatch {
+                status: Some("review".into()),
+                ..RecordPatch::default()
+            },
+        )
+        .await
+        .unwrap_err(),
     ] {
         assert!(
             matches!(e, Error::PermissionDenied(ref m) if m.contains("is \"agent-a\"'s")),

@@ -293,6 +293,158 @@ async fn bad_input_is_invalid_argument_and_changes_nothing() {
         .is_none());
 }
 
+/// Bad input is refused alike by the leader and by a follower that knows it: the same
+/// INVALID_ARGUMENT, never an outage the client would retry until its deadline (a write
+/// without its session was answered UNAVAILABLE through a follower), and nothing changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_the_same_refusal_from_a_follower_as_from_the_leader() {
+    use baton_proto::v1 as pb;
+    use baton_proto::v1::baton_client::BatonClient;
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let follower = cluster
+        .running()
+        .into_iter()
+        .find(|id| *id != leader)
+        .unwrap();
+    // The follower knows the leader once a write went through it.
+    let pinned = Client::connect(ClientConfig {
+        endpoints: vec![cluster.nodes[&follower].addr.clone()],
+        follow_leader_hints: false,
+        retry_deadline: Duration::from_secs(10),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let held = granted(pinned.claim("input/held", "agent", TTL).await.unwrap());
+    let token = held.lease.token;
+    let no_session = |seq: u64| {
+        Some(pb::RequestId {
+            client_id: "raw-client".into(),
+            seq,
+            session: String::new(),
+        })
+    };
+    let holder = Some(pb::Holder {
+        name: "raw".into(),
+        client_id: "raw-client".into(),
+    });
+    let before = pinned
+        .board("", 0, "", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    let mut leaders_words = std::collections::BTreeMap::new();
+    for (id, seq_base) in [(leader, 100), (follower, 200)] {
+        let mut raw = BatonClient::connect(format!("http://{}", cluster.nodes[&id].addr))
+            .await
+            .unwrap();
+        let key = || "input/held".to_string();
+        let answers = vec![
+            (
+                "renew without a session",
+                raw.renew(pb::RenewRequest {
+                    key: key(),
+                    token,
+                    request_id: no_session(seq_base + 1),
+                })
+                .await
+                .map(drop),
+            ),
+            (
+                "release without a session",
+                raw.release(pb::ReleaseRequest {
+                    key: key(),
+                    token,
+                    request_id: no_session(seq_base + 2),
+                    final_status: String::new(),
+                })
+                .await
+                .map(drop),
+            ),
+            (
+                "update without a session",
+                raw.update(pb::UpdateRequest {
+                    key: key(),
+                    token,
+                    patch: None,
+                    request_id: no_session(seq_base + 3),
+                })
+                .await
+                .map(drop),
+            ),
+            (
+                "revoke without a session",
+                raw.revoke(pb::RevokeRequest {
+                    key: key(),
+                    reason: "raw".into(),
+                    request_id: no_session(seq_base + 4),
+                    ..Default::default()
+                })
+                .await
+                .map(drop),
+            ),
+            (
+                "claim of an empty key",
+                raw.claim(pb::ClaimRequest {
+                    key: String::new(),
+                    holder: holder.clone(),
+                    ttl_ms: 30_000,
+                    request_id: no_session(seq_base + 5),
+                    ..Default::default()
+                })
+                .await
+                .map(drop),
+            ),
+            (
+                "claim without a request id",
+                raw.claim(pb::ClaimRequest {
+                    key: "input/free".into(),
+                    holder: holder.clone(),
+                    ttl_ms: 30_000,
+                    request_id: None,
+                    ..Default::default()
+                })
+                .await
+                .map(drop),
+            ),
+        ];
+        for (what, answer) in answers {
+            let status = answer.expect_err(what);
+            assert_eq!(
+                status.code(),
+                tonic::Code::InvalidArgument,
+                "{what} at node {id} ({}): {}",
+                if id == leader { "leader" } else { "follower" },
+                status.message()
+            );
+            match id == leader {
+                true => drop(leaders_words.insert(what, status.message().to_owned())),
+                false => assert_eq!(
+                    Some(status.message()),
+                    leaders_words.get(what).map(String::as_str),
+                    "{what}: the follower's words differ from the leader's"
+                ),
+            }
+        }
+    }
+    let after = pinned
+        .board("", 0, "", ReadMode::Linearizable)
+        .await
+        .unwrap();
+    let facts = |b: &baton_client::Board| {
+        b.leases
+            .iter()
+            .map(|l| (l.key.clone(), l.token, l.basis))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        facts(&before),
+        facts(&after),
+        "refused requests change nothing"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raft_traffic_for_an_unknown_node_id_is_refused() {
     use baton_proto::v1::raft_client::RaftClient;

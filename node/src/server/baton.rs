@@ -485,29 +485,11 @@ impl Ctx {
             )
             .into());
         }
-        let policy = match (req.clear, req.policy.trim().is_empty()) {
-            (true, true) => None,
-            (true, false) => {
-                return Err(Status::invalid_argument("clear takes no policy text").into())
-            }
-            (false, true) => {
-                return Err(Status::invalid_argument(
-                    "the policy is empty: give one, or clear the policy",
-                )
-                .into())
-            }
-            (false, false) => Some(
-                Policy::parse_to_set(&req.policy)
-                    .map_err(|e| Status::invalid_argument(format!("the policy: {e}")))?,
-            ),
-        };
         let by = who
             .principal
             .clone()
             .unwrap_or_else(|| crate::core::access::ANONYMOUS.to_owned());
-        let op = Op::SetAccess { policy, by };
-        op.validate().map_err(convert::invalid)?;
-        let id = convert::origin(req.request_id, &op)?;
+        let (id, op) = convert::set_access(req, by)?;
         match self.propose(id, op, who.principal).await? {
             (Outcome::AccessSet { version }, revision) => {
                 let mut answer = self.access_response(revision);

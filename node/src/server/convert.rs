@@ -555,6 +555,26 @@ pub fn set_quarantine(req: pb::SetQuarantineRequest) -> Result<(Option<Origin>, 
     Ok((origin(req.request_id, &op)?, op))
 }
 
+/// A new access policy (or none: `clear`), set by the principal `by`.
+pub fn set_access(req: pb::SetAccessRequest, by: String) -> Result<(Option<Origin>, Op), Status> {
+    let policy = match (req.clear, req.policy.trim().is_empty()) {
+        (true, true) => None,
+        (true, false) => return Err(Status::invalid_argument("clear takes no policy text")),
+        (false, true) => {
+            return Err(Status::invalid_argument(
+                "the policy is empty: give one, or clear the policy",
+            ))
+        }
+        (false, false) => Some(
+            crate::core::access::Policy::parse_to_set(&req.policy)
+                .map_err(|e| Status::invalid_argument(format!("the policy: {e}")))?,
+        ),
+    };
+    let op = Op::SetAccess { policy, by };
+    op.validate().map_err(invalid)?;
+    Ok((origin(req.request_id, &op)?, op))
+}
+
 /// This node's estimate of the time left on the quarantine of `key` that `revision`
 /// started; its whole `delay_ms` when this node has no countdown for it (yet).
 pub fn quarantine_left_ms(

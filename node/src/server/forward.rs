@@ -24,7 +24,7 @@ impl BatonServer {
         remote: impl FnOnce(BatonClient<Channel>, Request<Req>) -> RF,
     ) -> Result<Response<Resp>, Status>
     where
-        Req: Clone + super::auth::Acts,
+        Req: Clone + super::auth::Acts + super::precheck::Precheck,
         LF: Future<Output = Result<Resp, NotAnswered>>,
         RF: Future<Output = Result<Response<Resp>, Status>>,
     {
@@ -37,6 +37,12 @@ impl BatonServer {
                 .get(super::auth::AUTHORIZATION_METADATA_KEY)
                 .cloned();
             let msg = req.into_inner();
+            // Bad input first, at every node alike, before who may do it and before any
+            // forward: a follower refuses it as the leader would, never as an outage. (A
+            // forwarded request was checked by the node that received it.)
+            if !forwarded {
+                msg.precheck()?;
+            }
             // A write reaching a follower that knows the leader goes there at once: deciding
             // it here would take a proposer slot only to be told NotLeader by Raft. The
             // leader checks who may do it, and every limit, itself. (NotLeader below is left
@@ -108,7 +114,9 @@ impl BatonServer {
                 // A node of data format 3 forwards with its own protobuf types, which drop
                 // the session a format-4 client sent (a rolling upgrade with a new leader
                 // elected early). Not the client's fault: it retries, and may reach the
-                // leader directly.
+                // leader directly. A node of this version never forwards a write without its
+                // session: it refuses it itself (`precheck`), so this only answers a forward
+                // from a node that predates the check.
                 Err(NotAnswered::Status(s))
                     if forwarded
                         && s.code() == tonic::Code::InvalidArgument

@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod convert;
 mod endings_stream;
 mod forward;
+mod precheck;
 pub mod proposer;
 pub mod raft;
 mod read_answers;
