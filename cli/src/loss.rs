@@ -4,6 +4,8 @@
 //! `baton run` and `baton mcp` both say it, so the user never has to guess.
 
 use baton_client::{history, ActorInfo, Client, EndedHow, Ending, LeaseInfo, LossReason, ReadMode};
+use std::time::Duration;
+
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -35,6 +37,12 @@ pub struct Loss {
     pub detail: String,
 }
 
+/// Longest wait for the history that explains a loss. The holder has stopped acting by then
+/// (`baton run` signals its child first); a cluster out of reach must not hold up the news:
+/// past it, the guard's own reason is told.
+pub const ACCOUNT_TIMEOUT: Duration = Duration::from_secs(1);
+const ACCOUNT_TIMED_OUT: &str = "the history read that explains the loss timed out";
+
 /// How the stint of `key` with `token` ended, asking the history (linearizable); the
 /// guard's `reason` when the history cannot say (unreachable, compacted, still open).
 pub async fn account(client: &Client, key: &str, token: u64, reason: Option<LossReason>) -> Loss {
@@ -44,7 +52,13 @@ pub async fn account(client: &Client, key: &str, token: u64, reason: Option<Loss
             return loss;
         }
     }
-    match client.history(key, ReadMode::Linearizable).await {
+    match tokio::time::timeout(ACCOUNT_TIMEOUT, client.history(key, ReadMode::Linearizable))
+        .await
+        .unwrap_or_else(|_| {
+            Err(baton_client::Error::Unavailable {
+                last: ACCOUNT_TIMED_OUT.into(),
+            })
+        }) {
         Ok(history) => {
             let stints = history.stints();
             if let Some(stint) = stints.iter().find(|s| s.token == token && !s.is_open()) {
@@ -71,6 +85,18 @@ pub async fn account(client: &Client, key: &str, token: u64, reason: Option<Loss
             }
         }
         Err(error) => tracing::debug!(key, %error, "history read for a lost lease failed"),
+    }
+    told(reason)
+}
+
+/// How the stint ended as the guard was told, with no read: the cluster's push, or the
+/// guard's own reason (taken, no renewal confirmed before the safe deadline, refused). What
+/// a holder is told at once, before `account` asks the history.
+pub fn told(reason: Option<LossReason>) -> Loss {
+    if let Some(LossReason::Ended(ending)) = &reason {
+        if let Some(loss) = pushed(ending) {
+            return loss;
+        }
     }
     let holder = |current: &Option<LeaseInfo>| {
         current

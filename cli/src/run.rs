@@ -324,9 +324,17 @@ pub async fn run(
         }
         End::Lost(lost, reason) => {
             let (key, token) = (guards[lost].key().to_owned(), guards[lost].token());
-            let loss = loss::account(client, &key, token, Some(reason.clone())).await;
-            eprintln!("baton run: lost {key} (token {token}): {loss}; stopping the child");
-            let killed = stop_group(&mut child, group, args.grace, &mut signals).await;
+            // Stop first, explain after: past the safe deadline the cluster may already have
+            // granted the key to another, so the child is signalled before anything is
+            // asked of a cluster that may be out of reach; the explanation has its own short
+            // deadline (`loss::ACCOUNT_TIMEOUT`) while the child winds down.
+            forward(group, Signal::SIGTERM);
+            eprintln!("baton run: lost {key} (token {token}); stopping the child");
+            let (loss, killed) = tokio::join!(
+                loss::account(client, &key, token, Some(reason.clone())),
+                stop_group(&mut child, group, args.grace, &mut signals),
+            );
+            eprintln!("baton run: lost {key} (token {token}): {loss}");
             if killed {
                 eprintln!(
                     "baton run: the child did not stop within {} of SIGTERM; killed it",
@@ -416,11 +424,10 @@ fn group_is_gone(group: Pid) -> bool {
     killpg(group, None) == Err(Errno::ESRCH)
 }
 
-/// Stops the child's process group after the lease was lost: SIGTERM, then up to `grace`
-/// for the child and the rest of its group to exit (passing on further signals), then
-/// SIGKILL to whatever is left. Returns whether SIGKILL was needed.
+/// Stops the child's process group after the lease was lost, once it was sent SIGTERM: up
+/// to `grace` for the child and the rest of its group to exit (passing on further signals),
+/// then SIGKILL to whatever is left. Returns whether SIGKILL was needed.
 async fn stop_group(child: &mut Child, group: Pid, grace: Duration, signals: &mut Signals) -> bool {
-    forward(group, Signal::SIGTERM);
     let give_up_at = Instant::now() + grace;
     let mut child_exited = false;
     let mut killed = false;

@@ -294,10 +294,14 @@ fn revoked_lease_stops_the_childs_whole_process_group_and_exits_3() {
     let out = finish_within(run, Duration::from_secs(15));
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     let stderr = text(&out.stderr);
+    // Told at once, explained after.
+    let stopping = stderr.find("; stopping the child");
+    let explained = stderr.find("): revoked by an operator (client ");
     assert!(
         stderr.contains("baton run: lost tasks/revoke (token ")
-            && stderr.contains("): revoked by an operator (client ")
-            && stderr.contains("host-a is gone; stopping the child"),
+            && stopping.is_some()
+            && explained > stopping
+            && stderr.contains("host-a is gone"),
         "{stderr}"
     );
     // Told apart from an expiry or a handoff in JSON.
@@ -511,4 +515,65 @@ fn a_run_over_a_set_holds_every_key_and_losing_one_stops_the_child_and_frees_the
             "{key} stayed held after the run"
         );
     }
+}
+
+/// A `baton run` cut off from the quorum stops its child by its safe deadline, and explains
+/// the loss only after: the child got SIGTERM 13 s after the claim (TTL 4 s) while the run
+/// first asked a cluster out of reach how the lease was lost. Two of three nodes are killed
+/// with SIGKILL once the child runs; the majority could grant the key to another at its TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cut_off_from_the_quorum_stops_its_child_by_the_safe_deadline() {
+    const TTL: Duration = Duration::from_secs(4);
+    let mut cluster = common::Cluster::start(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (started, termed) = (dir.path().join("started"), dir.path().join("termed"));
+    // Nanoseconds on the wall clock: when the child starts (after the grant, so after the
+    // claim was sent) and when it is told to stop.
+    let script = format!(
+        "trap 'date +%s%N > \"{t}.tmp\"; mv \"{t}.tmp\" \"{t}\"; exit 0' TERM; \
+         date +%s%N > \"{s}.tmp\"; mv \"{s}.tmp\" \"{s}\"; \
+         while :; do sleep 0.05; done",
+        t = termed.display(),
+        s = started.display()
+    );
+    let run = cluster
+        .command(&[
+            "run", "cut/job", "--ttl", "4s", "--grace", "5s", "--", "sh", "-c", &script,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_file(&started, Duration::from_secs(15));
+    cluster.kill(2);
+    cluster.kill(3);
+    let out = finish_within(run, Duration::from_secs(30));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let nanos = |path: &Path| -> u128 {
+        std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("{}: {e}; stderr {stderr}", path.display()))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let after = Duration::from_nanos((nanos(&termed) - nanos(&started)) as u64);
+    assert!(
+        after < TTL,
+        "the child got SIGTERM {after:?} after it started, past the lease's TTL of {TTL:?} \
+         (so past its safe deadline): {stderr}"
+    );
+    // Told first, explained after.
+    let stopping = stderr.find("baton run: lost cut/job (token ").map(|at| {
+        stderr[at..]
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("; stopping the child")
+    });
+    assert_eq!(stopping, Some(true), "{stderr}");
+    assert!(
+        stderr.contains("): unconfirmed"),
+        "the explanation follows: {stderr}"
+    );
 }

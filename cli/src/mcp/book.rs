@@ -297,7 +297,11 @@ pub fn is_idle(last_call: Instant, now: Instant, idle: Duration) -> bool {
 
 /// The notice for a lost lease: how it was lost (from the cluster's history), and what to do.
 pub async fn explain(client: &Client, key: &str, token: u64, reason: Option<LossReason>) -> Notice {
-    let loss = loss::account(client, key, token, reason).await;
+    notice(key, token, loss::account(client, key, token, reason).await)
+}
+
+/// The notice for a lost lease as `loss` tells it, and what to do.
+pub fn notice(key: &str, token: u64, loss: loss::Loss) -> Notice {
     let stop = format!("stop writing {key}'s files and tell whoever dispatched the work");
     let instruction = match loss.what.as_str() {
         loss::REVOKED => {

@@ -69,7 +69,6 @@ pub struct Settings {
 /// that show them; the next tool result names it too (`Book::touch`). The MCP specification
 /// marks logging deprecated (SEP-2577) but clients still show it, and it is the one
 /// server-initiated message an agent's client surfaces unasked.
-#[allow(deprecated)]
 async fn announce_losses(
     client: Client,
     peer: rmcp::Peer<rmcp::RoleServer>,
@@ -84,20 +83,30 @@ async fn announce_losses(
                 let peer = peer.clone();
                 waiting.spawn(async move {
                     let Some(reason) = signal.await else { return };
-                    let notice = book::explain(&client, &key, token, Some(reason)).await;
-                    let data = serde_json::to_value(&notice).unwrap_or_default();
-                    let message = rmcp::model::LoggingMessageNotificationParam::new(
-                        rmcp::model::LoggingLevel::Warning,
-                        data,
-                    )
-                    .with_logger("baton");
-                    if let Err(error) = peer.notify_logging_message(message).await {
-                        tracing::debug!(%error, key, "a loss notification was not sent");
+                    // Told first, from what the guard knows; then, if the cluster's history
+                    // says more (who revoked it, and why), told again (`loss::ACCOUNT_TIMEOUT`).
+                    let first = book::notice(&key, token, crate::loss::told(Some(reason.clone())));
+                    announce(&peer, &key, &first).await;
+                    let explained = book::explain(&client, &key, token, Some(reason)).await;
+                    if explained != first {
+                        announce(&peer, &key, &explained).await;
                     }
                 });
             }
             Some(_) = waiting.join_next(), if !waiting.is_empty() => {}
         }
+    }
+}
+
+/// Sends one loss notice as a logging message (level warning, logger `baton`).
+#[allow(deprecated)]
+async fn announce(peer: &rmcp::Peer<rmcp::RoleServer>, key: &str, notice: &book::Notice) {
+    let data = serde_json::to_value(notice).unwrap_or_default();
+    let message =
+        rmcp::model::LoggingMessageNotificationParam::new(rmcp::model::LoggingLevel::Warning, data)
+            .with_logger("baton");
+    if let Err(error) = peer.notify_logging_message(message).await {
+        tracing::debug!(%error, key, "a loss notification was not sent");
     }
 }
 
