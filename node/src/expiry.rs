@@ -21,7 +21,7 @@ use openraft::ServerState;
 use crate::clock::Clock;
 use crate::core::limits::PROPOSAL_COMMANDS_MAX;
 use crate::core::{FencingToken, LogCommand, Op, Proposal, Waiter};
-use crate::limits::EXPIRE_IN_FLIGHT_MAX;
+use crate::limits::{EXPIRE_IN_FLIGHT_MAX, EXPIRE_PROPOSAL_TIMEOUT};
 use crate::raft_types::Raft;
 
 /// One lease's countdown on this node.
@@ -320,22 +320,53 @@ pub async fn run(
                 .extend(ids.iter().cloned());
             let raft = raft.clone();
             let in_flight = in_flight.clone();
+            let term = raft.metrics().borrow().current_term;
             tokio::spawn(async move {
                 let n = commands.len();
-                match raft.client_write(Proposal { commands }).await {
-                    Ok(resp) => tracing::info!(
+                let write = raft.client_write(Proposal { commands });
+                // Each id leaves `in_flight` when the write is answered, when this node no
+                // longer leads the term it proposed in, or at `EXPIRE_PROPOSAL_TIMEOUT`,
+                // whichever is first: a write never answered (its entry covered by a
+                // snapshot install) must not keep its countdowns from the next leader term.
+                let answered = tokio::select! {
+                    answered = write => Some(answered),
+                    () = left_term(&raft, term) => None,
+                    () = tokio::time::sleep(EXPIRE_PROPOSAL_TIMEOUT) => None,
+                };
+                match answered {
+                    Some(Ok(resp)) => tracing::info!(
                         commands = n, first = ?ids.first(), answers = resp.data.len(),
                         "proposed expiries"
                     ),
-                    Err(e) => {
+                    Some(Err(e)) => {
                         tracing::debug!(commands = n, error = %e, "expiry proposal failed; will retry")
                     }
+                    None => tracing::info!(
+                        commands = n, first = ?ids.first(),
+                        "expiry proposal unanswered (leadership moved or timed out); due again"
+                    ),
                 }
                 let mut in_flight = in_flight.lock().expect("in-flight lock");
                 for id in &ids {
                     in_flight.remove(id);
                 }
             });
+        }
+    }
+}
+
+/// Completes once this node is no longer the leader of `term` (or Raft has shut down).
+async fn left_term(raft: &Raft, term: u64) {
+    let mut watch = raft.metrics();
+    loop {
+        {
+            let m = watch.borrow_and_update();
+            if m.state != ServerState::Leader || m.current_term != term {
+                return;
+            }
+        }
+        if watch.changed().await.is_err() {
+            return;
         }
     }
 }

@@ -72,6 +72,15 @@ pub const WATCH_WINDOW_EVENTS_DEFAULT: usize = 100_000;
 /// such entries.
 pub const EXPIRE_IN_FLIGHT_MAX: usize = 4 * crate::core::limits::PROPOSAL_COMMANDS_MAX;
 
+/// Longest wait for a countdown command's entry to be answered, after which its countdowns
+/// are due again (proposed anew if still due: a second `Expire` of one basis changes
+/// nothing). openraft 0.9 never answers a write whose entry a snapshot install covered, so
+/// without it those countdowns would stay in flight for good and, once `EXPIRE_IN_FLIGHT_MAX`
+/// of them were stuck, the node would end nothing when it led again. A change of term frees
+/// them at once; this bounds the rest. Far above an entry's commit time (milliseconds, a few
+/// seconds under load), so a slow write is rarely proposed twice.
+pub const EXPIRE_PROPOSAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 // ---------------------------------------------------------------------------------------
 // Storage.
 

@@ -1242,6 +1242,181 @@ async fn a_deposed_leader_whose_pending_writes_a_snapshot_covered_keeps_taking_w
     );
 }
 
+/// A leader cut off past its leases' TTL proposes their expiries (as many as
+/// `EXPIRE_IN_FLIGHT_MAX`, 1,024) into a log that cannot commit; the majority moves on and
+/// compacts past them, and the old leader catches up from a snapshot. A write openraft 0.9
+/// never answers (its entry covered by the snapshot install, never truncated) kept its
+/// countdowns "in flight" for good, and with `EXPIRE_IN_FLIGHT_MAX` of them stuck the node
+/// ended no lease when it led again. Now a countdown leaves flight when its node stops
+/// leading the term it proposed in (or at `EXPIRE_PROPOSAL_TIMEOUT`). The outcome checked:
+/// the node, leading again, frees a dead holder's key within its TTL and that bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_and_compacted_past_ends_leases_again_when_it_leads() {
+    const SHORT: Duration = Duration::from_secs(2);
+    const MASS: Duration = Duration::from_secs(8);
+    const LEASES: usize = 1_100;
+    let _serial = serial().await;
+    let (cluster, proxies) = Cluster::start_behind_proxies(
+        3,
+        &["--snapshot-logs", "20", "--admin-listen", "127.0.0.1:0"],
+    )
+    .await;
+    let old = cluster.leader(Duration::from_secs(10)).await;
+    let others: Vec<u64> = cluster
+        .running()
+        .into_iter()
+        .filter(|id| *id != old)
+        .collect();
+    // More leases than the expiry loop keeps in flight, none of them ever renewed: 16
+    // clients (a client keeps at most 16 requests in flight), each claiming in turn.
+    let mut claimers = Vec::new();
+    for c in 0..16 {
+        let client = cluster.client().await;
+        claimers.push(tokio::spawn(async move {
+            for i in (c..LEASES).step_by(16) {
+                granted(
+                    client
+                        .claim(&format!("dead/{i}"), "dead", MASS)
+                        .await
+                        .unwrap(),
+                );
+            }
+        }));
+    }
+    for claimer in claimers {
+        claimer.await.unwrap();
+    }
+    // The leader is cut off both ways and keeps believing it leads: its countdowns run out
+    // and it proposes every expiry it may have in flight, none of which can commit.
+    for id in cluster.running() {
+        proxies[&id].set_cut(true);
+    }
+    tokio::time::sleep(MASS + SHORT * 2).await;
+    // Paused while the others move on (its elections would only disturb theirs).
+    cluster.signal(old, "STOP");
+    for id in &others {
+        proxies[id].set_cut(false);
+    }
+    // The majority elects one of them, expires the leases itself, and writes on far past
+    // its snapshot threshold, purging its logs behind it.
+    let rest = Client::connect(ClientConfig {
+        endpoints: others
+            .iter()
+            .map(|id| cluster.nodes[id].addr.clone())
+            .collect(),
+        retry_deadline: Duration::from_secs(30),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    for i in 0..120 {
+        granted(
+            rest.claim(&format!("moved-on/{i}"), "new", TTL)
+                .await
+                .unwrap(),
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for id in &others {
+        let admin = admin_addr(&cluster, *id).await;
+        loop {
+            let (_, metrics) = http_get(&admin, "/metrics").await;
+            let covered = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("baton_raft_snapshot_index "))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            if covered >= 100 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {id}'s snapshot covers only {covered}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    proxies[&old].set_cut(false);
+    cluster.signal(old, "CONT");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let log = std::fs::read_to_string(&cluster.nodes[&old].log).unwrap();
+        if log.contains("installed snapshot") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the old leader installed no snapshot\n{log}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The old leader leads again: whoever else leads is paused until an election is won by it.
+    let leader_of = |id: u64| {
+        let addr = cluster.nodes[&id].addr.clone();
+        async move {
+            let c = Client::connect(ClientConfig {
+                endpoints: vec![addr.clone()],
+                retry_deadline: Duration::from_millis(500),
+                request_timeout: Duration::from_millis(500),
+                ..ClientConfig::default()
+            })
+            .await
+            .unwrap();
+            c.status_of(&addr).await.ok().and_then(|s| s.leader_id)
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let leader = leader_of(old).await;
+        if leader == Some(old) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {old} never led again\n{}",
+            cluster.logs()
+        );
+        if let Some(other) = leader.filter(|l| others.contains(l)) {
+            cluster.signal(other, "STOP");
+            let third = others.iter().copied().find(|id| *id != other).unwrap();
+            let elected = Instant::now() + Duration::from_secs(10);
+            while leader_of(third).await.is_none_or(|l| l == other) && Instant::now() < elected {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            cluster.signal(other, "CONT");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // A dead holder's lease, claimed through the node that leads again, is freed in time:
+    // its TTL plus `EXPIRE_PROPOSAL_TIMEOUT` (5 s) and room for a loaded machine.
+    let via_old = Client::connect(ClientConfig {
+        endpoints: vec![cluster.nodes[&old].addr.clone()],
+        follow_leader_hints: false,
+        retry_deadline: Duration::from_secs(10),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    let dead = granted(via_old.claim("dead/after", "dead", SHORT).await.unwrap());
+    let freed_by = Instant::now() + SHORT + Duration::from_secs(5 + 5);
+    loop {
+        let probe = via_old
+            .probe("dead/after", ReadMode::Linearizable)
+            .await
+            .unwrap();
+        if probe.lease.is_none() {
+            break;
+        }
+        assert!(
+            Instant::now() < freed_by,
+            "a dead holder's lease (token {}) is still held; node {old} leads and ends nothing\n{}",
+            dead.lease.token,
+            std::fs::read_to_string(&cluster.nodes[&old].log).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Clearing an assignment is a command of data format 5, and a revoke that holds the key
 /// back one of format 8, which an older node cannot decode: the leader proposes each only
 /// once every member told it that it reads that format. Here one member has never been
