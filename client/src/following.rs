@@ -362,6 +362,17 @@ fn refused(client: &Client, endpoint: &str, status: &tonic::Status) -> Broke {
     }
 }
 
+/// Whether `token` still holds the probed key: its one lease, or any of its permit or shared
+/// holders (`probe.lease` is then only the first of them: the others were told "gone", and a
+/// `baton run --permits` child was stopped, when the stream fell behind).
+fn still_held(probe: &crate::Probe, token: u64) -> bool {
+    probe.lease.as_ref().is_some_and(|l| l.token == token)
+        || probe
+            .permits
+            .as_ref()
+            .is_some_and(|p| p.holders.iter().any(|h| h.token == token))
+}
+
 /// Past the leader's window: tells each wait to renew its place (its answer says if the
 /// line granted the key), reads each followed lease linearizably, tells the guards of the
 /// ones that are gone, and resumes from before the earliest read. With waits, the first read
@@ -393,7 +404,7 @@ async fn recheck(client: &Client, feed: &Feed) -> bool {
         };
         resume = Some(resume.map_or(probe.revision, |r| r.min(probe.revision)));
         let current: Option<&LeaseInfo> = probe.lease.as_ref();
-        if current.is_some_and(|l| l.token == token) {
+        if still_held(&probe, token) {
             continue;
         }
         deliver(
@@ -413,4 +424,60 @@ async fn recheck(client: &Client, feed: &Feed) -> bool {
     }
     feed.lock().next = resume.map_or(0, |revision| revision + 1);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::still_held;
+    use crate::{KeyHolders, LeaseInfo, Probe};
+
+    fn lease(token: u64) -> LeaseInfo {
+        LeaseInfo {
+            key: "k".into(),
+            holder_name: format!("h{token}"),
+            holder_client_id: format!("c{token}"),
+            token,
+            ttl: Duration::from_secs(10),
+            held_since_unix_ms: 0,
+            renewed_at_unix_ms: 0,
+            remaining: Duration::from_secs(10),
+            basis: token,
+        }
+    }
+
+    #[test]
+    fn every_permit_holder_still_holds_its_key_not_only_the_first() {
+        let permits = |shared| Probe {
+            lease: Some(lease(3)),
+            revision: 9,
+            line: None,
+            permits: Some(KeyHolders {
+                permits: 3,
+                holders: vec![lease(3), lease(5), lease(8)],
+                shared,
+            }),
+        };
+        for shared in [false, true] {
+            for token in [3, 5, 8] {
+                assert!(still_held(&permits(shared), token), "token {token}");
+            }
+            assert!(!still_held(&permits(shared), 4), "a token no holder has");
+        }
+        let exclusive = Probe {
+            lease: Some(lease(7)),
+            revision: 9,
+            line: None,
+            permits: None,
+        };
+        assert!(still_held(&exclusive, 7));
+        assert!(!still_held(&exclusive, 6));
+        let free = Probe {
+            permits: None,
+            lease: None,
+            ..exclusive
+        };
+        assert!(!still_held(&free, 7));
+    }
 }

@@ -368,6 +368,21 @@ def test_waiting_for_a_key_one_holds_or_a_free_one_grants_it(cluster):
     assert not was_waiting and holds.holder == "other" and holds.token > grant.token
 
 
+def test_an_ending_is_told_to_the_lease_of_its_key_not_to_another_key_of_the_same_token():
+    # Every key of a claimed set has the set's one token: the feed once keyed its listeners
+    # by token alone, so two lease() blocks over keys of one set heard each other's endings.
+    feed = endings.Feed(None, None)
+    told = {}
+    for key in ("set/a", "set/b"):
+        following = endings.Following(key, 7, lambda loss, key=key: told.setdefault(key, loss))
+        feed._followers[(key, 7)] = [following]
+        feed._count += 1
+    feed._deliver("set/a", 7, Loss("expired"))
+    assert list(told) == ["set/a"]
+    assert told["set/a"].what == "expired"
+    assert feed._count == 1
+
+
 def test_a_full_line_is_refused_with_its_facts():
     class Failed(grpc.RpcError):
         def code(self):

@@ -4,7 +4,7 @@ leader, shared by every `Lease` of the `Client`, as the Rust client's `endings` 
 When a lease ends other than by its holder's own release (revoked, handed off, expired),
 the leader pushes the facts to the session that held it as the ending entry applies. The
 feed keeps one stream per session however many leases it follows, open while any is
-followed, and hands each ending to the leases of its token. After a break (a node died,
+followed, and hands each ending to the leases of its key and token. After a break (a node died,
 the leader changed, the stream went quiet for `ENDINGS_SILENCE`) it resumes at the leader
 it can find from where it was, so no ending is missed; past the leader's window it re-reads
 each followed lease linearizably and tells the ones that are gone.
@@ -127,12 +127,13 @@ class Feed:
         self._client = client
         self._transport = transport
         self._lock = threading.Lock()
-        #: Token -> its followers (a claim of a key already held keeps the token, so two
-        #: leases may share one).
-        self._followers: Dict[int, List[Following]] = {}
+        #: (Key, token) -> its followers (a claim of a key already held keeps the token, so
+        #: two leases may share one). The key too: every key of a claimed set has the set's
+        #: one token, and the ending of one is no news for the others.
+        self._followers: Dict[Tuple[str, int], List[Following]] = {}
         self._count = 0
-        #: Endings for tokens nobody followed yet, newest last.
-        self._early: Deque[Tuple[int, Loss]] = deque()
+        #: Endings for leases nobody followed yet, newest last.
+        self._early: Deque[Tuple[Tuple[str, int], Loss]] = deque()
         #: Key -> the waits in its line listening for their grant.
         self._waits: Dict[str, List[Listening]] = {}
         self._waiting = 0
@@ -164,12 +165,12 @@ class Feed:
             if self._count >= LEASES_PER_SESSION_MAX or self._closed:
                 return None
             for i, (t, loss) in enumerate(self._early):
-                if t == token:
+                if t == (key, token):
                     early = loss
                     del self._early[i]
                     break
             else:
-                self._followers.setdefault(token, []).append(following)
+                self._followers.setdefault((key, token), []).append(following)
                 self._count += 1
                 self._idle.clear()
             if self._thread is None:
@@ -250,12 +251,13 @@ class Feed:
         if following is None:
             return
         with self._lock:
-            followers = self._followers.get(following.token, [])
+            followed = (following.key, following.token)
+            followers = self._followers.get(followed, [])
             if following in followers:
                 followers.remove(following)
                 self._count -= 1
                 if not followers:
-                    del self._followers[following.token]
+                    del self._followers[followed]
             if self._count == 0 and self._waiting == 0:
                 self._stop_stream()
 
@@ -270,15 +272,17 @@ class Feed:
         if self._call is not None:
             self._call.cancel()
 
-    def _deliver(self, token: int, loss: Loss) -> None:
-        """Tells `token`'s followers, or keeps the ending for one that follows late."""
+    def _deliver(self, key: str, token: int, loss: Loss) -> None:
+        """Tells the followers of `key`'s lease `token`, or keeps the ending for one that
+        follows late."""
+        ended = (key, token)
         with self._lock:
-            followers = self._followers.pop(token, [])
+            followers = self._followers.pop(ended, [])
             self._count -= len(followers)
-            if not followers and all(t != token for t, _ in self._early):
+            if not followers and all(t != ended for t, _ in self._early):
                 if len(self._early) >= EARLY_ENDINGS_MAX:
                     self._early.popleft()
-                self._early.append((token, loss))
+                self._early.append((ended, loss))
         for following in followers:
             following.tell(loss)
 
@@ -354,7 +358,7 @@ class Feed:
                         )
                     )
                 else:
-                    self._deliver(message.token, _loss(message))
+                    self._deliver(message.key, message.token, _loss(message))
                 with self._lock:
                     # Resume from this revision, not the next: one entry may end several
                     # leases of the session, and a repeat is harmless (a token is told once).
@@ -405,17 +409,18 @@ class Feed:
                 return False
         self._recheck_waits()
         with self._lock:
-            leases = [(token, f[0].key) for token, f in self._followers.items() if f]
-        for token, key in leases:
+            leases = [followed for followed, f in self._followers.items() if f]
+        for key, token in leases:
             try:
                 probe = self._client.probe(key)
             except BatonError:
                 return False
             resume = probe.revision if resume is None else min(resume, probe.revision)
             current = probe.lease
-            if current is not None and current.token == token:
+            if _still_held(probe, token):
                 continue
             self._deliver(
+                key,
                 token,
                 Loss(
                     what=GONE,
@@ -427,6 +432,14 @@ class Feed:
         with self._lock:
             self._next = 0 if resume is None else resume + 1
         return True
+
+
+def _still_held(probe, token: int) -> bool:
+    """Whether `token` still holds the probed key: its one lease, or any of its permit or
+    shared holders (`probe.lease` is then only the first of them)."""
+    if probe.lease is not None and probe.lease.token == token:
+        return True
+    return probe.permits is not None and any(h.token == token for h in probe.permits.holders)
 
 
 def _pump(call, inbox: "queue.Queue") -> None:
