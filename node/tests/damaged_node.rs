@@ -400,3 +400,82 @@ async fn one_flipped_bit_in_one_nodes_log_loses_no_acknowledged_grant() {
     )
     .await;
 }
+
+/// Issue 54, finding 2: a log read back while the node runs was decoded from whatever the
+/// disk returned (checksums were checked only at open), so a changed byte that still decoded
+/// was applied, or shipped to a follower under a fresh checksum, and the replicas diverged.
+/// Node `follower` is down while the leader writes 120 claims; then one bit flips two thirds
+/// into the leader's log, under the running node. When the follower comes back, the leader
+/// reads those entries to send them: the read fails its checksum, the leader marks its
+/// storage failed and stops, naming the entry, and never ships it. The other two elect a
+/// leader and serve every grant; the damaged node, started again, keeps the damage aside and
+/// is refilled from the new leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_entry_damaged_under_a_running_leader_is_never_shipped_and_the_node_is_refilled() {
+    let _serial = serial().await;
+    let mut cluster = Cluster::start_with(3, &["--admin-listen", "127.0.0.1:0"]).await;
+    let client = cluster.client().await;
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let follower = cluster
+        .running()
+        .into_iter()
+        .find(|id| *id != leader)
+        .unwrap();
+    cluster.kill(follower);
+    for i in 0..LATE_KEYS {
+        let g = client
+            .claim(&format!("late/{i}"), "late", TTL)
+            .await
+            .unwrap();
+        assert!(matches!(g, ClaimOutcome::Granted(_)), "{g:?}");
+    }
+    // The write goes through the page cache the running node reads from.
+    damage_log(
+        &cluster.nodes[&leader].data_dir.join("log"),
+        Damage::FlippedBit,
+    );
+    cluster.start_node(follower);
+    cluster
+        .wait_logged("read back damaged", 1, Duration::from_secs(30))
+        .await;
+    let log = std::fs::read_to_string(&cluster.nodes[&leader].log).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("read back damaged") && l.contains("log entry")),
+        "the leader names the damaged entry\n{log}"
+    );
+    // The other two serve every grant: nothing damaged reached them.
+    wait_for("every grant served", Duration::from_secs(30), async || {
+        late_keys_there(&client).await == Ok(true)
+    })
+    .await;
+    // Started again, the damaged node keeps the damage aside and is refilled.
+    cluster.kill(leader);
+    cluster.start_node(leader);
+    let node_log = cluster.nodes[&leader].log.clone();
+    wait_for(
+        "the restarted node's admin port",
+        Duration::from_secs(10),
+        async || {
+            let log = std::fs::read_to_string(&node_log).unwrap_or_default();
+            log.matches("admin listening on ").count() >= 2
+        },
+    )
+    .await;
+    let admin = common::admin_addr(&cluster, leader).await;
+    wait_for(
+        "the damaged node refilled and ready",
+        Duration::from_secs(30),
+        async || common::http_get(&admin, "/readyz").await.0 == 200,
+    )
+    .await;
+    let log_dir = cluster.nodes[&leader].data_dir.join("log");
+    assert!(
+        log_dir.join("damaged").exists(),
+        "the damaged files are kept at the restart\n{}",
+        cluster.logs()
+    );
+    late_keys_there(&client)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}

@@ -591,7 +591,12 @@ impl Segments {
         self.lock().durable
     }
 
-    /// The entries of indexes `start..end` that are kept.
+    /// The entries of indexes `start..end` that are kept, each checked as it is read back
+    /// (its record's checksum, length and index): a changed byte that still decodes would
+    /// otherwise be applied here, or shipped to a follower under a fresh checksum, and the
+    /// replicas would diverge. A damaged record or a failed read marks the storage failed
+    /// (`set_failure`): the node stops, and its next open finds the damage and has the
+    /// leader refill the log, as after damage found at open.
     pub fn read(&self, start: u64, end: u64) -> io::Result<Vec<Entry>> {
         let inner = self.lock();
         let start = start.max(inner.first);
@@ -599,12 +604,42 @@ impl Segments {
         let mut out = Vec::with_capacity(end.saturating_sub(start) as usize);
         for index in start..end {
             let loc = inner.locs[(index - inner.first) as usize];
-            let file = &inner.segments[&loc.seq].file;
-            let mut bytes = vec![0u8; loc.len as usize];
-            file.read_exact_at(&mut bytes, loc.offset + HEADER_BYTES as u64)?;
-            out.push(decode(&bytes).map_err(io::Error::other)?);
+            let record = self.read_checked(&inner, index, loc)?;
+            let entry = &record[HEADER_BYTES..];
+            out.push(decode(entry).map_err(|e| self.damaged(index, loc, &e.to_string()))?);
         }
         Ok(out)
+    }
+
+    /// The record of `index` at `loc` (header and entry), read whole and checked.
+    fn read_checked(&self, inner: &Inner, index: u64, loc: Loc) -> io::Result<Vec<u8>> {
+        let file = &inner.segments[&loc.seq].file;
+        let mut bytes = vec![0u8; HEADER_BYTES + loc.len as usize];
+        if let Err(e) = file.read_exact_at(&mut bytes, loc.offset) {
+            self.set_failure(format!(
+                "reading log entry {index} back failed (segment {}, offset {}): {e}",
+                loc.seq, loc.offset
+            ));
+            return Err(e);
+        }
+        match parse(&bytes, 0) {
+            Some((at, entry)) if at == index && entry.len() == loc.len as usize => Ok(bytes),
+            Some((at, _)) if at != index => {
+                Err(self.damaged(index, loc, &format!("its record says index {at}")))
+            }
+            _ => Err(self.damaged(index, loc, "its record fails its checksum")),
+        }
+    }
+
+    /// Marks the storage failed for a damaged record of `index`, and the error that says so.
+    fn damaged(&self, index: u64, loc: Loc, why: &str) -> io::Error {
+        let what = format!(
+            "log entry {index} read back damaged (segment {}, offset {}): {why}; the node \
+             stops, and its next start has the leader refill the log",
+            loc.seq, loc.offset
+        );
+        self.set_failure(what.clone());
+        io::Error::new(io::ErrorKind::InvalidData, what)
     }
 
     /// Removes the entries from `index` on, on disk, before it returns.

@@ -70,12 +70,23 @@ impl Inner {
         Ok(())
     }
 
+    /// The log id of the record at `loc`, read whole and checked (a damaged record is an
+    /// error, never a log id).
     pub(super) fn read_log_id(&self, loc: Loc) -> io::Result<LogId> {
-        let mut bytes = vec![0u8; loc.len as usize];
+        let mut bytes = vec![0u8; HEADER_BYTES + loc.len as usize];
         self.segments[&loc.seq]
             .file
-            .read_exact_at(&mut bytes, loc.offset + HEADER_BYTES as u64)?;
-        let entry: Entry = decode(&bytes).map_err(io::Error::other)?;
+            .read_exact_at(&mut bytes, loc.offset)?;
+        let Some((_, entry)) = parse(&bytes, 0).filter(|(_, e)| e.len() == loc.len as usize) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the log record at segment {}, offset {} fails its checksum",
+                    loc.seq, loc.offset
+                ),
+            ));
+        };
+        let entry: Entry = decode(entry).map_err(io::Error::other)?;
         Ok(entry.log_id)
     }
 
