@@ -25,6 +25,7 @@
 pub mod access;
 pub mod case;
 mod fingerprint;
+pub mod formats;
 pub mod ids;
 pub mod lease;
 pub mod limits;

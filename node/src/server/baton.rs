@@ -89,8 +89,8 @@ pub struct Ctx {
     pub sm: StateMachine,
     pub ttl: TtlBounds,
     pub write_timeout: Duration,
-    /// What each peer said of the data format it reads (`format_gate`).
-    peers: Arc<crate::peers::PeerBook>,
+    /// What each member reads of the data formats (`super::format_gate`).
+    gate: super::format_gate::FormatGate,
     /// Write refusals that change nothing to the log too, instead of answering them from a
     /// read (`decide`).
     refusals_in_log: bool,
@@ -144,6 +144,7 @@ impl Ctx {
         tls: Arc<crate::tls::Outbound>,
         rules: ClientRules,
     ) -> Ctx {
+        let gate = super::format_gate::FormatGate::new(raft.clone(), peers);
         Ctx {
             storage,
             tls,
@@ -152,13 +153,13 @@ impl Ctx {
             watches_per_address_max: rules.watches_per_address_max,
             write_rate: WriteRate::new(rules.writes_per_second),
             principal_rate: WriteRate::new(rules.principal_writes_per_second),
-            proposer: Proposer::start(raft.clone(), metrics.clone()),
+            proposer: Proposer::start(raft.clone(), metrics.clone(), gate.clone()),
             claims_in_flight: ClaimsInFlight::default(),
             read_answers: Default::default(),
             metrics,
             raft,
             sm,
-            peers,
+            gate,
             ttl: rules.ttl,
             write_timeout: rules.write_timeout,
             refusals_in_log: rules.refusals_in_log,
@@ -271,13 +272,6 @@ impl Ctx {
     ) -> Result<pb::RevokeResponse, NotAnswered> {
         let (id, op) = convert::revoke(req)?;
         let held = matches!(op, Op::RevokeHeld { .. });
-        if held {
-            self.format_gate(
-                8,
-                "a revoke that holds the key back for the revoked holder's window (use \
-                 `revoke --now` to free it at once)",
-            )?;
-        }
         let key = op.key().to_string();
         let (outcome, revision) = self.propose(id, op, who.principal).await?;
         match outcome {
@@ -320,9 +314,6 @@ impl Ctx {
     ) -> Result<pb::AssignResponse, NotAnswered> {
         let key = req.key.clone();
         let (id, op) = convert::assign(req)?;
-        if matches!(op, Op::Unassign { .. }) {
-            self.format_gate(5, "clearing an assignment")?;
-        }
         match self.propose(id, op, who.principal).await? {
             (Outcome::Assigned { record }, revision) => Ok(pb::AssignResponse {
                 record: Some(convert::pb_record(&record)),
@@ -341,58 +332,7 @@ impl Ctx {
     /// format each said (0: none yet). `None` on a follower: only the leader knows what its
     /// peers said, and a follower's proposal goes to the leader as any write does.
     fn short_of_format(&self, format: u32) -> Option<Vec<(u64, u32)>> {
-        let (me, members) = {
-            let metrics = self.raft.metrics();
-            let m = metrics.borrow();
-            if m.current_leader != Some(m.id) {
-                return None;
-            }
-            let members: std::collections::BTreeSet<_> = m
-                .membership_config
-                .membership()
-                .nodes()
-                .map(|(id, _)| *id)
-                .collect();
-            (m.id, members)
-        };
-        Some(self.peers.short_of_format(me, &members, format))
-    }
-
-    /// Refuses a command of data format `format` unless every member is known to read it.
-    /// A node of an older version cannot decode a newer command: it would refuse the whole
-    /// append (stalling as a follower, and without a quorum of new nodes stalling the
-    /// cluster). Only the leader knows what its peers said; elsewhere the proposal is left
-    /// to find the leader as any write does.
-    fn format_gate(&self, format: u32, what: &str) -> Result<(), Status> {
-        let short = self.short_of_format(format).unwrap_or_default();
-        if short.is_empty() {
-            return Ok(());
-        }
-        let nodes: Vec<String> = short
-            .iter()
-            .map(|(id, said)| match said {
-                0 => format!("node {id} (format 4 or older, or not heard from yet)"),
-                f => format!("node {id} (format {f})"),
-            })
-            .collect();
-        let message = format!(
-            "{what} needs data format {format} on every member, and this leader has not \
-             heard it from {}: finish upgrading every node to this version (RUNBOOK, \
-             \"Upgrading\"), and retry once each answers; nothing was changed",
-            nodes.join(", ")
-        );
-        let details = pb::Refusal {
-            reason: "format_pending".into(),
-            data_format: format,
-            nodes: short.iter().map(|(id, _)| *id).collect(),
-            message: message.clone(),
-            ..pb::Refusal::default()
-        };
-        Err(Status::with_details(
-            tonic::Code::FailedPrecondition,
-            message,
-            prost::Message::encode_to_vec(&details).into(),
-        ))
+        self.gate.short_of(format).ok()
     }
 
     pub(super) async fn offer(

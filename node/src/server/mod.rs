@@ -8,6 +8,7 @@ mod claims_in_flight;
 pub mod cluster;
 pub mod convert;
 mod endings_stream;
+mod format_gate;
 mod forward;
 mod precheck;
 pub mod proposer;

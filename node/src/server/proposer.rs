@@ -31,6 +31,7 @@ use std::sync::Arc;
 use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use super::format_gate::{FormatGate, FormatPending};
 use crate::core::limits::{
     PROPOSALS_IN_FLIGHT_MAX, PROPOSALS_QUEUED_MAX, PROPOSAL_BYTES_MAX, PROPOSAL_COMMANDS_MAX,
 };
@@ -56,6 +57,9 @@ pub enum ProposeError {
     Busy,
     /// A read's round did not hear from a quorum (a blip, openraft #1852): retry.
     QuorumShort(String),
+    /// The command needs a data format some members were not heard to read: refused,
+    /// nothing proposed (`super::format_gate`).
+    FormatPending(FormatPending),
 }
 
 enum Pending {
@@ -75,10 +79,11 @@ pub struct Proposer {
 }
 
 impl Proposer {
-    /// Starts the batching task on the current tokio runtime.
-    pub fn start(raft: Raft, metrics: Arc<Metrics>) -> Proposer {
+    /// Starts the batching task on the current tokio runtime; every entry it makes passes
+    /// `gate` first.
+    pub fn start(raft: Raft, metrics: Arc<Metrics>, gate: FormatGate) -> Proposer {
         let (tx, rx) = mpsc::channel(PROPOSALS_QUEUED_MAX);
-        tokio::spawn(run(raft, rx, metrics));
+        tokio::spawn(run(raft, rx, metrics, gate));
         Proposer { tx }
     }
 
@@ -158,7 +163,7 @@ fn fill_batch<T: HasBytes>(first: T, mut next: impl FnMut() -> Option<T>) -> (Ve
     (batch, None)
 }
 
-async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, metrics: Arc<Metrics>) {
+async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, metrics: Arc<Metrics>, gate: FormatGate) {
     let slots = Arc::new(Semaphore::new(PROPOSALS_IN_FLIGHT_MAX));
     let mut carried: Option<Pending> = None;
     loop {
@@ -178,6 +183,7 @@ async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, metrics: Arc<Metrics>)
         carried = rest;
         let raft = raft.clone();
         let metrics = metrics.clone();
+        let gate = gate.clone();
         tokio::spawn(async move {
             let (mut commands, mut replies, mut readers) = (Vec::new(), Vec::new(), Vec::new());
             for p in batch {
@@ -190,6 +196,32 @@ async fn run(raft: Raft, mut rx: mpsc::Receiver<Pending>, metrics: Arc<Metrics>)
                 }
             }
             let readers = Readers(readers, metrics.clone());
+            // The data-format gate, as the entry is made: a command some member cannot
+            // decode is refused here, by the node that would append it.
+            match gate.check(&commands) {
+                Ok(pending) => {
+                    let mut kept = (Vec::new(), Vec::new());
+                    for ((cmd, reply), refused) in commands.into_iter().zip(replies).zip(pending) {
+                        match refused {
+                            Some(p) => drop(reply.send(Err(ProposeError::FormatPending(p)))),
+                            None => {
+                                kept.0.push(cmd);
+                                kept.1.push(reply);
+                            }
+                        }
+                    }
+                    (commands, replies) = kept;
+                }
+                Err(leader) => {
+                    let e = ProposeError::NotLeader(leader);
+                    for reply in replies {
+                        let _ = reply.send(Err(e.clone()));
+                    }
+                    readers.answer(Err(e));
+                    drop(slot);
+                    return;
+                }
+            }
             if commands.is_empty() {
                 readers.answer(read_round(&raft, &metrics).await);
                 drop(slot);

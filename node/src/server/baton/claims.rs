@@ -1,12 +1,8 @@
 //! A claim of one key: the key to one holder alone, or one of its N permits (data format
-//! 12: proposed only once every member reads it), and how the wire says either answer.
+//! 12) or a share (13), each appended only once every member reads it (`super::super::
+//! format_gate`), and how the wire says either answer.
 
 use super::*;
-
-/// The data format that brought permits (`Op::ClaimPermit`).
-const PERMITS_FORMAT: u32 = 12;
-/// The data format that brought shared holders (`Sharing::Shared`).
-const SHARED_FORMAT: u32 = 13;
 
 impl Ctx {
     /// A grant as the wire says it (claim, claim-next, a wait granted).
@@ -78,16 +74,6 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::ClaimResponse, NotAnswered> {
         let (id, op) = convert::claim(req, self.ttl)?;
-        match &op {
-            Op::ClaimPermit {
-                sharing: crate::core::Sharing::Shared,
-                ..
-            } => self.format_gate(SHARED_FORMAT, "sharing a key")?,
-            Op::ClaimPermit { .. } => {
-                self.format_gate(PERMITS_FORMAT, "claiming one of a key's permits")?
-            }
-            _ => {}
-        }
         let (outcome, revision) = self.decide(id, op, who).await?;
         self.metrics.claim(match outcome {
             Outcome::Granted { .. } | Outcome::GrantedPermit { .. } => "granted",

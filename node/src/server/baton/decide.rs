@@ -53,6 +53,9 @@ impl Ctx {
                 Err(status) => Err(status.into()),
             },
             Ok(Err(ProposeError::NotLeader(leader))) => Err(NotAnswered::NotLeader { leader }),
+            Ok(Err(ProposeError::FormatPending(p))) => {
+                Err(super::super::format_gate::pending_status(&p).into())
+            }
             Ok(Err(ProposeError::Busy)) => {
                 self.metrics.requests_limited.inc();
                 Err(Status::resource_exhausted(format!(
@@ -289,6 +292,9 @@ impl Ctx {
                          log (PROPOSALS_QUEUED_MAX); retry with backoff"
                     ))
                     .into());
+                }
+                Ok(Err(ProposeError::FormatPending(p))) => {
+                    return Err(super::super::format_gate::pending_status(&p).into())
                 }
                 Ok(Err(ProposeError::Failed(e) | ProposeError::QuorumShort(e))) => {
                     return Err(Status::unavailable(format!(

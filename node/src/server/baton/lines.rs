@@ -1,15 +1,11 @@
 //! Waiting in line, in the cluster: `Wait` joins a key's line (or renews one's place, or
-//! grants the key at once if nothing blocks it) and `LeaveLine` leaves it. Data format 11:
-//! proposed only once every member reads it.
+//! grants the key at once if nothing blocks it) and `LeaveLine` leaves it. Data format 11
+//! (13 for permits and shares): appended only once every member reads it
+//! (`super::super::format_gate`).
 
 use super::*;
 use crate::core::limits::LINE_LISTED_MAX;
 use crate::core::line::Line;
-
-/// The data format that brought waiting in line (`Op::Wait`, `Op::LeaveLine`).
-const LINES_FORMAT: u32 = 11;
-/// The data format that brought waiting in line for permits and shares (`Op::WaitPermit`).
-const PERMIT_LINES_FORMAT: u32 = 13;
 
 impl Ctx {
     pub(in crate::server) async fn wait(
@@ -18,13 +14,6 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::WaitResponse, NotAnswered> {
         let (id, op) = convert::wait(req, self.ttl)?;
-        match op {
-            Op::WaitPermit { .. } => self.format_gate(
-                PERMIT_LINES_FORMAT,
-                "waiting in line for a permit or a share",
-            )?,
-            _ => self.format_gate(LINES_FORMAT, "waiting in line")?,
-        }
         let (outcome, revision) = self.decide(id, op, who).await?;
         use pb::wait_response::Outcome as O;
         let outcome = match outcome {
@@ -75,7 +64,6 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::LeaveLineResponse, NotAnswered> {
         let (id, op) = convert::leave_line(req)?;
-        self.format_gate(LINES_FORMAT, "leaving a line")?;
         let (outcome, revision) = self.decide(id, op, who).await?;
         match outcome {
             Outcome::LeftLine { was_waiting, holds } => Ok(pb::LeaveLineResponse {

@@ -1,10 +1,7 @@
 //! All-or-none claims: every key of a set to one holder in one entry, or nothing. Data
-//! format 10: proposed only once every member reads it.
+//! format 10: appended only once every member reads it (`super::super::format_gate`).
 
 use super::*;
-
-/// The data format that brought the claim of a set (`Op::ClaimSet`).
-const SETS_FORMAT: u32 = 10;
 
 impl Ctx {
     pub(in crate::server) async fn claim_set(
@@ -13,7 +10,6 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::ClaimSetResponse, NotAnswered> {
         let (id, op) = convert::claim_set(req, self.ttl)?;
-        self.format_gate(SETS_FORMAT, "claiming a set of keys")?;
         let (outcome, revision) = self.decide(id, op, who).await?;
         use pb::claim_set_response::Outcome as O;
         let outcome = match outcome {

@@ -1,14 +1,10 @@
 //! The task board's writes: a dispatcher posts a task, an agent claims the next claimable
-//! one under a prefix. Both are data format 9: proposed only once every member reads it.
-//! From data format 14 on, `claim-next` walks only the unfinished keys.
+//! one under a prefix. Both are data format 9: appended only once every member reads it
+//! (`super::super::format_gate`). From data format 14 on, `claim-next` walks only the
+//! unfinished keys.
 
 use super::*;
-
-/// The data format that brought `post` and `claim-next` (`Op::Post`, `Op::ClaimNext`).
-const TASKS_FORMAT: u32 = 9;
-/// The data format whose `claim-next` walks only the unfinished keys
-/// (`Op::ClaimNextUnfinished`).
-const UNFINISHED_WALK_FORMAT: u32 = 14;
+use crate::core::formats::UNFINISHED_WALK_FORMAT;
 
 impl Ctx {
     pub(in crate::server) async fn post(
@@ -17,7 +13,6 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::PostResponse, NotAnswered> {
         let (id, op) = convert::post(req)?;
-        self.format_gate(TASKS_FORMAT, "posting a task")?;
         match self.propose(id, op, who.principal).await? {
             (Outcome::Posted { record, created }, revision) => Ok(pb::PostResponse {
                 record: Some(convert::pb_record(&record)),
@@ -42,7 +37,6 @@ impl Ctx {
             _ => Walk::EveryCaseFile,
         };
         let (id, op) = convert::claim_next(req, self.ttl, walk)?;
-        self.format_gate(TASKS_FORMAT, "claiming the next task")?;
         let (outcome, revision) = self.propose(id, op, who.principal).await?;
         use pb::claim_next_response::Outcome as O;
         let outcome = match outcome {
