@@ -53,7 +53,7 @@ use std::sync::Arc;
 /// sender (session and principal) and every event its real actor (`format3`). Format 5: one
 /// more command, `Op::Unassign`, and its event; a format-4 dir is format 5 as it is, and the
 /// leader proposes the new command only once every member said it reads format 5
-/// (`server::baton::Ctx::format_gate`). An older dir (and backup) is read and upgraded in
+/// (`server::format_gate`). An older dir (and backup) is read and upgraded in
 /// place: a format 2 or 3 log is rewritten before the identity says the new format, its
 /// snapshot is read as it is and replaced by the next one. Older binaries then refuse the
 /// dir rather than misread it. Format 6: the log is in plain segment files (`log/`), not in
