@@ -2083,3 +2083,27 @@ async fn leases_that_come_due_together_expire_in_shared_entries() {
         "300 expiries took {entries} log entries (one each before they were batched)"
     );
 }
+
+/// A default revoke of a key held by permits holds it back for the longest of the revoked
+/// holders' TTLs, and says so: `claimable_in` once named the first holder's TTL alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoke_of_permits_says_the_longest_hold_it_set() {
+    let _serial = serial().await;
+    let cluster = Cluster::start(3).await;
+    let (short, long) = (cluster.client().await, cluster.client().await);
+    let first = short
+        .claim_permit("permits/r", "short", Duration::from_secs(5), 3u32)
+        .await
+        .unwrap();
+    let second = long
+        .claim_permit("permits/r", "long", Duration::from_secs(40), 3u32)
+        .await
+        .unwrap();
+    assert!(granted(first).lease.token < granted(second).lease.token);
+    let operator = cluster.client().await;
+    let revoked = operator
+        .revoke_with("permits/r", "maintenance", false)
+        .await
+        .unwrap();
+    assert_eq!(revoked.claimable_in, Duration::from_secs(40), "{revoked:?}");
+}

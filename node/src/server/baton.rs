@@ -278,8 +278,19 @@ impl Ctx {
             Outcome::Revoked { previous } => {
                 tracing::warn!(key = %key, revision, token = previous.as_ref().map(|l| l.token),
                     held, "operator revoked a lease");
+                // The hold this revoke set: for permits, the longest of the revoked holders'
+                // TTLs (the first holder's alone, answered before, could be shorter).
+                let hold = || {
+                    self.sm.read(|s| {
+                        s.table
+                            .case(&key)
+                            .and_then(|c| c.quarantine.as_deref())
+                            .filter(|q| q.revision == revision)
+                            .map(|q| q.delay_ms)
+                    })
+                };
                 let claimable_in_ms = match (&previous, held) {
-                    (Some(l), true) => l.ttl_ms,
+                    (Some(l), true) => hold().unwrap_or(l.ttl_ms),
                     _ => 0,
                 };
                 Ok(pb::RevokeResponse {
