@@ -239,14 +239,31 @@ impl StateMachine {
                     .as_ref()
                     .map(|q| (Arc::from(key), q.revision, q.revision, q.delay_ms))
             }));
-        self.shared
-            .waiter_countdowns
-            .restart_all(state.table.lines().iter().flat_map(|(key, line)| {
-                line.iter().map(|w| {
-                    let id = Waiter::countdown_id(key, &w.holder.client_id);
-                    (Arc::from(id), 0, w.basis, w.ttl_ms)
+        // A key held by permits or shares, with a permit free and someone in line, may have
+        // had a hand-on nudge (a countdown of no time that asks the leader for an
+        // `Op::HandOn`, `core::table::line`): countdowns are this node's own, so it is armed
+        // again, or the head would wait for its next renewal. A `HandOn` with nothing to
+        // grant changes nothing.
+        let nudges = state.table.all_holders().iter().filter_map(|(key, held)| {
+            let waiting = state.table.lines().get(key).is_some_and(|l| !l.is_empty());
+            (waiting && held.free() > 0).then(|| {
+                let id = Waiter::hand_on_id(key);
+                (Arc::from(id), 0, state.revision.max(1), 0)
+            })
+        });
+        self.shared.waiter_countdowns.restart_all(
+            state
+                .table
+                .lines()
+                .iter()
+                .flat_map(|(key, line)| {
+                    line.iter().map(|w| {
+                        let id = Waiter::countdown_id(key, &w.holder.client_id);
+                        (Arc::from(id), 0, w.basis, w.ttl_ms)
+                    })
                 })
-            }));
+                .chain(nudges),
+        );
     }
 
     /// Applies one command at the next revision and keeps this node's countdowns in step.

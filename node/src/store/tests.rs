@@ -1052,3 +1052,59 @@ fn permits_learned_from_disk_are_counted_down_again_each_under_its_token() {
         assert!(left > std::time::Duration::from_secs(ttl - 2), "{left:?}");
     }
 }
+
+/// A key held by permits with one free and a waiter in line had a hand-on nudge, a
+/// countdown of no time that asks the leader for `Op::HandOn`: countdowns are a node's own,
+/// so one that learned the state from disk or a snapshot arms it again (else the head waited
+/// for its next renewal).
+#[test]
+fn a_hand_on_nudge_is_armed_again_for_a_state_learned_from_disk() {
+    use crate::core::{Op, Sharing};
+    use openraft::testing::log_id;
+    let mut table = crate::core::LeaseTable::default();
+    let mut index = 0;
+    let mut apply = |table: &mut crate::core::LeaseTable, who: &str, op: fn(_) -> Op| {
+        index += 1;
+        table.apply(index, &sent_by(who, index, op));
+    };
+    let claim = |holder| Op::ClaimPermit {
+        key: "p".into(),
+        holder,
+        ttl_ms: 5_000,
+        sharing: Sharing::Permits(3),
+    };
+    let wait = |holder| Op::WaitPermit {
+        key: "p".into(),
+        holder,
+        ttl_ms: 5_000,
+        sharing: Sharing::Permits(3),
+    };
+    for who in ["ann", "bob", "cat"] {
+        apply(&mut table, who, claim);
+    }
+    for who in ["dan", "eve"] {
+        apply(&mut table, who, wait);
+    }
+    // Every permit freed in one entry: dan is granted in it, eve waits for the nudge.
+    apply(&mut table, "ops", |_| Op::Revoke {
+        key: "p".into(),
+        reason: "r".into(),
+    });
+    assert_eq!(table.holders("p").map(|h| h.free()), Some(2));
+    assert_eq!(table.line("p").len(), 1);
+    let meta = crate::raft_types::SnapshotMeta {
+        last_log_id: Some(log_id(1, 1, index)),
+        last_membership: Default::default(),
+        snapshot_id: "t".into(),
+    };
+    let state = SmState {
+        table,
+        revision: index,
+        ..SmState::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    seed(dir.path(), 1, "t", &meta, &state).unwrap();
+    let (_log, sm) = reopen(dir.path());
+    // Eve's place, and the nudge.
+    assert_eq!(sm.waiter_countdowns().len(), 2);
+}
