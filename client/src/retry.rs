@@ -64,6 +64,17 @@ pub(crate) fn classify(status: &Status) -> Disposition {
     }
 }
 
+/// Whether a failed attempt certainly proposed nothing: the connection to the node was
+/// refused (the request was never sent), or the node said so
+/// (`baton_proto::UNPROPOSED_METADATA_KEY`). Any other failure (a timeout, a reset, an
+/// outage answered after the leader may have proposed it) may have reached the log.
+pub(crate) fn never_proposed(status: &Status) -> bool {
+    status
+        .metadata()
+        .contains_key(baton_proto::UNPROPOSED_METADATA_KEY)
+        || baton_proto::never_sent(status)
+}
+
 /// Exponential backoff with jitter: 50 ms doubling to 1 s (for requests; other bounds for
 /// other loops), each wait drawn from the upper half of the current step so that clients
 /// that failed together do not retry together.
@@ -164,6 +175,39 @@ mod tests {
                 Disposition::Retry { transport: false },
                 "{status:?}"
             );
+        }
+    }
+
+    /// A refused connection sent nothing, and a node that says it proposed nothing is
+    /// believed: the next attempt is still a first one. Anything else may have been
+    /// delivered, so the next attempt is a retry.
+    #[tokio::test]
+    async fn only_a_refused_connection_or_a_node_that_says_so_proposed_nothing() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+            .unwrap()
+            .connect_lazy();
+        let refused = baton_proto::v1::baton_client::BatonClient::new(channel)
+            .probe(baton_proto::v1::ProbeRequest::default())
+            .await
+            .unwrap_err();
+        assert!(never_proposed(&refused), "{refused:?}");
+        let mut said = Status::unavailable("this node is not the leader");
+        assert!(!never_proposed(&said));
+        said.metadata_mut().insert(
+            baton_proto::UNPROPOSED_METADATA_KEY,
+            tonic::metadata::MetadataValue::from_static("1"),
+        );
+        assert!(never_proposed(&said));
+        for maybe in [
+            Status::unavailable("the write did not commit"),
+            Status::deadline_exceeded("slow"),
+        ] {
+            assert!(!never_proposed(&maybe), "{maybe:?}");
         }
     }
 

@@ -233,7 +233,7 @@ async fn claim_next_walks_every_case_file_until_every_member_reads_format_14() {
         let path = cluster.nodes[&id].data_dir.join("peer-formats.json");
         let mut formats: BTreeMap<String, u32> =
             serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        assert_eq!(formats.get("3"), Some(&14), "{formats:?}");
+        assert_eq!(formats.get("3"), Some(&15), "{formats:?}");
         formats.insert("3".into(), 13);
         std::fs::write(&path, serde_json::to_vec(&formats).unwrap()).unwrap();
         cluster.start_node(id);

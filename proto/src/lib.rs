@@ -31,6 +31,37 @@ pub const FORWARDED_METADATA_KEY: &str = "x-baton-forwarded";
 /// retries. See `node/src/server/baton.rs`, `Ctx::decide`.
 pub const FIRST_ATTEMPT_METADATA_KEY: &str = "x-baton-first-attempt";
 
+/// Request metadata key a client sets (value `1`) on an attempt of a write after one that
+/// may have reached the cluster (it was sent and not refused by a node that says it proposed
+/// nothing: a timeout, a reset, an outage answered by a node); a follower that forwards the
+/// request passes it on. Such a retry is applied only if the cluster can match it to its
+/// first attempt (its answer remembered, or the client's memory showing it never applied),
+/// else refused as too old (UNKNOWN), never applied afresh (data format 15, `Op::Retry`).
+/// Without it (an older client), a write unknown to the cluster is applied as a first
+/// attempt. See `node/src/core/table.rs`, `LeaseTable::unmatched_retry`.
+pub const RETRY_METADATA_KEY: &str = "x-baton-retry";
+
+/// Response metadata key (value `1`) of a failure a node answers knowing that nothing of
+/// the request was proposed (it is not the leader and knows none, it could not reach the
+/// leader to forward it): the client's next attempt is still a first one, not a retry
+/// (`RETRY_METADATA_KEY`).
+pub const UNPROPOSED_METADATA_KEY: &str = "x-baton-unproposed";
+
+/// Whether a call failed before its request was sent: the connection was refused. (Any
+/// other failure, a timeout or a reset, may have delivered it.)
+pub fn never_sent(status: &tonic::Status) -> bool {
+    let mut cause = std::error::Error::source(status);
+    while let Some(e) = cause {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
 /// `Event.kind` of a watch's progress marker: sent by a node, at most once per
 /// `WATCH_PROGRESS_INTERVAL_MS`, when it has moved past events of other prefixes since the
 /// last thing it sent. Its revision is the last one the watcher has been brought up to date

@@ -383,6 +383,38 @@ def test_an_ending_is_told_to_the_lease_of_its_key_not_to_another_key_of_the_sam
     assert feed._count == 1
 
 
+def test_an_attempt_after_one_that_may_have_reached_the_cluster_says_it_is_a_retry():
+    from baton import _transport
+
+    class Failure(grpc.RpcError):
+        def __init__(self, trailing=()):
+            self._trailing = trailing
+
+        def trailing_metadata(self):
+            return self._trailing
+
+    assert _transport._never_proposed(Failure(), "failed to connect: Connection refused")
+    assert _transport._never_proposed(Failure(((_transport.UNPROPOSED_METADATA_KEY, "1"),)), "not the leader")
+    assert not _transport._never_proposed(Failure(), "the write did not commit within 5000 ms")
+
+    class Transport:
+        retry_deadline = 5.0
+        request_timeout = 1.0
+        metadata = ()
+
+        def pick(self):
+            return "127.0.0.1:1"
+
+    attempts = _transport.Attempts(Transport(), None)
+    _, _, first = attempts.next()
+    assert dict(first) == {"x-baton-first-attempt": "1"}
+    _, _, second = attempts.next()
+    assert "x-baton-retry" not in dict(second), "nothing may have reached the cluster yet"
+    attempts.maybe_delivered = True
+    _, _, third = attempts.next()
+    assert dict(third) == {"x-baton-retry": "1"}
+
+
 def test_a_full_line_is_refused_with_its_facts():
     class Failed(grpc.RpcError):
         def code(self):

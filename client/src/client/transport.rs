@@ -148,6 +148,9 @@ impl Client {
         let mut backoff = Backoff::new();
         let mut last_failure = String::from("no attempt was made");
         let mut redirected = false;
+        // Whether an earlier attempt may have reached the cluster: from then on each attempt
+        // says it is a retry, which the cluster applies only if it can match it to its first.
+        let mut maybe_delivered = false;
         for attempt in 1u32.. {
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
@@ -168,6 +171,12 @@ impl Client {
                     tonic::metadata::MetadataValue::from_static("1"),
                 );
             }
+            if maybe_delivered {
+                attempt_request.metadata_mut().insert(
+                    baton_proto::RETRY_METADATA_KEY,
+                    tonic::metadata::MetadataValue::from_static("1"),
+                );
+            }
 
             let adopted_leader =
                 match tokio::time::timeout(timeout, send(channel, attempt_request)).await {
@@ -184,6 +193,7 @@ impl Client {
                             return Err(crate::convert::error(&status));
                         }
                         Disposition::Retry { transport } => {
+                            maybe_delivered |= !crate::retry::never_proposed(&status);
                             last_failure = describe_failure(&endpoint, &status, timeout);
                             if transport {
                                 self.mark_suspect(&endpoint);
@@ -192,6 +202,7 @@ impl Client {
                         }
                     },
                     Err(_) => {
+                        maybe_delivered = true;
                         last_failure =
                             format!("{endpoint}: no answer within {} ms", timeout.as_millis());
                         self.mark_suspect(&endpoint);

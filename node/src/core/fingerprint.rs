@@ -18,6 +18,8 @@ impl Op {
             }
         };
         match self {
+            // A retry is the same request as its first attempt.
+            Op::Retry { op } => return op.fingerprint(),
             Op::Claim {
                 key,
                 holder,

@@ -21,6 +21,8 @@ pub const PERMITS_FORMAT: u32 = 12;
 pub const SHARED_FORMAT: u32 = 13;
 /// `Op::ClaimNextUnfinished` (format 14's walk).
 pub const UNFINISHED_WALK_FORMAT: u32 = 14;
+/// `Op::Retry`: a retry the cluster must match to its first attempt.
+pub const RETRY_FORMAT: u32 = 15;
 
 impl Op {
     /// The data format a member must read to decode this command, and what the command does
@@ -63,6 +65,11 @@ impl Op {
             Op::WaitPermit { .. } => (SHARED_FORMAT, "waiting in line for a permit or a share"),
             Op::HandOn { .. } => (SHARED_FORMAT, "handing a freed key on to its line"),
             Op::ClaimNextUnfinished { .. } => (UNFINISHED_WALK_FORMAT, "claiming the next task"),
+            // Its own operation may need a newer format still.
+            Op::Retry { op } => match op.newer_format() {
+                Some((format, what)) if format > RETRY_FORMAT => (format, what),
+                _ => (RETRY_FORMAT, "a retry marked as one"),
+            },
         })
     }
 }

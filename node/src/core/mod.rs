@@ -25,6 +25,7 @@
 pub mod access;
 pub mod case;
 mod fingerprint;
+mod format_3;
 pub mod formats;
 pub mod ids;
 pub mod lease;
@@ -44,6 +45,8 @@ mod line_tests;
 mod permit_tests;
 #[cfg(test)]
 mod queue_tests;
+#[cfg(test)]
+mod retry_tests;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod sequences;
 #[cfg(test)]

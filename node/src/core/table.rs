@@ -408,6 +408,21 @@ impl LeaseTable {
                 return (earlier, if decided == 0 { index } else { decided });
             }
         }
+        if let Op::Retry { op } = &cmd.op {
+            // Not remembered: applied as its own operation only if it was never applied.
+            if let Some(too_old) = cmd
+                .request_id
+                .as_ref()
+                .and_then(|id| self.unmatched_retry(id))
+            {
+                return (too_old, index);
+            }
+            let plain = LogCommand {
+                op: op.plain().clone(),
+                ..cmd.clone()
+            };
+            return self.apply_decided(index, &plain, changes, access);
+        }
         let outcome = match cmd.op.validate().and_then(|()| holder_is_sender(cmd)) {
             Err(e) => Outcome::Invalid { message: e.0 },
             Ok(()) => match &cmd.op {
@@ -570,6 +585,32 @@ impl LeaseTable {
         None
     }
 
+    /// A retry (`Op::Retry`) whose answer is not remembered, if the cluster cannot tell that
+    /// its first attempt was never applied: its client is not remembered (forgotten with
+    /// every answer, once `DEDUP_CLIENTS_MAX` others were more recent), or its seq is below
+    /// every answer kept for the client (it was forgotten, and remembered again from a later
+    /// request). Refused as too old (an unknown outcome), never applied afresh. A retry of a
+    /// client that is remembered, at or above its answers, was never applied: every applied
+    /// request of a remembered client is in its answers or at or below `forgotten_seq_max`.
+    fn unmatched_retry(&self, id: &RequestId) -> Option<Outcome> {
+        let lowest_kept = self
+            .sessions
+            .get(&id.client_id)
+            .and_then(|s| s.answers.front())
+            .map(|a| a.seq);
+        match lowest_kept {
+            Some(lowest) if id.seq >= lowest => None,
+            _ => Some(Outcome::RetryTooOld {
+                message: format!(
+                    "retry too old: the first attempt's answer is no longer known (request \
+                     seq {} of client {}; {} clients and {} answers each are kept): probe the \
+                     key to see its state",
+                    id.seq, id.client_id, DEDUP_CLIENTS_MAX, DEDUP_ANSWERS_PER_CLIENT_MAX
+                ),
+            }),
+        }
+    }
+
     fn remember(
         &mut self,
         index: u64,
@@ -710,8 +751,9 @@ impl LeaseTable {
                 client_id, basis, ..
             } => step.drop_waiter(client_id, *basis),
             // Applied before a step is made: by `apply_tracked`, which has the access state;
-            // by `claim_set` above, one step per key.
-            Op::SetAccess { .. } | Op::ClaimSet { .. } => Outcome::None,
+            // by `claim_set` above, one step per key; a retry as its own operation, by
+            // `apply_decided`.
+            Op::SetAccess { .. } | Op::ClaimSet { .. } | Op::Retry { .. } => Outcome::None,
         };
         // Whatever freed the key (or a permit of it, or a waiter's place ahead of others)
         // hands it on to the oldest waiter, in this entry.

@@ -273,12 +273,28 @@ pub enum Op {
         any: bool,
         wheres: Vec<(String, String)>,
     },
+    /// A client's write whose earlier attempt may have reached the cluster: applied as `op`
+    /// if the cluster can match it to its first attempt (its answer is remembered, or the
+    /// client's memory shows it was never applied), else refused as too old to tell, never
+    /// applied afresh (`LeaseTable::unmatched_retry`). Data format 15, appended last.
+    Retry {
+        op: Box<Op>,
+    },
 }
 
 impl Op {
+    /// The operation itself: a retry's own operation, else this one.
+    pub fn plain(&self) -> &Op {
+        match self {
+            Op::Retry { op } => op.plain(),
+            op => op,
+        }
+    }
+
     /// The key the operation is about.
     pub fn key(&self) -> &str {
         match self {
+            Op::Retry { op } => op.key(),
             Op::Claim { key, .. }
             | Op::Renew { key, .. }
             | Op::Release { key, .. }
@@ -320,6 +336,7 @@ impl Op {
     /// waits, accepts and declines as its own session).
     pub fn claimant(&self) -> Option<&Holder> {
         match self {
+            Op::Retry { op } => op.claimant(),
             Op::Claim { holder, .. }
             | Op::ClaimNext { holder, .. }
             | Op::ClaimNextUnfinished { holder, .. }
@@ -337,6 +354,7 @@ impl Op {
     /// Every key the operation is about: the set of a `ClaimSet`, else `key()` alone.
     pub fn keys(&self) -> Vec<&str> {
         match self {
+            Op::Retry { op } => op.keys(),
             Op::ClaimSet { keys, .. } => keys.iter().map(String::as_str).collect(),
             op => vec![op.key()],
         }
@@ -345,7 +363,13 @@ impl Op {
     /// Validates the operation against the core's absolute limits (the edge checks its
     /// node's own, inside them, first).
     pub fn validate(&self) -> Result<(), InvalidInput> {
-        let op = self;
+        let op = match self {
+            Op::Retry { op } if matches!(**op, Op::Retry { .. }) => {
+                return validate::invalid("a retry of a retry".to_owned())
+            }
+            Op::Retry { op } => op,
+            op => op,
+        };
         if let Op::SetAccess { policy, by } = op {
             validate::check_text("who set the policy", by, HOLDER_NAME_BYTES_MAX)?;
             return match policy {
@@ -365,6 +389,7 @@ impl Op {
         }
         validate::key(op.key())?;
         match op {
+            Op::Retry { .. } => validate::invalid("a retry of a retry".to_owned()),
             Op::Claim {
                 holder: h,
                 ttl_ms: t,
@@ -765,34 +790,4 @@ pub struct Unclaimable {
     pub assigned_elsewhere: u64,
     /// The scan stopped at `CLAIM_NEXT_SCAN_MAX` with keys left under the prefix.
     pub truncated: bool,
-}
-
-impl Refusal {
-    /// The outcome data format 3 answered in this refusal's place, word for word: a format-3
-    /// command applied from the log must leave the same remembered answer on a format-4
-    /// node as on the format-3 nodes that applied it (a retry gets it back). Format 3 had
-    /// text refusals, named no client id, and called the key limit bad input.
-    pub fn format_3_outcome(&self) -> Outcome {
-        let message = match self {
-            Refusal::StaleToken {
-                key,
-                token,
-                current: Some(l),
-            } => format!(
-                "token {token} is not current for {key}: held by {} with token {}",
-                l.holder.name, l.token
-            ),
-            Refusal::KeyLimit { key, keys, .. } => {
-                return Outcome::Invalid {
-                    message: format!(
-                        "the cluster holds {keys} keys, its limit: {key} cannot be added \
-                         (reuse or revoke keys you no longer need)"
-                    ),
-                }
-            }
-            // The rest read as format 3 wrote them (a wrong session never arises there).
-            other => other.to_string(),
-        };
-        Outcome::RefusedText { message }
-    }
 }

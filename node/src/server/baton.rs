@@ -81,6 +81,9 @@ pub(super) struct Caller {
     /// The client marked this as the first attempt of its request id
     /// (`baton_proto::FIRST_ATTEMPT_METADATA_KEY`): no other copy of it is on its way.
     pub(super) first_attempt: bool,
+    /// The client marked this as a retry after an attempt that may have reached the cluster
+    /// (`baton_proto::RETRY_METADATA_KEY`): it goes into the log as `Op::Retry`.
+    pub(super) retry: bool,
 }
 
 /// What the handlers share.
@@ -273,7 +276,7 @@ impl Ctx {
         let (id, op) = convert::revoke(req)?;
         let held = matches!(op, Op::RevokeHeld { .. });
         let key = op.key().to_string();
-        let (outcome, revision) = self.propose(id, op, who.principal).await?;
+        let (outcome, revision) = self.propose(id, op, who).await?;
         match outcome {
             Outcome::Revoked { previous } => {
                 tracing::warn!(key = %key, revision, token = previous.as_ref().map(|l| l.token),
@@ -325,7 +328,7 @@ impl Ctx {
     ) -> Result<pb::AssignResponse, NotAnswered> {
         let key = req.key.clone();
         let (id, op) = convert::assign(req)?;
-        match self.propose(id, op, who.principal).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::Assigned { record }, revision) => Ok(pb::AssignResponse {
                 record: Some(convert::pb_record(&record)),
                 revision,
@@ -353,7 +356,7 @@ impl Ctx {
     ) -> Result<pb::OfferResponse, NotAnswered> {
         let (id, op) = convert::offer(req)?;
         let key = op.key().to_string();
-        match self.propose(id, op, who.principal).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::Offered { offer }, revision) => Ok(pb::OfferResponse {
                 offer: Some(convert::pb_offer(&key, &offer, self.sm.offer_countdowns())),
                 revision,
@@ -368,7 +371,7 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::AcceptResponse, NotAnswered> {
         let (id, op) = convert::accept(req, self.ttl)?;
-        match self.propose(id, op, who.principal).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::Accepted { lease, note, from }, revision) => Ok(pb::AcceptResponse {
                 lease: Some(self.lease(&lease)),
                 note: Some(convert::pb_note(&note)),
@@ -388,7 +391,7 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::DeclineResponse, NotAnswered> {
         let (id, op) = convert::decline(req)?;
-        match self.propose(id, op, who.principal).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::Declined, revision) => Ok(pb::DeclineResponse { revision }),
             (other, _) => Err(convert::unexpected(other).into()),
         }
@@ -400,7 +403,7 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::CancelResponse, NotAnswered> {
         let (id, op) = convert::cancel(req)?;
-        match self.propose(id, op, who.principal).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::Cancelled, revision) => Ok(pb::CancelResponse { revision }),
             (other, _) => Err(convert::unexpected(other).into()),
         }
@@ -412,7 +415,7 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::SetQuarantineResponse, NotAnswered> {
         let (id, op) = convert::set_quarantine(req)?;
-        match self.propose(id, op, who.principal).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::QuarantineRules { rules }, revision) => {
                 tracing::warn!(?rules, revision, "quarantine rules changed");
                 Ok(pb::SetQuarantineResponse {
@@ -441,7 +444,7 @@ impl Ctx {
             .clone()
             .unwrap_or_else(|| crate::core::access::ANONYMOUS.to_owned());
         let (id, op) = convert::set_access(req, by)?;
-        match self.propose(id, op, who.principal).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::AccessSet { version }, revision) => {
                 let mut answer = self.access_response(revision);
                 answer.version = version;

@@ -5,7 +5,10 @@ use std::future::Future;
 use std::sync::Arc;
 
 use baton_proto::v1::baton_client::BatonClient;
-use baton_proto::{FIRST_ATTEMPT_METADATA_KEY, FORWARDED_METADATA_KEY, LEADER_METADATA_KEY};
+use baton_proto::{
+    FIRST_ATTEMPT_METADATA_KEY, FORWARDED_METADATA_KEY, LEADER_METADATA_KEY, RETRY_METADATA_KEY,
+    UNPROPOSED_METADATA_KEY,
+};
 use tonic::metadata::MetadataValue;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
@@ -32,6 +35,7 @@ impl BatonServer {
             let principal = self.ctx.auth.principal(&req)?;
             let forwarded = req.metadata().contains_key(FORWARDED_METADATA_KEY);
             let first_attempt = req.metadata().contains_key(FIRST_ATTEMPT_METADATA_KEY);
+            let retry = req.metadata().contains_key(RETRY_METADATA_KEY);
             let bearer = req
                 .metadata()
                 .get(super::auth::AUTHORIZATION_METADATA_KEY)
@@ -83,6 +87,7 @@ impl BatonServer {
                             let who = Caller {
                                 principal: principal.clone(),
                                 first_attempt,
+                                retry,
                             };
                             local(self.ctx.clone(), msg.clone(), who).await
                         }
@@ -97,13 +102,13 @@ impl BatonServer {
                         // No leader to confirm it with (an election): a refusal from a copy
                         // that may be behind is not final; the client retries.
                         None if !forwarded && !self.ctx.leads() => {
-                            Err(NotAnswered::Status(unavailable(
+                            Err(NotAnswered::Status(unproposed(unavailable(
                                 None,
                                 &format!(
                                     "cannot confirm a refusal ({}) without a leader",
                                     denied.message()
                                 ),
-                            )))
+                            ))))
                         }
                         _ => Err(NotAnswered::Status(denied)),
                     },
@@ -138,6 +143,10 @@ impl BatonServer {
                         fwd.metadata_mut()
                             .insert(FIRST_ATTEMPT_METADATA_KEY, MetadataValue::from_static("1"));
                     }
+                    if retry {
+                        fwd.metadata_mut()
+                            .insert(RETRY_METADATA_KEY, MetadataValue::from_static("1"));
+                    }
                     // The leader learns who is asking from this node's certificate and the
                     // principal it names (empty: anonymous), or, without TLS, from the
                     // client's own token again.
@@ -157,22 +166,27 @@ impl BatonServer {
                     fwd.set_timeout(FORWARD_TIMEOUT);
                     match remote(client, fwd).await {
                         Ok(resp) => Ok(with_leader(Response::new(resp.into_inner()), &addr)),
-                        Err(s) if forward_failed(&s) => Err(unavailable(
-                            Some(&addr),
-                            &format!(
-                                "forwarding to the leader failed ({:?}: {}); retry with the \
+                        Err(s) if forward_failed(&s) => Err(unproposed_if(
+                            baton_proto::never_sent(&s)
+                                || s.metadata().contains_key(UNPROPOSED_METADATA_KEY),
+                            unavailable(
+                                Some(&addr),
+                                &format!(
+                                    "forwarding to the leader failed ({:?}: {}); retry with the \
                                  same request id",
-                                s.code(),
-                                s.message()
+                                    s.code(),
+                                    s.message()
+                                ),
                             ),
                         )),
                         Err(s) => Err(s),
                     }
                 }
-                Err(NotAnswered::NotLeader { leader }) => Err(unavailable(
+                // Nothing was proposed: the proposer appends only as the leader.
+                Err(NotAnswered::NotLeader { leader }) => Err(unproposed(unavailable(
                     leader.as_deref(),
                     "this node is not the leader",
-                )),
+                ))),
             }
         }
         .await;
@@ -196,6 +210,21 @@ fn forward_failed(s: &Status) -> bool {
             s.code(),
             Code::Unavailable | Code::Cancelled | Code::DeadlineExceeded
         )
+}
+
+/// `s`, saying that nothing of the request was proposed: the client's next attempt is still
+/// a first one (`baton_proto::UNPROPOSED_METADATA_KEY`).
+fn unproposed(mut s: Status) -> Status {
+    s.metadata_mut()
+        .insert(UNPROPOSED_METADATA_KEY, MetadataValue::from_static("1"));
+    s
+}
+
+fn unproposed_if(unproposed_for_sure: bool, s: Status) -> Status {
+    match unproposed_for_sure {
+        true => unproposed(s),
+        false => s,
+    }
 }
 
 fn with_leader<T>(mut r: Response<T>, leader: &str) -> Response<T> {

@@ -101,7 +101,13 @@ use std::sync::Arc;
 /// nothing in the state changes, so a format-13 dir is format 14 as it is, and the leader
 /// proposes the new walk only once every member said it reads format 14 (format 9's
 /// `Op::ClaimNext` until then, which every node keeps applying by format 9's walk).
-pub const DATA_FORMAT: u32 = 14;
+/// Format 15: one more command, `Op::Retry` (a client's retry after an attempt that may have
+/// reached the cluster, applied only if the cluster can match it to its first attempt, else
+/// refused as too old: a retry no longer applies twice once its client has left the retry
+/// memory); nothing in the state changes, so a format-14 dir is format 15 as it is, and the
+/// leader proposes retries as `Op::Retry` only once every member said it reads format 15 (as
+/// plain commands until then, applied as before).
+pub const DATA_FORMAT: u32 = 15;
 /// The oldest format this baton reads (and upgrades).
 pub const DATA_FORMAT_OLDEST: u32 = 2;
 const IDENTITY_FILE: &str = "baton.id";

@@ -279,7 +279,9 @@ impl StateMachine {
             state
                 .table
                 .apply_decided(revision, cmd, changes, &mut state.access);
-        if let (Op::SetAccess { by, .. }, Outcome::AccessSet { version }) = (&cmd.op, &outcome) {
+        if let (Op::SetAccess { by, .. }, Outcome::AccessSet { version }) =
+            (cmd.op.plain(), &outcome)
+        {
             tracing::info!(
                 target: "baton::audit", by = %by, version, revision,
                 what = %state.access.audit.back().map_or("", |a| a.what.as_str()),

@@ -26,6 +26,13 @@ LEADER_METADATA_KEY = "x-baton-leader"
 #: Sent with a request's first attempt only: the leader may then answer a claim of a held
 #: key from a read (no log entry), safe only while no other copy of the request exists.
 FIRST_ATTEMPT_METADATA = (("x-baton-first-attempt", "1"),)
+#: Sent with every attempt after one that may have reached the cluster: the cluster applies
+#: such a retry only if it can match it to its first attempt, else refuses it as too old
+#: (`UNKNOWN`), never applying it afresh (data format 15).
+RETRY_METADATA = (("x-baton-retry", "1"),)
+#: Trailing metadata of a failure a node answers knowing it proposed nothing of the request:
+#: the next attempt is still a first one.
+UNPROPOSED_METADATA_KEY = "x-baton-unproposed"
 #: `Event.kind` of a node's watch progress markers (not events; they move the resume point).
 PROGRESS_KIND = "progress"
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.ABORTED}
@@ -238,6 +245,8 @@ class Attempts:
         self.redirected = False
         self.last = "no attempt was made"
         self.first = True
+        #: Whether an earlier attempt may have reached the cluster (then each is a retry).
+        self.maybe_delivered = False
         #: Endpoint -> (reason, text) of its failed TLS handshake in this request.
         self.tls_failed: Dict[str, Tuple[str, str]] = {}
 
@@ -249,6 +258,8 @@ class Attempts:
             raise Unavailable(f"cluster unavailable: {self.last}{self._hint()}")
         t = self.transport
         metadata = t.metadata + FIRST_ATTEMPT_METADATA if self.first else t.metadata
+        if self.maybe_delivered:
+            metadata = metadata + RETRY_METADATA
         self.first = False
         return t.pick(), min(remaining, t.request_timeout), metadata
 
@@ -261,7 +272,10 @@ class Attempts:
             raise t.error(e) from None
         details = e.details() or ""
         self.last = f"{endpoint}: {e.code().name}: {details}"
-        if t.tls_failed(self.tls_failed, endpoint, details):
+        tls_failed = t.tls_failed(self.tls_failed, endpoint, details)
+        if not (tls_failed or _never_proposed(e, details)):
+            self.maybe_delivered = True
+        if tls_failed:
             leader = None
         else:
             leader = t.learn_leader(e.trailing_metadata()) or t.learn_leader(e.initial_metadata())
@@ -285,3 +299,12 @@ class Attempts:
             reason, _ = next(reversed(self.tls_failed.values()))
             return f" (TLS: {_TLS_ADVICE[reason]})"
         return ""
+
+
+def _never_proposed(e: grpc.RpcError, details: str) -> bool:
+    """Whether a failed attempt certainly proposed nothing: the connection was refused (grpc
+    says so only in its text), or the node said so in its trailing metadata. Anything else (a
+    timeout, a reset, an outage answered by a node) may have reached the log."""
+    if "connection refused" in details.lower():
+        return True
+    return any(key == UNPROPOSED_METADATA_KEY for key, _ in (e.trailing_metadata() or ()))

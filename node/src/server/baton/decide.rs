@@ -15,9 +15,31 @@ impl Ctx {
         &self,
         origin: Option<convert::Origin>,
         op: Op,
-        principal: Option<String>,
+        who: Caller,
     ) -> Result<(Outcome, u64), NotAnswered> {
-        self.propose_command(command(origin, op, principal)).await
+        let cmd = self.as_sent(command(origin, op, who.principal), who.retry);
+        self.propose_command(cmd).await
+    }
+
+    /// `cmd` as the log takes it: a retry after an attempt that may have reached the cluster
+    /// (`Caller::retry`) as `Op::Retry`, which is applied only if the cluster can match it
+    /// to its first attempt, once every member reads data format 15 (until then, as a first
+    /// attempt, as before). Checked again where the entry is made (`super::super::
+    /// format_gate`).
+    fn as_sent(&self, cmd: LogCommand, retry: bool) -> LogCommand {
+        let reads_retries = || {
+            self.short_of_format(crate::core::formats::RETRY_FORMAT)
+                .is_some_and(|short| short.is_empty())
+        };
+        if !retry || cmd.request_id.is_none() || !reads_retries() {
+            return cmd;
+        }
+        LogCommand {
+            op: Op::Retry {
+                op: Box::new(cmd.op),
+            },
+            ..cmd
+        }
     }
 
     /// Counts `cmd` against its client's writes per second, then appends it.
@@ -192,7 +214,7 @@ impl Ctx {
             let _in_flight = claimed
                 .filter(|_| !self.refusals_in_log)
                 .map(|key| self.claims_in_flight.enter(key));
-            return self.propose_command(cmd).await;
+            return self.propose_command(self.as_sent(cmd, who.retry)).await;
         };
         let contended = || claimed.is_some_and(|key| self.claims_in_flight.has(key));
         if self.sm.read(|s| s.table.unchanged_answer(&cmd)).is_none() {
@@ -207,7 +229,7 @@ impl Ctx {
             let overtaken = matches!(first, Some(Some(_)))
                 && self.sm.read(|s| s.table.unchanged_answer(&cmd)).is_some();
             if !matches!(first, Some(None)) && !overtaken {
-                return self.propose_command(cmd).await;
+                return self.propose_command(self.as_sent(cmd, who.retry)).await;
             }
         }
         if let Some(limited) = self.rate_limited(&client) {
@@ -232,7 +254,7 @@ impl Ctx {
             }
         }
         let _in_flight = claimed.map(|key| self.claims_in_flight.enter(key));
-        self.append(cmd).await
+        self.append(self.as_sent(cmd, who.retry)).await
     }
 
     /// Lets a read through: refused once this node's disk failed (its state may be about to

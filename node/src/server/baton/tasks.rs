@@ -13,7 +13,7 @@ impl Ctx {
         who: Caller,
     ) -> Result<pb::PostResponse, NotAnswered> {
         let (id, op) = convert::post(req)?;
-        match self.propose(id, op, who.principal).await? {
+        match self.propose(id, op, who).await? {
             (Outcome::Posted { record, created }, revision) => Ok(pb::PostResponse {
                 record: Some(convert::pb_record(&record)),
                 created,
@@ -37,7 +37,7 @@ impl Ctx {
             _ => Walk::EveryCaseFile,
         };
         let (id, op) = convert::claim_next(req, self.ttl, walk)?;
-        let (outcome, revision) = self.propose(id, op, who.principal).await?;
+        let (outcome, revision) = self.propose(id, op, who).await?;
         use pb::claim_next_response::Outcome as O;
         let outcome = match outcome {
             Outcome::Granted {
