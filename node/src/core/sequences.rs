@@ -296,7 +296,15 @@ fn command(
     sent: &mut Vec<LogCommand>,
 ) -> (LogCommand, bool) {
     if !sent.is_empty() && rng.gen_ratio(1, 12) {
-        return (sent[rng.gen_range(0..sent.len())].clone(), true);
+        let mut again = sent[rng.gen_range(0..sent.len())].clone();
+        // Half the resends say they are retries (data format 15): matched to their first
+        // attempt, or refused as too old, never applied afresh.
+        if again.request_id.is_some() && rng.gen_bool(0.5) {
+            again.op = Op::Retry {
+                op: Box::new(again.op),
+            };
+        }
+        return (again, true);
     }
     let op = op(rng, table, seen);
     let leaders = matches!(
