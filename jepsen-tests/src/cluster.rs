@@ -78,6 +78,9 @@ pub struct NodeSettings {
     /// The `exclusive_as_shared` chaos knob on every node: an exclusive claim is proposed as
     /// a shared one (a canary the `shared` checker must catch).
     pub exclusive_as_shared: bool,
+    /// The `apply_retries_afresh` chaos knob on every node: marked retries are proposed as
+    /// plain commands (a canary the `retries` checker must catch).
+    pub apply_retries_afresh: bool,
 }
 
 /// One node.
@@ -445,7 +448,7 @@ impl Cluster {
             "clock_rate={}\nraft_delay_ms={}\nraft_jitter_ms={}\nskip_fsync={}\n\
              skip_read_index={}\ntrust_damaged_log={}\ndecide_copies_afresh={}\n\
              mute_endings={}\nlapse_places_early={}\nadmit_extra_permit={}\n\
-             exclusive_as_shared={}\n",
+             exclusive_as_shared={}\napply_retries_afresh={}\n",
             node.rate,
             node.delay_ms.0,
             node.delay_ms.1,
@@ -456,7 +459,8 @@ impl Cluster {
             u8::from(self.settings.mute_endings),
             u8::from(self.settings.lapse_places_early),
             u8::from(self.settings.admit_extra_permit),
-            u8::from(self.settings.exclusive_as_shared)
+            u8::from(self.settings.exclusive_as_shared),
+            u8::from(self.settings.apply_retries_afresh)
         );
         // Write-then-rename so the node never reads half a file.
         let tmp = node.chaos_file.with_extension("tmp");

@@ -15,6 +15,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+mod retry;
+pub use retry::RetryEvent;
+
 /// Nanoseconds on the harness's monotonic clock since the run started.
 pub type Nanos = u64;
 
@@ -184,6 +187,9 @@ pub enum Line {
     Permit(PermitEvent),
     /// A step of the `shared-holders` workload (the same fields as a `permit` line).
     Shared(PermitEvent),
+    /// A request resent as a retry after more clients wrote than the cluster remembers
+    /// (the churner, `workload::churn`).
+    Retry(RetryEvent),
 }
 
 /// An invocation or completion of a client operation.
@@ -644,6 +650,17 @@ impl History {
             .collect()
     }
 
+    /// Every retry the churner resent.
+    pub fn retries(&self) -> Vec<&RetryEvent> {
+        self.lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Retry(r) => Some(r),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The largest clock-rate deviation any skew fault applied in the run.
     pub fn max_skew(&self) -> f64 {
         self.lines
@@ -657,7 +674,8 @@ impl History {
                 | Line::Set(_)
                 | Line::Wait(_)
                 | Line::Permit(_)
-                | Line::Shared(_) => None,
+                | Line::Shared(_)
+                | Line::Retry(_) => None,
             })
             .fold(0.0, f64::max)
     }
@@ -675,6 +693,7 @@ impl History {
                 Line::Set(s) => s.t_ns,
                 Line::Wait(w) => w.t_ns,
                 Line::Permit(p) | Line::Shared(p) => p.t_ns,
+                Line::Retry(r) => r.t_ns,
             })
             .max()
             .unwrap_or(0)

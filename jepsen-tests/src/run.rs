@@ -194,6 +194,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         lapse_places_early: scenario.line_canary,
         admit_extra_permit: scenario.permit_canary,
         exclusive_as_shared: scenario.shared_canary,
+        apply_retries_afresh: scenario.retry_canary,
     };
     // Wall clocks minutes apart (libfaketime; monotonic clocks untouched): offsets between
     // machines must not matter to baton.
@@ -609,6 +610,9 @@ pub async fn run(opts: &Options) -> anyhow::Result<Outcome> {
         .any(|(w, _, _)| *w == "shared-holders")
     {
         results.push(check::shared::check(&history, params.rho));
+    }
+    if scenario.workloads.iter().any(|(w, _, _)| *w == "churner") {
+        results.push(check::retries::check(&history));
     }
     // Any panic fails (sled's on a failed disk, BUGS.md P7, went with sled at data format 7).
     let died = panics.len() + worker_panics.len();

@@ -27,12 +27,13 @@ fn options(scenario: &str, seed: u64, nodes: usize, secs: u64, out: &Path, bin: 
 /// The CI suite: partitions + kills, pauses, skew within the bound (with wall-clock offsets,
 /// delay and partitions), power cuts (mixed, and all nodes at once), membership changes, a
 /// damaged log where its vote decides, a disk whose syncs fail, late and copied claims,
-/// revokes among plain and guard-held leases under kills and partitions, and the twelve
-/// canaries (unfenced writes, acknowledging before fsync, skipping the read-index, voting on
-/// a damaged log, deciding copies of a claim afresh, revoking with `--now` while the holder
-/// believes, holders told of no revoke, places in line lapsing early, sets claimed key by
-/// key, tasks taken from a board read, N + 1 holders of N permits, exclusive claims granted
-/// shared); 3 nodes. `(scenario, seed, fault-phase seconds)`.
+/// revokes among plain and guard-held leases under kills and partitions, retries resent after
+/// more clients wrote than the cluster remembers, and the thirteen canaries (unfenced writes,
+/// acknowledging before fsync, skipping the read-index, voting on a damaged log, deciding
+/// copies of a claim afresh, revoking with `--now` while the holder believes, holders told of
+/// no revoke, places in line lapsing early, sets claimed key by key, tasks taken from a board
+/// read, N + 1 holders of N permits, exclusive claims granted shared, retries applied
+/// afresh); 3 nodes. `(scenario, seed, fault-phase seconds)`.
 pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
     vec![
         ("canary", seed, 8),
@@ -47,6 +48,7 @@ pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
         ("task-canary", seed, SET_CANARY_S),
         ("permit-canary", seed, PERMIT_CANARY_S),
         ("shared-canary", seed, SHARED_CANARY_S),
+        ("retry-canary", seed, RETRY_CANARY_S),
         ("partition-kill", seed, 35),
         ("pause", seed, 25),
         ("skew", seed, 30),
@@ -57,8 +59,16 @@ pub fn ci(seed: u64) -> Vec<(&'static str, u64, u64)> {
         ("eio", seed, 20),
         ("copies", seed, 20),
         ("revoke", seed, 25),
+        ("churn", seed, CHURN_S),
     ]
 }
+
+/// Run phase of the retry canary (no faults; the churner alone): its first round, 10,100
+/// churn claims and the two retries, takes about 10 s on 2 loaded cores.
+pub const RETRY_CANARY_S: u64 = 16;
+
+/// Run phase of the churn scenario (the churner beside the plain workers): one round or two.
+pub const CHURN_S: u64 = 20;
 
 /// Run phase of the line canary (no faults; waiters only).
 pub const LINE_CANARY_S: u64 = 12;
@@ -133,9 +143,10 @@ fn inconclusive(scenario: &str, outcome: &Outcome) -> bool {
     !outcome.ok() && !scenario.ends_with("canary") && failed == ["minimum-counts"]
 }
 
-/// The long suite: the twelve canaries once, then the fault matrix, partitions + kills,
+/// The long suite: the thirteen canaries once, then the fault matrix, partitions + kills,
 /// pauses, skew within the bound and over it, power cuts (mixed; all nodes), membership
-/// changes, damaged logs, failing syncs, late and copied claims, revokes, in turn with consecutive seeds, on `nodes` nodes,
+/// changes, damaged logs, failing syncs, late and copied claims, revokes, retries after client
+/// churn, in turn with consecutive seeds, on `nodes` nodes,
 /// each with a 2-minute fault phase, until `total` has passed.
 pub async fn long(
     seed: u64,
@@ -159,6 +170,7 @@ pub async fn long(
         ("task-canary", SET_CANARY_S),
         ("permit-canary", PERMIT_CANARY_S),
         ("shared-canary", SHARED_CANARY_S),
+        ("retry-canary", RETRY_CANARY_S),
     ] {
         let outcome = run::run(&options(canary, seed, nodes, secs, out, bin)).await?;
         eprintln!("{}", outcome.text());
@@ -177,6 +189,7 @@ pub async fn long(
         "eio",
         "copies",
         "revoke",
+        "churn",
     ];
     let mut i = 0u64;
     while start.elapsed() < total {

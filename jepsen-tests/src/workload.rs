@@ -32,6 +32,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::history::{decode_list, encode_list, Call, Elem, Holding, Kind, Nanos, Reply};
 
+mod churn;
 mod guarded;
 mod lines;
 mod outcome;
@@ -43,6 +44,7 @@ mod tasks;
 
 use outcome::{failed, release_said};
 
+pub use churn::CHURN_CLIENTS;
 pub use guarded::{run_revoker, GUARD_HOLD_MS, GUARD_TTL, REVOKE_GAP_MS};
 pub use lines::{
     line_keys, line_leak_check, LINE_LEAK_LIMIT, PERMIT_WAIT_KEYS, PERMIT_WAIT_N, WAIT_KEYS,
@@ -740,6 +742,9 @@ pub async fn run_pinned_reader(ctx: Arc<Ctx>, node: u64, endpoint: String, seed:
 
 /// Runs one worker until `ctx.stop`.
 pub async fn run_worker(ctx: Arc<Ctx>, slot: Arc<Slot>, w: usize, seed: u64) {
+    if slot.workload == "churner" {
+        return churn::run(ctx, slot.names[w].clone()).await;
+    }
     let mut worker = Worker::new(ctx.clone(), slot.clone(), w, seed);
     let mut paused_once = false;
     // Stagger the start so the workers do not move in lockstep.

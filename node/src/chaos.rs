@@ -40,6 +40,10 @@
 //!   decides it (`server::convert::claim`), as a shared claim, so exclusive claimants share
 //!   the key with each other and with shared holders: the bug the chaos suite's `shared`
 //!   checker, which judges by the mode the workload asked, must catch (the `shared-canary`).
+//! - `apply_retries_afresh=1`: the leader proposes a client's marked retry as the plain
+//!   command it was before data format 15 (`server::baton::decide`, `Ctx::as_sent`), so a
+//!   retry of a client the table forgot is applied again: the bug the chaos suite's
+//!   `retries` checker must catch (the `retry-canary`).
 //! - `skip_read_index=1`: a node that believes it leads answers linearizable reads from its
 //!   local state, without the read-index round that confirms it still leads: the stale-read
 //!   bug the chaos suite's `read-canary` must catch.
@@ -100,6 +104,16 @@ pub fn trust_damaged_log() -> bool {
     #[cfg(feature = "chaos")]
     if let Some(knobs) = imp::knobs() {
         return knobs.flag(imp::Flag::TrustDamagedLog);
+    }
+    false
+}
+
+/// Whether the leader proposes marked retries as plain commands (the `retry` canary); never
+/// without the feature and the control file.
+pub fn apply_retries_afresh() -> bool {
+    #[cfg(feature = "chaos")]
+    if let Some(knobs) = imp::knobs() {
+        return knobs.flag(imp::Flag::ApplyRetriesAfresh);
     }
     false
 }
@@ -207,6 +221,7 @@ mod imp {
         LapsePlacesEarly = 16,
         AdmitExtraPermit = 32,
         ExclusiveAsShared = 64,
+        ApplyRetriesAfresh = 128,
     }
 
     impl Knobs {
@@ -290,6 +305,9 @@ mod imp {
                     }
                     "exclusive_as_shared" if v.trim() == "1" => {
                         flags |= Flag::ExclusiveAsShared as u64
+                    }
+                    "apply_retries_afresh" if v.trim() == "1" => {
+                        flags |= Flag::ApplyRetriesAfresh as u64
                     }
                     _ => {}
                 }

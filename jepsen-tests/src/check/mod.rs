@@ -45,6 +45,7 @@ pub mod lists;
 pub mod model;
 pub mod notice;
 pub mod permits;
+pub mod retries;
 pub mod sets;
 pub mod shared;
 pub mod tasks;

@@ -72,6 +72,10 @@ pub struct Scenario {
     /// The shared canary: nodes propose an exclusive claim as a shared one
     /// (`exclusive_as_shared`). The run passes only if the checks catch it.
     pub shared_canary: bool,
+    /// The retry canary: leaders propose marked retries as plain commands
+    /// (`apply_retries_afresh`), as before data format 15. The run passes only if the
+    /// checks catch it.
+    pub retry_canary: bool,
 }
 
 impl Scenario {
@@ -106,6 +110,8 @@ impl Scenario {
             Some("nodes admitted N + 1 holders to keys claimed as N permits")
         } else if self.shared_canary {
             Some("nodes granted exclusive claims as shared ones, beside other holders")
+        } else if self.retry_canary {
+            Some("leaders applied retries of forgotten clients afresh, as before data format 15")
         } else {
             None
         }
@@ -138,6 +144,8 @@ pub const SCENARIOS: &[&str] = &[
     "task-canary",
     "permit-canary",
     "shared-canary",
+    "churn",
+    "retry-canary",
 ];
 
 /// Checkers whose failure in a canary scenario counts as catching it (not the minimum counts:
@@ -158,6 +166,7 @@ pub(super) const CANARY_CATCHERS: &[&str] = &[
     "lines",
     "permits",
     "shared",
+    "retries",
 ];
 
 /// The scenario called `name`, for a cluster of `nodes`.
@@ -189,6 +198,7 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
         task_canary: false,
         permit_canary: false,
         shared_canary: false,
+        retry_canary: false,
     };
     let mut revoked = baton.clone();
     revoked.push(("guard-holders", 4, 2));
@@ -389,6 +399,21 @@ pub fn scenario(name: &str, nodes: usize) -> Option<Scenario> {
                 BaseSkew::None,
                 false,
             )
+        },
+        // More clients than the cluster remembers write between requests and their
+        // retries (the churner), beside the plain workers. No faults: a round needs every
+        // one of its 10,100 churn claims answered, and each round already makes the fault
+        // the retry memory must survive.
+        "churn" => {
+            let mut churned = baton.clone();
+            churned.push(("churner", 1, 1));
+            s(vec![], churned, BaseSkew::None, false)
+        }
+        // The churner alone, on leaders that apply retries afresh.
+        "retry-canary" => Scenario {
+            pinned_readers: false,
+            retry_canary: true,
+            ..s(vec![], vec![("churner", 1, 1)], BaseSkew::None, false)
         },
         _ => return None,
     })

@@ -133,6 +133,11 @@ impl Recorder {
         self.push(|idx, t_ns| Line::Permit(crate::history::PermitEvent { idx, t_ns, ..event }));
     }
 
+    /// Records a churner's retry (`idx` and `t_ns` are filled in here).
+    pub fn retry(&self, event: crate::history::RetryEvent) {
+        self.push(|idx, t_ns| Line::Retry(crate::history::RetryEvent { idx, t_ns, ..event }));
+    }
+
     /// Records a `shared-holders` step (`idx` and `t_ns` are filled in here).
     pub fn shared(&self, event: crate::history::PermitEvent) {
         self.push(|idx, t_ns| Line::Shared(crate::history::PermitEvent { idx, t_ns, ..event }));

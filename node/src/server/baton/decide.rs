@@ -31,7 +31,9 @@ impl Ctx {
             self.short_of_format(crate::core::formats::RETRY_FORMAT)
                 .is_some_and(|short| short.is_empty())
         };
-        if !retry || cmd.request_id.is_none() || !reads_retries() {
+        // The chaos suite's `retry-canary` proposes them plain, as before format 15.
+        let afresh = crate::chaos::apply_retries_afresh();
+        if !retry || cmd.request_id.is_none() || afresh || !reads_retries() {
             return cmd;
         }
         LogCommand {
