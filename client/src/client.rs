@@ -47,6 +47,10 @@ struct Inner {
     /// Sequence number of the next mutating request; with the retry id it makes the
     /// request id that lets the cluster de-duplicate retries.
     next_seq: AtomicU64,
+    /// Whether a write of this instance was answered: the cluster then remembers its retry
+    /// id, and a retry it cannot match is refused as too old rather than mistaken for a
+    /// new client's (`transport::call_until` marks retries only from then on).
+    answered_write: std::sync::atomic::AtomicBool,
     /// Index into `config.endpoints` of the endpoint to use when no leader is known. It
     /// moves on only when that endpoint fails, so a client sticks with a node that works.
     cursor: AtomicUsize,
@@ -87,6 +91,7 @@ impl Client {
                 config,
                 retry_id: crate::config::random_client_id(),
                 next_seq: AtomicU64::new(1),
+                answered_write: std::sync::atomic::AtomicBool::new(false),
                 cursor: AtomicUsize::new(0),
                 routing: Mutex::new(Routing::default()),
                 feed: Arc::default(),

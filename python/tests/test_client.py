@@ -401,18 +401,25 @@ def test_an_attempt_after_one_that_may_have_reached_the_cluster_says_it_is_a_ret
         retry_deadline = 5.0
         request_timeout = 1.0
         metadata = ()
+        answered_write = False
 
         def pick(self):
             return "127.0.0.1:1"
 
-    attempts = _transport.Attempts(Transport(), None)
+    t = Transport()
+    attempts = _transport.Attempts(t, None, writes=True)
     _, _, first = attempts.next()
     assert dict(first) == {"x-baton-first-attempt": "1"}
     _, _, second = attempts.next()
     assert "x-baton-retry" not in dict(second), "nothing may have reached the cluster yet"
     attempts.maybe_delivered = True
     _, _, third = attempts.next()
-    assert dict(third) == {"x-baton-retry": "1"}
+    assert "x-baton-retry" not in dict(third), "the cluster knows nothing of this client yet"
+    attempts.answered()
+    assert t.answered_write
+    _, _, fourth = attempts.next()
+    assert dict(fourth) == {"x-baton-retry": "1"}
+    assert _transport._writes(pb.ClaimRequest()) and not _transport._writes(pb.ProbeRequest())
 
 
 def test_a_full_line_is_refused_with_its_facts():

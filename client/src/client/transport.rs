@@ -150,7 +150,20 @@ impl Client {
         let mut redirected = false;
         // Whether an earlier attempt may have reached the cluster: from then on each attempt
         // says it is a retry, which the cluster applies only if it can match it to its first.
+        // Only once a write of this instance was answered: before that the cluster knows
+        // nothing of its retry id, and could not tell a lost first attempt from one that was
+        // never applied (a fresh process's first claim through a failover would be refused
+        // as too old). A fresh process's first write is not protected: see
+        // docs/guarantees.md.
         let mut maybe_delivered = false;
+        let writes = WRITE_OPS.contains(&op);
+        let answered = || {
+            if writes {
+                self.inner
+                    .answered_write
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        };
         for attempt in 1u32.. {
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
@@ -171,7 +184,12 @@ impl Client {
                     tonic::metadata::MetadataValue::from_static("1"),
                 );
             }
-            if maybe_delivered {
+            if maybe_delivered
+                && self
+                    .inner
+                    .answered_write
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            {
                 attempt_request.metadata_mut().insert(
                     baton_proto::RETRY_METADATA_KEY,
                     tonic::metadata::MetadataValue::from_static("1"),
@@ -181,6 +199,7 @@ impl Client {
             let adopted_leader =
                 match tokio::time::timeout(timeout, send(channel, attempt_request)).await {
                     Ok(Ok(response)) => {
+                        answered();
                         self.learn_leader(response.metadata());
                         return Ok(Answer {
                             body: response.into_inner(),
@@ -189,6 +208,7 @@ impl Client {
                     }
                     Ok(Err(status)) => match classify(&status) {
                         Disposition::Fail => {
+                            answered();
                             self.learn_leader(status.metadata());
                             return Err(crate::convert::error(&status));
                         }
@@ -521,3 +541,25 @@ pub(super) fn is_local_timeout(status: &tonic::Status) -> bool {
     }
     false
 }
+
+/// The calls that carry a request id (writes): an answer to one means the cluster knows this
+/// instance's retry id.
+const WRITE_OPS: &[&str] = &[
+    "claim",
+    "claim_set",
+    "claim_next",
+    "wait",
+    "leave_line",
+    "renew",
+    "release",
+    "revoke",
+    "update",
+    "assign",
+    "post",
+    "offer",
+    "accept",
+    "decline",
+    "cancel",
+    "set_quarantine",
+    "set_access",
+];

@@ -69,6 +69,9 @@ class Transport:
         self._cursor = 0
         self._leader: Optional[str] = None
         self._suspects: Dict[str, float] = {}
+        #: Whether a write of this client was answered: the cluster then knows its retry
+        #: id, and retries are marked from then on (see `Attempts.next`).
+        self.answered_write = False
 
     def close(self) -> None:
         with self._lock:
@@ -144,7 +147,7 @@ class Transport:
 
     def call(self, service: str, method: str, request, deadline: Optional[float] = None):
         """One logical request until an answer, a non-retryable error, or the deadline."""
-        attempts = Attempts(self, deadline)
+        attempts = Attempts(self, deadline, writes=_writes(request))
         while True:
             endpoint, timeout, metadata = attempts.next()
             stub = STUBS[service](self.channel(endpoint))
@@ -153,6 +156,7 @@ class Transport:
             except grpc.RpcError as e:
                 time.sleep(attempts.failed(endpoint, e))
                 continue
+            attempts.answered()
             self.learn_leader(call.initial_metadata())
             return response
 
@@ -238,8 +242,10 @@ class Attempts:
     calls: which endpoint next, with what timeout and metadata, what a failure means (raise,
     redirect, or back off), and when to give up."""
 
-    def __init__(self, transport: Transport, deadline: Optional[float]):
+    def __init__(self, transport: Transport, deadline: Optional[float], writes: bool = False):
         self.transport = transport
+        #: The request carries a request id (a write).
+        self.writes = writes
         self.deadline = deadline if deadline is not None else time.monotonic() + transport.retry_deadline
         self.backoff = BACKOFF_INITIAL
         self.redirected = False
@@ -258,7 +264,9 @@ class Attempts:
             raise Unavailable(f"cluster unavailable: {self.last}{self._hint()}")
         t = self.transport
         metadata = t.metadata + FIRST_ATTEMPT_METADATA if self.first else t.metadata
-        if self.maybe_delivered:
+        # Only once a write of this client was answered: before that the cluster knows nothing
+        # of its retry id, and could not tell a lost first attempt from one never applied.
+        if self.maybe_delivered and t.answered_write:
             metadata = metadata + RETRY_METADATA
         self.first = False
         return t.pick(), min(remaining, t.request_timeout), metadata
@@ -268,6 +276,7 @@ class Attempts:
         help, else returns how long to wait before the next attempt (0: at once)."""
         t = self.transport
         if e.code() not in RETRYABLE:
+            self.answered()
             t.learn_leader(e.trailing_metadata())
             raise t.error(e) from None
         details = e.details() or ""
@@ -289,6 +298,12 @@ class Attempts:
         self.backoff = min(self.backoff * 2, BACKOFF_MAX)
         return delay
 
+    def answered(self) -> None:
+        """A node answered the request (not an outage): for a write, the cluster knows this
+        client's retry id from now on."""
+        if self.writes:
+            self.transport.answered_write = True
+
     def _hint(self) -> str:
         """What the last failure suggests about TLS, if anything."""
         if self.transport._tls is None and "socket closed" in self.last.lower():
@@ -308,3 +323,9 @@ def _never_proposed(e: grpc.RpcError, details: str) -> bool:
     if "connection refused" in details.lower():
         return True
     return any(key == UNPROPOSED_METADATA_KEY for key, _ in (e.trailing_metadata() or ()))
+
+
+def _writes(request) -> bool:
+    """Whether `request` carries a request id (a write)."""
+    descriptor = getattr(request, "DESCRIPTOR", None)
+    return descriptor is not None and "request_id" in descriptor.fields_by_name

@@ -40,7 +40,7 @@ from typing import Optional, Sequence
 import grpc
 
 from ._ops import DEFAULT_ENDPOINT, Call, Ops
-from ._transport import STUBS, Attempts, Transport
+from ._transport import STUBS, Attempts, Transport, _writes
 from .client import TLS
 from .client import Client as BlockingClient
 from .errors import BatonError
@@ -90,7 +90,7 @@ class AsyncTransport(Transport):
 
     async def acall(self, service: str, method: str, request, deadline: Optional[float] = None):
         """One logical request until an answer, a non-retryable error, or the deadline."""
-        attempts = Attempts(self, deadline)
+        attempts = Attempts(self, deadline, writes=_writes(request))
         while True:
             endpoint, timeout, metadata = attempts.next()
             stub = STUBS[service](self.channel(endpoint))
@@ -100,6 +100,7 @@ class AsyncTransport(Transport):
             except grpc.RpcError as e:
                 await asyncio.sleep(attempts.failed(endpoint, e))
                 continue
+            attempts.answered()
             self.learn_leader(await call.initial_metadata())
             return response
 
