@@ -1115,6 +1115,53 @@ async fn concurrent_writes_share_log_entries_and_each_still_gets_its_own_token()
     assert_eq!(next.lease.token, tokens.last().unwrap() + 1);
 }
 
+/// The nodes `others` (a majority) elect one of them and write 120 claims through it, far
+/// past their snapshot threshold (`--snapshot-logs 20`), until each one's snapshot covers
+/// `covered` or more (they purge all but the last 20 entries behind each): a node cut off
+/// before can then only catch up from a snapshot. Building one is asynchronous, so on a
+/// loaded machine this takes a moment. Returns their client.
+async fn move_on_past_snapshots(cluster: &Cluster, others: &[u64], covered: u64) -> Client {
+    let rest = Client::connect(ClientConfig {
+        endpoints: others
+            .iter()
+            .map(|id| cluster.nodes[id].addr.clone())
+            .collect(),
+        retry_deadline: Duration::from_secs(30),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    for i in 0..120 {
+        granted(
+            rest.claim(&format!("moved-on/{i}"), "new", TTL)
+                .await
+                .unwrap(),
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for id in others {
+        let admin = admin_addr(cluster, *id).await;
+        loop {
+            let (_, metrics) = http_get(&admin, "/metrics").await;
+            let now = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("baton_raft_snapshot_index "))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            if now >= covered {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {id}'s snapshot covers only {now}\n{}",
+                cluster.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    rest
+}
+
 /// A leader cut off with writes in flight, whose log the new leader has purged past by the
 /// time it returns, catches up from a snapshot. openraft 0.9 never answers the writes it had
 /// appended (installing a snapshot does not truncate them), so the node must stop waiting for
@@ -1161,47 +1208,7 @@ async fn a_deposed_leader_whose_pending_writes_a_snapshot_covered_keeps_taking_w
     for id in &others {
         proxies[id].set_cut(false);
     }
-    let rest = Client::connect(ClientConfig {
-        endpoints: others
-            .iter()
-            .map(|id| cluster.nodes[id].addr.clone())
-            .collect(),
-        retry_deadline: Duration::from_secs(30),
-        ..ClientConfig::default()
-    })
-    .await
-    .unwrap();
-    for i in 0..120 {
-        granted(
-            rest.claim(&format!("moved-on/{i}"), "new", TTL)
-                .await
-                .unwrap(),
-        );
-    }
-    // Wait until the others' snapshots cover far past the old leader's log (they purge all
-    // but the last 20 entries behind each): it can only catch up from a snapshot. Building
-    // one is asynchronous, so on a loaded machine this takes a moment.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for id in &others {
-        let admin = admin_addr(&cluster, *id).await;
-        loop {
-            let (_, metrics) = http_get(&admin, "/metrics").await;
-            let covered = metrics
-                .lines()
-                .find_map(|l| l.strip_prefix("baton_raft_snapshot_index "))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .unwrap_or(0);
-            if covered >= 60 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "node {id}'s snapshot covers only {covered}\n{}",
-                cluster.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    let rest = move_on_past_snapshots(&cluster, &others, 60).await;
     proxies[&old].set_cut(false);
     cluster.signal(old, "CONT");
     let resumed = Instant::now();
@@ -1299,43 +1306,7 @@ async fn a_leader_cut_off_and_compacted_past_ends_leases_again_when_it_leads() {
     }
     // The majority elects one of them, expires the leases itself, and writes on far past
     // its snapshot threshold, purging its logs behind it.
-    let rest = Client::connect(ClientConfig {
-        endpoints: others
-            .iter()
-            .map(|id| cluster.nodes[id].addr.clone())
-            .collect(),
-        retry_deadline: Duration::from_secs(30),
-        ..ClientConfig::default()
-    })
-    .await
-    .unwrap();
-    for i in 0..120 {
-        granted(
-            rest.claim(&format!("moved-on/{i}"), "new", TTL)
-                .await
-                .unwrap(),
-        );
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for id in &others {
-        let admin = admin_addr(&cluster, *id).await;
-        loop {
-            let (_, metrics) = http_get(&admin, "/metrics").await;
-            let covered = metrics
-                .lines()
-                .find_map(|l| l.strip_prefix("baton_raft_snapshot_index "))
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .unwrap_or(0);
-            if covered >= 100 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "node {id}'s snapshot covers only {covered}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    move_on_past_snapshots(&cluster, &others, 100).await;
     proxies[&old].set_cut(false);
     cluster.signal(old, "CONT");
     let deadline = Instant::now() + Duration::from_secs(30);
