@@ -21,6 +21,8 @@ pub struct Call {
     pub request_id: Option<(String, u64)>,
     /// The request carried `x-baton-first-attempt` (recorded for claims).
     pub first_attempt: bool,
+    /// The request carried `x-baton-retry` (recorded for claims).
+    pub retry: bool,
 }
 
 #[derive(Default)]
@@ -224,7 +226,7 @@ impl FakeNode {
         method: &'static str,
         request_id: Option<&pb::RequestId>,
     ) -> Result<(), Status> {
-        self.enter_attempt(method, request_id, false)
+        self.enter_attempt(method, request_id, false, false)
     }
 
     fn enter_attempt(
@@ -232,11 +234,13 @@ impl FakeNode {
         method: &'static str,
         request_id: Option<&pb::RequestId>,
         first_attempt: bool,
+        retry: bool,
     ) -> Result<(), Status> {
         self.calls.lock().unwrap().push(Call {
             method,
             request_id: request_id.map(|id| (id.client_id.clone(), id.seq)),
             first_attempt,
+            retry,
         });
         let failure = self
             .script
@@ -307,8 +311,11 @@ impl Baton for FakeNode {
         let first_attempt = request
             .metadata()
             .contains_key(baton_proto::FIRST_ATTEMPT_METADATA_KEY);
+        let retry = request
+            .metadata()
+            .contains_key(baton_proto::RETRY_METADATA_KEY);
         let request = request.into_inner();
-        self.enter_attempt("claim", request.request_id.as_ref(), first_attempt)?;
+        self.enter_attempt("claim", request.request_id.as_ref(), first_attempt, retry)?;
         *self.ttl_ms.lock().unwrap() = request.ttl_ms;
         {
             let mut held = self.held_claims.lock().unwrap();

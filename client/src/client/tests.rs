@@ -455,3 +455,27 @@ async fn record_history_and_release_with_status_reach_the_node() {
     assert_eq!(node.last_final_status().as_deref(), Some(""));
     task.abort();
 }
+
+/// An attempt after one that may have reached the cluster says it is a retry, but only once a
+/// write of the client was answered (before that the cluster knows nothing of it, and would
+/// refuse a lost first attempt's retry as too old); a node that says it proposed nothing
+/// leaves the next attempt a first one.
+#[tokio::test]
+async fn retries_are_marked_after_a_maybe_delivered_attempt_once_a_write_was_answered() {
+    let node = Arc::new(FakeNode::default());
+    let (addr, task) = node.serve().await;
+    let client = client(&[&addr.to_string()]).await;
+    let ttl = Duration::from_secs(20);
+    // A fresh client: an outage answered by the node may have been proposed, but nothing
+    // is marked yet.
+    node.fail_next(Code::Unavailable, "the write did not commit");
+    client.claim("tasks/a", "h", ttl).await.unwrap();
+    let retries =
+        |from: usize| -> Vec<bool> { node.calls()[from..].iter().map(|c| c.retry).collect() };
+    assert_eq!(retries(0), [false, false]);
+    // Known now: the same failure makes the next attempt a retry.
+    node.fail_next(Code::Unavailable, "the write did not commit");
+    client.claim("tasks/b", "h", ttl).await.unwrap();
+    assert_eq!(retries(2), [false, true]);
+    task.abort();
+}
