@@ -47,10 +47,8 @@ const ACCOUNT_TIMED_OUT: &str = "the history read that explains the loss timed o
 /// guard's `reason` when the history cannot say (unreachable, compacted, still open).
 pub async fn account(client: &Client, key: &str, token: u64, reason: Option<LossReason>) -> Loss {
     // The cluster pushed the facts with the news: no read needed.
-    if let Some(LossReason::Ended(ending)) = &reason {
-        if let Some(loss) = pushed(ending) {
-            return loss;
-        }
+    if matches!(&reason, Some(LossReason::Ended(ending)) if pushed(ending).is_some()) {
+        return told(reason);
     }
     match tokio::time::timeout(ACCOUNT_TIMEOUT, client.history(key, ReadMode::Linearizable))
         .await

@@ -293,6 +293,26 @@ async fn bad_input_is_invalid_argument_and_changes_nothing() {
         .is_none());
 }
 
+/// The leader, a follower, and a client that talks to that follower alone (it follows no
+/// leader hint), so that its writes are forwarded.
+async fn pinned_to_a_follower(cluster: &Cluster) -> (u64, u64, Client) {
+    let leader = cluster.leader(Duration::from_secs(10)).await;
+    let follower = cluster
+        .running()
+        .into_iter()
+        .find(|id| *id != leader)
+        .unwrap();
+    let pinned = Client::connect(ClientConfig {
+        endpoints: vec![cluster.nodes[&follower].addr.clone()],
+        follow_leader_hints: false,
+        retry_deadline: Duration::from_secs(10),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    (leader, follower, pinned)
+}
+
 /// Bad input is refused alike by the leader and by a follower that knows it: the same
 /// INVALID_ARGUMENT, never an outage the client would retry until its deadline (a write
 /// without its session was answered UNAVAILABLE through a follower), and nothing changes.
@@ -302,21 +322,8 @@ async fn bad_input_gets_the_same_refusal_from_a_follower_as_from_the_leader() {
     use baton_proto::v1::baton_client::BatonClient;
     let _serial = serial().await;
     let cluster = Cluster::start(3).await;
-    let leader = cluster.leader(Duration::from_secs(10)).await;
-    let follower = cluster
-        .running()
-        .into_iter()
-        .find(|id| *id != leader)
-        .unwrap();
     // The follower knows the leader once a write went through it.
-    let pinned = Client::connect(ClientConfig {
-        endpoints: vec![cluster.nodes[&follower].addr.clone()],
-        follow_leader_hints: false,
-        retry_deadline: Duration::from_secs(10),
-        ..ClientConfig::default()
-    })
-    .await
-    .unwrap();
+    let (leader, follower, pinned) = pinned_to_a_follower(&cluster).await;
     let held = granted(pinned.claim("input/held", "agent", TTL).await.unwrap());
     let token = held.lease.token;
     let no_session = |seq: u64| {
@@ -1956,21 +1963,8 @@ async fn freed_then_copy_refused(
 async fn a_follower_forwards_writes_at_once_and_proposes_nothing() {
     let _serial = serial().await;
     let cluster = Cluster::start_with(3, &["--admin-listen", "127.0.0.1:0"]).await;
-    let leader = cluster.leader(Duration::from_secs(10)).await;
-    let follower = cluster
-        .running()
-        .into_iter()
-        .find(|id| *id != leader)
-        .unwrap();
     // The follower knows the leader once it has heard from it.
-    let pinned = Client::connect(ClientConfig {
-        endpoints: vec![cluster.nodes[&follower].addr.clone()],
-        follow_leader_hints: false,
-        retry_deadline: Duration::from_secs(10),
-        ..ClientConfig::default()
-    })
-    .await
-    .unwrap();
+    let (leader, follower, pinned) = pinned_to_a_follower(&cluster).await;
     let proposed = |id: u64| {
         let cluster = &cluster;
         async move {

@@ -68,20 +68,29 @@ impl FormatGate {
         &self,
         commands: &[LogCommand],
     ) -> Result<Vec<Option<FormatPending>>, Option<String>> {
+        // What the members lack, asked once per format the batch needs (a batch of up to
+        // `PROPOSAL_COMMANDS_MAX` commands needs a few formats at most): each ask reads the
+        // metrics and collects the membership.
+        let mut asked: Vec<(u32, Vec<(NodeId, u32)>)> = Vec::new();
         let mut answers = Vec::with_capacity(commands.len());
         for cmd in commands {
-            let answer = match cmd.op.newer_format() {
-                None => None,
-                Some((format, what)) => {
+            let Some((format, what)) = cmd.op.newer_format() else {
+                answers.push(None);
+                continue;
+            };
+            let short = match asked.iter().find(|(f, _)| *f == format) {
+                Some((_, short)) => short.clone(),
+                None => {
                     let short = self.short_of(format)?;
-                    (!short.is_empty()).then_some(FormatPending {
-                        format,
-                        what,
-                        short,
-                    })
+                    asked.push((format, short.clone()));
+                    short
                 }
             };
-            answers.push(answer);
+            answers.push((!short.is_empty()).then_some(FormatPending {
+                format,
+                what,
+                short,
+            }));
         }
         Ok(answers)
     }
